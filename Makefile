@@ -1,0 +1,31 @@
+# KAME studio: `make run` starts the app, `make test` runs the suite. Both set up .venv first.
+PYTHON ?= python3
+VENV ?= .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed-stamp
+export GRADIO_ANALYTICS_ENABLED := False
+export PIP_DISABLE_PIP_VERSION_CHECK := 1
+
+.PHONY: install run test bench clean
+
+install: $(STAMP)
+
+# The stamp is newer than every requirements file once an install succeeded: a second run does nothing.
+$(STAMP): requirements.txt requirements-nodeps.txt constraints.txt
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q -c constraints.txt -r requirements.txt
+	$(PY) -m pip install -q --no-deps -r requirements-nodeps.txt
+	$(PY) -c "import torch, moshi; assert torch.__version__.startswith('2.13.0'), torch.__version__"
+	touch $(STAMP)
+
+run: install
+	$(PY) app.py
+
+test: install
+	HF_HUB_OFFLINE=1 $(PY) -m pytest -q -p no:cacheprovider tests
+
+bench: install
+	HF_HUB_OFFLINE=1 $(PY) benchmarks/virtual_clock_throughput.py
+
+clean:
+	rm -rf $(VENV)

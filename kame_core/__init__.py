@@ -1,0 +1,12 @@
+"""KAME core: the four streams, the two clocks, the oracle manager and the tandem runner.
+
+Where things are:
+
+* :mod:`kame_core.clock`     -- frame clock (12.5 Hz), :class:`RealTimeClock`, :class:`VirtualClock`
+* :mod:`kame_core.trace`     -- :class:`SessionTrace`: the four streams per frame, events, provenance
+* :mod:`kame_core.protocols` -- FrontEnd / StreamingSTT / StreamingLLM / TTS / TextTokenizer
+* :mod:`kame_core.oracle`    -- :class:`OracleManager` (official KAME oracle semantics), the oracle stream
+* :mod:`kame_core.runner`    -- :class:`TandemRunner`: wires the parts on a clock, KAME or Moshi mode
+* :mod:`kame_core.metrics`   -- onset latency, revisions, self-corrections
+* :mod:`kame_core.scenario`  -- portable scenario files (trace JSON + WAV), strict validation
+"""

@@ -1,0 +1,155 @@
+"""The roles a tandem session wires together, one small protocol each.
+
+* :class:`FrontEnd`     -- the fast speech-to-speech model (neural KAME/Moshi, or the CPU stand-in):
+  one call per 80 ms frame.
+* :class:`TextTokenizer`-- the front-end's text tokenizer; oracle chunks are tokenized with it.
+* :class:`StreamingSTT` -- streaming speech recognition with voice activity detection.
+* :class:`StreamingLLM` -- the back-end LLM that writes oracles: async streaming, cancelled by cancelling
+  the task that consumes it.
+* :class:`TTS`          -- text to speech (stand-in front-end and cascade).
+
+Implementations live in their own modules (``kame_core.neural``, ``kame_core.stt`` ...); tests use doubles.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, AsyncIterator, Literal, Protocol, Sequence, runtime_checkable
+
+import numpy as np
+
+from .trace import Provenance
+
+if TYPE_CHECKING:
+    from .clock import Clock
+
+
+# ---------------------------------------------------------------------------------------------- front-end
+@dataclass
+class SelfCorrection:
+    """The front-end abandoned what it was saying because a newer oracle revision arrived."""
+
+    abandoned_text: str
+    revision: int | None
+    new_text: str = ""
+
+
+@dataclass
+class FrontEndOutput:
+    """What a front-end produced for one frame: an inner-monologue piece and 1920 output samples.
+
+    ``text_piece == ""`` with ``text_token is None`` (or the model's padding id) means text padding.
+    """
+
+    text_piece: str
+    audio: np.ndarray
+    text_token: int | None = None
+    self_correction: SelfCorrection | None = None
+
+
+@runtime_checkable
+class TextTokenizer(Protocol):
+    """Tokenizer shared by the inner monologue and the oracle stream."""
+
+    @property
+    def start_token_id(self) -> int:
+        """Id fed on the oracle stream at the frame of a reset (Moshi: ``text_initial_token_id``)."""
+
+    @property
+    def padding_token_id(self) -> int:
+        """Id that means "nothing" on a text stream (Moshi: ``text_padding_token_id`` = 3)."""
+
+    def encode(self, text: str) -> list[int]: ...
+
+    def piece(self, token_id: int) -> str:
+        """Display text of one token, leading space included where the tokenizer has one."""
+
+
+@runtime_checkable
+class FrontEnd(Protocol):
+    """One step per 80 ms frame: user audio + the oracle token of this frame -> text piece + output audio."""
+
+    provenance: Provenance
+    tokenizer: TextTokenizer
+
+    def reset(self, seed: int) -> None:
+        """Start a new session (clears all streaming state); deterministic under ``seed`` where sampling."""
+
+    def step(self, user_frame: np.ndarray, oracle_token: int | None, hold: bool = False) -> FrontEndOutput:
+        """Advance one frame. ``oracle_token`` is None for oracle padding. ``hold`` is the forced-delay hold:
+        the front-end must stay silent (the runner enforces it in the trace either way)."""
+
+
+# -------------------------------------------------------------------------------------------------- STT
+@dataclass(frozen=True)
+class Word:
+    text: str
+    start: float
+    end: float
+
+
+@dataclass(frozen=True)
+class STTEvent:
+    """An STT output. Times are session times of the *audio* (not of the detection).
+
+    kinds: ``speech_start`` (``start``), ``partial`` (``text`` so far in this segment), ``final``
+    (``text`` and ``words`` of the finished segment), ``speech_end`` (``end`` of the segment's audio).
+    """
+
+    kind: Literal["speech_start", "partial", "final", "speech_end"]
+    text: str = ""
+    words: tuple[Word, ...] = ()
+    start: float = 0.0
+    end: float = 0.0
+
+
+@runtime_checkable
+class StreamingSTT(Protocol):
+    """Fed 80 ms frames of 24 kHz user audio in order; returns what became known with each frame."""
+
+    provenance: Provenance
+    #: modelled processing latency (seconds) used on the virtual clock for each emitted event
+    virtual_latency_s: float
+
+    def reset(self) -> None: ...
+
+    def accept(self, frame: np.ndarray) -> list[STTEvent]:
+        """Consume one frame (blocking compute is fine: the runner calls it off the frame loop)."""
+
+    def flush(self) -> list[STTEvent]:
+        """End of input: finish any open segment."""
+
+
+# -------------------------------------------------------------------------------------------------- LLM
+@dataclass(frozen=True)
+class ChatMessage:
+    role: Literal["system", "user", "assistant"]
+    content: str
+
+
+class LLMError(RuntimeError):
+    """A back-end failed (API error, timeout, rate limit); the session goes on and retries at the next poll."""
+
+
+@runtime_checkable
+class StreamingLLM(Protocol):
+    """Streams an answer as text chunks. Cancelling the consuming task cancels the request."""
+
+    provenance: Provenance
+
+    def stream(self, messages: Sequence[ChatMessage], clock: "Clock") -> AsyncIterator[str]: ...
+
+
+# -------------------------------------------------------------------------------------------------- TTS
+@dataclass
+class Synthesis:
+    """Synthesized speech at 24 kHz with per-word timings (seconds from the start of ``audio``)."""
+
+    audio: np.ndarray
+    words: list[Word] = field(default_factory=list)
+
+
+@runtime_checkable
+class TTS(Protocol):
+    provenance: Provenance
+
+    def synthesize(self, text: str) -> Synthesis: ...
