@@ -1,0 +1,1 @@
+"""The Gradio visualiser of KAME studio (layout, timeline figure, callbacks)."""

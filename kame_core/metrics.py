@@ -1,0 +1,159 @@
+"""Metrics computed from a trace alone, so they work the same for live, simulated, recorded and imported runs.
+
+Times are on the trace's timeline: frame ``i`` of every stream sits at ``i * 80 ms``.
+
+* **Response onset latency** (per user turn) = time of the first non-padding assistant text frame at or
+  after the turn's first speech start, minus the end of the turn's last speech segment. Negative when the
+  front-end starts before the user finished (KAME's "speak while thinking"). The audio variant uses the
+  first output frame louder than -60 dBFS RMS.
+* A **user turn** is a run of speech segments separated by less than ``turn_gap_s`` of silence.
+* **Oracle revisions**: resets of the oracle stream. **Self-corrections**: events recorded by the front-end.
+* **Transcript → oracle**: for each revision, the time from the STT update that its LLM request was built
+  from to the frame where its start token was fed.
+"""
+from __future__ import annotations
+
+import statistics
+from dataclasses import dataclass, field
+from typing import Iterable
+
+import numpy as np
+
+from .clock import FRAME_SECONDS, SAMPLES_PER_FRAME
+from .trace import EventKind, SessionTrace
+
+SILENCE_RMS = 1e-3  # -60 dBFS
+
+
+@dataclass(frozen=True)
+class UserTurn:
+    start: float
+    end: float
+    segments: int
+
+
+@dataclass(frozen=True)
+class TurnOnset:
+    turn: int
+    user_end: float
+    text_onset: float | None
+    audio_onset: float | None
+
+    @property
+    def latency_s(self) -> float | None:
+        return None if self.text_onset is None else self.text_onset - self.user_end
+
+    @property
+    def audio_latency_s(self) -> float | None:
+        return None if self.audio_onset is None else self.audio_onset - self.user_end
+
+
+@dataclass
+class SessionMetrics:
+    onsets: list[TurnOnset] = field(default_factory=list)
+    oracle_revisions: int = 0
+    self_corrections: int = 0
+    llm_requests: int = 0
+    llm_cancels: int = 0
+    transcript_to_oracle_s: list[float] = field(default_factory=list)
+
+    @property
+    def onset_latency_s(self) -> float | None:
+        """Onset latency of the first user turn (the headline number)."""
+        return self.onsets[0].latency_s if self.onsets else None
+
+
+def speech_segments(trace: SessionTrace) -> list[tuple[float, float]]:
+    """(start, end) audio times of the user's speech segments, from the VAD events in the trace."""
+    segments: list[tuple[float, float]] = []
+    start: float | None = None
+    for event in trace.events_of(EventKind.USER_SPEECH_START, EventKind.USER_SPEECH_END):
+        if event.kind is EventKind.USER_SPEECH_START:
+            start = float(event.data.get("audio_t", event.t))
+        elif start is not None:
+            segments.append((start, float(event.data.get("audio_t", event.t))))
+            start = None
+    return segments
+
+
+def user_turns(trace: SessionTrace, turn_gap_s: float = 1.5) -> list[UserTurn]:
+    turns: list[UserTurn] = []
+    for start, end in speech_segments(trace):
+        if turns and start - turns[-1].end < turn_gap_s:
+            last = turns[-1]
+            turns[-1] = UserTurn(last.start, end, last.segments + 1)
+        else:
+            turns.append(UserTurn(start, end, 1))
+    return turns
+
+
+def _first_frame(flags: np.ndarray, lo: int, hi: int) -> int | None:
+    hits = np.flatnonzero(flags[lo:hi])
+    return int(lo + hits[0]) if hits.size else None
+
+
+def turn_onsets(trace: SessionTrace, turn_gap_s: float = 1.5) -> list[TurnOnset]:
+    turns = user_turns(trace, turn_gap_s)
+    n = trace.n_frames
+    has_text = np.array([not f.text_is_padding for f in trace.frames], bool)
+    out = trace.output_audio[: n * SAMPLES_PER_FRAME].reshape(n, SAMPLES_PER_FRAME)
+    rms = np.sqrt(np.mean(out.astype(np.float64) ** 2, axis=1))
+    loud = rms > SILENCE_RMS
+    onsets = []
+    for k, turn in enumerate(turns):
+        lo = int(round(turn.start / FRAME_SECONDS))
+        hi = int(round(turns[k + 1].start / FRAME_SECONDS)) if k + 1 < len(turns) else n
+        f_text, f_audio = _first_frame(has_text, lo, hi), _first_frame(loud, lo, hi)
+        onsets.append(TurnOnset(
+            turn=k, user_end=turn.end,
+            text_onset=None if f_text is None else f_text * FRAME_SECONDS,
+            audio_onset=None if f_audio is None else f_audio * FRAME_SECONDS,
+        ))
+    return onsets
+
+
+def annotate_onsets(trace: SessionTrace, turn_gap_s: float = 1.5) -> None:
+    """Replace the trace's response-onset events with ones computed from its frames."""
+    trace.events = [e for e in trace.events if e.kind is not EventKind.RESPONSE_ONSET]
+    for onset in turn_onsets(trace, turn_gap_s):
+        if onset.text_onset is None:
+            continue
+        trace.add_event(onset.text_onset, EventKind.RESPONSE_ONSET, turn=onset.turn, user_end=onset.user_end,
+                        latency_s=round(onset.latency_s or 0.0, 3),
+                        audio_latency_s=None if onset.audio_latency_s is None
+                        else round(onset.audio_latency_s, 3))
+    trace.events.sort(key=lambda e: e.t)
+
+
+def transcript_to_oracle(trace: SessionTrace) -> list[float]:
+    """Seconds from each revision's triggering STT update to the frame its start token was fed."""
+    starts = {e.data["request"]: e for e in trace.events_of(EventKind.LLM_REQUEST_START)}
+    fed_at = {}
+    for i, f in enumerate(trace.frames):
+        if f.oracle.is_start and f.oracle.revision not in fed_at:
+            fed_at[f.oracle.revision] = i * FRAME_SECONDS
+    delays = []
+    for reset in trace.events_of(EventKind.ORACLE_RESET):
+        start = starts.get(reset.data.get("request"))
+        update_t = start.data.get("transcript_t") if start else None
+        revision = reset.data.get("revision")
+        if update_t is not None and revision in fed_at:
+            delays.append(fed_at[revision] - float(update_t))
+    return delays
+
+
+def session_metrics(trace: SessionTrace, turn_gap_s: float = 1.5) -> SessionMetrics:
+    return SessionMetrics(
+        onsets=turn_onsets(trace, turn_gap_s),
+        oracle_revisions=len(trace.events_of(EventKind.ORACLE_RESET)),
+        self_corrections=len(trace.events_of(EventKind.SELF_CORRECTION)),
+        llm_requests=len(trace.events_of(EventKind.LLM_REQUEST_START)),
+        llm_cancels=len(trace.events_of(EventKind.LLM_REQUEST_CANCEL)),
+        transcript_to_oracle_s=transcript_to_oracle(trace),
+    )
+
+
+def median_onset_latency(traces: Iterable[SessionTrace]) -> float | None:
+    """Median first-turn onset latency over sessions (sessions with no onset are left out)."""
+    values = [m for t in traces if (m := session_metrics(t).onset_latency_s) is not None]
+    return statistics.median(values) if values else None

@@ -1,0 +1,283 @@
+"""The oracle manager: when to ask the back-end LLM, and how its streamed answers become the oracle stream.
+
+Official KAME semantics (the rules this module implements, each covered by a virtual-clock test):
+
+* Poll every ``interval_s`` (0.5 s by default).
+* Start a stream as soon as user text is pending (user words not yet sent) or a final transcript arrived.
+* While a stream runs, restart it (cancel, start a new one with the current conversation) when the
+  cumulative count of *user* words grew by >= ``restart_word_delta`` (2) since the last start, or a final
+  transcript landed. The assistant's own speech never counts as user words.
+* At most ``max_starts_per_window`` (5) starts in any ``rate_window_s`` (2 s) window; a start that would
+  exceed it waits for a later poll.
+* The first non-empty chunk of each new stream *resets* the oracle stream: the start token is fed at the
+  next frame. Every chunk is then tokenized with the front-end's tokenizer and appended; the front-end is
+  fed one oracle token per frame and padding once they run out.
+* The newest stream always wins: a chunk from a cancelled or superseded stream is dropped, even if the
+  back-end ignores cancellation.
+* After a back-end error the stream is retried at the next poll.
+"""
+from __future__ import annotations
+
+import asyncio
+from collections import deque
+from dataclasses import dataclass, field
+
+from .clock import Clock
+from .protocols import ChatMessage, LLMError, StreamingLLM, TextTokenizer
+from .trace import EventKind, OracleToken, SessionTrace
+
+#: The official oracle system prompt, in our words: predict the flow, answer confidently and briefly.
+DEFAULT_SYSTEM_PROMPT = (
+    "You are listening to a spoken conversation while the user is still talking. Predict where the "
+    "user's dialogue is going and write what the assistant should say next. Answer confidently in at "
+    "most 30 words. Write only the words to be spoken: no lists, no markup, no emojis."
+)
+
+
+@dataclass
+class OracleConfig:
+    """Configuration of the oracle manager (all of it is recorded in the trace)."""
+
+    interval_s: float = 0.5
+    restart_word_delta: int = 2
+    max_starts_per_window: int = 5
+    rate_window_s: float = 2.0
+    system_prompt: str = DEFAULT_SYSTEM_PROMPT
+
+    def to_json(self) -> dict[str, object]:
+        return dict(self.__dict__)
+
+
+@dataclass
+class Conversation:
+    """What has been said so far: committed turns plus the user's pending (partial) transcript."""
+
+    turns: list[ChatMessage] = field(default_factory=list)
+    pending_user: str = ""
+    finals: int = 0
+    _assistant_buffer: list[str] = field(default_factory=list)
+
+    def on_partial(self, text: str) -> None:
+        self.pending_user = text.strip()
+
+    def on_final(self, text: str) -> None:
+        self.pending_user = ""
+        self.finals += 1
+        self._commit("user", text.strip())
+
+    def on_assistant_piece(self, piece: str) -> None:
+        """Collect the assistant's spoken text; it is committed at the next user turn."""
+        self._assistant_buffer.append(piece)
+
+    def commit_assistant(self) -> str:
+        """Commit what the assistant said since the last commit (called at a turn boundary)."""
+        text = " ".join("".join(self._assistant_buffer).split())
+        self._assistant_buffer.clear()
+        self._commit("assistant", text)
+        return text
+
+    def _commit(self, role: str, text: str) -> None:
+        if not text:
+            return
+        if self.turns and self.turns[-1].role == role:
+            self.turns[-1] = ChatMessage(role, f"{self.turns[-1].content} {text}")  # type: ignore[arg-type]
+        else:
+            self.turns.append(ChatMessage(role, text))  # type: ignore[arg-type]
+
+    def user_word_count(self) -> int:
+        """Cumulative user words: committed user turns plus the pending partial."""
+        committed = sum(len(m.content.split()) for m in self.turns if m.role == "user")
+        return committed + len(self.pending_user.split())
+
+    def user_transcript(self) -> str:
+        return " ".join([m.content for m in self.turns if m.role == "user"] + [self.pending_user]).strip()
+
+    def messages(self, system_prompt: str) -> list[ChatMessage]:
+        """The committed conversation plus the pending partial, as chat messages for the LLM."""
+        msgs = [ChatMessage("system", system_prompt), *self.turns]
+        if self.pending_user:
+            if msgs[-1].role == "user":
+                msgs[-1] = ChatMessage("user", f"{msgs[-1].content} {self.pending_user}")
+            else:
+                msgs.append(ChatMessage("user", self.pending_user))
+        return msgs
+
+
+class OracleStream:
+    """The fourth stream's feeder: hands the front-end one oracle token per frame."""
+
+    def __init__(self, tokenizer: TextTokenizer) -> None:
+        self._tokenizer = tokenizer
+        self._queue: deque[int] = deque()
+        self._start_pending = False
+        self.revision: int | None = None
+
+    def reset(self, revision: int) -> None:
+        """A new oracle replaces the old one: the start token is fed at the next frame."""
+        self.revision = revision
+        self._queue.clear()
+        self._start_pending = True
+
+    def append(self, revision: int, token_ids: list[int]) -> bool:
+        """Queue tokens of ``revision``; ignored (returns False) unless it is the current revision."""
+        if revision != self.revision:
+            return False
+        self._queue.extend(token_ids)
+        return True
+
+    @property
+    def idle(self) -> bool:
+        return not self._queue and not self._start_pending
+
+    def next_token(self) -> OracleToken:
+        """The token fed at this frame: start token after a reset, then queued ids, then padding."""
+        if self._start_pending:
+            self._start_pending = False
+            return OracleToken(token=self._tokenizer.start_token_id, piece="", revision=self.revision,
+                               is_start=True)
+        if self._queue:
+            token = self._queue.popleft()
+            return OracleToken(token=token, piece=self._tokenizer.piece(token), revision=self.revision)
+        return OracleToken()
+
+
+class OracleManager:
+    """Polls the conversation and runs LLM streams into the :class:`OracleStream` (see module docstring)."""
+
+    def __init__(self, config: OracleConfig, llm: StreamingLLM, conversation: Conversation,
+                 stream: OracleStream, tokenizer: TextTokenizer, clock: Clock, trace: SessionTrace) -> None:
+        self.config = config
+        self._llm = llm
+        self._conv = conversation
+        self._stream = stream
+        self._tokenizer = tokenizer
+        self._clock = clock
+        self._trace = trace
+        self._request = 0          # id of the newest request; older ones are stale
+        self._revision = 0         # count of oracle resets so far
+        self._task: asyncio.Task[None] | None = None
+        self._abandoned: set[asyncio.Task[None]] = set()
+        self._words_at_start = 0
+        self._finals_at_start = 0
+        self._last_failed = False
+        self._start_times: deque[float] = deque()
+        self.last_update_t: float | None = None  # time of the newest STT update (set by the runner)
+
+    @property
+    def busy(self) -> bool:
+        return self._task is not None and not self._task.done()
+
+    def _trigger(self) -> str | None:
+        words = self._conv.user_word_count()
+        new_final = self._conv.finals > self._finals_at_start
+        if not self.busy:
+            if new_final:
+                return "final"
+            if words > self._words_at_start:
+                return "pending user text"
+            if self._last_failed and words > 0:
+                return "retry after error"
+            return None
+        if new_final:
+            return "final"
+        if words - self._words_at_start >= self.config.restart_word_delta:
+            return f"user words +{words - self._words_at_start}"
+        return None
+
+    def _rate_limited(self, now: float) -> bool:
+        while self._start_times and self._start_times[0] <= now - self.config.rate_window_s:
+            self._start_times.popleft()
+        return len(self._start_times) >= self.config.max_starts_per_window
+
+    async def poll(self) -> None:
+        """One poll: start or restart a stream if the rules say so."""
+        reason = self._trigger()
+        if reason is None:
+            return
+        now = self._clock.now()
+        if self._rate_limited(now):
+            self._trace.add_event(now, EventKind.NOTE, what="oracle restart rate-limited", reason=reason)
+            return
+        self._request += 1  # from here on every chunk of an older stream is stale
+        self._abandon_running()
+        self._start_times.append(now)
+        self._words_at_start = self._conv.user_word_count()
+        self._finals_at_start = self._conv.finals
+        self._last_failed = False
+        messages = self._conv.messages(self.config.system_prompt)
+        self._trace.add_event(
+            now, EventKind.LLM_REQUEST_START, request=self._request, reason=reason,
+            transcript=self._conv.user_transcript(), transcript_t=self.last_update_t,
+            messages=[{"role": m.role, "content": m.content} for m in messages[1:]],
+        )
+        self._task = asyncio.ensure_future(self._consume(self._request, messages))
+
+    def _abandon_running(self) -> None:
+        """Cancel the running stream without waiting for it: a back-end that ignores cancellation
+        cannot block the manager, and its late chunks are dropped as stale."""
+        if self.busy:
+            assert self._task is not None
+            self._task.cancel()
+            self._abandoned.add(self._task)
+            self._task.add_done_callback(self._abandoned.discard)
+        self._task = None
+
+    async def shutdown(self, grace_s: float = 1.0) -> None:
+        """Cancel every stream still running and wait up to ``grace_s`` for them to end."""
+        self._request += 1
+        self._abandon_running()
+        pending = list(self._abandoned)
+        if pending:
+            await asyncio.wait(pending, timeout=grace_s)
+            for task in pending:
+                if not task.done():
+                    task.cancel()
+
+    async def run(self, stop: asyncio.Event) -> None:
+        """Poll every ``interval_s`` until ``stop`` is set; then cancel any running stream."""
+        try:
+            while not stop.is_set():
+                await self._clock.sleep(self.config.interval_s)
+                if not stop.is_set():
+                    await self.poll()
+        finally:
+            await self.shutdown()
+
+    async def _consume(self, request: int, messages: list[ChatMessage]) -> None:
+        revision: int | None = None
+        n_chunks = 0
+        text: list[str] = []
+        try:
+            async for chunk in self._llm.stream(messages, self._clock):
+                if request != self._request:
+                    break  # superseded: never leak a token of an old stream
+                if revision is None:
+                    if not chunk.strip():
+                        continue
+                    self._revision += 1
+                    revision = self._revision
+                    self._stream.reset(revision)
+                    now = self._clock.now()
+                    self._trace.add_event(now, EventKind.LLM_FIRST_CHUNK, request=request, revision=revision)
+                    self._trace.add_event(now, EventKind.ORACLE_RESET, request=request, revision=revision)
+                ids = self._tokenizer.encode(chunk)
+                if self._stream.append(revision, ids):
+                    n_chunks += 1
+                    text.append(chunk)
+                    self._trace.add_event(self._clock.now(), EventKind.ORACLE_APPEND, request=request,
+                                          revision=revision, text=chunk, tokens=ids)
+        except asyncio.CancelledError:
+            self._trace.add_event(self._clock.now(), EventKind.LLM_REQUEST_CANCEL, request=request,
+                                  revision=revision, text="".join(text))
+            raise
+        except Exception as err:  # LLMError from a back-end, or anything else: the session goes on
+            self._last_failed = True
+            detail = str(err) if isinstance(err, LLMError) else f"{type(err).__name__}: {err}"
+            self._trace.add_event(self._clock.now(), EventKind.LLM_ERROR, request=request, error=detail)
+            return
+        if request != self._request:
+            self._trace.add_event(self._clock.now(), EventKind.LLM_REQUEST_CANCEL, request=request,
+                                  revision=revision, text="".join(text), late=True)
+            return
+        self._trace.add_event(self._clock.now(), EventKind.LLM_REQUEST_FINISH, request=request,
+                              revision=revision, text="".join(text), chunks=n_chunks)

@@ -1,0 +1,283 @@
+"""Scenario files: one portable file holding one or more runs (traces + audio) of the same user input.
+
+A scenario file is a zip archive (extension ``.kame``)::
+
+    scenario.json              manifest: schema_version, name, title, description, tags, runs[]
+    user.wav                   the user's audio (16-bit PCM, mono, 24 kHz), shared by runs that agree on it
+    runs/<id>/trace.json       a SessionTrace without audio (see kame_core.trace)
+    runs/<id>/output.wav       that run's output audio
+
+Loading validates strictly; every problem raises :class:`ScenarioError` naming the offending field or
+path, so the app can show one clear sentence instead of a stack trace.
+"""
+from __future__ import annotations
+
+import io
+import json
+import math
+import os
+import re
+import tempfile
+import wave
+import zipfile
+from dataclasses import dataclass, field
+from pathlib import Path, PurePosixPath
+from typing import Any
+
+import numpy as np
+
+from .clock import SAMPLE_RATE, SAMPLES_PER_FRAME
+from .trace import FRAME_COLUMNS, SCHEMA_VERSION, EventKind, SessionTrace
+
+SUFFIX = ".kame"
+_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
+_MAX_MEMBER_BYTES = 200 * 1024 * 1024
+
+
+class ScenarioError(ValueError):
+    """A scenario file or name is invalid. ``where`` names the offending field or path."""
+
+    def __init__(self, where: str, problem: str) -> None:
+        super().__init__(f"{where}: {problem}")
+        self.where = where
+        self.problem = problem
+
+
+@dataclass
+class Scenario:
+    """Named runs (``"kame"``, ``"moshi"``, ``"cascade"`` ...) of the same user input."""
+
+    name: str
+    runs: dict[str, SessionTrace]
+    title: str = ""
+    description: str = ""
+    tags: list[str] = field(default_factory=list)
+
+
+# ------------------------------------------------------------------------------------------------ names
+def scenario_path(folder: str | os.PathLike[str], name: str) -> Path:
+    """The path of scenario ``name`` inside ``folder``; refuses names that would leave the folder."""
+    stem = name[: -len(SUFFIX)] if name.endswith(SUFFIX) else name
+    if not _NAME_RE.match(stem) or ".." in stem:
+        raise ScenarioError(f"name {name!r}", "use letters, digits, '.', '_' or '-' only (no folders)")
+    root = Path(folder).resolve()
+    path = (root / f"{stem}{SUFFIX}").resolve()
+    if path.parent != root:
+        raise ScenarioError(f"name {name!r}", f"resolves outside the scenarios folder {root}")
+    return path
+
+
+# ------------------------------------------------------------------------------------------------ audio
+def _wav_bytes(audio: np.ndarray, sample_rate: int) -> bytes:
+    pcm = np.clip(np.round(np.asarray(audio, np.float64) * 32767.0), -32768, 32767).astype("<i2")
+    buf = io.BytesIO()
+    with wave.open(buf, "wb") as w:
+        w.setnchannels(1)
+        w.setsampwidth(2)
+        w.setframerate(sample_rate)
+        w.writeframes(pcm.tobytes())
+    return buf.getvalue()
+
+
+def _read_wav(data: bytes, where: str, sample_rate: int) -> np.ndarray:
+    try:
+        with wave.open(io.BytesIO(data), "rb") as w:
+            if w.getnchannels() != 1 or w.getsampwidth() != 2:
+                raise ScenarioError(where, "expected 16-bit mono PCM WAV")
+            if w.getframerate() != sample_rate:
+                raise ScenarioError(where, f"sample rate {w.getframerate()} Hz, expected {sample_rate} Hz")
+            frames = w.readframes(w.getnframes())
+    except (wave.Error, EOFError) as err:
+        raise ScenarioError(where, f"not a readable WAV file ({err})") from None
+    if len(frames) % 2:
+        raise ScenarioError(where, "truncated audio data")
+    return np.frombuffer(frames, "<i2").astype(np.float32) / 32767.0
+
+
+# ------------------------------------------------------------------------------------------------- save
+def save_scenario(scenario: Scenario, path: str | os.PathLike[str]) -> Path:
+    """Write ``scenario`` to ``path`` atomically (a crash never leaves half a file)."""
+    path = Path(path)
+    if not scenario.runs:
+        raise ScenarioError("runs", "a scenario needs at least one run")
+    manifest: dict[str, Any] = {"schema_version": SCHEMA_VERSION, "name": scenario.name,
+                                "title": scenario.title, "description": scenario.description,
+                                "tags": list(scenario.tags), "runs": []}
+    members: dict[str, bytes] = {}
+    user_tracks: list[tuple[np.ndarray, str]] = []
+    for run_id, trace in scenario.runs.items():
+        if not _NAME_RE.match(run_id):
+            raise ScenarioError(f"runs[{run_id!r}]", "run ids use letters, digits, '.', '_' or '-' only")
+        user_member = next((m for audio, m in user_tracks if np.array_equal(audio, trace.user_audio)), None)
+        if user_member is None:
+            user_member = "user.wav" if not user_tracks else f"runs/{run_id}/user.wav"
+            user_tracks.append((trace.user_audio, user_member))
+            members[user_member] = _wav_bytes(trace.user_audio, trace.sample_rate)
+        members[f"runs/{run_id}/trace.json"] = json.dumps(trace.to_json(), ensure_ascii=False).encode()
+        members[f"runs/{run_id}/output.wav"] = _wav_bytes(trace.output_audio, trace.sample_rate)
+        manifest["runs"].append({"id": run_id, "trace": f"runs/{run_id}/trace.json",
+                                 "user_audio": user_member, "output_audio": f"runs/{run_id}/output.wav"})
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=".tmp-", suffix=SUFFIX, dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as raw, zipfile.ZipFile(raw, "w", zipfile.ZIP_DEFLATED) as zf:
+            zf.writestr("scenario.json", json.dumps(manifest, indent=1, ensure_ascii=False))
+            for name, data in members.items():
+                zf.writestr(name, data)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return path
+
+
+# ------------------------------------------------------------------------------------------------- load
+def load_scenario(path: str | os.PathLike[str]) -> Scenario:
+    """Read and strictly validate a scenario file (see the module docstring)."""
+    path = Path(path)
+    label = path.name
+    if not path.is_file():
+        raise ScenarioError(label, "no such file")
+    try:
+        with zipfile.ZipFile(path) as zf:
+            return _load_from_zip(zf, label)
+    except zipfile.BadZipFile as err:
+        raise ScenarioError(label, f"not a scenario file, or truncated (zip archive unreadable: {err})") from None
+
+
+def _member(zf: zipfile.ZipFile, name: Any, where: str) -> bytes:
+    if not isinstance(name, str) or not name:
+        raise ScenarioError(where, "must be a path inside the scenario file")
+    pure = PurePosixPath(name)
+    if pure.is_absolute() or ".." in pure.parts or "\\" in name:
+        raise ScenarioError(where, f"path {name!r} escapes the scenario file")
+    try:
+        info = zf.getinfo(name)
+    except KeyError:
+        raise ScenarioError(where, f"{name!r} is missing from the scenario file") from None
+    if info.file_size > _MAX_MEMBER_BYTES:
+        raise ScenarioError(where, f"{name!r} is too large ({info.file_size} bytes)")
+    try:
+        return zf.read(name)
+    except (zipfile.BadZipFile, EOFError, OSError) as err:
+        raise ScenarioError(where, f"{name!r} is corrupt or truncated ({err})") from None
+
+
+def _json(data: bytes, where: str) -> Any:
+    try:
+        return json.loads(data.decode("utf-8"))
+    except UnicodeDecodeError:
+        raise ScenarioError(where, "not UTF-8 text") from None
+    except json.JSONDecodeError as err:
+        raise ScenarioError(where, f"malformed JSON at line {err.lineno} column {err.colno}: {err.msg}") from None
+
+
+def _require(obj: Any, key: str, kind: type | tuple[type, ...], where: str) -> Any:
+    if not isinstance(obj, dict) or key not in obj:
+        raise ScenarioError(f"{where}.{key}", "missing")
+    value = obj[key]
+    if isinstance(value, bool) and kind in (int, float, (int, float)):
+        raise ScenarioError(f"{where}.{key}", f"expected {_kind_name(kind)}, got a boolean")
+    if not isinstance(value, kind):
+        raise ScenarioError(f"{where}.{key}", f"expected {_kind_name(kind)}, got {type(value).__name__}")
+    return value
+
+
+def _kind_name(kind: type | tuple[type, ...]) -> str:
+    names = {dict: "an object", list: "a list", str: "a string", int: "an integer", float: "a number"}
+    kinds = kind if isinstance(kind, tuple) else (kind,)
+    return " or ".join(names.get(k, k.__name__) for k in kinds)
+
+
+def _load_from_zip(zf: zipfile.ZipFile, label: str) -> Scenario:
+    manifest = _json(_member(zf, "scenario.json", f"{label}/scenario.json"), f"{label}/scenario.json")
+    where = "scenario.json"
+    if not isinstance(manifest, dict):
+        raise ScenarioError(where, "expected a JSON object")
+    version = _require(manifest, "schema_version", int, where)
+    if version != SCHEMA_VERSION:
+        raise ScenarioError(f"{where}.schema_version",
+                            f"version {version} is not supported (this build reads version {SCHEMA_VERSION})")
+    name = _require(manifest, "name", str, where)
+    runs_json = _require(manifest, "runs", list, where)
+    if not runs_json:
+        raise ScenarioError(f"{where}.runs", "no runs")
+    runs: dict[str, SessionTrace] = {}
+    for k, run in enumerate(runs_json):
+        rw = f"{where}.runs[{k}]"
+        run_id = _require(run, "id", str, rw)
+        if run_id in runs:
+            raise ScenarioError(f"{rw}.id", f"duplicate run id {run_id!r}")
+        trace_json = _json(_member(zf, _require(run, "trace", str, rw), f"{rw}.trace"), run["trace"])
+        _validate_trace(trace_json, run["trace"])
+        sr = trace_json.get("sample_rate", SAMPLE_RATE)
+        expected = trace_json["n_frames"] * SAMPLES_PER_FRAME
+        audio = {}
+        for key in ("user_audio", "output_audio"):
+            member = _require(run, key, str, rw)
+            samples = _read_wav(_member(zf, member, f"{rw}.{key}"), member, sr)
+            if len(samples) != expected:
+                raise ScenarioError(f"{rw}.{key}", (
+                    f"frame count disagrees with audio length: {run['trace']} has n_frames="
+                    f"{trace_json['n_frames']} ({expected} samples) but {member} has {len(samples)} samples "
+                    f"({len(samples) / SAMPLES_PER_FRAME:g} frames)"))
+            audio[key] = samples
+        runs[run_id] = SessionTrace.from_json(trace_json, audio["user_audio"], audio["output_audio"])
+    tags = manifest.get("tags", [])
+    if not isinstance(tags, list) or not all(isinstance(t, str) for t in tags):
+        raise ScenarioError(f"{where}.tags", "expected a list of strings")
+    return Scenario(name=name, runs=runs, title=str(manifest.get("title", "")),
+                    description=str(manifest.get("description", "")), tags=tags)
+
+
+_COLUMN_TYPES: dict[str, tuple[type, ...]] = {
+    "text_piece": (str,), "text_token": (int, type(None)), "oracle_token": (int, type(None)),
+    "oracle_piece": (str,), "oracle_revision": (int, type(None)), "oracle_is_start": (bool,), "held": (bool,),
+}
+
+
+def _validate_trace(data: Any, where: str) -> None:
+    if not isinstance(data, dict):
+        raise ScenarioError(where, "expected a JSON object")
+    version = _require(data, "schema_version", int, where)
+    if version != SCHEMA_VERSION:
+        raise ScenarioError(f"{where}.schema_version",
+                            f"version {version} is not supported (this build reads version {SCHEMA_VERSION})")
+    _require(data, "mode", str, where)
+    n = _require(data, "n_frames", int, where)
+    if n < 0:
+        raise ScenarioError(f"{where}.n_frames", "must not be negative")
+    sr = data.get("sample_rate", SAMPLE_RATE)
+    if sr != SAMPLE_RATE:
+        raise ScenarioError(f"{where}.sample_rate", f"must be {SAMPLE_RATE}")
+    _require(data, "config", dict, where)
+    frames = _require(data, "frames", dict, where)
+    for col in FRAME_COLUMNS:
+        values = _require(frames, col, list, f"{where}.frames")
+        if len(values) != n:
+            raise ScenarioError(f"{where}.frames.{col}", f"has {len(values)} entries, n_frames is {n}")
+        allowed = _COLUMN_TYPES[col]
+        for i, v in enumerate(values):
+            if not isinstance(v, allowed) or (isinstance(v, bool) and bool not in allowed):
+                raise ScenarioError(f"{where}.frames.{col}[{i}]", f"unexpected value {v!r}")
+    provenance = _require(data, "provenance", dict, where)
+    for key, p in provenance.items():
+        pw = f"{where}.provenance.{key}"
+        _require(p, "kind", str, pw)
+        extra = set(p) - {"kind", "model_id", "version", "label"}
+        if extra:
+            raise ScenarioError(pw, f"unknown fields {sorted(extra)}")
+        for opt in ("model_id", "version", "label"):
+            if opt in p and not isinstance(p[opt], str):
+                raise ScenarioError(f"{pw}.{opt}", "expected a string")
+    events = _require(data, "events", list, where)
+    valid_kinds = {k.value for k in EventKind}
+    for i, e in enumerate(events):
+        ew = f"{where}.events[{i}]"
+        t = _require(e, "t", (int, float), ew)
+        if not math.isfinite(t):
+            raise ScenarioError(f"{ew}.t", "must be a finite number")
+        kind = _require(e, "kind", str, ew)
+        if kind not in valid_kinds:
+            raise ScenarioError(f"{ew}.kind", f"unknown event kind {kind!r}")
+        _require(e, "data", dict, ew)
