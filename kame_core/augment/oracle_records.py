@@ -12,7 +12,8 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Iterator, Sequence
+from types import MappingProxyType
+from typing import TYPE_CHECKING, Any, Iterator, Mapping, Sequence
 
 from .transcript import CHANNELS, TranscriptWord
 
@@ -67,6 +68,11 @@ class OracleRequest:
         return self.next_utterance if self.current_spoken_ratio > HINT_RATIO_THRESHOLD else ""
 
 
+_JSON_TYPES: Mapping[str, type | tuple[type, ...]] = MappingProxyType(
+    {"int": int, "float": (int, float), "str": str}
+)
+
+
 @dataclass(frozen=True)
 class OracleRecord:
     """One record of ``oracle_raw/<id>.json``; field order is the official key order."""
@@ -105,7 +111,7 @@ class OracleRecord:
             if f.name not in data:
                 raise ValueError(f"{source}: record {index}: missing field {f.name!r}")
             value = data[f.name]
-            expected = {"int": int, "float": (int, float), "str": str}[str(f.type)]
+            expected = _JSON_TYPES[str(f.type)]  # annotations are strings (postponed evaluation)
             if isinstance(value, bool) or not isinstance(value, expected):
                 raise ValueError(f"{source}: record {index}: field {f.name!r} has type {type(value).__name__}")
             values[f.name] = value

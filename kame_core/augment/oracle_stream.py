@@ -51,10 +51,10 @@ def oracle_frames(
 
     ``n_frames`` defaults to just enough frames for every event's tokens; tokens past it are dropped.
     """
-    events = [(frame_of(r.t), oracle_event_ids(r, tokenizer), r) for r in records]
-    for k in range(1, len(events)):
-        if events[k][0] < events[k - 1][0]:
+    for k in range(1, len(records)):
+        if records[k].timestamp_ms < records[k - 1].timestamp_ms:
             raise ValueError(f"oracle records out of time order at index {k}")
+    events = [(frame_of(r.t), oracle_event_ids(r, tokenizer), r) for r in records]
     if n_frames is None:
         n_frames = max((f + len(ids) for f, ids, _ in events), default=0)
     tokens = np.full(n_frames, tokenizer.padding_token_id, dtype=np.int64)

@@ -6,15 +6,16 @@ from __future__ import annotations
 
 import re
 import unicodedata
+from types import MappingProxyType
 
 MAX_WORDS = 30
 MIN_WORDS = 10
 
 #: Symbols that have a spoken form; every other symbol is dropped.
-_SPOKEN_SYMBOLS = {"%": " percent ", "&": " and ", "+": " plus ", "@": " at ", "=": " equals "}
+_SPOKEN_SYMBOLS = MappingProxyType({"%": " percent ", "&": " and ", "+": " plus ", "@": " at ", "=": " equals "})
 #: Punctuation that ends a sentence or a clause, mapped to the allowed marks.
-_TO_PERIOD = set("?!…")
-_TO_COMMA = set(";:—–()[]{}")
+_TO_PERIOD = frozenset("?!…")
+_TO_COMMA = frozenset(";:—–()[]{}")
 _APOSTROPHES = "'’"
 _BULLET = re.compile(r"^\s*(?:[-*•·>#]+|\d+[.)])\s+")
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import hashlib
 import math
 import time
+from types import MappingProxyType
 from typing import Callable, Protocol, runtime_checkable
 
 from ..clock import Clock, RealTimeClock
@@ -49,7 +50,7 @@ _ACKNOWLEDGEMENTS = (
 )
 _TAILS = ("let me see.", "is that right.", "okay.")
 #: Share of the hint's words the offline simulator uses at levels 1-4 (level 5 uses all of it).
-HINT_SHARE = {1: 0.25, 2: 0.5, 3: 0.75, 4: 0.9}
+HINT_SHARE = MappingProxyType({1: 0.25, 2: 0.5, 3: 0.75, 4: 0.9})
 
 
 def _stable_index(text: str, n: int) -> int:
@@ -94,14 +95,14 @@ class OfflineSimulator:
 
 
 # ---------------------------------------------------------------------------------------------------- LLM
-_LEVEL_GUIDANCE = {
+_LEVEL_GUIDANCE = MappingProxyType({
     0: "No hint is available. Predict from the conversation so far.",
     1: "Lean on the conversation. Use only keywords from the hint, and do not follow it closely.",
     2: "Use the hint, but include content that differs from it.",
     3: "The hint is an important clue. Do not copy it verbatim.",
     4: "You may use the hint directly.",
     5: "The current turn was fully heard. Your prediction may match the hint.",
-}
+})
 
 
 def build_messages(request: OracleRequest) -> list[ChatMessage]:

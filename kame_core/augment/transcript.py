@@ -10,12 +10,13 @@ import json
 import math
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from types import MappingProxyType
+from typing import Any, Literal, Mapping
 
 Speaker = Literal["A", "B"]
 
 #: Speaker -> audio channel in the KAME layout (A left, B right).
-CHANNELS: dict[str, int] = {"A": 0, "B": 1}
+CHANNELS: Mapping[str, int] = MappingProxyType({"A": 0, "B": 1})
 REQUIRED_FIELDS = ("speaker", "word", "start", "end")
 
 
