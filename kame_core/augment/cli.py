@@ -1,9 +1,10 @@
-"""``python -m kame_core.augment``: build oracle_raw files and frame-level stream arrays from a dataset.
+"""``python -m kame_core.augment``: oracle records, frame-level streams and spoken datasets in the KAME layout.
 
 Commands:
 
 * ``oracle``  -- ``text/<id>.json`` -> ``oracle_raw/<id>.json`` (official format) with a chosen simulator
 * ``streams`` -- ``text/`` + ``oracle_raw/`` -> ``<id>.npz`` with the text and oracle streams per 80 ms frame
+* ``dataset`` -- question-answer JSONL -> ``audio/``, ``text/``, ``oracle_raw/`` (TTS, resumable, parallel)
 
 Bad input ends with one ``error:`` line naming the file (and record) and a non-zero exit code, never a
 traceback: dataset builds run unattended and their logs are read by people.
@@ -11,6 +12,7 @@ traceback: dataset builds run unattended and their logs are read by people.
 from __future__ import annotations
 
 import argparse
+import functools
 import sys
 from pathlib import Path
 from typing import Sequence
@@ -20,9 +22,11 @@ from tqdm import tqdm
 from .layout import dialogue_files, load_oracle_raw, write_oracle_raw
 from .oracle_records import DEFAULT_INTERVAL, generate_oracle_records
 from .oracle_stream import dialogue_stream_arrays, write_stream_npz
-from .simulator_factory import SIMULATOR_SPEC_HELP, SimulatorUnavailable, make_simulator
+from .simulator_factory import SIMULATOR_SPEC_HELP, SimulatorUnavailable, make_simulator, parse_simulator_spec
 from .simulators import SimulatorError
+from .spoken_dataset import BuildConfig, QAFileError, build_dataset, load_qa_pairs
 from .transcript import TranscriptError, load_transcript
+from .tts_factory import DEFAULT_TTS, TTSUnavailable, check_tts_available, load_tts_backend
 from .word_tokenizer import WordTokenizer
 
 EXIT_BAD_INPUT = 2
@@ -77,8 +81,30 @@ def run_streams(args: argparse.Namespace) -> int:
     return 0
 
 
+def run_dataset(args: argparse.Namespace) -> int:
+    if not args.interval > 0:
+        raise CommandError(f"--interval must be > 0, got {args.interval}")
+    if args.workers < 1 or args.batch_size < 1:
+        raise CommandError("--workers and --batch-size must be >= 1")
+    pairs = load_qa_pairs(args.qa)
+    parse_simulator_spec(args.simulator)
+    check_tts_available(args.tts)
+    config = BuildConfig(
+        out_dir=args.out_dir,
+        tts_factory=functools.partial(load_tts_backend, args.tts),
+        simulator_factory=functools.partial(make_simulator, args.simulator),
+        interval=args.interval,
+    )
+    summary = build_dataset(pairs, config, workers=args.workers, batch_size=args.batch_size)
+    print(summary.describe(), file=sys.stderr)
+    return EXIT_FAILED if summary.failures else 0
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m kame_core.augment", description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(
+        prog="python -m kame_core.augment",
+        description="Simulated Oracle Augmentation and dataset tools (KAME training layout).",
+    )
     commands = parser.add_subparsers(dest="command", required=True)
     oracle = commands.add_parser("oracle", help="write oracle_raw/<id>.json from text/<id>.json")
     oracle.add_argument("--text-dir", type=Path, required=True)
@@ -92,6 +118,15 @@ def build_parser() -> argparse.ArgumentParser:
     streams.add_argument("--out-dir", type=Path, required=True)
     streams.add_argument("--assistant", choices=("A", "B"), default="B", help="speaker of the text stream")
     streams.set_defaults(run=run_streams)
+    dataset = commands.add_parser("dataset", help="synthesize question-answer pairs into the KAME layout")
+    dataset.add_argument("--qa", type=Path, required=True, help='JSONL: {"question", "answer", "id"?}')
+    dataset.add_argument("--out-dir", type=Path, required=True)
+    dataset.add_argument("--workers", type=int, default=2)
+    dataset.add_argument("--batch-size", type=int, default=8, help="dialogues per worker task")
+    dataset.add_argument("--tts", default=DEFAULT_TTS, help="back-end name, or module.path:factory")
+    dataset.add_argument("--simulator", default="offline", help=SIMULATOR_SPEC_HELP)
+    dataset.add_argument("--interval", type=float, default=DEFAULT_INTERVAL, help="oracle time step (s)")
+    dataset.set_defaults(run=run_dataset)
     return parser
 
 
@@ -101,7 +136,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return args.run(args)
     except CommandError as exc:
         message, code = str(exc), exc.code
-    except (TranscriptError, SimulatorUnavailable) as exc:
+    except (TranscriptError, QAFileError, SimulatorUnavailable, TTSUnavailable) as exc:
         message, code = str(exc), EXIT_BAD_INPUT
     except ValueError as exc:  # malformed oracle_raw
         message, code = str(exc), EXIT_BAD_INPUT

@@ -1,7 +1,8 @@
-"""Files of the canonical KAME dataset layout: ``text/<id>.json`` and ``oracle_raw/<id>.json``.
+"""Files of the canonical KAME dataset layout: ``audio/<id>.wav``, ``text/<id>.json``, ``oracle_raw/<id>.json``.
 
-``oracle_raw`` files are written exactly as the official ones are formatted (2-space indent, UTF-8 text
-kept as is, no trailing newline), each atomically so an interrupted run never leaves half a file.
+Files are written exactly as the official ones are formatted (``text``: one word object per line;
+``oracle_raw``: 2-space indent, UTF-8 text kept as is, no trailing newline), each atomically so an
+interrupted run never leaves half a file.
 """
 from __future__ import annotations
 
@@ -12,6 +13,9 @@ from pathlib import Path
 from typing import Sequence
 
 from .oracle_records import OracleRecord
+from .transcript import TranscriptWord
+
+AUDIO_DIR, TEXT_DIR, ORACLE_DIR = "audio", "text", "oracle_raw"
 
 
 def dialogue_files(folder: str | Path) -> list[Path]:
@@ -21,6 +25,15 @@ def dialogue_files(folder: str | Path) -> list[Path]:
 
 def dumps_oracle_raw(records: Sequence[OracleRecord]) -> str:
     return json.dumps([r.to_json() for r in records], indent=2, ensure_ascii=False)
+
+
+def dumps_transcript(words: Sequence[TranscriptWord]) -> str:
+    """A transcript in the official ``text/<id>.json`` layout."""
+    lines = [
+        "    " + json.dumps({"speaker": w.speaker, "word": w.word, "start": w.start, "end": w.end}, ensure_ascii=False)
+        for w in words
+    ]
+    return "[\n" + ",\n".join(lines) + "\n]\n"
 
 
 def write_bytes_atomic(path: str | Path, data: bytes) -> None:
