@@ -1,0 +1,146 @@
+"""``python -m kame_core.augment``: oracle records, frame-level streams and spoken datasets in the KAME layout.
+
+Commands:
+
+* ``oracle``  -- ``text/<id>.json`` -> ``oracle_raw/<id>.json`` (official format) with a chosen simulator
+* ``streams`` -- ``text/`` + ``oracle_raw/`` -> ``<id>.npz`` with the text and oracle streams per 80 ms frame
+* ``dataset`` -- question-answer JSONL -> ``audio/``, ``text/``, ``oracle_raw/`` (TTS, resumable, parallel)
+
+Bad input ends with one ``error:`` line naming the file (and record) and a non-zero exit code, never a
+traceback: dataset builds run unattended and their logs are read by people.
+"""
+from __future__ import annotations
+
+import argparse
+import functools
+import sys
+from pathlib import Path
+from typing import Sequence
+
+from tqdm import tqdm
+
+from .layout import dialogue_files, load_oracle_raw, write_oracle_raw
+from .oracle_records import DEFAULT_INTERVAL, generate_oracle_records
+from .oracle_stream import dialogue_stream_arrays, write_stream_npz
+from .simulator_factory import SIMULATOR_SPEC_HELP, SimulatorUnavailable, make_simulator, parse_simulator_spec
+from .simulators import SimulatorError
+from .spoken_dataset import BuildConfig, QAFileError, build_dataset, load_qa_pairs
+from .transcript import TranscriptError, load_transcript
+from .tts_factory import DEFAULT_TTS, TTSUnavailable, check_tts_available, load_tts_backend
+from .word_tokenizer import WordTokenizer
+
+EXIT_BAD_INPUT = 2
+EXIT_FAILED = 1
+
+
+class CommandError(Exception):
+    """A user-facing failure: printed as one line, exits with ``code``."""
+
+    def __init__(self, message: str, code: int = EXIT_BAD_INPUT) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+def _text_files(text_dir: Path) -> list[Path]:
+    if not text_dir.is_dir():
+        raise CommandError(f"--text-dir {text_dir} is not a folder")
+    files = dialogue_files(text_dir)
+    if not files:
+        raise CommandError(f"no <id>.json transcripts in {text_dir}")
+    return files
+
+
+def run_oracle(args: argparse.Namespace) -> int:
+    if not args.interval > 0:
+        raise CommandError(f"--interval must be > 0, got {args.interval}")
+    files = _text_files(args.text_dir)
+    # validate every transcript before the first (possibly paid) simulator call
+    dialogues = [(path.stem, load_transcript(path)) for path in files]
+    simulator = make_simulator(args.simulator)
+    total = 0
+    for dialogue_id, words in tqdm(dialogues, desc="oracle", unit="dialogue", disable=None):
+        records = generate_oracle_records(words, simulator, args.interval)
+        write_oracle_raw(args.out_dir / f"{dialogue_id}.json", records)
+        total += len(records)
+    print(f"wrote {len(dialogues)} oracle_raw files ({total} records) to {args.out_dir}", file=sys.stderr)
+    return 0
+
+
+def run_streams(args: argparse.Namespace) -> int:
+    files = _text_files(args.text_dir)
+    jobs = []
+    for path in files:
+        oracle_path = args.oracle_dir / path.name
+        if not oracle_path.is_file():
+            raise CommandError(f"{path}: no oracle records at {oracle_path}")
+        jobs.append((path.stem, load_transcript(path), load_oracle_raw(oracle_path)))
+    for dialogue_id, words, records in tqdm(jobs, desc="streams", unit="dialogue", disable=None):
+        arrays = dialogue_stream_arrays(words, records, WordTokenizer(), assistant=args.assistant)
+        write_stream_npz(args.out_dir / f"{dialogue_id}.npz", arrays)
+    print(f"wrote {len(jobs)} stream files to {args.out_dir}", file=sys.stderr)
+    return 0
+
+
+def run_dataset(args: argparse.Namespace) -> int:
+    if not args.interval > 0:
+        raise CommandError(f"--interval must be > 0, got {args.interval}")
+    if args.workers < 1 or args.batch_size < 1:
+        raise CommandError("--workers and --batch-size must be >= 1")
+    pairs = load_qa_pairs(args.qa)
+    parse_simulator_spec(args.simulator)
+    check_tts_available(args.tts)
+    config = BuildConfig(
+        out_dir=args.out_dir,
+        tts_factory=functools.partial(load_tts_backend, args.tts),
+        simulator_factory=functools.partial(make_simulator, args.simulator),
+        interval=args.interval,
+    )
+    summary = build_dataset(pairs, config, workers=args.workers, batch_size=args.batch_size)
+    print(summary.describe(), file=sys.stderr)
+    return EXIT_FAILED if summary.failures else 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="python -m kame_core.augment",
+        description="Simulated Oracle Augmentation and dataset tools (KAME training layout).",
+    )
+    commands = parser.add_subparsers(dest="command", required=True)
+    oracle = commands.add_parser("oracle", help="write oracle_raw/<id>.json from text/<id>.json")
+    oracle.add_argument("--text-dir", type=Path, required=True)
+    oracle.add_argument("--out-dir", type=Path, required=True)
+    oracle.add_argument("--interval", type=float, default=DEFAULT_INTERVAL, help="time step in seconds")
+    oracle.add_argument("--simulator", default="offline", help=SIMULATOR_SPEC_HELP)
+    oracle.set_defaults(run=run_oracle)
+    streams = commands.add_parser("streams", help="write <id>.npz frame-level text and oracle streams")
+    streams.add_argument("--text-dir", type=Path, required=True)
+    streams.add_argument("--oracle-dir", type=Path, required=True)
+    streams.add_argument("--out-dir", type=Path, required=True)
+    streams.add_argument("--assistant", choices=("A", "B"), default="B", help="speaker of the text stream")
+    streams.set_defaults(run=run_streams)
+    dataset = commands.add_parser("dataset", help="synthesize question-answer pairs into the KAME layout")
+    dataset.add_argument("--qa", type=Path, required=True, help='JSONL: {"question", "answer", "id"?}')
+    dataset.add_argument("--out-dir", type=Path, required=True)
+    dataset.add_argument("--workers", type=int, default=2)
+    dataset.add_argument("--batch-size", type=int, default=8, help="dialogues per worker task")
+    dataset.add_argument("--tts", default=DEFAULT_TTS, help="back-end name, or module.path:factory")
+    dataset.add_argument("--simulator", default="offline", help=SIMULATOR_SPEC_HELP)
+    dataset.add_argument("--interval", type=float, default=DEFAULT_INTERVAL, help="oracle time step (s)")
+    dataset.set_defaults(run=run_dataset)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return args.run(args)
+    except CommandError as exc:
+        message, code = str(exc), exc.code
+    except (TranscriptError, QAFileError, SimulatorUnavailable, TTSUnavailable) as exc:
+        message, code = str(exc), EXIT_BAD_INPUT
+    except ValueError as exc:  # malformed oracle_raw
+        message, code = str(exc), EXIT_BAD_INPUT
+    except (SimulatorError, OSError) as exc:
+        message, code = str(exc), EXIT_FAILED
+    print(f"error: {message}", file=sys.stderr)
+    return code

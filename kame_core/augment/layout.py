@@ -1,0 +1,67 @@
+"""Files of the canonical KAME dataset layout: ``audio/<id>.wav``, ``text/<id>.json``, ``oracle_raw/<id>.json``.
+
+Files are written exactly as the official ones are formatted (``text``: one word object per line;
+``oracle_raw``: 2-space indent, UTF-8 text kept as is, no trailing newline), each atomically so an
+interrupted run never leaves half a file.
+"""
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from pathlib import Path
+from typing import Sequence
+
+from .oracle_records import OracleRecord
+from .transcript import TranscriptWord
+
+AUDIO_DIR, TEXT_DIR, ORACLE_DIR = "audio", "text", "oracle_raw"
+
+
+def dialogue_files(folder: str | Path) -> list[Path]:
+    """The ``<id>.json`` files of a layout folder, sorted by id."""
+    return sorted(p for p in Path(folder).glob("*.json") if p.is_file())
+
+
+def dumps_oracle_raw(records: Sequence[OracleRecord]) -> str:
+    return json.dumps([r.to_json() for r in records], indent=2, ensure_ascii=False)
+
+
+def dumps_transcript(words: Sequence[TranscriptWord]) -> str:
+    """A transcript in the official ``text/<id>.json`` layout."""
+    lines = [
+        "    " + json.dumps({"speaker": w.speaker, "word": w.word, "start": w.start, "end": w.end}, ensure_ascii=False)
+        for w in words
+    ]
+    return "[\n" + ",\n".join(lines) + "\n]\n"
+
+
+def write_bytes_atomic(path: str | Path, data: bytes) -> None:
+    """Write via a temporary file in the same folder and rename it into place."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+        os.chmod(tmp, 0o644)  # mkstemp makes it private; a dataset file is an ordinary file
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def write_oracle_raw(path: str | Path, records: Sequence[OracleRecord]) -> None:
+    write_bytes_atomic(path, dumps_oracle_raw(records).encode("utf-8"))
+
+
+def load_oracle_raw(path: str | Path) -> list[OracleRecord]:
+    """Read ``oracle_raw/<id>.json``; malformed content is a ValueError naming the file and record."""
+    path = Path(path)
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise ValueError(f"{path}: cannot read JSON: {exc}") from exc
+    if not isinstance(data, list):
+        raise ValueError(f"{path}: expected a JSON list of oracle records")
+    return [OracleRecord.from_json(item, str(path), i) for i, item in enumerate(data)]

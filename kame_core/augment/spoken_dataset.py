@@ -1,0 +1,230 @@
+"""Spoken dialogues from text question-answer pairs, written in the canonical KAME layout.
+
+The KAME paper built 56,582 training dialogues this way (MMLU-Pro, GSM8K, HSSBench): the user (speaker A)
+asks the question, the assistant (speaker B) answers, both synthesized; word timings come from the TTS; the
+oracle records are computed from those timings (:mod:`.oracle_records`). A build is long, so it runs in
+worker processes, survives a crash (a dialogue counts as done only once its ``oracle_raw`` file, written
+last, exists; every file is written atomically) and ends with a summary.
+"""
+from __future__ import annotations
+
+import concurrent.futures as futures
+import io
+import json
+import multiprocessing
+import re
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable, Iterable, Sequence
+
+import numpy as np
+import soundfile
+from tqdm import tqdm
+
+from ..clock import SAMPLE_RATE
+from ..protocols import TTS, Synthesis
+from .layout import (
+    AUDIO_DIR,
+    ORACLE_DIR,
+    TEXT_DIR,
+    dumps_transcript,
+    write_bytes_atomic,
+    write_oracle_raw,
+)
+from .oracle_records import DEFAULT_INTERVAL, generate_oracle_records
+from .simulators import OracleSimulator
+from .transcript import TranscriptWord
+
+_SAFE_ID = re.compile(r"^[A-Za-z0-9_-][A-Za-z0-9_.-]{0,127}$")
+
+
+class QAFileError(ValueError):
+    """A question-answer JSONL file is malformed (names the file and line)."""
+
+
+@dataclass(frozen=True)
+class QAPair:
+    id: str
+    question: str
+    answer: str
+
+
+def load_qa_pairs(path: str | Path, id_prefix: str = "qa") -> list[QAPair]:
+    """Read ``{"question": str, "answer": str, "id": optional str}`` lines; ids must be unique and file-safe."""
+    path = Path(path)
+    try:
+        lines = path.read_text(encoding="utf-8").splitlines()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise QAFileError(f"{path}: cannot read: {exc}") from exc
+    pairs: list[QAPair] = []
+    seen: set[str] = set()
+    for number, line in enumerate(lines, start=1):
+        if not line.strip():
+            continue
+        where = f"{path}: line {number}"
+        try:
+            item = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise QAFileError(f"{where}: not JSON: {exc}") from exc
+        if not isinstance(item, dict):
+            raise QAFileError(f"{where}: expected an object")
+        for key in ("question", "answer"):
+            if not isinstance(item.get(key), str) or not item[key].strip():
+                raise QAFileError(f"{where}: {key!r} must be a non-empty string")
+        dialogue_id = item.get("id", f"{id_prefix}{number:06d}")
+        if not isinstance(dialogue_id, str) or not _SAFE_ID.match(dialogue_id):
+            raise QAFileError(f"{where}: id {dialogue_id!r} is not a safe file name")
+        if dialogue_id in seen:
+            raise QAFileError(f"{where}: duplicate id {dialogue_id!r}")
+        seen.add(dialogue_id)
+        pairs.append(QAPair(dialogue_id, item["question"].strip(), item["answer"].strip()))
+    return pairs
+
+
+@dataclass(frozen=True)
+class DialogueTiming:
+    """Silence before the question, between question and answer, and after the answer (seconds)."""
+
+    lead_s: float = 0.5
+    gap_s: float = 0.6
+    tail_s: float = 0.5
+
+
+@dataclass(frozen=True)
+class BuildConfig:
+    """Everything a worker needs; factories (picklable callables) build one TTS and one simulator each."""
+
+    out_dir: Path
+    tts_factory: Callable[[], TTS]
+    simulator_factory: Callable[[], OracleSimulator]
+    interval: float = DEFAULT_INTERVAL
+    timing: DialogueTiming = DialogueTiming()
+    sample_rate: int = SAMPLE_RATE
+
+
+def compose_dialogue(
+    user: Synthesis, assistant: Synthesis, timing: DialogueTiming, sample_rate: int = SAMPLE_RATE
+) -> tuple[np.ndarray, list[TranscriptWord]]:
+    """Stereo audio (user A left, assistant B right) and the word transcript of one question-answer pair."""
+    user_at = timing.lead_s
+    assistant_at = user_at + len(user.audio) / sample_rate + timing.gap_s
+    total = int(round((assistant_at + timing.tail_s) * sample_rate)) + len(assistant.audio)
+    audio = np.zeros((total, 2), dtype=np.float32)
+    for channel, synthesis, offset in ((0, user, user_at), (1, assistant, assistant_at)):
+        first = int(round(offset * sample_rate))
+        audio[first : first + len(synthesis.audio), channel] = synthesis.audio
+    words = [
+        TranscriptWord(speaker, w.text, round(offset + w.start, 3), round(offset + max(w.end, w.start), 3))
+        for speaker, synthesis, offset in (("A", user, user_at), ("B", assistant, assistant_at))
+        for w in synthesis.words
+        if w.text.strip()
+    ]
+    return audio, words
+
+
+def layout_paths(out_dir: Path, dialogue_id: str) -> tuple[Path, Path, Path]:
+    return (out_dir / AUDIO_DIR / f"{dialogue_id}.wav", out_dir / TEXT_DIR / f"{dialogue_id}.json",
+            out_dir / ORACLE_DIR / f"{dialogue_id}.json")
+
+
+def is_complete(out_dir: Path, dialogue_id: str) -> bool:
+    """Done = all three files exist (``oracle_raw`` is written last, each file atomically)."""
+    return all(p.is_file() for p in layout_paths(out_dir, dialogue_id))
+
+
+class DialogueBuilder:
+    """Builds dialogues one by one with its own TTS and simulator (one builder per worker and batch)."""
+
+    def __init__(self, config: BuildConfig) -> None:
+        self.config = config
+        self.tts = config.tts_factory()
+        self.simulator = config.simulator_factory()
+
+    def build(self, pair: QAPair) -> int:
+        """Write one dialogue's three files; returns its number of oracle records."""
+        cfg = self.config
+        audio, words = compose_dialogue(
+            self.tts.synthesize(pair.question), self.tts.synthesize(pair.answer), cfg.timing, cfg.sample_rate
+        )
+        records = generate_oracle_records(words, self.simulator, cfg.interval)
+        wav_path, text_path, oracle_path = layout_paths(cfg.out_dir, pair.id)
+        wav = io.BytesIO()
+        soundfile.write(wav, np.clip(audio, -1.0, 1.0), cfg.sample_rate, subtype="PCM_16", format="WAV")
+        write_bytes_atomic(wav_path, wav.getvalue())
+        write_bytes_atomic(text_path, dumps_transcript(words).encode("utf-8"))
+        write_oracle_raw(oracle_path, records)
+        return len(records)
+
+
+@dataclass
+class BuildSummary:
+    built: int = 0
+    skipped: int = 0
+    records: int = 0
+    seconds: float = 0.0
+    failures: list[tuple[str, str]] = field(default_factory=list)
+
+    @property
+    def dialogues_per_minute(self) -> float:
+        return 60.0 * self.built / self.seconds if self.seconds > 0 else 0.0
+
+    def describe(self) -> str:
+        text = (f"built {self.built} dialogues ({self.records} oracle records), skipped {self.skipped} already "
+                f"done, {len(self.failures)} failed, in {self.seconds:.1f} s "
+                f"({self.dialogues_per_minute:.1f} dialogues/min)")
+        return "\n".join([text, *(f"  failed {i}: {e}" for i, e in self.failures)])
+
+
+def build_batch(config: BuildConfig, pairs: Sequence[QAPair]) -> list[tuple[str, int | str]]:
+    """Worker entry point: ``(id, number of records)`` per dialogue, or ``(id, error message)``."""
+    builder = DialogueBuilder(config)
+    results: list[tuple[str, int | str]] = []
+    for pair in pairs:
+        try:
+            results.append((pair.id, builder.build(pair)))
+        except Exception as exc:  # one bad dialogue must not stop a 50k-dialogue build
+            results.append((pair.id, f"{type(exc).__name__}: {exc}"))
+    return results
+
+
+def _batches(pairs: Sequence[QAPair], size: int) -> Iterable[Sequence[QAPair]]:
+    return (pairs[i : i + size] for i in range(0, len(pairs), size))
+
+
+def build_dataset(
+    pairs: Sequence[QAPair], config: BuildConfig, workers: int = 2, batch_size: int = 8, progress: bool = True
+) -> BuildSummary:
+    """Build every pair not yet complete; ``workers <= 1`` runs in this process."""
+    started = time.perf_counter()
+    todo = [p for p in pairs if not is_complete(config.out_dir, p.id)]
+    summary = BuildSummary(skipped=len(pairs) - len(todo))
+    bar = tqdm(total=len(todo), desc="dialogues", unit="dialogue", disable=None if progress else True)
+
+    def collect(results: list[tuple[str, int | str]]) -> None:
+        for dialogue_id, outcome in results:
+            if isinstance(outcome, int):
+                summary.built += 1
+                summary.records += outcome
+            else:
+                summary.failures.append((dialogue_id, outcome))
+        bar.update(len(results))
+
+    try:
+        if workers <= 1:
+            for batch in _batches(todo, batch_size):
+                collect(build_batch(config, batch))
+        else:
+            context = multiprocessing.get_context("spawn")  # no forked copies of loaded models or threads
+            with futures.ProcessPoolExecutor(max_workers=workers, mp_context=context) as pool:
+                jobs = [pool.submit(build_batch, config, batch) for batch in _batches(todo, batch_size)]
+                try:
+                    for job in futures.as_completed(jobs):
+                        collect(job.result())
+                except BaseException:  # a worker could not start (no TTS, no simulator): stop the rest
+                    pool.shutdown(cancel_futures=True)
+                    raise
+    finally:
+        bar.close()
+        summary.seconds = time.perf_counter() - started
+    return summary
