@@ -100,6 +100,16 @@ def run_dataset(args: argparse.Namespace) -> int:
     return EXIT_FAILED if summary.failures else 0
 
 
+def run_import(args: argparse.Namespace) -> int:
+    from ..scenario import save_scenario, scenario_path
+    from .import_scenario import training_dialogue_scenario
+
+    scenario = training_dialogue_scenario(args.root, args.id)
+    path = save_scenario(scenario, scenario_path(args.out_dir, args.id))
+    print(f"wrote {path}", file=sys.stderr)
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="python -m kame_core.augment",
@@ -127,6 +137,11 @@ def build_parser() -> argparse.ArgumentParser:
     dataset.add_argument("--simulator", default="offline", help=SIMULATOR_SPEC_HELP)
     dataset.add_argument("--interval", type=float, default=DEFAULT_INTERVAL, help="oracle time step (s)")
     dataset.set_defaults(run=run_dataset)
+    imp = commands.add_parser("import", help="turn a layout dialogue into a scenario file for the app")
+    imp.add_argument("--root", type=Path, required=True, help="folder with audio/, text/, oracle_raw/")
+    imp.add_argument("--id", required=True, help="dialogue id")
+    imp.add_argument("--out-dir", type=Path, default=Path("scenarios"))
+    imp.set_defaults(run=run_import)
     return parser
 
 
