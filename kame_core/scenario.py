@@ -124,6 +124,7 @@ def save_scenario(scenario: Scenario, path: str | os.PathLike[str]) -> Path:
             zf.writestr("scenario.json", json.dumps(manifest, indent=1, ensure_ascii=False))
             for name, data in members.items():
                 zf.writestr(name, data)
+        os.chmod(tmp, 0o644)  # mkstemp creates 0600; a scenario file is meant to be shared
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
