@@ -2,8 +2,9 @@
 
 Goal (issue 6): <= 1 s and figure JSON <= 2 MB. The session is built with the deterministic doubles of
 tests/doubles.py on the virtual clock (eight spoken questions, oracle restarts, self-corrections), saved as a
-scenario file with a KAME run and a Moshi-mode run, then timed from ``load_scenario`` to ``fig.to_json()``
-for the single-run timeline and for the two-run comparison. Prints the median of N repetitions.
+scenario file with three runs (KAME, Moshi mode, and KAME with a 1.5 s forced delay standing in for the
+cascade, which has no runner yet), then timed from ``load_scenario`` to ``fig.to_json()`` for the single-run
+timeline and for the three-run comparison. Prints the median of N repetitions.
 """
 from __future__ import annotations
 
@@ -77,18 +78,20 @@ def main() -> None:
     import_s = time.perf_counter() - t0
 
     kame, moshi = build_session("kame", args.seconds), build_session("moshi", args.seconds)
+    delayed = build_session("kame", args.seconds, forced_delay_ms=1500)
     m = session_metrics(kame)
     print(f"session: {kame.duration:.1f} s, {kame.n_frames} frames, {len(kame.events)} events, "
           f"{len(m.onsets)} turns, {m.oracle_revisions} oracle revisions, {m.self_corrections} self-corrections")
     with tempfile.TemporaryDirectory() as tmp:
-        path = save_scenario(Scenario(name="bench-2min", runs={"kame": kame, "moshi": moshi}),
-                             Path(tmp) / "bench-2min.kame")
+        runs = {"kame": kame, "moshi": moshi, "kame-delay-1500": delayed}
+        path = save_scenario(Scenario(name="bench-2min", runs=runs), Path(tmp) / "bench-2min.kame")
         print(f"scenario file: {path.stat().st_size / 1e6:.2f} MB")
         print(f"import demo.timeline (once per server process): {import_s * 1000:.0f} ms")
         for label, build in (
             ("timeline (KAME run)", lambda s: timeline_figure(s.runs["kame"], recorded=True)),
-            ("compare (KAME + Moshi mode)", lambda s: compare_figure(
-                {"KAME": s.runs["kame"], "Moshi mode": s.runs["moshi"]}, recorded=True)),
+            ("compare (3 runs)", lambda s: compare_figure(
+                {"KAME": s.runs["kame"], "Moshi mode": s.runs["moshi"],
+                 "KAME, forced delay 1.5 s": s.runs["kame-delay-1500"]}, recorded=True)),
         ):
             walls, parts, size = [], [], 0
             for _ in range(args.runs):

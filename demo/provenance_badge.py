@@ -33,25 +33,33 @@ def describe_kind(kind: str) -> str:
 
 @dataclass(frozen=True)
 class Badge:
-    """What produced a run: ``headline`` (plain sentence), ``details`` (components), ``kind`` (headline kind)."""
+    """What produced a run: ``headline`` (plain sentence: what generated the speech), ``origin`` (how the run
+    reached us, when it was not computed now), ``details`` (components), ``kind`` (the headline's kind)."""
 
     headline: str
     details: str
     kind: str
+    origin: str = ""
 
     @property
     def tint(self) -> str:
         return _TINTS.get(self.kind, "#eeeeee")
 
     def plain(self) -> str:
-        return f"{self.headline} — {self.details}" if self.details else self.headline
+        return " — ".join(x for x in (self.headline, self.origin, self.details) if x)
 
     def html(self, run_name: str | None = None) -> str:
-        """Badge text for a Plotly annotation (its small HTML subset); every trace-supplied string escaped."""
+        """Badge text for a Plotly annotation (its small HTML subset); every trace-supplied string escaped.
+
+        Two short lines rather than one long one, so the badge fits a narrow panel."""
         name = f"<b>{html.escape(run_name)}</b> · " if run_name else ""
         text = f"{name}{html.escape(self.headline)}"
-        if self.details:
-            text += f"<br><span style='font-size:10.5px;color:#555'>{html.escape(self.details)}</span>"
+        second = " · ".join(html.escape(x) for x in (self.origin, self.details) if x)
+        if second:
+            origin_len = len(html.escape(self.origin)) if self.origin else 0
+            if origin_len:
+                second = f"<b>{second[:origin_len]}</b>{second[origin_len:]}"
+            text += f"<br><span style='font-size:10.5px;color:#4b5563'>{second}</span>"
         return text
 
 
@@ -78,12 +86,14 @@ def provenance_badge(trace: SessionTrace, *, recorded: bool = False) -> Badge:
         headline, kind = "cascade pipeline (STT → LLM → TTS; no front-end, no oracle stream)", "cascade"
     else:
         headline, kind = "origin unknown (the trace names no front-end)", "unknown"
+    how = ""
     if origin is not None:
-        headline = f"{describe_kind(origin.kind)} · {headline}"
-        kind = origin.kind if kind in ("unknown", "cascade") else kind
+        how = describe_kind(origin.kind)
+        if kind == "unknown":
+            headline, how, kind = how, "", origin.kind  # e.g. an imported dialogue: that is the whole story
     elif recorded:
-        headline = f"{describe_kind('recorded')} · {headline}"
+        how = describe_kind("recorded")
     parts = [_component(label, prov[key]) for key, label in _COMPONENTS if key in prov]
     parts += [_component(key, p) for key, p in prov.items()
               if key not in dict(_COMPONENTS) and p.kind not in _ORIGIN_KINDS]
-    return Badge(headline=headline, details=" · ".join(parts), kind=kind)
+    return Badge(headline=headline, details=" · ".join(parts), kind=kind, origin=how)

@@ -73,7 +73,7 @@ _SPAN = (0.1, 1.44)                                                    # revisio
 _ONSET_Y = 5.76
 #: the plot width (px) the static text layout assumes; text that would collide at that width is left to
 #: hover (and to the "all pieces" legend toggle) rather than printed over its neighbours
-_REF_PLOT_PX = 1000.0
+_REF_PLOT_PX = 900.0
 
 # -- colours: Okabe-Ito for events and marks (colour-blind safe), Paul Tol "muted" for revisions ----------
 _BLUE, _SKY, _GREEN, _ORANGE = "#0072B2", "#56B4E9", "#009E73", "#E69F00"
@@ -84,7 +84,7 @@ _REVISION_PALETTE = ("#CC6677", "#332288", "#DDCC77", "#117733", "#88CCEE", "#88
 _FONT = "Inter, 'Segoe UI', 'DejaVu Sans', Helvetica, Arial, sans-serif"
 
 _PANEL_PX, _HEADER_PX, _GAP_PX = 370, 46, 22
-_MARGIN = dict(l=128, r=64, t=78, b=96)
+_MARGIN = dict(l=128, r=64, t=78, b=118)
 
 
 def revision_colour(revision: int) -> str:
@@ -129,12 +129,13 @@ def _wrap(text: str, width: int = 64, limit: int = 320) -> str:
 
 # ------------------------------------------------------------------------------------------- waveforms
 def waveform_envelope(audio: np.ndarray, sample_rate: int = SAMPLE_RATE, bucket_s: float = 0.01,
-                      max_buckets: int = 30_000) -> tuple[float, np.ndarray, np.ndarray]:
+                      max_buckets: int = 12_000) -> tuple[float, np.ndarray, np.ndarray]:
     """Min/max of ``audio`` per bucket of ``bucket_s`` (coarser if that would exceed ``max_buckets``).
 
     Returns ``(bucket seconds, minima, maxima)`` as float32; bucket ``k`` starts at ``k * bucket seconds``.
     A min/max envelope keeps every peak and every silence visible at any zoom a screen can show, at a
-    fraction of the samples.
+    fraction of the samples. The bucket cap bounds the figure size: 2 minutes at 10 ms, a 5-minute live
+    session at 25 ms.
     """
     audio = np.asarray(audio, np.float32).reshape(-1)
     n = len(audio)
@@ -395,7 +396,7 @@ class _RunBuilder:
             customdata=np.stack([frames, tokens], 1),
             hover="<b>%{hovertext}</b><br>frame %{customdata[0]} · %{x:.2f} s<br>token id %{customdata[1]}"
                   "<extra>{label}</extra>",
-            all_pieces_name="all monologue pieces (for close zoom)")
+            all_pieces_name="every word (close zoom)")
 
     def _corrections(self) -> None:
         F = FRAME_SECONDS
@@ -486,27 +487,23 @@ class _RunBuilder:
                 group_of=np.zeros(len(fed), np.int64), customdata=np.stack([frames, revs, tokens], 1),
                 hover="<b>%{hovertext}</b><br>frame %{customdata[0]} · %{x:.2f} s<br>"
                       "oracle rev %{customdata[1]} · token id %{customdata[2]}<extra>{label}</extra>",
-                all_pieces_name="all oracle pieces (for close zoom)")
+                all_pieces_name="every oracle piece (close zoom)")
         elif not resets:
             why = {"moshi": "oracle stream off (Moshi mode)", "cascade": "no oracle stream (cascade)"}
             self.notes.append(dict(text=why.get(trace.mode, "no oracle tokens in this run"),
                                    xref=self.ax.x_domain, yref=self.ax.y, x=0.5, y=_Y["oracle stream"],
-                                   showarrow=False, font=dict(size=11, color=_MUTED)))
+                                   showarrow=False, bgcolor="rgba(255,255,255,0.9)", font=dict(size=11, color=_MUTED)))
 
     def _onsets(self) -> None:
         """End of user speech -> response onset per turn, with the latency written between them."""
         onsets = turn_onsets(self.trace)
-        end = -math.inf
+        # "turn k · onset −0.40 s" when every such label fits beside its neighbours, else "onset −0.40 s"
+        centres = [o.user_end if o.text_onset is None else (o.user_end + o.text_onset) / 2 for o in onsets]
+        half = _text_width_s("turn 10 · onset −0.00 s", 11, self.px_per_s) / 2
+        numbered = len(onsets) > 1 and all(b - a >= 2 * half for a, b in zip(centres, centres[1:]))
         for o in onsets:
-            # "turn k · onset −0.40 s", shortened to "onset −0.40 s" where turns are close together
-            variants = [f"turn {o.turn + 1} · onset", "onset"] if len(onsets) > 1 else ["onset"]
-            centre = o.user_end if o.text_onset is None else (o.user_end + o.text_onset) / 2
-            for prefix in variants:
-                half = _text_width_s(prefix + " −0.00 s", 11, self.px_per_s) / 2
-                if centre - half >= end or prefix == variants[-1]:
-                    end = centre + half
-                    break
-            self.notes.extend(_onset_marks(o, prefix, self.ax, self.shapes))
+            self.notes.extend(_onset_marks(o, f"turn {o.turn + 1} · onset" if numbered else "onset",
+                                           self.ax, self.shapes))
         if onsets:
             for name, colour, dash in (("end of user speech", _BLUE, "dash"), ("response onset", _GREEN, "solid")):
                 entry = self.legend(name)

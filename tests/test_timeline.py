@@ -348,3 +348,15 @@ def test_scenario_round_trip_builds_the_same_figure(tmp_path, kame):
     assert len(shapes_named(fig, f"{REVISION_SPAN}:KAME:")) == len(kame.events_of(EventKind.ORACLE_RESET))
     assert "recorded scenario" in annotation(fig, f"{BADGE}:Moshi mode").text
     assert len(loaded.runs["kame"].user_audio) == kame.n_frames * SAMPLES_PER_FRAME
+
+
+def test_long_sessions_get_coarser_envelopes_not_bigger_figures():
+    five_minutes = SessionTrace(mode="kame")
+    five_minutes.frames = [FrameRecord() for _ in range(int(300 / FRAME_SECONDS))]
+    n = len(five_minutes.frames) * SAMPLES_PER_FRAME
+    five_minutes.user_audio = np.sin(np.arange(n, dtype=np.float32) / 7).astype(np.float32)
+    five_minutes.output_audio = np.zeros(n, np.float32)
+    fig = timeline_figure(five_minutes)
+    waves = [t for t in fig.data if (t.name or "").endswith("audio")]
+    assert waves and all(len(t.y) <= 12_000 for t in waves)
+    assert len(fig.to_json()) < 1_000_000
