@@ -48,7 +48,7 @@ from .provenance_badge import provenance_badge
 
 __all__ = [
     "LANES", "PLAYHEAD", "PLAYHEAD_JS", "REVISION_SPAN", "BADGE", "timeline_figure", "compare_figure",
-    "with_playhead", "format_latency", "waveform_envelope", "revision_colour",
+    "with_playhead", "format_latency", "waveform_envelope", "revision_colour", "RUN_NAMES",
 ]
 
 #: lane names exactly as they appear on each panel's y axis, top to bottom
@@ -309,7 +309,8 @@ class _RunBuilder:
                 marker=dict(symbol="line-ns", size=7, opacity=np.where(shown[sel], 1.0, 0.35).astype(np.float32),
                             line=dict(width=1.2, color=[ticks[i] for i in sel] if isinstance(ticks, list)
                                       else ticks)),
-                customdata=customdata[sel], hovertemplate=hover.replace("{label}", group["name"]),
+                customdata=customdata[sel],
+                hovertemplate=group.get("hover", hover).replace("{label}", group["name"]),
                 name=group["name"], legendgroup=group.get("legend") or group["name"], showlegend=False,
                 **self.xy))
         hidden = np.flatnonzero(~shown)
@@ -387,15 +388,18 @@ class _RunBuilder:
         frames = np.asarray([i for i, _ in spoken], np.int32)
         tokens = np.asarray([-1 if (t := self.trace.frames[i].text_token) is None else t for i, _ in spoken],
                             np.int64)
+        replaced_by = np.asarray([abandoned.get(i, -1) for i, _ in spoken], np.int64)
+        hover = "<b>%{hovertext}</b><br>frame %{customdata[0]} · %{x:.2f} s<br>token id %{customdata[1]}"
         self._pieces(
             frames, [_esc(p.strip() or "␣") for _, p in spoken], _ROWS["monologue"], 11.5,
             groups=[dict(name="inner monologue", legend="inner-monologue piece", colour=_INK, ticks=_INK),
                     dict(name="abandoned in a self-correction", legend="abandoned (self-corrected)",
-                         colour="#98a1ab", ticks="#98a1ab", style="italic")],
+                         colour="#98a1ab", ticks="#98a1ab", style="italic",
+                         hover=hover + "<br>abandoned when oracle rev %{customdata[2]} arrived"
+                                       "<extra>{label}</extra>")],
             group_of=np.asarray([int(i in abandoned) for i, _ in spoken]),
-            customdata=np.stack([frames, tokens], 1),
-            hover="<b>%{hovertext}</b><br>frame %{customdata[0]} · %{x:.2f} s<br>token id %{customdata[1]}"
-                  "<extra>{label}</extra>",
+            customdata=np.stack([frames, tokens, replaced_by], 1),
+            hover=hover + "<extra>{label}</extra>",
             all_pieces_name="every word (close zoom)")
 
     def _corrections(self) -> None:
@@ -492,7 +496,8 @@ class _RunBuilder:
             why = {"moshi": "oracle stream off (Moshi mode)", "cascade": "no oracle stream (cascade)"}
             self.notes.append(dict(text=why.get(trace.mode, "no oracle tokens in this run"),
                                    xref=self.ax.x_domain, yref=self.ax.y, x=0.5, y=_Y["oracle stream"],
-                                   showarrow=False, bgcolor="rgba(255,255,255,0.9)", font=dict(size=11, color=_MUTED)))
+                                   showarrow=False, bgcolor="rgba(255,255,255,0.9)",
+                                   font=dict(size=11, color=_MUTED)))
 
     def _onsets(self) -> None:
         """End of user speech -> response onset per turn, with the latency written between them."""

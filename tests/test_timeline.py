@@ -176,6 +176,9 @@ def test_self_corrections_are_marked_with_what_was_said_and_the_new_revision(kam
     said = " ".join(abandoned.hovertext)
     assert all(w in said for e in corrections for w in e.data["abandoned_text"].split())
     assert abandoned.textfont.style == "italic"
+    replaced_by = {int(r) for r in np.asarray(abandoned.customdata)[:, 2]}
+    assert replaced_by <= {e.data["revision"] for e in corrections}
+    assert "abandoned when oracle rev %{customdata[2]} arrived" in abandoned.hovertemplate
 
 
 # ------------------------------------------------------------------------------------ onset latency
