@@ -1,0 +1,99 @@
+"""The provenance badge: one plain sentence saying what produced a run, taken from its trace.
+
+Users compare runs made by very different machinery (trained KAME weights, the CPU stand-in, test doubles,
+recorded files, imported training dialogues). A figure that does not say which is which invites
+over-reading a stand-in as the real model, so every run in the visualiser carries this badge. The words
+come from :data:`kame_core.trace.PROVENANCE_KINDS` only: nothing here may call a run "neural KAME" unless
+its front-end provenance kind is ``neural-kame``.
+"""
+from __future__ import annotations
+
+import html
+from dataclasses import dataclass
+
+from kame_core.trace import PROVENANCE_KINDS, Provenance, SessionTrace
+
+#: kinds that describe how a whole run reached us rather than one of its components
+_ORIGIN_KINDS = ("imported-training-dialogue", "recorded")
+#: component keys shown in the detail line, in pipeline order
+_COMPONENTS = (("front_end", "front-end"), ("stt", "STT"), ("llm", "LLM"), ("tts", "TTS"), ("vad", "VAD"))
+
+#: badge fill per headline kind: tinted so neural, stand-in and replayed runs read differently at a glance
+_TINTS = {
+    "neural-kame": "#e3f1ea", "neural-moshi": "#e3f1ea", "neural-random": "#fbeee0",
+    "cpu-stand-in": "#fbf3dc", "recorded": "#e6eef8", "imported-training-dialogue": "#e6eef8",
+    "test-double": "#eeeeee",
+}
+
+
+def describe_kind(kind: str) -> str:
+    """The user-facing description of a provenance kind; unknown kinds are named, never guessed."""
+    return PROVENANCE_KINDS.get(kind, f"unknown provenance kind {kind!r}")
+
+
+@dataclass(frozen=True)
+class Badge:
+    """What produced a run: ``headline`` (plain sentence: what generated the speech), ``origin`` (how the run
+    reached us, when it was not computed now), ``details`` (components), ``kind`` (the headline's kind)."""
+
+    headline: str
+    details: str
+    kind: str
+    origin: str = ""
+
+    @property
+    def tint(self) -> str:
+        return _TINTS.get(self.kind, "#eeeeee")
+
+    def plain(self) -> str:
+        return " — ".join(x for x in (self.headline, self.origin, self.details) if x)
+
+    def html(self, run_name: str | None = None) -> str:
+        """Badge text for a Plotly annotation (its small HTML subset); every trace-supplied string escaped.
+
+        Two short lines rather than one long one, so the badge fits a narrow panel."""
+        name = f"<b>{html.escape(run_name)}</b> · " if run_name else ""
+        text = f"{name}{html.escape(self.headline)}"
+        second = " · ".join(html.escape(x) for x in (self.origin, self.details) if x)
+        if second:
+            origin_len = len(html.escape(self.origin)) if self.origin else 0
+            if origin_len:
+                second = f"<b>{second[:origin_len]}</b>{second[origin_len:]}"
+            text += f"<br><span style='font-size:10.5px;color:#4b5563'>{second}</span>"
+        return text
+
+
+def _component(label: str, p: Provenance) -> str:
+    name = p.model_id or p.label or describe_kind(p.kind)
+    version = f" {p.version}" if p.version else ""
+    kind = "" if p.kind in ("stt", "llm", "tts", "vad") or name == describe_kind(p.kind) else f" ({p.kind})"
+    return f"{label}: {name}{version}{kind}"
+
+
+def provenance_badge(trace: SessionTrace, *, recorded: bool = False) -> Badge:
+    """The badge of one run.
+
+    The headline is the front-end's kind (what generated the speech); a cascade has no front-end and says
+    so. A run replayed from a file (``recorded=True``, or a ``recorded`` / ``imported-training-dialogue``
+    provenance entry in the trace) says that first, because nothing in it was computed now.
+    """
+    prov = trace.provenance
+    origin = next((p for p in prov.values() if p.kind in _ORIGIN_KINDS), None)
+    front = prov.get("front_end")
+    if front is not None:
+        headline, kind = describe_kind(front.kind), front.kind
+    elif trace.mode == "cascade":
+        headline, kind = "cascade pipeline (STT → LLM → TTS; no front-end, no oracle stream)", "cascade"
+    else:
+        headline, kind = "origin unknown (the trace names no front-end)", "unknown"
+    how = ""
+    if origin is not None:
+        how = describe_kind(origin.kind)
+        if kind == "unknown":
+            headline, how, kind = how, "", origin.kind  # e.g. an imported dialogue: that is the whole story
+    elif recorded:
+        how = describe_kind("recorded")
+    parts = [_component(label, prov[key]) for key, label in _COMPONENTS if key in prov]
+    parts += [_component(key, p) for key, p in prov.items()
+              if key not in dict(_COMPONENTS) and p.kind not in _ORIGIN_KINDS]
+    return Badge(headline=headline, details=" · ".join(parts), kind=kind, origin=how)

@@ -1,0 +1,761 @@
+"""The timeline figure: KAME's four token streams and the events between them, on one time axis.
+
+KAME's claim is about *when* things happen: the front-end starts speaking before the user has finished,
+on the strength of an early oracle, and corrects itself when a better oracle arrives. A table of numbers
+hides that; this figure shows it. Each run is one panel with five lanes, top to bottom:
+
+``events``           STT partials / finals, LLM requests (started -> finished / cancelled / failed, drawn as
+                     bars so overlapping and abandoned requests are visible), oracle resets.
+``user audio``       waveform envelope (min/max per ~10 ms bucket) with the STT's final words under it.
+``inner monologue``  the front-end's text pieces at their frames; forced-delay holds shaded; words the
+                     front-end abandoned in a self-correction greyed, the switch point marked.
+``output audio``     waveform envelope.
+``oracle stream``    the oracle token pieces fed to the front-end, over one coloured span per revision
+                     ("rev N", plus "hint L" when the trace knows the hint level).
+
+End of user speech and response onset are vertical lines with the onset latency written between them,
+computed by :func:`kame_core.metrics.turn_onsets`, the same function the metrics tables use. Every panel
+carries a provenance badge (:mod:`demo.provenance_badge`).
+
+Hooks for the app (documented names, stable):
+
+* the playhead is the layout shape named :data:`PLAYHEAD` (transparent until a time is given). Move it on the
+  server with :func:`with_playhead`, or in the browser with :data:`PLAYHEAD_JS`.
+* revision spans are shapes named ``"oracle-revision:<run>:<rev>"`` (:data:`REVISION_SPAN` prefix).
+* the provenance badges are annotations named ``"provenance:<run>"`` (:data:`BADGE` prefix).
+
+Built for size: waveforms are float32 envelopes that Plotly serialises as base64 typed arrays, with the x
+axis implied (``x0``/``dx``); hover texts use templates over numeric ``customdata``. A 2-minute session is a
+few hundred kilobytes of JSON.
+"""
+from __future__ import annotations
+
+import copy
+import html
+import json
+import math
+from dataclasses import dataclass
+from typing import Any, Iterable, Sequence, TypeVar
+
+import numpy as np
+import plotly.graph_objects as go
+
+from kame_core.clock import FRAME_SECONDS, SAMPLE_RATE
+from kame_core.metrics import TurnOnset, turn_onsets
+from kame_core.trace import Event, EventKind, SessionTrace
+
+from .provenance_badge import provenance_badge
+
+__all__ = [
+    "LANES", "PLAYHEAD", "PLAYHEAD_JS", "REVISION_SPAN", "BADGE", "timeline_figure", "compare_figure",
+    "with_playhead", "format_latency", "waveform_envelope", "revision_colour", "RUN_NAMES",
+]
+
+#: lane names exactly as they appear on each panel's y axis, top to bottom
+LANES: tuple[str, ...] = ("events", "user audio", "inner monologue", "output audio", "oracle stream")
+PLAYHEAD = "playhead"
+REVISION_SPAN = "oracle-revision"
+BADGE = "provenance"
+
+# -- geometry: a panel's y axis is in "lane units"; (bottom, top) of each lane and the rows inside it -----
+_BANDS = {"oracle stream": (0.0, 1.5), "output audio": (1.5, 2.3), "inner monologue": (2.3, 3.4),
+          "user audio": (3.4, 4.3), "events": (4.3, 5.62)}
+_Y = {lane: (lo + hi) / 2 for lane, (lo, hi) in _BANDS.items()}
+_Y_RANGE = (-0.04, 5.9)
+_WAVE = {"user audio": (3.96, 0.3), "output audio": (1.9, 0.32)}     # (centre, half height)
+_ROWS = {
+    "stt": 5.34, "llm": 4.96, "resets": 4.56,                          # events lane
+    "user words": (3.53,),                                             # under the user waveform
+    "monologue": (3.02, 2.72), "correction": 3.3,                      # inner monologue lane
+    "revision labels": (1.3, 1.1), "oracle tokens": (0.86, 0.6, 0.34),  # oracle lane
+}
+_SPAN = (0.1, 1.44)                                                    # revision spans (oracle lane)
+_ONSET_Y = 5.76
+#: the plot width (px) the static text layout assumes; text that would collide at that width is left to
+#: hover (and to the "all pieces" legend toggle) rather than printed over its neighbours
+_REF_PLOT_PX = 900.0
+
+# -- colours: Okabe-Ito for events and marks (colour-blind safe), Paul Tol "muted" for revisions ----------
+_BLUE, _SKY, _GREEN, _ORANGE = "#0072B2", "#56B4E9", "#009E73", "#E69F00"
+_VERMILLION, _PURPLE, _INK, _MUTED = "#D55E00", "#CC79A7", "#1f2933", "#8a94a0"
+_USER_WAVE, _OUTPUT_WAVE = "#4477AA", "#228833"
+_REVISION_PALETTE = ("#CC6677", "#332288", "#DDCC77", "#117733", "#88CCEE", "#882255", "#44AA99",
+                     "#999933", "#AA4499")
+_FONT = "Inter, 'Segoe UI', 'DejaVu Sans', Helvetica, Arial, sans-serif"
+
+_PANEL_PX, _HEADER_PX, _GAP_PX = 370, 46, 22
+_MARGIN = dict(l=128, r=64, t=78, b=118)
+
+
+def revision_colour(revision: int) -> str:
+    """Colour of oracle revision ``revision``: the same revision has the same colour in every figure."""
+    return _REVISION_PALETTE[(max(revision, 1) - 1) % len(_REVISION_PALETTE)]
+
+
+def _rgba(hex_colour: str, alpha: float) -> str:
+    r, g, b = (int(hex_colour[i:i + 2], 16) for i in (1, 3, 5))
+    return f"rgba({r},{g},{b},{alpha})"
+
+
+def _darker(hex_colour: str, amount: float = 0.35) -> str:
+    r, g, b = (int(int(hex_colour[i:i + 2], 16) * (1 - amount)) for i in (1, 3, 5))
+    return f"#{r:02x}{g:02x}{b:02x}"
+
+
+def format_latency(seconds: float) -> str:
+    """``-0.4`` -> ``"−0.40 s"`` (typographic minus; sign always shown, since the sign is the point)."""
+    return f"{seconds:+.2f} s".replace("-", "\u2212")
+
+
+def _esc(text: str) -> str:
+    return html.escape(text, quote=False)
+
+
+def _wrap(text: str, width: int = 64, limit: int = 320) -> str:
+    """Escape and wrap a long string for a hover label."""
+    text = " ".join(text.split())
+    if len(text) > limit:
+        text = text[: limit - 1] + "…"
+    lines, line = [], ""
+    for word in text.split(" "):
+        if line and len(line) + 1 + len(word) > width:
+            lines.append(line)
+            line = word
+        else:
+            line = f"{line} {word}" if line else word
+    lines.append(line)
+    return "<br>".join(_esc(x) for x in lines)
+
+
+# ------------------------------------------------------------------------------------------- waveforms
+def waveform_envelope(audio: np.ndarray, sample_rate: int = SAMPLE_RATE, bucket_s: float = 0.01,
+                      max_buckets: int = 12_000) -> tuple[float, np.ndarray, np.ndarray]:
+    """Min/max of ``audio`` per bucket of ``bucket_s`` (coarser if that would exceed ``max_buckets``).
+
+    Returns ``(bucket seconds, minima, maxima)`` as float32; bucket ``k`` starts at ``k * bucket seconds``.
+    A min/max envelope keeps every peak and every silence visible at any zoom a screen can show, at a
+    fraction of the samples. The bucket cap bounds the figure size: 2 minutes at 10 ms, a 5-minute live
+    session at 25 ms.
+    """
+    audio = np.asarray(audio, np.float32).reshape(-1)
+    n = len(audio)
+    bucket = max(1, int(round(bucket_s * sample_rate)))
+    if n > bucket * max_buckets:
+        bucket = -(-n // max_buckets)
+    if n == 0:
+        empty = np.zeros(0, np.float32)
+        return bucket / sample_rate, empty, empty
+    m = -(-n // bucket)
+    padded = np.zeros(m * bucket, np.float32)
+    padded[:n] = audio
+    blocks = padded.reshape(m, bucket)
+    return bucket / sample_rate, blocks.min(axis=1), blocks.max(axis=1)
+
+
+# ------------------------------------------------------------------------------------ one run's layers
+@dataclass
+class _Axes:
+    x: str          # "x", "x2", ... (trace and shape reference)
+    y: str
+
+    @property
+    def x_domain(self) -> str:
+        return f"{self.x} domain"
+
+    @property
+    def y_domain(self) -> str:
+        return f"{self.y} domain"
+
+
+@dataclass
+class _Layers:
+    traces: list[dict[str, Any]]
+    shapes: list[dict[str, Any]]
+    annotations: list[dict[str, Any]]
+
+
+class _LegendOnce:
+    """Shows each legend entry once per figure, however many panels draw that kind of mark."""
+
+    def __init__(self) -> None:
+        self._seen: set[str] = set()
+
+    def __call__(self, name: str) -> dict[str, Any]:
+        first = name not in self._seen
+        self._seen.add(name)
+        return {"name": name, "legendgroup": name, "showlegend": first}
+
+
+def _pack(xs: Sequence[float], widths: Sequence[float], n_rows: int) -> list[int]:
+    """Greedy label placement: the row each item is printed on (``-1``: no room, left to hover).
+
+    ``xs`` are left edges and ``widths`` text widths, both in seconds at the reference zoom; an item goes
+    on the first row whose previous item has ended. Map labellers do the same so labels never overprint.
+    """
+    ends = [-math.inf] * n_rows
+    rows = []
+    for x, w in zip(xs, widths):
+        row = next((r for r in range(n_rows) if ends[r] <= x), -1)
+        if row >= 0:
+            ends[row] = x + w
+        rows.append(row)
+    return rows
+
+
+def _text_width_s(text: str, font_px: float, px_per_s: float) -> float:
+    """Width of ``text`` (plus its tick and a gap) in seconds, at the reference zoom."""
+    return (len(text) * font_px * 0.6 + 10.0) / px_per_s
+
+
+def _frame_runs(flags: Iterable[bool]) -> list[tuple[int, int]]:
+    """[start, end) frame ranges where ``flags`` is true."""
+    runs, start, i = [], None, -1
+    for i, flag in enumerate(flags):
+        if flag and start is None:
+            start = i
+        elif not flag and start is not None:
+            runs.append((start, i))
+            start = None
+    if start is not None:
+        runs.append((start, i + 1))
+    return runs
+
+
+def _abandoned_frames(trace: SessionTrace, spoken: list[tuple[int, str]]) -> dict[int, int]:
+    """Frames whose text piece a self-correction abandoned -> the revision that replaced it.
+
+    Walks back from each correction over the pieces spoken before it until their characters cover the
+    abandoned text the front-end reported (tokenisation may split words differently from the report).
+    """
+    out: dict[int, int] = {}
+    frames = [f for f, _ in spoken]
+    for event in trace.events_of(EventKind.SELF_CORRECTION):
+        target = "".join(str(event.data.get("abandoned_text", "")).split())
+        if not target:
+            continue
+        at = int(event.data.get("frame", event.frame))
+        k = int(np.searchsorted(frames, at)) - 1
+        covered = 0
+        while k >= 0 and covered < len(target):
+            covered += len("".join(spoken[k][1].split()))
+            out.setdefault(spoken[k][0], int(event.data.get("revision") or 0))
+            k -= 1
+    return out
+
+
+class _RunBuilder:
+    """Builds the traces, shapes and annotations of one run's panel."""
+
+    def __init__(self, trace: SessionTrace, run: str, ax: _Axes, legend: _LegendOnce, px_per_s: float,
+                 recorded: bool) -> None:
+        self.trace, self.run, self.ax, self.legend = trace, run, ax, legend
+        self.px_per_s = px_per_s
+        self.recorded = recorded
+        self.traces: list[dict[str, Any]] = []
+        self.shapes: list[dict[str, Any]] = []
+        self.notes: list[dict[str, Any]] = []
+        self.xy = {"xaxis": ax.x, "yaxis": ax.y}
+
+    def build(self) -> _Layers:
+        self._lanes()
+        self._holds()
+        self._waveforms()
+        self._user_words()
+        self._monologue()
+        self._corrections()
+        self._oracle()
+        self.traces.extend(_event_traces(self.trace, self.ax, self.legend, self.trace.duration))
+        self._onsets()
+        self._badge()
+        return _Layers(self.traces, self.shapes, self.notes)
+
+    # -- helpers ------------------------------------------------------------------------------------
+    def _rect(self, x0: float, x1: float, y0: float, y1: float, *, domain: bool = False, **style: Any) -> None:
+        self.shapes.append(dict(type="rect", xref=self.ax.x_domain if domain else self.ax.x, yref=self.ax.y,
+                                x0=x0, x1=x1, y0=y0, y1=y1, **style))
+
+    def _pieces(self, frames: np.ndarray, texts: list[str], rows: Sequence[float], font_px: float,
+                groups: Sequence[dict[str, Any]], group_of: np.ndarray, customdata: np.ndarray, hover: str,
+                all_pieces_name: str) -> None:
+        """Token pieces at their frames: printed where they fit at the reference zoom, ticks elsewhere.
+
+        All groups of a lane (e.g. kept and abandoned words) are packed together so they never overprint
+        each other; then each group is one trace with its own style (``name``, ``colour``, ``style``,
+        ``ticks``, optional ``legend``). Every piece keeps a tick with a hover label; an extra trace, off
+        until its legend entry is clicked, prints the pieces that did not fit, for close zooms.
+        """
+        xs = (frames * FRAME_SECONDS).astype(np.float32)
+        placed = np.asarray(_pack(xs.tolist(), [_text_width_s(t, font_px, self.px_per_s) for t in texts],
+                                  len(rows)))
+        shown = placed >= 0
+        y = np.asarray(rows, np.float32)[np.where(shown, placed, np.arange(len(placed)) % len(rows))]
+        for g, group in enumerate(groups):
+            sel = np.flatnonzero(group_of == g)
+            if not sel.size:
+                continue
+            ticks = group["ticks"]
+            if group.get("legend"):  # the legend entry is a stand-in, so its icon is never a faded tick
+                entry = self.legend(group["legend"])
+                if entry["showlegend"]:
+                    icon = ticks[sel[0]] if isinstance(ticks, list) else ticks
+                    self.traces.append(dict(type="scatter", mode="markers", x=[None], y=[None], hoverinfo="skip",
+                                            marker=dict(symbol="line-ns", size=9, line=dict(width=1.6, color=icon)),
+                                            **entry, **self.xy))
+            self.traces.append(dict(
+                type="scatter", mode="markers+text", x=xs[sel], y=y[sel],
+                text=[texts[i] if shown[i] else "" for i in sel], hovertext=[texts[i] for i in sel],
+                textposition="middle right",
+                textfont=dict(size=font_px, color=group["colour"], style=group.get("style", "normal")),
+                marker=dict(symbol="line-ns", size=7, opacity=np.where(shown[sel], 1.0, 0.35).astype(np.float32),
+                            line=dict(width=1.2, color=[ticks[i] for i in sel] if isinstance(ticks, list)
+                                      else ticks)),
+                customdata=customdata[sel],
+                hovertemplate=group.get("hover", hover).replace("{label}", group["name"]),
+                name=group["name"], legendgroup=group.get("legend") or group["name"], showlegend=False,
+                **self.xy))
+        hidden = np.flatnonzero(~shown)
+        if hidden.size:
+            self.traces.append(dict(
+                type="scatter", mode="text", x=xs[hidden], y=y[hidden], text=[texts[i] for i in hidden],
+                textposition="middle right", textfont=dict(size=font_px, color="#39424e"), hoverinfo="skip",
+                visible="legendonly", **self.legend(all_pieces_name), **self.xy))
+
+    # -- layers -------------------------------------------------------------------------------------
+    def _lanes(self) -> None:
+        for lane, (lo, hi) in _BANDS.items():
+            fill = {"events": "#fbfaf6", "user audio": "#f4f6f9", "output audio": "#f4f6f9"}.get(lane)
+            if fill:
+                self._rect(0, 1, lo, hi if lane != "events" else _Y_RANGE[1], domain=True, fillcolor=fill,
+                           line_width=0, layer="below")
+            if lane != "events":
+                self.shapes.append(dict(type="line", xref=self.ax.x_domain, yref=self.ax.y, x0=0, x1=1, y0=hi,
+                                        y1=hi, line=dict(color="#dfe3e8", width=1), layer="below"))
+        for label, key in (("STT", "stt"), ("LLM", "llm"), ("resets", "resets")):
+            self.notes.append(dict(text=label, xref=self.ax.x_domain, yref=self.ax.y, x=1.0, y=_ROWS[key],
+                                   xanchor="left", xshift=6, showarrow=False, font=dict(size=10, color=_MUTED)))
+
+    def _holds(self) -> None:
+        """Forced-delay holds, from the frames' held flags (imported traces without hold events too)."""
+        F = FRAME_SECONDS
+        delay_ms = self.trace.config.get("forced_delay_ms")
+        lo, hi = _BANDS["output audio"][0], _BANDS["inner monologue"][1]
+        for k, (a, b) in enumerate(_frame_runs(f.held for f in self.trace.frames)):
+            self._rect(a * F, b * F, lo, hi, fillcolor="rgba(95,105,120,0.12)", line_width=0, layer="below",
+                       name=f"hold:{self.run}:{k}")
+            if k == 0:
+                what = f"held · forced delay {delay_ms / 1000:.2f} s" if delay_ms else "held (forced delay)"
+                self.notes.append(dict(text=what, xref=self.ax.x, yref=self.ax.y, x=a * F, y=hi - 0.04,
+                                       xanchor="left", yanchor="top", xshift=3, showarrow=False,
+                                       font=dict(size=10, color="#5f6978")))
+
+    def _waveforms(self) -> None:
+        for lane, audio, colour in (("user audio", self.trace.user_audio, _USER_WAVE),
+                                    ("output audio", self.trace.output_audio, _OUTPUT_WAVE)):
+            dt, lo, hi = waveform_envelope(audio, self.trace.sample_rate)
+            peak = float(max(np.abs(lo).max(initial=0.0), np.abs(hi).max(initial=0.0)))
+            centre, half = _WAVE[lane]
+            scale = half / max(peak, 1e-3)
+            common = dict(type="scatter", mode="lines", x0=dt / 2, dx=dt, hoverinfo="skip", showlegend=False,
+                          line=dict(width=0.6, color=colour), name=f"{self.run} · {lane}", **self.xy)
+            self.traces.append(dict(common, y=(centre + hi * scale).astype(np.float32)))
+            self.traces.append(dict(common, y=(centre + lo * scale).astype(np.float32), fill="tonexty",
+                                    fillcolor=_rgba(colour, 0.55)))
+
+    def _user_words(self) -> None:
+        """The STT's final words with their audio times, under the user waveform."""
+        words = [w for e in self.trace.events_of(EventKind.STT_FINAL) for w in e.data.get("words", []) or []
+                 if isinstance(w, (list, tuple)) and len(w) == 3]
+        if not words:
+            return
+        starts = np.asarray([float(w[1]) for w in words], np.float32)
+        texts = [_esc(str(w[0])) for w in words]
+        placed = _pack(starts.tolist(), [_text_width_s(t, 9.5, self.px_per_s) - 8 / self.px_per_s
+                                         for t in texts], 1)
+        self.traces.append(dict(
+            type="scatter", mode="text", x=starts, y=np.full(len(words), _ROWS["user words"][0], np.float32),
+            text=[t if r >= 0 else "·" for t, r in zip(texts, placed)], hovertext=texts,
+            textposition="middle right", textfont=dict(size=9.5, color="#3f5f8a"),
+            customdata=np.asarray([[w[1], w[2]] for w in words], np.float32),
+            hovertemplate="user said <b>%{hovertext}</b><br>%{customdata[0]:.2f}–%{customdata[1]:.2f} s"
+                          "<extra>STT final words</extra>",
+            showlegend=False, name=f"{self.run} · user words", **self.xy))
+
+    def _monologue(self) -> None:
+        spoken = [(i, f.text_piece) for i, f in enumerate(self.trace.frames) if not f.text_is_padding]
+        if not spoken:
+            return
+        abandoned = _abandoned_frames(self.trace, spoken)
+        frames = np.asarray([i for i, _ in spoken], np.int32)
+        tokens = np.asarray([-1 if (t := self.trace.frames[i].text_token) is None else t for i, _ in spoken],
+                            np.int64)
+        replaced_by = np.asarray([abandoned.get(i, -1) for i, _ in spoken], np.int64)
+        hover = "<b>%{hovertext}</b><br>frame %{customdata[0]} · %{x:.2f} s<br>token id %{customdata[1]}"
+        self._pieces(
+            frames, [_esc(p.strip() or "␣") for _, p in spoken], _ROWS["monologue"], 11.5,
+            groups=[dict(name="inner monologue", legend="inner-monologue piece", colour=_INK, ticks=_INK),
+                    dict(name="abandoned in a self-correction", legend="abandoned (self-corrected)",
+                         colour="#98a1ab", ticks="#98a1ab", style="italic",
+                         hover=hover + "<br>abandoned when oracle rev %{customdata[2]} arrived"
+                                       "<extra>{label}</extra>")],
+            group_of=np.asarray([int(i in abandoned) for i, _ in spoken]),
+            customdata=np.stack([frames, tokens, replaced_by], 1),
+            hover=hover + "<extra>{label}</extra>",
+            all_pieces_name="every word (close zoom)")
+
+    def _corrections(self) -> None:
+        F = FRAME_SECONDS
+        corrections = self.trace.events_of(EventKind.SELF_CORRECTION)
+        if not corrections:
+            return
+        cx, hover = [], []
+        lo, hi = _BANDS["inner monologue"]
+        for e in corrections:
+            frame = int(e.data.get("frame", e.frame))
+            rev = e.data.get("revision")
+            new = str(e.data.get("new_text", "") or "")
+            cx.append(frame * F)
+            hover.append(f"<b>self-correction</b> · frame {frame} · {frame * F:.2f} s<br>"
+                         f"had said: “{_wrap(str(e.data.get('abandoned_text', '')), 56)}”<br>"
+                         f"switched to oracle rev {rev if rev is not None else '?'}"
+                         + (f": “{_wrap(new, 56)}”" if new.strip() else ""))
+            self.shapes.append(dict(type="line", xref=self.ax.x, yref=self.ax.y, x0=frame * F, x1=frame * F,
+                                    y0=lo + 0.08, y1=_ROWS["correction"], line=dict(color=_VERMILLION, width=1.5,
+                                                                                   dash="dot")))
+        self.traces.append(dict(type="scatter", mode="markers", x=cx, y=[_ROWS["correction"]] * len(cx),
+                                marker=dict(symbol="triangle-down", size=10, color=_VERMILLION,
+                                            line=dict(width=0.8, color="white")),
+                                hovertext=hover, hoverinfo="text", **self.legend("self-correction"), **self.xy))
+
+    def _oracle(self) -> None:
+        """One coloured span per ORACLE_RESET over the frames its tokens were fed, labels, token pieces."""
+        F, trace = FRAME_SECONDS, self.trace
+        fed_frames: dict[int, list[int]] = {}
+        for i, f in enumerate(trace.frames):
+            if f.oracle.revision is not None:
+                fed_frames.setdefault(f.oracle.revision, [i, i])[1] = i
+        oracle_text: dict[Any, str] = {}
+        for e in trace.events_of(EventKind.LLM_REQUEST_FINISH, EventKind.LLM_REQUEST_CANCEL):
+            if e.data.get("revision") is not None:
+                oracle_text[e.data["revision"]] = str(e.data.get("text", ""))
+        resets = trace.events_of(EventKind.ORACLE_RESET)
+        labels = []
+        for k, e in enumerate(resets):
+            rev = e.data.get("revision")
+            rev_n = int(rev) if isinstance(rev, int) and not isinstance(rev, bool) else k + 1
+            start, last = fed_frames.get(rev_n, (e.frame, e.frame))
+            x0, x1 = start * F, max(last + 1, start + 1) * F
+            colour = revision_colour(rev_n)
+            self._rect(x0, x1, *_SPAN, fillcolor=_rgba(colour, 0.2), line=dict(color=_rgba(colour, 0.9), width=1),
+                       layer="below", name=f"{REVISION_SPAN}:{self.run}:{rev_n}")
+            hint = e.data.get("hint_level")
+            said = oracle_text.get(rev_n, "")
+            hover = (f"<b>oracle revision {rev_n}</b>"
+                     + (f" · hint level {_esc(str(hint))}" if hint is not None else "")
+                     + f"<br>request {e.data.get('request', '?')} · reset at {e.t:.2f} s"
+                     + f" · fed frames {start}–{last} ({x0:.2f}–{x1:.2f} s)"
+                     + (f"<br>“{_wrap(said)}”" if said.strip() else ""))
+            full = f"rev {rev_n}" + (f" · hint {hint}" if hint is not None else "")
+            labels.append((x0, [full, f"rev {rev_n}", str(rev_n)], colour, hover))
+        if labels:
+            # the longest label that fits, falling back to "rev N", then "N"; never printed over another
+            rows = _ROWS["revision labels"]
+            ends = [-math.inf] * len(rows)
+            lx, ly, lt, lc, lh = [], [], [], [], []
+            for x0, variants, colour, hover in labels:
+                text, row = "", 0
+                for variant in variants:
+                    free = [r for r in range(len(rows)) if ends[r] <= x0]
+                    if free:
+                        text, row = variant, free[0]
+                        ends[row] = x0 + _text_width_s(variant, 10.5, self.px_per_s)
+                        break
+                lx.append(x0)
+                ly.append(rows[row])
+                lt.append(f"<b>{_esc(text)}</b>" if text else "")
+                lc.append(_darker(colour))
+                lh.append(hover)
+            self.traces.append(dict(type="scatter", mode="markers+text", x=lx, y=ly, text=lt,
+                                    textposition="middle right", textfont=dict(size=10.5, color=lc),
+                                    marker=dict(symbol="square", size=5, color=lc), hovertext=lh,
+                                    hoverinfo="text", showlegend=False, name=f"{self.run} · revisions", **self.xy))
+        fed = [(i, f.oracle) for i, f in enumerate(trace.frames) if not f.oracle.is_padding]
+        if fed:
+            frames = np.asarray([i for i, _ in fed], np.int32)
+            revs = np.asarray([o.revision if o.revision is not None else -1 for _, o in fed], np.int64)
+            tokens = np.asarray([o.token for _, o in fed], np.int64)
+            self._pieces(
+                frames, ["▸" if o.is_start else _esc(o.piece.strip() or "␣") for _, o in fed],
+                _ROWS["oracle tokens"], 9.5,
+                groups=[dict(name="oracle token", legend="oracle token (▸ start)", colour="#39424e",
+                             ticks=[revision_colour(int(r)) if r > 0 else _MUTED for r in revs])],
+                group_of=np.zeros(len(fed), np.int64), customdata=np.stack([frames, revs, tokens], 1),
+                hover="<b>%{hovertext}</b><br>frame %{customdata[0]} · %{x:.2f} s<br>"
+                      "oracle rev %{customdata[1]} · token id %{customdata[2]}<extra>{label}</extra>",
+                all_pieces_name="every oracle piece (close zoom)")
+        elif not resets:
+            why = {"moshi": "oracle stream off (Moshi mode)", "cascade": "no oracle stream (cascade)"}
+            self.notes.append(dict(text=why.get(trace.mode, "no oracle tokens in this run"),
+                                   xref=self.ax.x_domain, yref=self.ax.y, x=0.5, y=_Y["oracle stream"],
+                                   showarrow=False, bgcolor="rgba(255,255,255,0.9)",
+                                   font=dict(size=11, color=_MUTED)))
+
+    def _onsets(self) -> None:
+        """End of user speech -> response onset per turn, with the latency written between them."""
+        onsets = turn_onsets(self.trace)
+        # "turn k · onset −0.40 s" when every such label fits beside its neighbours, else "onset −0.40 s"
+        centres = [o.user_end if o.text_onset is None else (o.user_end + o.text_onset) / 2 for o in onsets]
+        half = _text_width_s("turn 10 · onset −0.00 s", 11, self.px_per_s) / 2
+        numbered = len(onsets) > 1 and all(b - a >= 2 * half for a, b in zip(centres, centres[1:]))
+        for o in onsets:
+            self.notes.extend(_onset_marks(o, f"turn {o.turn + 1} · onset" if numbered else "onset",
+                                           self.ax, self.shapes))
+        if onsets:
+            for name, colour, dash in (("end of user speech", _BLUE, "dash"), ("response onset", _GREEN, "solid")):
+                entry = self.legend(name)
+                if entry["showlegend"]:  # a legend entry only: shapes' own legend items draw greyed out
+                    self.traces.append(dict(type="scatter", mode="lines", x=[None], y=[None], hoverinfo="skip",
+                                            line=dict(color=colour, width=2, dash=dash), **entry, **self.xy))
+
+    def _badge(self) -> None:
+        badge = provenance_badge(self.trace, recorded=self.recorded)
+        self.notes.append(dict(text=badge.html(self.run), name=f"{BADGE}:{self.run}", xref=self.ax.x_domain,
+                               yref=self.ax.y_domain, x=0, y=1, xanchor="left", yanchor="bottom", yshift=6,
+                               align="left", showarrow=False, bgcolor=badge.tint, bordercolor="#c9ced6",
+                               borderwidth=1, borderpad=4, font=dict(size=12, color=_INK)))
+
+
+def _onset_marks(o: TurnOnset, prefix: str, ax: _Axes, shapes: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Vertical lines at the end of user speech and the response onset, joined, labelled with the latency."""
+    bottom = _Y_RANGE[0]
+    shapes.append(dict(type="line", xref=ax.x, yref=ax.y, x0=o.user_end, x1=o.user_end, y0=bottom,
+                       y1=_ONSET_Y, line=dict(color=_BLUE, width=1.5, dash="dash"), name="end of user speech"))
+    if o.text_onset is None or o.latency_s is None:
+        text = prefix.replace("onset", "no response")
+        return [dict(text=text, name=f"onset:{o.turn}", xref=ax.x, yref=ax.y, x=o.user_end, y=_ONSET_Y,
+                     xanchor="left", xshift=4, showarrow=False, font=dict(size=11, color=_BLUE))]
+    shapes.append(dict(type="line", xref=ax.x, yref=ax.y, x0=o.text_onset, x1=o.text_onset, y0=bottom,
+                       y1=_ONSET_Y, line=dict(color=_GREEN, width=2), name="response onset"))
+    shapes.append(dict(type="line", xref=ax.x, yref=ax.y, x0=o.user_end, x1=o.text_onset, y0=_ONSET_Y,
+                       y1=_ONSET_Y, line=dict(color=_GREEN, width=2)))
+    audio = "" if o.audio_latency_s is None else f" · audio onset {format_latency(o.audio_latency_s)}"
+    return [dict(text=f"<b>{prefix} {format_latency(o.latency_s)}</b>", name=f"onset:{o.turn}",
+                 hovertext=(f"turn {o.turn + 1}: end of user speech {o.user_end:.2f} s · first text "
+                            f"{o.text_onset:.2f} s → text onset {format_latency(o.latency_s)}{audio}"),
+                 xref=ax.x, yref=ax.y, x=(o.user_end + o.text_onset) / 2, y=_ONSET_Y, showarrow=False,
+                 bgcolor="rgba(255,255,255,0.92)", bordercolor=_GREEN, borderwidth=1, borderpad=2,
+                 font=dict(size=11, color="#00664a"))]
+
+
+def _event_traces(trace: SessionTrace, ax: _Axes, legend: _LegendOnce, duration: float) -> list[dict[str, Any]]:
+    """The events lane: STT updates, LLM requests (bars from start to end), oracle resets, notes."""
+    xy = {"xaxis": ax.x, "yaxis": ax.y}
+    out: list[dict[str, Any]] = []
+
+    def markers(name: str, marks: list[tuple[float, float, str]], symbol: str, colour: str, size: int = 8,
+                hollow: bool = False) -> None:
+        if not marks:
+            return
+        out.append(dict(type="scatter", mode="markers", x=[m[0] for m in marks], y=[m[1] for m in marks],
+                        hovertext=[m[2] for m in marks], hoverinfo="text",
+                        marker=dict(symbol=symbol, size=size, color="white" if hollow else colour,
+                                    line=dict(width=1.4 if hollow else 0.6, color=colour if hollow else "white")),
+                        **legend(name), **xy))
+
+    def quoted(e: Event, key: str) -> str:
+        text = str(e.data.get(key, "") or "")
+        return f"<br>“{_wrap(text)}”" if text.strip() else ""
+
+    ev = {k: trace.events_of(k) for k in EventKind}
+    stt = _ROWS["stt"]
+    markers("STT partial", [(e.t, stt, f"<b>STT partial</b> · {e.t:.2f} s{quoted(e, 'text')}")
+                            for e in ev[EventKind.STT_PARTIAL]], "circle", _SKY, 7, hollow=True)
+    markers("STT final", [(e.t, stt, f"<b>STT final</b> · {e.t:.2f} s{quoted(e, 'text')}")
+                          for e in ev[EventKind.STT_FINAL]], "circle", _BLUE, 9)
+
+    # LLM requests as bars from start to end, on two sub-rows so overlapping requests stay apart
+    starts = {e.data.get("request"): e for e in ev[EventKind.LLM_REQUEST_START]}
+    ends: dict[Any, Event] = {}
+    for e in trace.events_of(EventKind.LLM_REQUEST_FINISH, EventKind.LLM_REQUEST_CANCEL, EventKind.LLM_ERROR):
+        ends.setdefault(e.data.get("request"), e)
+    bars: dict[str, tuple[list[float | None], list[float | None]]] = {"finished": ([], []), "cancelled": ([], [])}
+    start_marks, row_of = [], {}
+    for k, (req, e) in enumerate(starts.items()):
+        y = _ROWS["llm"] + (0.09 if k % 2 else -0.09)
+        row_of[req] = y
+        end = ends.get(req)
+        outcome = "finished" if end is not None and end.kind is EventKind.LLM_REQUEST_FINISH else "cancelled"
+        xs, ys = bars[outcome]
+        xs += [e.t, end.t if end is not None else duration, None]
+        ys += [y, y, None]
+        start_marks.append((e.t, y, f"<b>LLM request {req} started</b> · {e.t:.2f} s · "
+                                    f"{_esc(str(e.data.get('reason', '')))}"
+                                    f"<br>transcript:{quoted(e, 'transcript')}"))
+    for outcome, colour in (("finished", "#6b7580"), ("cancelled", _rgba(_VERMILLION, 0.55))):
+        xs, ys = bars[outcome]
+        if xs:
+            out.append(dict(type="scatter", mode="lines", x=xs, y=ys, hoverinfo="skip", showlegend=False,
+                            connectgaps=False, line=dict(color=colour, width=3),
+                            name=f"LLM requests ({outcome})", **xy))
+    markers("LLM request started", start_marks, "triangle-right", _INK, 9)
+
+    def end_marks(kind: EventKind, verb: str) -> list[tuple[float, float, str]]:
+        marks = []
+        for e in ev[kind]:
+            req, rev = e.data.get("request"), e.data.get("revision")
+            late = " (late: the back-end ignored the cancel)" if e.data.get("late") else ""
+            start = starts.get(req)
+            marks.append((e.t, row_of.get(req, _ROWS["llm"]),
+                          f"<b>LLM request {req} {verb}</b>{late} · {e.t:.2f} s"
+                          + (f" · oracle rev {rev}" if rev is not None else "")
+                          + quoted(e, "text") + quoted(e, "error")
+                          + (f"<br>transcript:{quoted(start, 'transcript')}" if start is not None else "")))
+        return marks
+
+    markers("LLM request finished", end_marks(EventKind.LLM_REQUEST_FINISH, "finished"), "square", _INK, 7)
+    markers("LLM request cancelled", end_marks(EventKind.LLM_REQUEST_CANCEL, "cancelled"), "x", _VERMILLION, 9)
+    markers("LLM error", end_marks(EventKind.LLM_ERROR, "failed"), "asterisk-open", _PURPLE, 10, hollow=True)
+
+    resets = []
+    for e in ev[EventKind.ORACLE_RESET]:
+        hint = e.data.get("hint_level")
+        hint_text = "" if hint is None else f" · hint level {_esc(str(hint))}"
+        resets.append((e.t, _ROWS["resets"], f"<b>oracle reset → rev {e.data.get('revision', '?')}</b> · "
+                                             f"{e.t:.2f} s · request {e.data.get('request', '?')}{hint_text}"))
+    markers("oracle reset", resets, "diamond", _ORANGE, 10)
+    markers("note", [(e.t, _ROWS["resets"], f"<b>note</b> · {e.t:.2f} s<br>"
+                      + _wrap(", ".join(f"{k}: {v}" for k, v in e.data.items())))
+                     for e in ev[EventKind.NOTE]], "circle-x-open", _MUTED, 8)
+    return out
+
+
+# ------------------------------------------------------------------------------------------ the figures
+def compare_figure(traces: dict[str, SessionTrace], *, title: str | None = None, playhead_s: float | None = None,
+                   recorded: bool = False) -> go.Figure:
+    """Several runs (e.g. ``{"KAME": ..., "Moshi mode": ..., "cascade": ...}``) stacked on one time axis.
+
+    Every panel has the same five lanes and its own provenance badge; the x axes are matched, so zooming
+    or panning one panel moves them all. ``recorded=True`` says on each badge that the runs were played
+    back from a file rather than computed now.
+    """
+    if not traces:
+        raise ValueError("compare_figure needs at least one run")
+    legend = _LegendOnce()
+    n = len(traces)
+    plot_h = n * (_HEADER_PX + _PANEL_PX) + (n - 1) * _GAP_PX
+    height = plot_h + _MARGIN["t"] + _MARGIN["b"]
+    duration = max(max(t.duration for t in traces.values()), FRAME_SECONDS)
+    px_per_s = _REF_PLOT_PX / (duration + 0.3)
+    data: list[dict[str, Any]] = []
+    shapes: list[dict[str, Any]] = []
+    annotations: list[dict[str, Any]] = []
+    layout: dict[str, Any] = {}
+    for k, (run, trace) in enumerate(traces.items()):
+        ax = _Axes("x" if k == 0 else f"x{k + 1}", "y" if k == 0 else f"y{k + 1}")
+        top = plot_h - k * (_HEADER_PX + _PANEL_PX + _GAP_PX) - _HEADER_PX
+        domain = [max(0.0, (top - _PANEL_PX) / plot_h), min(1.0, top / plot_h)]
+        layers = _RunBuilder(trace, run, ax, legend, px_per_s, recorded).build()
+        data += layers.traces
+        shapes += layers.shapes
+        annotations += layers.annotations
+        suffix = "" if k == 0 else str(k + 1)
+        layout[f"xaxis{suffix}"] = dict(
+            anchor=ax.y, domain=[0, 1], range=[-0.15, duration + 0.15], ticksuffix=" s", showgrid=True,
+            gridcolor="#eceff3", zeroline=False, showline=True, linecolor="#c4cad3", ticks="outside",
+            tickcolor="#c4cad3", showspikes=True, spikemode="across", spikesnap="cursor", spikedash="dot",
+            spikecolor="#9aa3ad", spikethickness=1, **({} if k == 0 else {"matches": "x"}),
+            **({"title": dict(text="session time (s) · 80 ms frames", font=dict(size=12, color="#4b5563"))}
+               if k == n - 1 else {}))
+        layout[f"yaxis{suffix}"] = dict(
+            anchor=ax.x, domain=domain, range=list(_Y_RANGE), fixedrange=True, showgrid=False, zeroline=False,
+            tickmode="array", tickvals=[_Y[lane] for lane in LANES], ticktext=list(LANES),
+            tickfont=dict(size=12, color="#374151"), showline=True, linecolor="#c4cad3", ticks="")
+    # always drawn (transparent until placed), so the browser can move its SVG path without a redraw
+    shapes.append(dict(type="line", name=PLAYHEAD, xref="x", yref="paper", x0=playhead_s or 0.0,
+                       x1=playhead_s or 0.0, y0=0, y1=1, opacity=0.0 if playhead_s is None else 1.0,
+                       line=dict(color="#111827", width=1.6)))
+    figure_title = title or " vs ".join(traces)
+    layout.update(
+        template="plotly_white", height=height, margin=_MARGIN, font=dict(family=_FONT, size=12, color=_INK),
+        title=dict(text=f"<b>{_esc(figure_title)}</b>", x=0, xref="paper", xanchor="left", y=1, yref="container",
+                   yanchor="top", pad=dict(t=14), font=dict(size=17),
+                   subtitle=dict(text=_subtitle(traces), font=dict(size=12, color="#5b6470"))),
+        shapes=shapes, annotations=annotations, hovermode="closest", dragmode="zoom",
+        hoverlabel=dict(bgcolor="white", bordercolor="#c4cad3", font=dict(family=_FONT, size=12, color=_INK),
+                        align="left"),
+        legend=dict(orientation="h", x=0, xanchor="left", y=0, yref="container", yanchor="bottom",
+                    font=dict(size=11), itemsizing="constant", tracegroupgap=4, bgcolor="rgba(0,0,0,0)"),
+        uirevision="kame-timeline", meta={"kame_timeline": {"runs": list(traces), "duration": duration}},
+    )
+    return go.Figure(data=data, layout=layout)
+
+
+def _subtitle(traces: dict[str, SessionTrace]) -> str:
+    duration = max(t.duration for t in traces.values())
+    n_frames = max(t.n_frames for t in traces.values())
+    return (f"four streams on one clock · {duration:.1f} s · {n_frames} frames · "
+            "drag to zoom the time axis, double-click to reset, hover a token for its frame and time")
+
+
+#: how a trace's mode is named on its panel when the caller gives no run name
+RUN_NAMES = {"kame": "KAME", "moshi": "Moshi mode", "cascade": "cascade", "imported": "imported dialogue"}
+
+
+def timeline_figure(trace: SessionTrace, *, title: str | None = None, playhead_s: float | None = None,
+                    recorded: bool = False) -> go.Figure:
+    """The four-stream timeline of one run (see the module docstring for the lanes and hooks)."""
+    run = RUN_NAMES.get(trace.mode, trace.mode or "run")
+    return compare_figure({run: trace}, title=title or trace.title or f"{run} run",
+                          playhead_s=playhead_s, recorded=recorded)
+
+
+# -------------------------------------------------------------------------------------------- playhead
+FigureLike = TypeVar("FigureLike", go.Figure, dict, str)
+
+
+def with_playhead(fig: FigureLike, t: float | None) -> FigureLike:
+    """The same figure with its playhead at ``t`` seconds (``None`` hides it), in the form it was given:
+    a ``go.Figure`` (copied), a figure dict (copied) or a JSON string (as from ``fig.to_json()``)."""
+    if isinstance(fig, go.Figure):
+        out = go.Figure(fig)
+        shapes = list(out.layout.shapes)
+        for k, s in enumerate(shapes):
+            if s.name == PLAYHEAD:
+                out.layout.shapes[k].update(x0=t or 0.0, x1=t or 0.0, opacity=0.0 if t is None else 1.0)
+        return out
+    as_json = isinstance(fig, str)
+    data = json.loads(fig) if as_json else copy.deepcopy(fig)
+    for s in data.get("layout", {}).get("shapes", []):
+        if s.get("name") == PLAYHEAD:
+            s.update(x0=t or 0.0, x1=t or 0.0, opacity=0.0 if t is None else 1.0)
+    return json.dumps(data) if as_json else data
+
+
+#: Browser-side playhead: ``kameSetPlayhead(root, t)`` moves the playhead of every timeline under
+#: ``root`` (an element or ``document``) to ``t`` seconds. It uses ``Plotly.relayout`` where the page
+#: exposes Plotly, and otherwise (Gradio bundles Plotly privately) moves the shape's SVG path directly and
+#: records ``t`` in the layout so a later redraw (zoom, resize) keeps it.
+PLAYHEAD_JS = """
+function kameSetPlayhead(root, t) {
+  var pending = [];
+  (root || document).querySelectorAll('.js-plotly-plot').forEach(function (gd) {
+    var shapes = (gd.layout && gd.layout.shapes) || [];
+    var i = shapes.findIndex(function (s) { return s.name === 'playhead'; });
+    if (i < 0) return;
+    if (window.Plotly && window.Plotly.relayout) {
+      var upd = {};
+      upd['shapes[' + i + '].x0'] = t; upd['shapes[' + i + '].x1'] = t; upd['shapes[' + i + '].opacity'] = 1;
+      pending.push(window.Plotly.relayout(gd, upd));
+      return;
+    }
+    shapes[i].x0 = t; shapes[i].x1 = t; shapes[i].opacity = 1;
+    var full = gd._fullLayout, xa = full && full.xaxis;
+    var path = gd.querySelector('.shapelayer path[data-index="' + i + '"]');
+    if (!xa || !path) return;
+    var x = xa._offset + xa.l2p(t), top = full._size.t, bottom = full._size.t + full._size.h;
+    path.setAttribute('d', 'M' + x + ',' + bottom + 'V' + top);
+    path.style.opacity = 1;
+    path.style.display = (t >= xa.range[0] && t <= xa.range[1]) ? '' : 'none';
+  });
+  return Promise.all(pending);
+}
+"""

@@ -1,0 +1,365 @@
+"""Timeline figure: lanes, events, revision spans, onset labels, provenance badges, size, playhead, compare."""
+from __future__ import annotations
+
+import copy
+import json
+
+import numpy as np
+import plotly.graph_objects as go
+import pytest
+
+from benchmarks.figure_build import build_session
+from demo.provenance_badge import provenance_badge
+from demo.timeline import (BADGE, LANES, PLAYHEAD, REVISION_SPAN, compare_figure, format_latency,
+                           revision_colour, timeline_figure, waveform_envelope, with_playhead)
+from kame_core.clock import FRAME_SECONDS, SAMPLE_RATE, SAMPLES_PER_FRAME, VirtualClock
+from kame_core.metrics import session_metrics
+from kame_core.runner import SessionConfig, TandemRunner
+from kame_core.scenario import Scenario, load_scenario, save_scenario
+from kame_core.trace import PROVENANCE_KINDS, EventKind, FrameRecord, Provenance, SessionTrace
+
+from .doubles import EchoFrontEnd, ScriptedLLM, ScriptedSTT, speech_like, words_at
+
+QUESTION = "could you tell me what the tallest mountain in europe is and how high it is"
+
+
+def answer(transcript: str) -> str:
+    words = transcript.split()
+    if len(words) < 6:
+        return f"let me think about {' '.join(words[-3:])} for a moment"
+    return "mont blanc at four thousand eight hundred and six metres on the border of france and italy"
+
+
+def run(mode: str = "kame", delay_ms: int = 0) -> SessionTrace:
+    seg = [words_at(QUESTION, 0.5, per_word=0.35)]
+    audio = speech_like([(seg[0][0].start, seg[0][-1].end)], seg[0][-1].end + 1.0)
+    config = SessionConfig(mode=mode, forced_delay_ms=delay_ms, title="Tallest mountain")
+    runner = TandemRunner(EchoFrontEnd(), ScriptedSTT(seg), ScriptedLLM(answer), config, VirtualClock())
+    return runner.run_sync(audio)
+
+
+@pytest.fixture(scope="module")
+def kame() -> SessionTrace:
+    return run()
+
+
+@pytest.fixture(scope="module")
+def two_minutes() -> SessionTrace:
+    return build_session("kame", 120.0)
+
+
+def shapes_named(fig: go.Figure, prefix: str) -> list:
+    return [s for s in fig.layout.shapes if (s.name or "").startswith(prefix)]
+
+
+def annotation(fig: go.Figure, name: str):
+    (found,) = [a for a in fig.layout.annotations if a.name == name]
+    return found
+
+
+def traces_named(fig: go.Figure, name: str) -> list:
+    return [t for t in fig.data if t.name == name]
+
+
+def plain(hover: str) -> str:
+    """A hover label without its line breaks (long texts are wrapped)."""
+    return hover.replace("<br>", " ")
+
+
+# ------------------------------------------------------------------------------------------------ lanes
+def test_panel_has_the_four_lanes_and_the_events_lane_top_to_bottom(kame):
+    fig = timeline_figure(kame)
+    axis = fig.layout.yaxis
+    assert tuple(axis.ticktext) == LANES == ("events", "user audio", "inner monologue", "output audio",
+                                             "oracle stream")
+    assert list(axis.tickvals) == sorted(axis.tickvals, reverse=True), "lanes are listed top to bottom"
+    lo, hi = axis.range
+    assert all(lo < v < hi for v in axis.tickvals)
+    assert fig.layout.template.layout.paper_bgcolor == "white"  # plotly_white
+
+
+def test_events_lane_shows_stt_llm_and_resets_with_hover_details(kame):
+    fig = timeline_figure(kame)
+    by_name = {t.name: t for t in fig.data if t.showlegend is not False or t.legendgroup}
+    partials = kame.events_of(EventKind.STT_PARTIAL)
+    (partial_trace,) = traces_named(fig, "STT partial")
+    assert len(partial_trace.x) == len(partials)
+    assert partials[-1].data["text"] in plain(partial_trace.hovertext[-1])
+    (final_trace,) = traces_named(fig, "STT final")
+    assert QUESTION in plain(final_trace.hovertext[0])
+    starts = kame.events_of(EventKind.LLM_REQUEST_START)
+    (started,) = traces_named(fig, "LLM request started")
+    assert len(started.x) == len(starts)
+    first = starts[0]
+    assert f"LLM request {first.data['request']} started" in started.hovertext[0]
+    assert first.data["transcript"] in plain(started.hovertext[0])
+    symbols = {name: by_name[name].marker.symbol for name in
+               ("LLM request started", "LLM request finished", "LLM request cancelled")}
+    assert len(set(symbols.values())) == 3, symbols
+    assert len(traces_named(fig, "LLM request cancelled")[0].x) == len(kame.events_of(EventKind.LLM_REQUEST_CANCEL))
+    (resets,) = traces_named(fig, "oracle reset")
+    assert len(resets.x) == len(kame.events_of(EventKind.ORACLE_RESET))
+
+
+# ---------------------------------------------------------------------------------------- oracle lane
+def test_one_revision_span_per_oracle_reset_with_consistent_colours(kame, two_minutes):
+    for trace in (kame, two_minutes):
+        fig = timeline_figure(trace)
+        resets = trace.events_of(EventKind.ORACLE_RESET)
+        spans = shapes_named(fig, f"{REVISION_SPAN}:")
+        assert len(spans) == len(resets) > 1
+        for span, reset in zip(spans, resets):
+            rev = reset.data["revision"]
+            assert span.name.endswith(f":{rev}")
+            r, g, b = (int(revision_colour(rev)[i:i + 2], 16) for i in (1, 3, 5))
+            assert span.fillcolor.startswith(f"rgba({r},{g},{b},")
+            fed = [i for i, f in enumerate(trace.frames) if f.oracle.revision == rev]
+            if fed:  # the span covers exactly the frames this revision's tokens were fed
+                assert span.x0 == pytest.approx(fed[0] * FRAME_SECONDS)
+                assert span.x1 == pytest.approx((fed[-1] + 1) * FRAME_SECONDS)
+    assert revision_colour(3) == revision_colour(3 + 9) != revision_colour(4)
+
+
+def test_revision_labels_show_rev_and_hint_level_when_known(kame):
+    fig = timeline_figure(kame)
+    labels = " ".join(t for tr in fig.data if (tr.name or "").endswith("· revisions") for t in tr.text)
+    assert "rev 1" in labels and "hint" not in labels
+    hinted = copy.deepcopy(kame)
+    hinted.events = [e if e.kind is not EventKind.ORACLE_RESET else
+                     type(e)(e.t, e.kind, {**e.data, "hint_level": 2}) for e in kame.events]
+    fig = timeline_figure(hinted)
+    (labels,) = [tr for tr in fig.data if (tr.name or "").endswith("· revisions")]
+    assert "rev 1 · hint 2" in labels.text[0]
+    assert all("hint level 2" in h for h in labels.hovertext)
+    assert "hint level 2" in traces_named(fig, "oracle reset")[0].hovertext[0]
+
+
+def test_oracle_tokens_hover_shows_piece_frame_and_time(kame):
+    fig = timeline_figure(kame)
+    (tokens,) = traces_named(fig, "oracle token")
+    fed = [(i, f.oracle) for i, f in enumerate(kame.frames) if not f.oracle.is_padding]
+    assert len(tokens.x) == len(fed)
+    frames = np.asarray(tokens.customdata)[:, 0]
+    assert np.allclose(np.asarray(tokens.x), frames * FRAME_SECONDS, atol=1e-4)
+    assert "frame %{customdata[0]}" in tokens.hovertemplate and "%{x:.2f} s" in tokens.hovertemplate
+    assert "%{hovertext}" in tokens.hovertemplate
+    k = next(k for k, (_, o) in enumerate(fed) if not o.is_start)
+    assert tokens.hovertext[k] == fed[k][1].piece.strip()
+
+
+# ----------------------------------------------------------------------------------- inner monologue
+def test_inner_monologue_pieces_at_their_frames_non_padding_only(kame):
+    fig = timeline_figure(kame)
+    spoken = {i: f.text_piece.strip() for i, f in enumerate(kame.frames) if not f.text_is_padding}
+    shown = {}
+    for name in ("inner monologue", "abandoned in a self-correction"):
+        for tr in traces_named(fig, name):
+            for x, piece, cd in zip(tr.x, tr.hovertext, tr.customdata):
+                assert x == pytest.approx(cd[0] * FRAME_SECONDS, abs=1e-4)
+                shown[int(cd[0])] = piece
+    assert shown == spoken
+    (kept,) = traces_named(fig, "inner monologue")
+    assert "frame %{customdata[0]}" in kept.hovertemplate and "%{x:.2f} s" in kept.hovertemplate
+
+
+def test_self_corrections_are_marked_with_what_was_said_and_the_new_revision(kame):
+    corrections = kame.events_of(EventKind.SELF_CORRECTION)
+    assert corrections, "the scripted session corrects itself"
+    fig = timeline_figure(kame)
+    (marks,) = traces_named(fig, "self-correction")
+    assert len(marks.x) == len(corrections)
+    for x, hover, e in zip(marks.x, marks.hovertext, corrections):
+        assert x == pytest.approx(e.data["frame"] * FRAME_SECONDS)
+        assert e.data["abandoned_text"] in plain(hover)
+        assert f"switched to oracle rev {e.data['revision']}" in hover
+    (abandoned,) = traces_named(fig, "abandoned in a self-correction")
+    said = " ".join(abandoned.hovertext)
+    assert all(w in said for e in corrections for w in e.data["abandoned_text"].split())
+    assert abandoned.textfont.style == "italic"
+    replaced_by = {int(r) for r in np.asarray(abandoned.customdata)[:, 2]}
+    assert replaced_by <= {e.data["revision"] for e in corrections}
+    assert "abandoned when oracle rev %{customdata[2]} arrived" in abandoned.hovertemplate
+
+
+# ------------------------------------------------------------------------------------ onset latency
+def test_onset_annotation_carries_the_latency_computed_by_metrics(kame, two_minutes):
+    for trace in (kame, two_minutes):
+        fig = timeline_figure(trace)
+        onsets = session_metrics(trace).onsets
+        assert onsets
+        for o in onsets:
+            label = annotation(fig, f"onset:{o.turn}")
+            assert format_latency(o.latency_s) in label.text
+            lines = [s for s in fig.layout.shapes if s.name in ("end of user speech", "response onset")
+                     and s.x0 in (pytest.approx(o.user_end), pytest.approx(o.text_onset))]
+            assert {s.name for s in lines} == {"end of user speech", "response onset"}
+    assert "onset −" in annotation(timeline_figure(kame), "onset:0").text  # KAME speaks before the user ends
+
+
+def test_format_latency_uses_a_real_minus_and_always_a_sign():
+    assert format_latency(-0.4) == "−0.40 s"
+    assert format_latency(1.234) == "+1.23 s"
+    assert format_latency(0.0) == "+0.00 s"
+
+
+def test_hold_windows_are_shaded_where_the_front_end_was_held():
+    held = run(delay_ms=1500)
+    fig = timeline_figure(held)
+    holds = shapes_named(fig, "hold:")
+    held_frames = [i for i, f in enumerate(held.frames) if f.held]
+    assert holds and held_frames
+    covered = {i for s in holds for i in range(round(s.x0 / FRAME_SECONDS), round(s.x1 / FRAME_SECONDS))}
+    assert covered == set(held_frames)
+    assert any("forced delay 1.50 s" in (a.text or "") for a in fig.layout.annotations)
+    assert not shapes_named(timeline_figure(run()), "hold:")
+
+
+# -------------------------------------------------------------------------------------- provenance
+def with_front_end(trace: SessionTrace, kind: str, model_id: str = "") -> SessionTrace:
+    other = copy.copy(trace)
+    other.provenance = {**trace.provenance, "front_end": Provenance(kind=kind, model_id=model_id)}
+    return other
+
+
+def test_badge_states_what_produced_the_run(kame):
+    fig = timeline_figure(kame)
+    badge = annotation(fig, f"{BADGE}:KAME")
+    assert PROVENANCE_KINDS["test-double"] in badge.text and "tests.doubles" in badge.text
+    assert badge.xanchor == "left" and badge.x == 0 and badge.y == 1  # top-left of its panel
+    stand_in = annotation(timeline_figure(with_front_end(kame, "cpu-stand-in", "kame-stand-in")), f"{BADGE}:KAME")
+    assert "CPU stand-in front-end (imitates KAME; not the trained model)" in stand_in.text
+    recorded = annotation(timeline_figure(kame, recorded=True), f"{BADGE}:KAME")
+    assert "recorded scenario (played back, not computed now)" in recorded.text
+
+
+@pytest.mark.parametrize("kind", sorted(PROVENANCE_KINDS))
+def test_badge_says_neural_kame_only_for_neural_kame(kame, kind):
+    text = annotation(timeline_figure(with_front_end(kame, kind)), f"{BADGE}:KAME").text
+    assert PROVENANCE_KINDS[kind] in text
+    assert ("neural KAME" in text) == (kind == "neural-kame")
+
+
+def test_badge_for_cascade_imported_and_unknown_runs(kame):
+    cascade = copy.copy(kame)
+    cascade.mode = "cascade"
+    cascade.provenance = {"stt": Provenance("stt", "whisper-base"), "llm": Provenance("llm", "gpt-4.1")}
+    badge = provenance_badge(cascade)
+    assert "cascade pipeline" in badge.headline and "whisper-base" in badge.details and "gpt-4.1" in badge.details
+    imported = copy.copy(kame)
+    imported.provenance = {"source": Provenance("imported-training-dialogue", "kame-dataset")}
+    assert PROVENANCE_KINDS["imported-training-dialogue"] in provenance_badge(imported).headline
+    odd = with_front_end(kame, "made-up-kind")
+    assert "unknown provenance kind 'made-up-kind'" in provenance_badge(odd).headline
+    evil = with_front_end(kame, "test-double", "<img src=x onerror=alert(1)>")
+    assert "<img" not in provenance_badge(evil).html("KAME")
+
+
+# ---------------------------------------------------------------------------------- size, waveforms
+def test_two_minute_session_figure_json_stays_under_2_mb(two_minutes):
+    assert two_minutes.duration >= 119.0
+    fig = timeline_figure(two_minutes)
+    size = len(fig.to_json().encode())
+    assert size <= 2_000_000, size
+    waves = [t for t in fig.data if (t.name or "").endswith("· user audio")]
+    assert waves and all(len(t.y) <= two_minutes.duration / 0.01 + 1 for t in waves)
+
+
+def test_waveform_envelope_keeps_peaks_and_silences():
+    audio = np.zeros(SAMPLE_RATE, np.float32)
+    audio[1000], audio[20_000] = 0.9, -0.7
+    dt, lo, hi = waveform_envelope(audio)
+    assert dt == pytest.approx(0.01) and len(lo) == len(hi) == 100
+    assert hi.max() == pytest.approx(0.9) and lo.min() == pytest.approx(-0.7)
+    assert hi[1000 // 240] == pytest.approx(0.9) and lo[20_000 // 240] == pytest.approx(-0.7)
+    assert (hi[50:80] == 0).all()
+    dt, lo, hi = waveform_envelope(np.ones(SAMPLE_RATE * 600, np.float32), max_buckets=30_000)
+    assert len(hi) <= 30_000 and dt > 0.01
+    assert waveform_envelope(np.zeros(0, np.float32))[1].size == 0
+
+
+def test_html_special_characters_in_trace_text_are_escaped(kame):
+    odd = copy.deepcopy(kame)
+    k = max(i for i, f in enumerate(odd.frames) if not f.text_is_padding)  # the last word is never abandoned
+    odd.frames[k] = FrameRecord(text_piece=" <b>bold</b>", text_token=7)
+    fig = timeline_figure(odd)
+    texts = [t for tr in traces_named(fig, "inner monologue") for t in tr.hovertext]
+    assert "&lt;b&gt;bold&lt;/b&gt;" in texts and "<b>bold</b>" not in texts
+
+
+def test_empty_and_moshi_runs_still_draw(kame):
+    empty = SessionTrace(mode="kame").finish()
+    fig = timeline_figure(empty)
+    assert tuple(fig.layout.yaxis.ticktext) == LANES
+    moshi = run(mode="moshi")
+    fig = timeline_figure(moshi)
+    assert any(a.text == "oracle stream off (Moshi mode)" for a in fig.layout.annotations)
+    assert not shapes_named(fig, f"{REVISION_SPAN}:")
+
+
+# --------------------------------------------------------------------------------------- playhead
+def test_playhead_shape_moves_on_figure_dict_and_json(kame):
+    fig = timeline_figure(kame)
+    (head,) = shapes_named(fig, PLAYHEAD)
+    assert head.opacity == 0 and head.yref == "paper"
+    fig = timeline_figure(kame, playhead_s=3.2)
+    (head,) = shapes_named(fig, PLAYHEAD)
+    assert head.x0 == head.x1 == 3.2 and head.opacity == 1
+    moved = with_playhead(fig, 5.0)
+    assert isinstance(moved, go.Figure) and shapes_named(moved, PLAYHEAD)[0].x0 == 5.0
+    assert shapes_named(fig, PLAYHEAD)[0].x0 == 3.2, "the original is left alone"
+    as_json = with_playhead(fig.to_json(), 6.5)
+    heads = [s for s in json.loads(as_json)["layout"]["shapes"] if s.get("name") == PLAYHEAD]
+    assert isinstance(as_json, str) and heads[0]["x0"] == heads[0]["x1"] == 6.5
+    as_dict = with_playhead(fig.to_dict(), None)
+    heads = [s for s in as_dict["layout"]["shapes"] if s.get("name") == PLAYHEAD]
+    assert heads[0]["opacity"] == 0
+
+
+def test_x_axis_zooms_and_lanes_do_not(kame):
+    fig = timeline_figure(kame)
+    assert fig.layout.yaxis.fixedrange is True
+    assert fig.layout.xaxis.fixedrange in (None, False) and fig.layout.dragmode == "zoom"
+    assert fig.layout.xaxis.range[1] >= kame.duration
+
+
+# ---------------------------------------------------------------------------------------- compare
+def test_compare_stacks_runs_on_one_shared_time_axis(kame):
+    runs = {"KAME": kame, "Moshi mode": run(mode="moshi"), "KAME, forced delay 1.5 s": run(delay_ms=1500)}
+    fig = compare_figure(runs)
+    layout = fig.layout
+    assert layout.xaxis2.matches == "x" and layout.xaxis3.matches == "x"
+    domains = [layout.yaxis.domain, layout.yaxis2.domain, layout.yaxis3.domain]
+    assert domains[0][0] > domains[1][1] and domains[1][0] > domains[2][1], "stacked top to bottom, no overlap"
+    for k, (name, trace) in enumerate(runs.items()):
+        axis = layout[f"yaxis{'' if k == 0 else k + 1}"]
+        assert tuple(axis.ticktext) == LANES
+        badge = annotation(fig, f"{BADGE}:{name}")
+        assert badge.yref == f"y{'' if k == 0 else k + 1} domain"
+        assert PROVENANCE_KINDS["test-double"] in badge.text and name in badge.text
+    assert len(shapes_named(fig, f"{REVISION_SPAN}:KAME:")) == len(kame.events_of(EventKind.ORACLE_RESET))
+    assert fig.layout.height > timeline_figure(kame).layout.height
+    legend_names = [t.name for t in fig.data if t.showlegend]
+    assert len(legend_names) == len(set(legend_names)), "each legend entry appears once"
+    with pytest.raises(ValueError):
+        compare_figure({})
+
+
+def test_scenario_round_trip_builds_the_same_figure(tmp_path, kame):
+    path = save_scenario(Scenario(name="t", runs={"kame": kame, "moshi": run(mode="moshi")}), tmp_path / "t.kame")
+    loaded = load_scenario(path)
+    fig = compare_figure({"KAME": loaded.runs["kame"], "Moshi mode": loaded.runs["moshi"]}, recorded=True)
+    assert len(shapes_named(fig, f"{REVISION_SPAN}:KAME:")) == len(kame.events_of(EventKind.ORACLE_RESET))
+    assert "recorded scenario" in annotation(fig, f"{BADGE}:Moshi mode").text
+    assert len(loaded.runs["kame"].user_audio) == kame.n_frames * SAMPLES_PER_FRAME
+
+
+def test_long_sessions_get_coarser_envelopes_not_bigger_figures():
+    five_minutes = SessionTrace(mode="kame")
+    five_minutes.frames = [FrameRecord() for _ in range(int(300 / FRAME_SECONDS))]
+    n = len(five_minutes.frames) * SAMPLES_PER_FRAME
+    five_minutes.user_audio = np.sin(np.arange(n, dtype=np.float32) / 7).astype(np.float32)
+    five_minutes.output_audio = np.zeros(n, np.float32)
+    fig = timeline_figure(five_minutes)
+    waves = [t for t in fig.data if (t.name or "").endswith("audio")]
+    assert waves and all(len(t.y) <= 12_000 for t in waves)
+    assert len(fig.to_json()) < 1_000_000
