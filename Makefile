@@ -26,6 +26,7 @@ test: install
 
 bench: install
 	HF_HUB_OFFLINE=1 $(PY) benchmarks/virtual_clock_throughput.py
+	HF_HUB_OFFLINE=1 $(PY) benchmarks/figure_build.py
 
 clean:
 	rm -rf $(VENV)
