@@ -392,3 +392,31 @@ def test_moshi_mode_answers_from_the_small_model_alone():
 def test_stand_in_without_stt_events_is_silent_in_moshi_mode():
     trace, _ = run_tandem(stand_in(answer_fn=lambda t: "Canberra."), mode="moshi")
     assert trace.spoken_text() == ""
+
+
+@pytest.mark.parametrize("runner_cls", [TandemRunner, ListeningTandemRunner])
+def test_a_new_turn_starts_a_fresh_answer_not_a_correction(runner_cls):
+    turn1 = words_at("what is two plus two", 0.5)
+    turn2 = words_at("and times three", turn1[-1].end + 4.0)
+    audio = speech_like([(s[0].start, s[-1].end) for s in (turn1, turn2)], turn2[-1].end + 1.0)
+    llm = ScriptedLLM(lambda u: "Twelve." if u.startswith("and") else "Two plus two is four.")
+    trace = runner_cls(stand_in(), ScriptedSTT([turn1, turn2]), llm, SessionConfig(), VirtualClock()).run_sync(audio)
+    assert trace.spoken_text() == "Two plus two is four. Twelve."
+    assert not trace.events_of(EventKind.SELF_CORRECTION)
+    boundary, = trace.events_of(EventKind.TURN_BOUNDARY)
+    assert boundary.data["assistant_said"] == "Two plus two is four."
+
+
+def test_live_session_on_the_real_time_clock_never_waits_for_the_tts():
+    from kame_core.clock import RealTimeClock
+
+    seg = [words_at("hi there", 0.1, per_word=0.2)]
+    audio = speech_like([(0.1, seg[0][-1].end)], seg[0][-1].end + 0.5)
+    fe = StandInFrontEnd(ToneTTS())  # TTS in a background thread
+    runner = ListeningTandemRunner(fe, ScriptedSTT(seg), ScriptedLLM(lambda u: "Hello there.", first_chunk_s=0.05),
+                                   SessionConfig(quiet_after_s=0.5), RealTimeClock())
+    trace = runner.run_sync(audio)
+    fe.close()
+    assert fe.realtime, "the runner told it the session is live"
+    assert trace.spoken_text().endswith("Hello there.")
+    assert trace.config["clock"] == "real-time"

@@ -4,7 +4,8 @@ Used when there is no GPU or no weights. Every trace marks it ``cpu-stand-in``, 
 What it imitates, frame by frame on the 80 ms clock:
 
 * It rebuilds the current oracle from the oracle tokens it is fed (a start token begins a new revision)
-  and speaks that oracle's words at a natural rate (``words_per_s``, 2.5-3.5 words/s).
+  and speaks that oracle's words at a natural rate: at most ``words_per_s`` (2.5-3.5 words/s), and never
+  faster than the TTS says them (a word's audio is never cut or overlapped).
 * It may start before the best oracle has arrived: with a content-light opener ("Well,") when it is time
   to answer and nothing is ready, and with a guess from a small local model (``opener_llm``) when one is
   given. A guess counts as an answer, so an oracle that contradicts it is corrected like any other.
