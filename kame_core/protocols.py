@@ -153,3 +153,24 @@ class TTS(Protocol):
     provenance: Provenance
 
     def synthesize(self, text: str) -> Synthesis: ...
+
+
+# ------------------------------------------------------------------------------- optional front-end hooks
+@runtime_checkable
+class ListeningFrontEnd(Protocol):
+    """A front-end that also wants the session's STT events (the CPU stand-in does; neural ones need not).
+
+    The runner forwards every STT event to ``observe_stt``, keeps the session open while ``busy``, sets
+    ``realtime`` (live sessions must never stall the frame loop) and records ``component_provenance``
+    (the front-end's own parts, e.g. its TTS) in the trace.
+    """
+
+    realtime: bool
+    component_provenance: dict[str, Provenance]
+
+    def observe_stt(self, event: STTEvent) -> None:
+        """Called as each STT event is applied to the session; must be cheap."""
+
+    @property
+    def busy(self) -> bool:
+        """Whether it still has something to say: the session does not end while it has."""

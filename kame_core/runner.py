@@ -21,7 +21,7 @@ import numpy as np
 from .clock import FRAME_SECONDS, SAMPLES_PER_FRAME, Clock, VirtualClock
 from .metrics import annotate_onsets
 from .oracle import Conversation, OracleConfig, OracleManager, OracleStream
-from .protocols import FrontEnd, STTEvent, StreamingLLM, StreamingSTT
+from .protocols import FrontEnd, ListeningFrontEnd, STTEvent, StreamingLLM, StreamingSTT
 from .trace import EventKind, FrameRecord, OracleToken, SessionTrace, iter_frames, silence
 
 
@@ -160,7 +160,7 @@ class TandemRunner:
             await self._frame_loop(session, source)
         finally:
             stop.set()
-            await session.stt_queue.put(None)
+            session.stt_queue.put_nowait(None)  # harmless if the STT task already flushed and ended
             for task in tasks:
                 try:
                     await task
@@ -176,7 +176,11 @@ class TandemRunner:
         trace = SessionTrace(mode=cfg.mode, config=cfg.to_json(), title=cfg.title)
         trace.config["clock"] = "virtual" if self.clock.is_virtual else "real-time"
         trace.provenance["front_end"] = self.front_end.provenance
+        if isinstance(self.front_end, ListeningFrontEnd):
+            self.front_end.realtime = not self.clock.is_virtual
         self.front_end.reset(cfg.seed)
+        for key, part in getattr(self.front_end, "component_provenance", {}).items():
+            trace.provenance.setdefault(key, part)
         conversation = Conversation()
         oracle_stream = OracleStream(self.front_end.tokenizer)
         manager = None
@@ -206,6 +210,8 @@ class TandemRunner:
             if user_frame is None:
                 if input_end is None:
                     input_end = i * FRAME_SECONDS
+                    if self.stt is not None:
+                        session.stt_queue.put_nowait(None)  # flush now: the last final must not come late
                 if self._should_stop(session, frame_due, input_end, last_text_t):
                     break
                 user_frame = silence()
@@ -229,8 +235,9 @@ class TandemRunner:
                 session.assistant_spoke_since_user = True
             if out.self_correction is not None and not hold:
                 sc = out.self_correction
+                revision = session.oracle_stream.revision if self.config.mode == "kame" else sc.revision
                 trace.add_event(now, EventKind.SELF_CORRECTION, frame=i, abandoned_text=sc.abandoned_text,
-                                revision=sc.revision, new_text=sc.new_text)
+                                revision=revision, new_text=sc.new_text)
             late = clock.now() - (frame_due + FRAME_SECONDS)
             if not clock.is_virtual and late > 0:
                 trace.add_event(clock.now(), EventKind.NOTE, what="missed frame deadline", frame=i,
@@ -240,6 +247,8 @@ class TandemRunner:
     def _should_stop(self, session: _Session, now: float, input_end: float, last_text_t: float) -> bool:
         if now - input_end >= self.config.max_tail_s:
             return True
+        if isinstance(self.front_end, ListeningFrontEnd) and self.front_end.busy:
+            return False
         manager_idle = session.manager is None or not session.manager.busy
         quiet_since = max(input_end, last_text_t)
         return (manager_idle and session.oracle_stream.idle
@@ -253,13 +262,19 @@ class TandemRunner:
             frame = await session.stt_queue.get()
             events = await self.clock.compute(self.stt.flush if frame is None else self.stt.accept,
                                               *(() if frame is None else (frame,)))
-            for event in events:
+            if events:  # one callback per batch keeps the events of one accept() in order
                 if self.clock.is_virtual:
-                    loop.call_later(self.stt.virtual_latency_s, self._on_stt_event, session, event)
+                    loop.call_later(self.stt.virtual_latency_s, self._on_stt_events, session, events)
                 else:
-                    self._on_stt_event(session, event)
+                    self._on_stt_events(session, events)
             if frame is None:
                 return
+
+    def _on_stt_events(self, session: _Session, events: list[STTEvent]) -> None:
+        for event in events:
+            self._on_stt_event(session, event)
+            if isinstance(self.front_end, ListeningFrontEnd):
+                self.front_end.observe_stt(event)
 
     def _on_stt_event(self, session: _Session, event: STTEvent) -> None:
         now = self.clock.now()

@@ -7,7 +7,7 @@ import pytest
 from kame_core.clock import FRAME_SECONDS, RealTimeClock, VirtualClock
 from kame_core.frontends import StandInFrontEnd
 from kame_core.metrics import session_metrics
-from kame_core.pipelines import CascadeConfig, CascadeRunner, ListeningTandemRunner, make_runner
+from kame_core.pipelines import CascadeConfig, CascadeRunner, make_runner
 from kame_core.pipelines.cascade import split_sentences
 from kame_core.runner import SessionConfig, TandemRunner
 from kame_core.scenario import Scenario, load_scenario, save_scenario
@@ -155,7 +155,7 @@ def test_every_mode_from_one_factory_and_one_scenario_file(tmp_path):
     assert isinstance(make_runner("kame", stt=ScriptedSTT(segments), llm=ScriptedLLM(lambda u: ANSWER),
                                   front_end=EchoFrontEnd()), TandemRunner)
     assert isinstance(make_runner("moshi", stt=ScriptedSTT(segments), front_end=StandInFrontEnd(ToneTTS())),
-                      ListeningTandemRunner)
+                      TandemRunner)
     onsets = {mode: session_metrics(trace).onset_latency_s for mode, trace in runs.items()}
     assert onsets["kame"] < onsets["cascade"]
     assert runs["moshi"].spoken_text().endswith("Tokyo, I think.")

@@ -10,7 +10,6 @@ from kame_core.clock import FRAME_SECONDS, SAMPLE_RATE, SAMPLES_PER_FRAME, Virtu
 from kame_core.frontends import StandInConfig, StandInFrontEnd, WordTokenizer, cut_words
 from kame_core.frontends.standin import first_contradiction
 from kame_core.metrics import SILENCE_RMS, session_metrics
-from kame_core.pipelines import ListeningTandemRunner
 from kame_core.protocols import FrontEnd, Synthesis, TextTokenizer, Word
 from kame_core.runner import SessionConfig, TandemRunner
 from kame_core.trace import EventKind, Provenance
@@ -318,10 +317,11 @@ def changing_answer(user: str) -> str:
     return "The capital is Sydney, a big harbour city."
 
 
-def run_tandem(fe, runner_cls=TandemRunner, delay_ms=0, mode="kame", answer=changing_answer, **llm):
+def run_tandem(fe, runner_cls=TandemRunner, delay_ms=0, mode="kame", answer=changing_answer, with_stt=True, **llm):
     seg = [words_at(QUESTION, 0.5)]
     audio = speech_like([(seg[0][0].start, seg[0][-1].end)], seg[0][-1].end + 1.0)
-    runner = runner_cls(fe, ScriptedSTT(seg), ScriptedLLM(answer, **llm) if mode == "kame" else None,
+    stt = ScriptedSTT(seg) if with_stt else None
+    runner = runner_cls(fe, stt, ScriptedLLM(answer, **llm) if mode == "kame" else None,
                         SessionConfig(mode=mode, forced_delay_ms=delay_ms), VirtualClock())
     return runner.run_sync(audio), seg
 
@@ -349,7 +349,7 @@ def test_tandem_session_with_forced_delay():
 
 def test_opener_when_the_oracle_is_late():
     """With the STT events (listening runner) it opens after the user's turn, before the late oracle."""
-    trace, seg = run_tandem(stand_in(), runner_cls=ListeningTandemRunner, first_chunk_s=2.5)
+    trace, seg = run_tandem(stand_in(), first_chunk_s=2.5)
     first_reset = trace.events_of(EventKind.ORACLE_RESET)[0].frame
     text_frames = [i for i, f in enumerate(trace.frames) if f.text_piece]
     opener = trace.frames[text_frames[0]].text_piece.strip()
@@ -365,7 +365,7 @@ def test_small_model_guess_is_corrected_by_the_oracle():
         guesses.append(transcript)
         return "Sydney, I believe."
 
-    trace, _ = run_tandem(stand_in(opener_llm=guess), runner_cls=ListeningTandemRunner, first_chunk_s=3.0,
+    trace, _ = run_tandem(stand_in(opener_llm=guess), first_chunk_s=3.0,
                           answer=lambda u: "Canberra is the capital of Australia.")
     assert guesses == [QUESTION]
     (correction,) = trace.events_of(EventKind.SELF_CORRECTION)
@@ -381,7 +381,7 @@ def test_moshi_mode_answers_from_the_small_model_alone():
         return "I think it is Canberra."
 
     fe = stand_in(answer_fn=answer, model_provenance=Provenance(kind="llm", model_id="tests.small-model"))
-    trace, _ = run_tandem(fe, runner_cls=ListeningTandemRunner, mode="moshi")
+    trace, _ = run_tandem(fe, mode="moshi")
     assert heard == [QUESTION]
     assert all(f.oracle.is_padding for f in trace.frames) and "llm" not in trace.provenance
     assert trace.provenance["front_end_model"].model_id == "tests.small-model"
@@ -390,12 +390,11 @@ def test_moshi_mode_answers_from_the_small_model_alone():
 
 
 def test_stand_in_without_stt_events_is_silent_in_moshi_mode():
-    trace, _ = run_tandem(stand_in(answer_fn=lambda t: "Canberra."), mode="moshi")
+    trace, _ = run_tandem(stand_in(answer_fn=lambda t: "Canberra."), mode="moshi", with_stt=False)
     assert trace.spoken_text() == ""
 
 
-@pytest.mark.parametrize("runner_cls", [TandemRunner, ListeningTandemRunner])
-def test_a_new_turn_starts_a_fresh_answer_not_a_correction(runner_cls):
+def test_a_new_turn_starts_a_fresh_answer_not_a_correction(runner_cls=TandemRunner):
     turn1 = words_at("what is two plus two", 0.5)
     turn2 = words_at("and times three", turn1[-1].end + 4.0)
     audio = speech_like([(s[0].start, s[-1].end) for s in (turn1, turn2)], turn2[-1].end + 1.0)
@@ -413,8 +412,8 @@ def test_live_session_on_the_real_time_clock_never_waits_for_the_tts():
     seg = [words_at("hi there", 0.1, per_word=0.2)]
     audio = speech_like([(0.1, seg[0][-1].end)], seg[0][-1].end + 0.5)
     fe = StandInFrontEnd(ToneTTS())  # TTS in a background thread
-    runner = ListeningTandemRunner(fe, ScriptedSTT(seg), ScriptedLLM(lambda u: "Hello there.", first_chunk_s=0.05),
-                                   SessionConfig(quiet_after_s=0.5), RealTimeClock())
+    runner = TandemRunner(fe, ScriptedSTT(seg), ScriptedLLM(lambda u: "Hello there.", first_chunk_s=0.05),
+                         SessionConfig(quiet_after_s=0.5), RealTimeClock())
     trace = runner.run_sync(audio)
     fe.close()
     assert fe.realtime, "the runner told it the session is live"

@@ -1,8 +1,8 @@
 """The ways of answering a user, each a runner that owns one session and returns its trace.
 
-* tandem (KAME)  -- :class:`kame_core.runner.TandemRunner`, or :class:`ListeningTandemRunner` when the
-  front-end (the CPU stand-in) needs the STT events
-* Moshi mode     -- the same runners with the oracle stream off
+* tandem (KAME)  -- :class:`kame_core.runner.TandemRunner` (it forwards STT events to a front-end that
+  listens, like the CPU stand-in: :class:`kame_core.protocols.ListeningFrontEnd`)
+* Moshi mode     -- the same runner with the oracle stream off
 * cascade        -- :class:`CascadeRunner` (Unmute-like: end of turn, then LLM, then TTS)
 
 :func:`make_runner` builds any of them from the same parts, so one user input can be run every way and
@@ -21,10 +21,8 @@ from ..protocols import TTS, FrontEnd, StreamingLLM, StreamingSTT
 from ..runner import SessionConfig, TandemRunner, UserAudioSource
 from ..trace import SessionTrace
 from .cascade import CascadeConfig, CascadeRunner
-from .tandem import ListeningFrontEnd, ListeningTandemRunner
 
-__all__ = ["CascadeConfig", "CascadeRunner", "ListeningFrontEnd", "ListeningTandemRunner", "SessionRunner",
-           "make_runner"]
+__all__ = ["CascadeConfig", "CascadeRunner", "SessionRunner", "make_runner"]
 
 
 class SessionRunner(Protocol):
@@ -52,5 +50,4 @@ def make_runner(mode: Literal["kame", "moshi", "cascade"], *, stt: StreamingSTT,
     if front_end is None:
         raise ValueError(f"{mode} mode needs a front-end (without weights: kame_core.frontends.StandInFrontEnd)")
     config = dataclasses.replace(session or SessionConfig(), mode=mode)
-    runner_cls = ListeningTandemRunner if isinstance(front_end, ListeningFrontEnd) else TandemRunner
-    return runner_cls(front_end, stt, llm if mode == "kame" else None, config, clock)
+    return TandemRunner(front_end, stt, llm if mode == "kame" else None, config, clock)
