@@ -133,3 +133,13 @@ def test_streaming_with_oracle_agrees_with_teacher_forced_forward(kame_lm: KameL
     out = kame_lm(codes, oracle_tokens=torch.tensor(fed[1:n + 1])[None, None])
     streamed = torch.cat(logits, dim=2)[:, :, :n]
     torch.testing.assert_close(out.text_logits, streamed, rtol=1e-4, atol=1e-4)
+
+
+def test_out_of_vocabulary_oracle_ids_are_refused(kame_lm: KameLM) -> None:
+    gen = KameLMGen(kame_lm)
+    with gen.streaming(1):
+        with pytest.raises(ValueError, match="outside"):
+            gen.oracle_append([5, START + 1])
+        with pytest.raises(ValueError, match="outside"):
+            gen.oracle_set_next(-2)
+        gen.oracle_set_next(-1)  # moshi's zero token: no oracle contribution at all

@@ -43,7 +43,8 @@ class OracleFeed(StreamingModule[_OracleFeedState]):
     Per step: an explicit id set with :meth:`set_next` if any; else the start token at the first step after
     :meth:`reset`; else the next id queued by :meth:`append`; else padding. Calls made before a step take
     effect at that step. Appending before any reset starts an oracle (start token first), as the official
-    server does. One schedule is shared by the whole batch.
+    server does. One schedule is shared by the whole batch. Ids must lie in ``[0, start_token_id]`` (an
+    id out of the embedding would crash the step, on CUDA fatally), or be -1, moshi's "zero" token.
     """
 
     def __init__(self, start_token_id: int, padding_token_id: int, device: torch.device | str) -> None:
@@ -69,16 +70,23 @@ class OracleFeed(StreamingModule[_OracleFeedState]):
         state.start_pending = True
         state.started = True
 
+    def _checked(self, token_id: int) -> int:
+        token_id = int(token_id)
+        if not -1 <= token_id <= self.start_token_id:
+            raise ValueError(f"oracle id {token_id} outside [-1, {self.start_token_id}]")
+        return token_id
+
     def append(self, token_ids: Iterable[int]) -> None:
         """Queue oracle ids, fed one per step after the start token and anything queued before."""
+        ids = [self._checked(t) for t in token_ids]
         state = self.state
         if not state.started:
             self.reset()
-        state.queue.extend(int(t) for t in token_ids)
+        state.queue.extend(ids)
 
     def set_next(self, token_id: int) -> None:
         """Feed exactly ``token_id`` at the next step (the schedule is not consumed for that step)."""
-        self.state.next_override = int(token_id)
+        self.state.next_override = self._checked(token_id)
 
     def advance(self) -> int:
         """Pick this step's id and write it into :attr:`tokens` in place; returns it."""
