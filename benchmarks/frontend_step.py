@@ -23,7 +23,8 @@ import sys
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from types import MappingProxyType
+from typing import Any, Callable, Iterator, Mapping
 
 import torch
 
@@ -38,8 +39,8 @@ from kame_core.neural import KameLM, KameLMGen  # noqa: E402
 from kame_core.neural.configs import medium_lm_kwargs, moshi_7b_lm_kwargs, tiny_lm_kwargs  # noqa: E402
 from kame_core.neural.model import without_oracle  # noqa: E402
 
-CONFIGS: dict[str, Callable[[], dict[str, Any]]] = {
-    "tiny": tiny_lm_kwargs, "medium": medium_lm_kwargs, "moshi7b": moshi_7b_lm_kwargs}
+CONFIGS: Mapping[str, Callable[[], dict[str, Any]]] = MappingProxyType({
+    "tiny": tiny_lm_kwargs, "medium": medium_lm_kwargs, "moshi7b": moshi_7b_lm_kwargs})
 ORACLE_PERIOD = 25
 ORACLE_LENGTH = 20
 
@@ -185,7 +186,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
     parser.add_argument("--configs", default=None, help="comma list of tiny,medium,moshi7b "
                         "(default: tiny,medium on CPU, moshi7b on CUDA)")
-    parser.add_argument("--steps", type=int, default=None, help="timed steps per generator (default 200; 40 for medium on CPU)")
+    parser.add_argument("--steps", type=int, default=None,
+                        help="timed steps per generator (default 200; 40 for medium on CPU)")
     parser.add_argument("--warmup", type=int, default=None, help="untimed steps before timing (default 10, CUDA 20)")
     parser.add_argument("--dtype", default=None, choices=["float32", "bfloat16"],
                         help="default float32 on CPU, bfloat16 on CUDA")

@@ -8,6 +8,7 @@ LM keyword arguments); only the model class differs. Any missing file, offline o
 """
 from __future__ import annotations
 
+import importlib.metadata
 import json
 import warnings
 from dataclasses import dataclass, field
@@ -34,6 +35,11 @@ MOSHI_REPO = "kyutai/moshiko-pytorch-bf16"
 LOCAL_LM_KWARGS = "moshi_lm_kwargs.json"
 LOCAL_WEIGHTS = loaders.MOSHI_NAME  # model.safetensors
 HUB_CONFIG = "config.json"
+#: keys of a hub config.json that are not LM keyword arguments (moshi's CheckpointInfo pops the same)
+_HUB_CONFIG_KEYS = frozenset({"moshi_name", "mimi_name", "mimi_config_name", "tokenizer_name", "lora_name",
+                              "model_type", "lm_gen_config", "tts_config", "stt_config", "model_id"})
+#: keys of a checkpoint's lm_gen_config that the front-end's sampler takes
+_SAMPLING_KEYS = frozenset({"use_sampling", "temp", "temp_text", "top_k", "top_k_text"})
 
 
 class CheckpointUnavailable(Exception):
@@ -205,10 +211,6 @@ def resolve_moshi_baseline(source: str | Path = MOSHI_REPO) -> NeuralCheckpoint:
                             model_id=str(folder), lm_gen_config=lm_gen_config)
 
 
-#: keys of a hub config.json that are not LM keyword arguments (moshi's CheckpointInfo pops the same)
-_HUB_CONFIG_KEYS = frozenset({"moshi_name", "mimi_name", "mimi_config_name", "tokenizer_name", "lora_name",
-                              "model_type", "lm_gen_config", "tts_config", "stt_config", "model_id"})
-
 
 # ------------------------------------------------------------------------------------------ loading
 def normalize_lm_kwargs(lm_kwargs: dict[str, Any]) -> dict[str, Any]:
@@ -283,9 +285,6 @@ def random_front_end(lm_kwargs: dict[str, Any], tokenizer_path: str | Path, *, s
     return NeuralFrontEnd(lm, mimi, tokenizer, provenance, **sampling)
 
 
-_SAMPLING_KEYS = frozenset({"use_sampling", "temp", "temp_text", "top_k", "top_k_text"})
-
 
 def _moshi_version() -> str:
-    from importlib.metadata import version
-    return version("moshi")
+    return importlib.metadata.version("moshi")
