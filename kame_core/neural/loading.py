@@ -1,0 +1,290 @@
+"""Finding and loading neural front-end checkpoints: KAME (Hugging Face or local folder), the Moshi baseline.
+
+Resolving (``resolve_*``) only finds files and reads configs, and returns a :class:`NeuralCheckpoint`;
+loading (``load_*``) builds models from one. Hugging Face repos are resolved with moshi's own
+``CheckpointInfo.from_hf_repo`` (the repo's ``config.json`` names the LM weights, Mimi weights, tokenizer and
+LM keyword arguments); only the model class differs. Any missing file, offline or not, ends in one
+:class:`CheckpointUnavailable` that says what is missing and how to provide it.
+"""
+from __future__ import annotations
+
+import importlib.metadata
+import json
+import warnings
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Sequence
+
+import torch
+from huggingface_hub import constants as hf_constants
+from huggingface_hub import hf_hub_download, try_to_load_from_cache
+from huggingface_hub.errors import (EntryNotFoundError, GatedRepoError, HfHubHTTPError, LocalEntryNotFoundError,
+                                    RepositoryNotFoundError, RevisionNotFoundError)
+from moshi.models import loaders
+from moshi.models.compression import MimiModel
+from safetensors.torch import load_file
+
+from ..trace import Provenance
+from .configs import moshi_7b_lm_kwargs
+from .frontend import NeuralFrontEnd
+from .model import KameLM, upgrade_legacy_state_dict, without_oracle
+from .tokenizer import SentencePieceTokenizer
+
+KAME_REPO = "SakanaAI/kame"
+MOSHI_REPO = "kyutai/moshiko-pytorch-bf16"
+LOCAL_LM_KWARGS = "moshi_lm_kwargs.json"
+LOCAL_WEIGHTS = loaders.MOSHI_NAME  # model.safetensors
+HUB_CONFIG = "config.json"
+#: keys of a hub config.json that are not LM keyword arguments (moshi's CheckpointInfo pops the same)
+_HUB_CONFIG_KEYS = frozenset({"moshi_name", "mimi_name", "mimi_config_name", "tokenizer_name", "lora_name",
+                              "model_type", "lm_gen_config", "tts_config", "stt_config", "model_id"})
+#: keys of a checkpoint's lm_gen_config that the front-end's sampler takes
+_SAMPLING_KEYS = frozenset({"use_sampling", "temp", "temp_text", "top_k", "top_k_text"})
+
+
+class CheckpointUnavailable(Exception):
+    """A checkpoint's files could not be found or fetched. The message names them and the ways to fix it."""
+
+    def __init__(self, source: str, missing: Sequence[str], reason: str, remedies: Sequence[str]) -> None:
+        self.source = source
+        self.missing = tuple(missing)
+        self.reason = reason
+        lines = [f"checkpoint unavailable: {source}: {reason}"]
+        if self.missing:
+            lines.append("missing: " + ", ".join(self.missing))
+        lines.append("to provide it:")
+        lines.extend(f"  - {r}" for r in remedies)
+        super().__init__("\n".join(lines))
+
+
+@dataclass(frozen=True)
+class NeuralCheckpoint:
+    """Where a front-end checkpoint's parts are and how to build its LM."""
+
+    lm_weights: Path
+    mimi_weights: Path
+    tokenizer: Path
+    lm_kwargs: dict[str, Any]
+    oracle: bool
+    kind: str  # provenance kind: "neural-kame" or "neural-moshi"
+    model_id: str
+    mimi_config: dict[str, Any] | None = None
+    lm_gen_config: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def provenance(self) -> Provenance:
+        return Provenance(kind=self.kind, model_id=self.model_id, version=f"moshi {_moshi_version()}",
+                          label="KAME front-end" if self.oracle else "Moshi baseline (oracle stream off)")
+
+
+# ------------------------------------------------------------------------------------------ remedies
+def _remedies(repo: str, oracle: bool) -> list[str]:
+    folder = (f"a local folder with {LOCAL_WEIGHTS} + {LOCAL_LM_KWARGS}, plus the Mimi weights and the "
+              "tokenizer paths (resolve_local_folder)") if oracle else (
+              f"a local folder with {LOCAL_WEIGHTS}, {loaders.MIMI_NAME} and {loaders.TEXT_TOKENIZER_NAME} "
+              "(resolve_moshi_baseline(folder))")
+    return [f"download it once with network access: unset HF_HUB_OFFLINE, or run "
+            f"`huggingface-cli download {repo}` (cache: {hf_constants.HF_HUB_CACHE})",
+            "or give another Hugging Face repo id that holds the checkpoint",
+            f"or use {folder}"]
+
+
+def _hub_reason(err: BaseException) -> str:
+    if hf_constants.HF_HUB_OFFLINE:
+        return "HF_HUB_OFFLINE=1 is set and the files are not in the local Hugging Face cache"
+    if isinstance(err, GatedRepoError):
+        return "the repository is gated: accept its terms on huggingface.co and log in (`huggingface-cli login`)"
+    if isinstance(err, RepositoryNotFoundError):
+        return "repository not found (or private: log in with `huggingface-cli login`)"
+    if isinstance(err, RevisionNotFoundError):
+        return "revision not found in the repository"
+    if isinstance(err, LocalEntryNotFoundError):
+        return "the Hub could not be reached and the files are not in the local Hugging Face cache"
+    if isinstance(err, EntryNotFoundError):
+        return "a file is not in the repository"
+    first_line = str(err).strip().splitlines()[0] if str(err).strip() else ""
+    return f"{type(err).__name__}: {first_line}"
+
+
+def _not_cached(repo: str, names: Sequence[str], revision: str | None) -> list[str]:
+    return [n for n in names if not isinstance(try_to_load_from_cache(repo, n, revision=revision), str)]
+
+
+def _expected_hub_files(config_path: str | None) -> list[str]:
+    names = {"moshi_name": loaders.MOSHI_NAME, "mimi_name": loaders.MIMI_NAME,
+             "tokenizer_name": loaders.TEXT_TOKENIZER_NAME}
+    if config_path is not None:
+        raw = json.loads(Path(config_path).read_text())
+        names = {k: raw.get(k, v) for k, v in names.items()}
+    return [HUB_CONFIG, *names.values()]
+
+
+def _require_files(source: str, paths: dict[str, Path], remedies: list[str]) -> None:
+    missing = [f"{what} ({path})" for what, path in paths.items() if not Path(path).is_file()]
+    if missing:
+        raise CheckpointUnavailable(source, missing, "files not found", remedies)
+
+
+# ------------------------------------------------------------------------------------------ resolving
+def _fetch_config(repo: str, revision: str | None) -> str | None:
+    """The repo's config.json, or None when the repo has none (a legacy Moshi repo)."""
+    try:
+        return hf_hub_download(repo, HUB_CONFIG, revision=revision)
+    except LocalEntryNotFoundError:
+        raise  # offline or unreachable: unknown, not absent
+    except EntryNotFoundError:
+        return None
+
+
+def resolve_hf_repo(repo: str = KAME_REPO, *, oracle: bool = True, revision: str | None = None,
+                    moshi_weights: str | Path | None = None, mimi_weights: str | Path | None = None,
+                    tokenizer: str | Path | None = None) -> NeuralCheckpoint:
+    """Resolve a Hugging Face checkpoint with moshi's loader (overrides: local paths or ``hf://`` names)."""
+    config_path: str | None = None
+    try:
+        config_path = _fetch_config(repo, revision)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # moshi warns "assuming Moshi 7B" for repos without config.json
+            info = loaders.CheckpointInfo.from_hf_repo(repo, moshi_weights, mimi_weights, tokenizer,
+                                                       config_path=config_path, revision=revision)
+    except (HfHubHTTPError, OSError) as err:
+        missing = _not_cached(repo, _expected_hub_files(config_path), revision)
+        raise CheckpointUnavailable(f"Hugging Face repo '{repo}'", missing, _hub_reason(err),
+                                    _remedies(repo, oracle)) from None
+    _require_files(f"Hugging Face repo '{repo}'", {"LM weights": info.moshi_weights,
+                                                   "Mimi weights": info.mimi_weights,
+                                                   "tokenizer": info.tokenizer}, _remedies(repo, oracle))
+    return NeuralCheckpoint(
+        lm_weights=info.moshi_weights, mimi_weights=info.mimi_weights, tokenizer=info.tokenizer,
+        lm_kwargs=info.lm_config if info.lm_config is not None else moshi_7b_lm_kwargs(),
+        oracle=oracle, kind="neural-kame" if oracle else "neural-moshi", model_id=repo,
+        mimi_config=info.mimi_config, lm_gen_config=dict(info.lm_gen_config))
+
+
+def resolve_local_folder(folder: str | Path, *, mimi_weights: str | Path | None = None,
+                         tokenizer: str | Path | None = None, mimi_config: dict[str, Any] | None = None,
+                         oracle: bool = True) -> NeuralCheckpoint:
+    """A KAME checkpoint of the official finetuning workflow: ``model.safetensors`` +
+    ``moshi_lm_kwargs.json`` in ``folder``; Mimi weights and tokenizer given (default: looked up in
+    ``folder`` under moshi's file names)."""
+    folder = Path(folder)
+    source = f"local folder '{folder}'"
+    remedies = [f"put {LOCAL_WEIGHTS} and {LOCAL_LM_KWARGS} in the folder (official finetuning output)",
+                f"pass mimi_weights= and tokenizer= (or place {loaders.MIMI_NAME} and "
+                f"{loaders.TEXT_TOKENIZER_NAME} in the folder)",
+                f"or load from Hugging Face instead (resolve_hf_repo('{KAME_REPO}'))"]
+    if not folder.is_dir():
+        raise CheckpointUnavailable(source, [str(folder)], "no such folder", remedies)
+    paths = {"LM weights": folder / LOCAL_WEIGHTS, "LM kwargs": folder / LOCAL_LM_KWARGS,
+             "Mimi weights": Path(mimi_weights) if mimi_weights else folder / loaders.MIMI_NAME,
+             "tokenizer": Path(tokenizer) if tokenizer else folder / loaders.TEXT_TOKENIZER_NAME}
+    _require_files(source, paths, remedies)
+    return NeuralCheckpoint(
+        lm_weights=paths["LM weights"], mimi_weights=paths["Mimi weights"], tokenizer=paths["tokenizer"],
+        lm_kwargs=json.loads(paths["LM kwargs"].read_text()), oracle=oracle,
+        kind="neural-kame" if oracle else "neural-moshi", model_id=str(folder), mimi_config=mimi_config)
+
+
+def resolve_moshi_baseline(source: str | Path = MOSHI_REPO) -> NeuralCheckpoint:
+    """The Moshi baseline (KAME's LM with the oracle stream off), from a repo id or a local copy of one.
+
+    A local folder holds moshi's file names; its LM kwargs come from ``config.json`` or
+    ``moshi_lm_kwargs.json`` when present, else the Moshi 7B configuration.
+    """
+    folder = Path(source)
+    if not folder.is_dir():
+        return resolve_hf_repo(str(source), oracle=False)
+    remedies = [f"copy {LOCAL_WEIGHTS}, {loaders.MIMI_NAME} and {loaders.TEXT_TOKENIZER_NAME} of "
+                f"'{MOSHI_REPO}' into the folder", f"or load it from Hugging Face ('{MOSHI_REPO}')"]
+    paths = {"LM weights": folder / LOCAL_WEIGHTS, "Mimi weights": folder / loaders.MIMI_NAME,
+             "tokenizer": folder / loaders.TEXT_TOKENIZER_NAME}
+    _require_files(f"local folder '{folder}'", paths, remedies)
+    lm_kwargs, lm_gen_config = moshi_7b_lm_kwargs(), {}
+    for name in (HUB_CONFIG, LOCAL_LM_KWARGS):
+        if (folder / name).is_file():
+            raw = json.loads((folder / name).read_text())
+            lm_gen_config = raw.pop("lm_gen_config", {})
+            lm_kwargs = {k: v for k, v in raw.items() if k not in _HUB_CONFIG_KEYS}
+            break
+    return NeuralCheckpoint(lm_weights=paths["LM weights"], mimi_weights=paths["Mimi weights"],
+                            tokenizer=paths["tokenizer"], lm_kwargs=lm_kwargs, oracle=False, kind="neural-moshi",
+                            model_id=str(folder), lm_gen_config=lm_gen_config)
+
+
+
+# ------------------------------------------------------------------------------------------ loading
+def normalize_lm_kwargs(lm_kwargs: dict[str, Any]) -> dict[str, Any]:
+    """LM kwargs as moshi's loader cleans them (deprecated / renamed keys); conditioned and LoRA models
+    are not front-ends and are refused."""
+    kwargs = dict(lm_kwargs)
+    for key in ("conditioners", "fuser", "lora"):
+        if kwargs.get(key):
+            raise ValueError(f"LM kwargs with '{key}' are not supported by the KAME front-end")
+        kwargs.pop(key, None)
+    for key in ("lora_rank", "lora_scaling", "depformer_causal"):
+        kwargs.pop(key, None)
+    if "demux_second_stream" in kwargs:
+        kwargs["demux_second_text_stream"] = kwargs.pop("demux_second_stream")
+    return kwargs
+
+
+def build_lm(lm_kwargs: dict[str, Any], *, oracle: bool = True, weights: str | Path | None = None,
+             device: torch.device | str = "cpu", dtype: torch.dtype = torch.bfloat16) -> KameLM:
+    """A :class:`KameLM` in eval mode: random weights, or ``weights`` (safetensors; legacy upgraded)."""
+    kwargs = normalize_lm_kwargs(lm_kwargs)
+    if weights is None:
+        return KameLM(oracle=oracle, device=device, dtype=dtype, **kwargs).eval()
+    lm = KameLM(oracle=oracle, device="meta", dtype=dtype, **kwargs)
+    state = load_file(str(weights), device=str(device))
+    state = {k: v.to(dtype) if v.is_floating_point() else v for k, v in state.items()}
+    state = upgrade_legacy_state_dict(state) if oracle else without_oracle(state)
+    lm.load_state_dict(state, assign=True)
+    return lm.eval()
+
+
+def mimi_codebooks(lm_kwargs: dict[str, Any]) -> int:
+    """How many Mimi codebooks an LM reads and writes (as moshi's ``CheckpointInfo.get_mimi``)."""
+    return max(lm_kwargs["dep_q"], lm_kwargs["n_q"] - lm_kwargs["dep_q"])
+
+
+def load_lm(ckpt: NeuralCheckpoint, device: torch.device | str = "cpu",
+            dtype: torch.dtype = torch.bfloat16) -> KameLM:
+    return build_lm(ckpt.lm_kwargs, oracle=ckpt.oracle, weights=ckpt.lm_weights, device=device, dtype=dtype)
+
+
+def load_mimi(ckpt: NeuralCheckpoint, device: torch.device | str = "cpu") -> MimiModel:
+    return loaders.get_mimi(ckpt.mimi_weights, ckpt.mimi_config, device=device,
+                            num_codebooks=mimi_codebooks(ckpt.lm_kwargs))
+
+
+def load_tokenizer(ckpt: NeuralCheckpoint, lm: KameLM) -> SentencePieceTokenizer:
+    return SentencePieceTokenizer.from_file(ckpt.tokenizer, lm.text_initial_token_id, lm.text_padding_token_id,
+                                            lm.end_of_text_padding_id)
+
+
+def load_front_end(ckpt: NeuralCheckpoint, device: torch.device | str = "cuda",
+                   dtype: torch.dtype = torch.bfloat16, **sampling: Any) -> NeuralFrontEnd:
+    """A ready front-end for ``ckpt`` (sampling: the checkpoint's ``lm_gen_config``, then ``sampling``)."""
+    lm = load_lm(ckpt, device, dtype)
+    options = {**{k: v for k, v in ckpt.lm_gen_config.items() if k in _SAMPLING_KEYS}, **sampling}
+    return NeuralFrontEnd(lm, load_mimi(ckpt, device), load_tokenizer(ckpt, lm), ckpt.provenance, **options)
+
+
+def random_front_end(lm_kwargs: dict[str, Any], tokenizer_path: str | Path, *, seed: int = 0,
+                     mimi_config: dict[str, Any] | None = None, device: torch.device | str = "cpu",
+                     dtype: torch.dtype = torch.float32, **sampling: Any) -> NeuralFrontEnd:
+    """A front-end with random weights (architecture checks only: provenance ``neural-random``)."""
+    torch.manual_seed(seed)
+    lm = build_lm(lm_kwargs, device=device, dtype=dtype)
+    mimi = loaders.get_mimi(None, mimi_config, device=device, num_codebooks=mimi_codebooks(lm_kwargs))
+    tokenizer = SentencePieceTokenizer.from_file(tokenizer_path, lm.text_initial_token_id,
+                                                 lm.text_padding_token_id, lm.end_of_text_padding_id)
+    provenance = Provenance(kind="neural-random", model_id=f"random-init(seed={seed})",
+                            version=f"moshi {_moshi_version()}",
+                            label=f"random weights, dim {lm.dim}, {len(lm.transformer.layers)} layers")
+    return NeuralFrontEnd(lm, mimi, tokenizer, provenance, **sampling)
+
+
+
+def _moshi_version() -> str:
+    return importlib.metadata.version("moshi")
