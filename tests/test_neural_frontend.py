@@ -115,3 +115,34 @@ def test_step_checks_the_frame_size(small_front_end: NeuralFrontEnd) -> None:
     small_front_end.reset(0)
     with pytest.raises(ValueError, match="1920"):
         small_front_end.step(np.zeros(100, np.float32), None)
+
+
+def test_tandem_runner_end_to_end_with_the_neural_front_end(front_end: NeuralFrontEnd) -> None:
+    """Tiny random KAME LM + random Mimi through the tandem runner on 2 s of synthesized speech."""
+    from kame_core.clock import FRAME_SECONDS, VirtualClock
+    from kame_core.runner import SessionConfig, TandemRunner
+    from kame_core.trace import EventKind
+
+    from .doubles import ScriptedLLM, ScriptedSTT, words_at
+
+    words = words_at("what is the capital", 0.1, per_word=0.3)
+    user = speech_like(2.0, voiced_until=words[-1].end)
+    llm = ScriptedLLM(lambda u: "the capital of france is paris", first_chunk_s=0.2)
+    runner = TandemRunner(front_end, ScriptedSTT([words]), llm, SessionConfig(max_tail_s=0.5), VirtualClock())
+    trace = runner.run_sync(user)
+    assert trace.provenance["front_end"].kind == "neural-random"
+    assert trace.n_frames >= 25 and len(trace.output_audio) == trace.n_frames * SAMPLES_PER_FRAME
+    assert np.isfinite(trace.output_audio).all() and np.abs(trace.output_audio).max() > 0
+    assert all(f.text_token is not None or f.text_piece == "" for f in trace.frames)
+    tok = front_end.tokenizer
+    resets = trace.events_of(EventKind.ORACLE_RESET)
+    assert resets
+    for reset in resets:
+        rev = reset.data["revision"]
+        frames = [i for i, f in enumerate(trace.frames) if f.oracle.revision == rev]
+        assert trace.frames[frames[0]].oracle.token == tok.start_token_id
+        assert 0 <= (frames[0] + 1) * FRAME_SECONDS - reset.t < FRAME_SECONDS + 1e-9
+        appended = [t for e in trace.events_of(EventKind.ORACLE_APPEND) if e.data["revision"] == rev
+                    for t in e.data["tokens"]]
+        fed = [trace.frames[i].oracle.token for i in frames[1:]]
+        assert fed == appended[: len(fed)]
