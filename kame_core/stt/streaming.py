@@ -1,8 +1,9 @@
 """Streaming speech recognition: Silero VAD segments the user's speech, Whisper transcribes each segment.
 
 Per segment the events are, in order: ``speech_start`` (once the onset is confirmed), ``partial`` at most
-``partial_interval_s`` of audio apart while the user speaks (the whole segment so far, re-decoded), then --
-after ``min_silence_s`` of silence -- ``final`` (text and word timestamps) followed by ``speech_end``. All times
+``partial_interval_s`` of audio apart while the segment is open (the whole segment so far, re-decoded; short
+pauses included), then -- after ``min_silence_s`` of silence -- ``final`` (text and word timestamps) followed
+by ``speech_end``. All times
 are session times of the audio, counted from the first frame fed after :meth:`reset`.
 
 Partials are emitted on schedule even when their text did not change, so a consumer can rely on the cadence.
@@ -90,6 +91,7 @@ class WhisperStreamingSTT:
         self._vad.reset()
         self._audio = _AudioBuffer()
         self._vad_n = 0  # absolute index of the next VAD window
+        self._max_chunk = 0
         self._segment: _Segment | None = None
 
     def accept(self, frame: np.ndarray) -> list[STTEvent]:
@@ -115,9 +117,11 @@ class WhisperStreamingSTT:
         seg = self._segment
         keep_from = seg.audio_start if seg else self._vad_n - int((self.vad_config.pad_s + 0.1) * SR)
         self._audio.drop_before(keep_from)
-        # VAD time advances in whole 32 ms windows: emit now if waiting for the next chunk could overshoot.
-        next_step = -(-len(audio16k) // WINDOW) * WINDOW
-        if (seg is not None and seg.confirmed and seg.silence_since is None
+        # VAD time advances in whole 32 ms windows, by up to this much per chunk (soxr's chunks vary in size):
+        # emit now if waiting for the next chunk could overshoot the interval.
+        self._max_chunk = max(self._max_chunk, len(audio16k))
+        next_step = (WINDOW - 1 + self._max_chunk) // WINDOW * WINDOW
+        if (seg is not None and seg.confirmed
                 and self._vad_n + next_step > seg.last_partial + self.partial_interval_s * SR):
             seg.last_partial = self._vad_n
             text = self.decoder.transcribe(self._audio.slice(seg.audio_start, self._vad_n)).text

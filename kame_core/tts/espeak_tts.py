@@ -52,7 +52,7 @@ class EspeakTTS:
 
     def _sentence(self, sentence: str) -> Synthesis:
         wav = self._run(["-s", str(self.words_per_minute), "--stdout", "--", sentence])
-        audio = decode_audio(wav, SAMPLE_RATE)
+        audio = np.clip(decode_audio(wav, SAMPLE_RATE), -1.0, 1.0)
         words = sentence.split()
         audible = np.flatnonzero(np.abs(audio) > 1e-4)
         if not words or len(audible) == 0:

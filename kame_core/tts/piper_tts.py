@@ -110,7 +110,7 @@ class PiperTTS:
             return Synthesis(np.zeros(0, np.float32), [])
         words = sentence.split()
         word_phonemes = [[p for s in self.voice.phonemize(w) for p in s] for w in words]
-        audio = resample(np.concatenate(audio_parts), self.sample_rate, SAMPLE_RATE)
+        audio = np.clip(resample(np.concatenate(audio_parts), self.sample_rate, SAMPLE_RATE), -1.0, 1.0)
         return Synthesis(audio, clip_words(words_from_phonemes(words, word_phonemes, timed),
                                            len(audio) / SAMPLE_RATE))
 

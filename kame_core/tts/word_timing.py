@@ -18,9 +18,10 @@ import numpy as np
 from ..clock import SAMPLE_RATE
 from ..protocols import Synthesis, Word
 
-_SENTENCE_END = re.compile(r"(?<=[.!?…])[\"')\]]*\s+(?=[\"'(\[]?[A-Z0-9])")
+#: end of a sentence: punctuation, closing quotes/brackets, then (group 1) whitespace before a capital or digit
+_SENTENCE_END = re.compile(r"[.!?…][\"')\]]*(\s+)(?=[\"'(\[]?[A-Z0-9])")
 #: a piece ending like this continues the sentence ("Dr. Smith", "the U.S.A. and", "e.g. this")
-_ABBREVIATION = re.compile(r"(?:\b(?:Mr|Mrs|Ms|Dr|Prof|St|Jr|Sr|Mt|vs|etc|No|e\.g|i\.e)|(?:\b[A-Za-z]\.)+)\.?$")
+_ABBREVIATION = re.compile(r"(?:\b(?:Mr|Mrs|Ms|Dr|Prof|St|Jr|Sr|Mt|vs|etc|e\.g|i\.e)|(?:\b[A-Za-z]\.)+)\.?$")
 #: phoneme symbols that are pauses or word breaks rather than sounds
 NON_SOUNDS = frozenset(" ,.!?;:-—…\"'()[]")
 
@@ -34,8 +35,10 @@ class TimedPhoneme:
 
 def split_sentences(text: str) -> list[str]:
     """Split after ``.!?`` + whitespace + a capital or digit, except after common abbreviations."""
+    text = text.strip()
+    cuts = [0, *(m.start(1) for m in _SENTENCE_END.finditer(text)), len(text)]
     out: list[str] = []
-    for piece in (p.strip() for p in _SENTENCE_END.split(text.strip())):
+    for piece in (text[a:b].strip() for a, b in zip(cuts, cuts[1:])):
         if not piece:
             continue
         if out and _ABBREVIATION.search(out[-1]):
