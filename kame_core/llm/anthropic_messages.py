@@ -7,6 +7,7 @@ system prompt apart and strictly alternating user/assistant turns starting with 
 """
 from __future__ import annotations
 
+from contextlib import aclosing
 from typing import TYPE_CHECKING, AsyncIterator, Sequence
 
 from ..protocols import ChatMessage, LLMError
@@ -75,8 +76,10 @@ class AnthropicLLM:
                 response = await client.messages.create(model=self.model, max_tokens=self.max_tokens,
                                                         messages=turns, stream=True, **extra)
             try:
-                async for text in paced(_texts(response), clock, self.first_chunk_s, self.per_chunk_s):
-                    yield text
+                texts = paced(_texts(response), clock, self.first_chunk_s, self.per_chunk_s)
+                async with aclosing(texts):
+                    async for text in texts:
+                        yield text
             finally:
                 await response.close()
         except Exception as exc:

