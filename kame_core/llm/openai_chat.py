@@ -1,0 +1,112 @@
+"""OpenAI streaming chat completions (default model ``gpt-4.1``), through the official ``openai`` SDK.
+
+Each :meth:`OpenAIChatLLM.stream` opens its own client (sessions may run on different event loops) with
+retries off: a failed request surfaces at once as an :class:`~kame_core.protocols.LLMError` and the oracle
+manager retries at its next poll. Closing the generator -- which cancelling the consuming task does -- closes
+the HTTP response, so the provider stops generating.
+"""
+from __future__ import annotations
+
+from contextlib import aclosing
+from typing import TYPE_CHECKING, AsyncIterator, Sequence
+
+from ..protocols import ChatMessage, LLMError
+from ..trace import Provenance
+from .base import LLMRateLimited, LLMTimeout, api_key, openai_messages, paced, public_url, redact
+
+if TYPE_CHECKING:
+    from ..clock import Clock
+
+OPENAI_BASE_URL = "https://api.openai.com/v1"
+DEFAULT_MODEL = "gpt-4.1"
+
+
+class OpenAIChatLLM:
+    """:class:`~kame_core.protocols.StreamingLLM` over ``/chat/completions`` with ``stream=True``."""
+
+    def __init__(self, model: str = DEFAULT_MODEL, *, base_url: str = OPENAI_BASE_URL,
+                 api_key_env: str | None = "OPENAI_API_KEY", name: str = "OpenAI", timeout_s: float = 20.0,
+                 max_tokens: int | None = 256, temperature: float | None = None,
+                 first_chunk_s: float = 0.5, per_chunk_s: float = 0.03, check_key: bool = True) -> None:
+        """``api_key_env=None`` sends no real key (local servers); ``first_chunk_s``/``per_chunk_s`` are the
+        latencies modelled on the virtual clock."""
+        self.model = model
+        self.base_url = base_url
+        self.api_key_env = api_key_env
+        self.name = name
+        self.timeout_s = timeout_s
+        self.max_tokens = max_tokens
+        self.temperature = temperature
+        self.first_chunk_s = first_chunk_s
+        self.per_chunk_s = per_chunk_s
+        if check_key and api_key_env is not None:
+            api_key(api_key_env, name)
+        self.provenance = Provenance(kind="llm", model_id=model, version=f"openai-python {_sdk_version()}",
+                                     label=f"{name} chat completions, streaming ({public_url(base_url)})")
+
+    async def stream(self, messages: Sequence[ChatMessage], clock: "Clock") -> AsyncIterator[str]:
+        import openai
+
+        key = api_key(self.api_key_env, self.name) if self.api_key_env else "no-key"
+        client = openai.AsyncOpenAI(api_key=key, base_url=self.base_url, timeout=self.timeout_s, max_retries=0)
+        extra = {} if self.temperature is None else {"temperature": self.temperature}
+        if self.max_tokens is not None:
+            extra["max_tokens"] = self.max_tokens
+        try:
+            async with clock.real_work():
+                response = await client.chat.completions.create(
+                    model=self.model, messages=openai_messages(messages), stream=True, **extra)
+            try:
+                texts = paced(_texts(response), clock, self.first_chunk_s, self.per_chunk_s)
+                async with aclosing(texts):
+                    async for text in texts:
+                        yield text
+            finally:
+                await response.close()
+        except Exception as exc:
+            error = self._translate(exc, key)
+            if error is None:
+                raise
+            raise error from None
+        finally:
+            await client.close()
+
+    def _translate(self, exc: Exception, key: str) -> LLMError | None:
+        """An :class:`LLMError` for SDK and transport failures (None: not ours to translate)."""
+        import httpx2
+        import openai
+
+        where = f"{self.name} {self.model}"
+        if isinstance(exc, LLMError):
+            return exc
+        if isinstance(exc, openai.APITimeoutError):
+            return LLMTimeout(f"{where}: timed out after {self.timeout_s:g} s")
+        if isinstance(exc, openai.RateLimitError):
+            return LLMRateLimited(f"{where}: rate limited (HTTP 429)")
+        if isinstance(exc, openai.AuthenticationError):
+            hint = f" (check ${self.api_key_env})" if self.api_key_env else ""
+            return LLMError(f"{where}: authentication failed (HTTP 401){hint}")
+        if isinstance(exc, openai.APIStatusError):
+            return LLMError(f"{where}: HTTP {exc.status_code}: {redact(str(exc.message), key)[:300]}")
+        if isinstance(exc, openai.APIConnectionError):
+            return LLMError(f"{where}: connection failed or lost ({type(exc.__cause__ or exc).__name__})")
+        if isinstance(exc, openai.APIError):  # an error event inside the stream
+            return LLMError(f"{where}: error mid-stream: {redact(str(exc.message), key)[:300]}")
+        if isinstance(exc, (httpx2.HTTPError, OSError)):
+            return LLMError(f"{where}: connection lost mid-stream ({type(exc).__name__})")
+        return None
+
+
+async def _texts(response: AsyncIterator[object]) -> AsyncIterator[str]:
+    """The text deltas of a chat-completions stream (role-only and empty chunks skipped)."""
+    async for chunk in response:
+        for choice in getattr(chunk, "choices", None) or []:
+            content = getattr(choice.delta, "content", None)
+            if content:
+                yield content
+
+
+def _sdk_version() -> str:
+    import openai
+
+    return openai.__version__

