@@ -141,6 +141,16 @@ class OracleStream:
         return OracleToken()
 
 
+async def _close(chunks: object) -> None:
+    """Close a back-end's stream (an async generator's ``aclose``): its HTTP connection ends now."""
+    aclose = getattr(chunks, "aclose", None)
+    if aclose is not None:
+        try:
+            await aclose()
+        except Exception:  # noqa: BLE001 - closing must never break the session
+            pass
+
+
 class OracleManager:
     """Polls the conversation and runs LLM streams into the :class:`OracleStream` (see module docstring)."""
 
@@ -247,8 +257,9 @@ class OracleManager:
         revision: int | None = None
         n_chunks = 0
         text: list[str] = []
+        chunks = self._llm.stream(messages, self._clock)
         try:
-            async for chunk in self._llm.stream(messages, self._clock):
+            async for chunk in chunks:
                 if request != self._request:
                     break  # superseded: never leak a token of an old stream
                 if revision is None:
@@ -275,6 +286,8 @@ class OracleManager:
             detail = str(err) if isinstance(err, LLMError) else f"{type(err).__name__}: {err}"
             self._trace.add_event(self._clock.now(), EventKind.LLM_ERROR, request=request, error=detail)
             return
+        finally:
+            await _close(chunks)
         if request != self._request:
             self._trace.add_event(self._clock.now(), EventKind.LLM_REQUEST_CANCEL, request=request,
                                   revision=revision, text="".join(text), late=True)

@@ -2,8 +2,8 @@
 from __future__ import annotations
 
 import pytest
-from fakes.providers import REPLY, anthropic_key, fake_anthropic
-from fakes.streaming import cancel_after, collect
+from .fakes.providers import REPLY, anthropic_key, fake_anthropic
+from .fakes.streaming import cancel_after, collect
 
 from kame_core.clock import VirtualClock
 from kame_core.llm import AnthropicLLM, LLMRateLimited, LLMTimeout, MissingAPIKey, make_llm

@@ -6,8 +6,8 @@ import logging
 import traceback
 
 import pytest
-from fakes.providers import fake_anthropic, fake_openai
-from fakes.streaming import cancel_after, collect
+from .fakes.providers import fake_anthropic, fake_openai
+from .fakes.streaming import cancel_after, collect
 
 from kame_core.llm import make_llm, redact
 from kame_core.protocols import LLMError

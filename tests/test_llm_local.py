@@ -5,7 +5,7 @@ import threading
 import time
 
 import pytest
-from fakes.streaming import cancel_after, collect
+from .fakes.streaming import cancel_after, collect
 
 from kame_core.clock import VirtualClock
 from kame_core.llm import LocalSmolLM, load_smollm2, local_smollm, make_llm

@@ -2,8 +2,8 @@
 from __future__ import annotations
 
 import pytest
-from fakes.providers import REPLY, fake_openai
-from fakes.streaming import cancel_after, collect
+from .fakes.providers import REPLY, fake_openai
+from .fakes.streaming import cancel_after, collect
 
 from kame_core.clock import VirtualClock
 from kame_core.llm import LLMRateLimited, LLMTimeout, MissingAPIKey, OpenAIChatLLM, make_llm

@@ -4,8 +4,8 @@ from __future__ import annotations
 from typing import AsyncIterator, Sequence
 
 import pytest
-from fakes.providers import REPLY, fake_openai
-from fakes.streaming import cancel_after, collect
+from .fakes.providers import REPLY, fake_openai
+from .fakes.streaming import cancel_after, collect
 
 from kame_core.llm import RoutedLLM, classify_question, make_llm, parse_routes
 from kame_core.llm.factory import DEFAULT_ROUTES

@@ -45,17 +45,20 @@ def parse_simulator_spec(text: str) -> SimulatorSpec:
 
 
 def load_llm_backend(spec: SimulatorSpec) -> StreamingLLM:
-    """Build the StreamingLLM for ``spec`` through ``kame_core.llm.create_llm(kind, model=, base_url=)``."""
+    """Build the StreamingLLM for ``spec`` through ``kame_core.llm.make_llm`` (imported lazily)."""
     try:
-        llm_module = importlib.import_module("kame_core.llm")
-        create_llm = llm_module.create_llm
+        make_llm = importlib.import_module("kame_core.llm").make_llm
     except (ImportError, AttributeError) as exc:
         raise SimulatorUnavailable(
-            f"the {spec.kind!r} simulator needs the LLM back-ends (kame_core.llm.create_llm), which are not "
+            f"the {spec.kind!r} simulator needs the LLM back-ends (kame_core.llm.make_llm), which are not "
             f"available here ({exc}); use --simulator offline"
         ) from exc
+    if spec.kind == "openai-compatible":
+        text = f"openai-compatible:{spec.base_url}:{spec.model}"
+    else:
+        text = spec.kind if spec.model is None else f"{spec.kind}:{spec.model}"
     try:
-        return create_llm(spec.kind, model=spec.model, base_url=spec.base_url)
+        return make_llm(text)
     except (ImportError, KeyError, ValueError, RuntimeError) as exc:
         raise SimulatorUnavailable(f"cannot start the {spec.kind!r} back-end: {exc}") from exc
 

@@ -32,7 +32,7 @@ def check_tts_available(name: str) -> None:
 
 def load_tts_backend(name: str = DEFAULT_TTS) -> TTS:
     """Build a TTS: ``module.path:factory`` calls that factory, any other name goes through
-    ``kame_core.tts.create_tts(name)``."""
+    ``kame_core.tts.make_tts(name)`` (``piper``, ``espeak`` or ``auto``)."""
     if ":" in name:
         module_name, _, attr = name.partition(":")
         try:
@@ -41,10 +41,10 @@ def load_tts_backend(name: str = DEFAULT_TTS) -> TTS:
             raise TTSUnavailable(f"cannot import the TTS factory {name!r}: {exc}") from exc
         return factory()
     try:
-        create_tts = importlib.import_module("kame_core.tts").create_tts
+        create_tts = importlib.import_module("kame_core.tts").make_tts
     except (ImportError, AttributeError) as exc:
         raise TTSUnavailable(
-            f"the spoken dataset builder needs a TTS back-end (kame_core.tts.create_tts), which is not available "
+            f"the spoken dataset builder needs a TTS back-end (kame_core.tts.make_tts), which is not available "
             f"here ({exc})"
         ) from exc
     try:
