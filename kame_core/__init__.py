@@ -9,4 +9,9 @@ Where things are:
 * :mod:`kame_core.runner`    -- :class:`TandemRunner`: wires the parts on a clock, KAME or Moshi mode
 * :mod:`kame_core.metrics`   -- onset latency, revisions, self-corrections
 * :mod:`kame_core.scenario`  -- portable scenario files (trace JSON + WAV), strict validation
+* :mod:`kame_core.neural`    -- KAME LM / generator on moshi, checkpoint loading, the neural front-end
+* :mod:`kame_core.frontends` -- the CPU stand-in front-end
+* :mod:`kame_core.stt`, :mod:`kame_core.llm`, :mod:`kame_core.tts` -- back-ends behind the protocols
+* :mod:`kame_core.pipelines` -- tandem / Moshi mode / cascade runners from the same parts
+* :mod:`kame_core.augment`   -- Simulated Oracle Augmentation, dataset builder, training-dialogue import
 """
