@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import os
 import re
-from typing import TYPE_CHECKING, AsyncIterator, Sequence
+from contextlib import aclosing
+from typing import TYPE_CHECKING, Any, AsyncIterator, Awaitable, Callable, Sequence
 
 from ..protocols import ChatMessage, LLMError
 
@@ -84,3 +85,37 @@ async def paced(source: AsyncIterator[str], clock: "Clock", first_chunk_s: float
         aclose = getattr(source, "aclose", None)
         if aclose is not None:
             await aclose()
+
+
+async def stream_sdk_response(
+    open_response: "Callable[[], Awaitable[Any]]",
+    texts: "Callable[[Any], AsyncIterator[str]]",
+    clock: "Clock",
+    first_chunk_s: float,
+    per_chunk_s: float,
+    translate: "Callable[[Exception], LLMError | None]",
+    close_client: "Callable[[], Awaitable[None]]",
+) -> AsyncIterator[str]:
+    """The life of one provider SDK stream, shared by the API back-ends.
+
+    Opens the response as real work (virtual time stands still), yields its texts paced on the clock,
+    always closes the response and the client (so a cancelled consumer drops the HTTP connection), and
+    turns SDK failures into :class:`LLMError` via ``translate`` (``None``: re-raise unchanged).
+    """
+    try:
+        async with clock.real_work():
+            response = await open_response()
+        try:
+            chunks = paced(texts(response), clock, first_chunk_s, per_chunk_s)
+            async with aclosing(chunks):
+                async for text in chunks:
+                    yield text
+        finally:
+            await response.close()
+    except Exception as exc:
+        error = translate(exc)
+        if error is None:
+            raise
+        raise error from None
+    finally:
+        await close_client()

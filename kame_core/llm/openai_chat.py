@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, AsyncIterator, Sequence
 
 from ..protocols import ChatMessage, LLMError
 from ..trace import Provenance
-from .base import LLMRateLimited, LLMTimeout, api_key, openai_messages, paced, public_url, redact
+from .base import LLMRateLimited, LLMTimeout, api_key, openai_messages, public_url, redact, stream_sdk_response
 
 if TYPE_CHECKING:
     from ..clock import Clock
@@ -52,24 +52,13 @@ class OpenAIChatLLM:
         extra = {} if self.temperature is None else {"temperature": self.temperature}
         if self.max_tokens is not None:
             extra["max_tokens"] = self.max_tokens
-        try:
-            async with clock.real_work():
-                response = await client.chat.completions.create(
-                    model=self.model, messages=openai_messages(messages), stream=True, **extra)
-            try:
-                texts = paced(_texts(response), clock, self.first_chunk_s, self.per_chunk_s)
-                async with aclosing(texts):
-                    async for text in texts:
-                        yield text
-            finally:
-                await response.close()
-        except Exception as exc:
-            error = self._translate(exc, key)
-            if error is None:
-                raise
-            raise error from None
-        finally:
-            await client.close()
+        texts = stream_sdk_response(
+            lambda: client.chat.completions.create(model=self.model, messages=openai_messages(messages),
+                                                   stream=True, **extra),
+            _texts, clock, self.first_chunk_s, self.per_chunk_s, lambda exc: self._translate(exc, key), client.close)
+        async with aclosing(texts):  # closing the outer stream closes the HTTP stream at once
+            async for text in texts:
+                yield text
 
     def _translate(self, exc: Exception, key: str) -> LLMError | None:
         """An :class:`LLMError` for SDK and transport failures (None: not ours to translate)."""
