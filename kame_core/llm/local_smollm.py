@@ -160,6 +160,13 @@ class LocalSmolLM:
         """Load (or convert) the model now, blocking, so the first answer does not pay for it."""
         load_smollm2()
 
+    def complete(self, prompt: str, system: str | None = None, max_new_tokens: int | None = None) -> str:
+        """Blocking, whole answer to one user ``prompt`` (for the stand-in's opener / Moshi-mode answers)."""
+        messages = ([ChatMessage("system", system)] if system else []) + [ChatMessage("user", prompt)]
+        pieces: list[str] = []
+        _generate(messages, max_new_tokens or self.max_new_tokens, pieces.append, threading.Event())
+        return "".join(pieces).strip()
+
     async def stream(self, messages: Sequence[ChatMessage], clock: "Clock") -> AsyncIterator[str]:
         pieces = paced(self._pieces(messages), clock, self.first_chunk_s, self.per_chunk_s)
         async with aclosing(pieces):

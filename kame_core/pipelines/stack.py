@@ -1,0 +1,111 @@
+"""A *stack*: the components one user input is answered with, in every mode.
+
+:class:`Stack` bundles factories for the parts that hold per-session streaming state (STT, front-end) with the
+shared, stateless ones (oracle LLM, TTS), plus a plain-words description of each part for the app ("which
+components ran"). :func:`cpu_stack` is the offline default on a laptop CPU: streaming faster-whisper, the CPU
+stand-in front-end (its opener guesses and Moshi-mode answers from SmolLM2-135M), an oracle LLM from any
+:func:`kame_core.llm.make_llm` spec and Piper TTS. :func:`record_scenario` runs one input through several modes
+on fresh virtual clocks and returns a :class:`~kame_core.scenario.Scenario`.
+"""
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from typing import Callable, Iterable, Literal, Mapping
+
+import numpy as np
+
+from ..clock import Clock, VirtualClock
+from ..protocols import TTS, FrontEnd, StreamingLLM, StreamingSTT
+from ..runner import SessionConfig
+from ..scenario import Scenario
+from . import CascadeConfig, SessionRunner, make_runner
+
+Mode = Literal["kame", "moshi", "cascade"]
+MODES: tuple[Mode, ...] = ("kame", "moshi", "cascade")
+
+#: what the stand-in's small model is asked for (kept short: it is spoken at once)
+GUESS_SYSTEM = "Answer in one short spoken sentence of at most 15 words. No lists, no markdown."
+
+
+@dataclass(frozen=True)
+class Stack:
+    """Everything a session needs. ``make_stt`` / ``make_front_end`` give each runner fresh streaming state;
+    ``llm`` (the oracle / cascade back-end) and ``tts`` are shared. ``components`` maps a role to what fills
+    it, in words ("front_end": "CPU stand-in front-end (not the trained model) ...")."""
+
+    make_stt: Callable[[], StreamingSTT]
+    make_front_end: Callable[[], FrontEnd]
+    llm: StreamingLLM
+    tts: TTS
+    components: Mapping[str, str] = field(default_factory=dict)
+
+    def runner(self, mode: Mode, *, clock: Clock | None = None, session: SessionConfig | None = None,
+               cascade: CascadeConfig | None = None) -> SessionRunner:
+        """A fresh runner for ``mode`` on ``clock`` (a new :class:`VirtualClock` by default)."""
+        front_end = self.make_front_end() if mode != "cascade" else None
+        return make_runner(mode, stt=self.make_stt(), llm=self.llm, tts=self.tts, front_end=front_end,
+                           clock=clock or VirtualClock(), session=session, cascade=cascade)
+
+
+def cpu_stack(llm: str | StreamingLLM = "offline", tts: str | TTS = "auto", *, whisper_model: str | None = None,
+              small_model_openers: bool = True, words_per_s: float = 3.0) -> Stack:
+    """The offline CPU stack: faster-whisper STT, stand-in front-end, ``llm`` oracle, Piper (or espeak-ng).
+
+    ``small_model_openers``: the stand-in may start with a SmolLM2 guess before the first oracle (as the
+    trained front-end starts before its best oracle); else with a content-light opener only.
+    """
+    from ..frontends import StandInFrontEnd
+    from ..llm import make_llm
+    from ..llm.local_smollm import LocalSmolLM
+    from ..stt import WhisperStreamingSTT
+    from ..tts import make_tts
+
+    oracle_llm = make_llm(llm) if isinstance(llm, str) else llm
+    speech = make_tts(tts) if isinstance(tts, str) else tts
+    small = LocalSmolLM(max_new_tokens=40)
+
+    def small_answer(transcript: str) -> str:
+        return small.complete(transcript, system=GUESS_SYSTEM)
+
+    def front_end() -> FrontEnd:
+        return StandInFrontEnd(speech, opener_llm=small_answer if small_model_openers else None,
+                               answer_fn=small_answer, words_per_s=words_per_s,
+                               model_provenance=small.provenance)
+
+    def stt() -> StreamingSTT:
+        return WhisperStreamingSTT(whisper_model)
+
+    probe = stt()  # loads the (process-wide, shared) Whisper model now, so a missing model fails here
+    components = {
+        "stt": _describe(probe.provenance),
+        "front_end": ("CPU stand-in front-end — imitates KAME, NOT the trained model; "
+                      f"openers / Moshi-mode answers by {small.provenance.model_id}"),
+        "oracle_llm": _describe(getattr(oracle_llm, "provenance", None)) or type(oracle_llm).__name__,
+        "tts": _describe(speech.provenance),
+    }
+    return Stack(make_stt=stt, make_front_end=front_end, llm=oracle_llm, tts=speech, components=components)
+
+
+def _describe(provenance: object) -> str:
+    if provenance is None:
+        return ""
+    parts = [getattr(provenance, "model_id", ""), getattr(provenance, "version", ""),
+             getattr(provenance, "label", "")]
+    return " · ".join(p for p in parts if p)
+
+
+def record_scenario(stack: Stack, user_audio: np.ndarray, *, name: str, title: str = "", description: str = "",
+                    tags: Iterable[str] = (), modes: Iterable[Mode] = MODES,
+                    session: SessionConfig | None = None, cascade: CascadeConfig | None = None) -> Scenario:
+    """Run ``user_audio`` through every mode in ``modes`` (each on its own virtual clock) into one scenario.
+
+    Run ids are the mode names. ``session.title`` defaults to ``title``.
+    """
+    config = session or SessionConfig()
+    if title and not config.title:
+        config = dataclasses.replace(config, title=title)
+    runs = {}
+    for mode in modes:
+        runs[mode] = stack.runner(mode, session=config, cascade=cascade).run_sync(user_audio)
+    return Scenario(name=name, runs=runs, title=title, description=description, tags=list(tags))
