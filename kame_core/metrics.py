@@ -13,13 +13,15 @@ Times are on the trace's timeline: frame ``i`` of every stream sits at ``i * 80 
 """
 from __future__ import annotations
 
+import re
 import statistics
 from dataclasses import dataclass, field
-from typing import Iterable
+from typing import Iterable, Sequence
 
 import numpy as np
 
 from .clock import FRAME_SECONDS, SAMPLES_PER_FRAME
+from .protocols import Word
 from .trace import EventKind, SessionTrace
 
 SILENCE_RMS = 1e-3  # -60 dBFS
@@ -87,23 +89,34 @@ def user_turns(trace: SessionTrace, turn_gap_s: float = 1.5) -> list[UserTurn]:
     return turns
 
 
-def _first_frame(flags: np.ndarray, lo: int, hi: int) -> int | None:
-    hits = np.flatnonzero(flags[lo:hi])
-    return int(lo + hits[0]) if hits.size else None
+#: output that continues, with pauses shorter than this, from before a user turn began is not a response to it
+CARRY_OVER_GAP_S = 1.0
+
+
+def _first_new_frame(flags: np.ndarray, lo: int, hi: int, gap: int) -> int | None:
+    """First frame in ``[lo, hi)`` that is set and follows at least ``gap`` unset frames: the start of a new
+    utterance, not the continuation of one that began before ``lo`` (barge-in over an earlier answer)."""
+    for j in np.flatnonzero(flags[lo:hi]) + lo:
+        if not flags[max(0, j - gap): j].any():
+            return int(j)
+    return None
 
 
 def turn_onsets(trace: SessionTrace, turn_gap_s: float = 1.5) -> list[TurnOnset]:
+    """Per user turn: the first frame where a *new* response starts (text, and audio above -60 dBFS) between
+    the turn's start and the next turn's; output carried over from an earlier answer does not count."""
     turns = user_turns(trace, turn_gap_s)
     n = trace.n_frames
     has_text = np.array([not f.text_is_padding for f in trace.frames], bool)
     out = trace.output_audio[: n * SAMPLES_PER_FRAME].reshape(n, SAMPLES_PER_FRAME)
     rms = np.sqrt(np.mean(out.astype(np.float64) ** 2, axis=1))
     loud = rms > SILENCE_RMS
+    gap = int(round(CARRY_OVER_GAP_S / FRAME_SECONDS))
     onsets = []
     for k, turn in enumerate(turns):
         lo = int(round(turn.start / FRAME_SECONDS))
         hi = int(round(turns[k + 1].start / FRAME_SECONDS)) if k + 1 < len(turns) else n
-        f_text, f_audio = _first_frame(has_text, lo, hi), _first_frame(loud, lo, hi)
+        f_text, f_audio = _first_new_frame(has_text, lo, hi, gap), _first_new_frame(loud, lo, hi, gap)
         onsets.append(TurnOnset(
             turn=k, user_end=turn.end,
             text_onset=None if f_text is None else f_text * FRAME_SECONDS,
@@ -157,3 +170,30 @@ def median_onset_latency(traces: Iterable[SessionTrace]) -> float | None:
     """Median first-turn onset latency over sessions (sessions with no onset are left out)."""
     values = [m for t in traces if (m := session_metrics(t).onset_latency_s) is not None]
     return statistics.median(values) if values else None
+
+
+def stt_word_lags(trace: SessionTrace, spoken: Sequence[Word], window_s: float = 6.0) -> list[float | None]:
+    """For each word the user really said (times of its audio in the session), seconds from the end of its
+    audio to the first STT partial or final at or after it that contains the word; ``None`` if none within
+    ``window_s``. Words are compared case- and punctuation-insensitively."""
+    updates = sorted(((e.t, set(_norm_words(str(e.data.get("text", "")))))
+                      for e in trace.events if e.kind in (EventKind.STT_PARTIAL, EventKind.STT_FINAL)),
+                     key=lambda item: item[0])
+    lags: list[float | None] = []
+    for word in spoken:
+        target = _norm_words(word.text)
+        lag = None
+        for t, words in updates:
+            if t < word.start:
+                continue
+            if t > word.end + window_s:
+                break
+            if target and all(w in words for w in target):
+                lag = t - word.end
+                break
+        lags.append(lag)
+    return lags
+
+
+def _norm_words(text: str) -> list[str]:
+    return [w for w in (re.sub(r"[^a-z0-9']", "", part.lower()) for part in text.split()) if w]

@@ -69,3 +69,11 @@ def test_generation_failure_is_an_llm_error(llm: LocalSmolLM, monkeypatch: pytes
     monkeypatch.setattr(local_smollm, "_generate", broken)
     with pytest.raises(LLMError, match="out of memory"):
         collect(llm, QUESTION)
+
+
+def test_loop_guard_detects_a_repeated_phrase_only():
+    from kame_core.llm.local_smollm import repeats_phrase
+
+    looping = "it is a classic written by William Shakespeare and it is a classic written by"
+    assert repeats_phrase(looping)
+    assert not repeats_phrase("The capital of Australia is Canberra, a planned city chosen in 1908.")

@@ -138,3 +138,10 @@ def test_decoder_encodes_only_the_audio_present(stt: WhisperStreamingSTT, record
     feats, content = stt.decoder.features(audio16k)
     assert feats.shape[-1] == (2 + stt.decoder.tail_pad_s) * 100 and content == 200  # not Whisper's 3000
     assert stt.decoder.features(audio16k, full_window=True)[0].shape[-1] == 3000
+
+
+def test_cut_loop_keeps_the_words_before_a_repeated_trigram() -> None:
+    from kame_core.stt.whisper_decode import cut_loop
+
+    assert cut_loop("What is the what is the what is the") == "What is the"
+    assert cut_loop("Who wrote Romeo and Juliet?") == "Who wrote Romeo and Juliet?"

