@@ -32,7 +32,7 @@ from kame_core.pipelines.stack import Stack, cpu_stack  # noqa: E402
 from kame_core.protocols import TTS, Word  # noqa: E402
 from kame_core.trace import EventKind, SessionTrace  # noqa: E402
 
-QUESTIONS = ("What is the capital city of Australia?", "Who wrote the play Romeo and Juliet?")
+QUESTIONS = ("What is the capital city of France?", "Who wrote the play Romeo and Juliet?")
 STARTS_S = (0.6, 10.0)
 LENGTH_S = 20.0
 
