@@ -15,6 +15,7 @@ before the clock starts; the load average is printed because other processes sha
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import statistics
 import sys
@@ -78,7 +79,8 @@ def ms(values: list[float]) -> str:
     if not values:
         return "n/a"
     q = sorted(values)
-    return (f"median {statistics.median(q) * 1000:.0f} ms, p90 {q[int(0.9 * (len(q) - 1))] * 1000:.0f} ms, "
+    p90 = q[max(0, math.ceil(0.9 * len(q)) - 1)]  # nearest rank
+    return (f"median {statistics.median(q) * 1000:.0f} ms, p90 {p90 * 1000:.0f} ms, "
             f"max {q[-1] * 1000:.0f} ms (n={len(q)})")
 
 
