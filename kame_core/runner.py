@@ -186,6 +186,8 @@ class TandemRunner:
         manager = None
         if self.stt is not None:  # Moshi mode may still run STT: for VAD (forced delay, latency) and display
             trace.provenance["stt"] = self.stt.provenance
+            # what a replay needs to reproduce the STT's event times exactly (kame_core.pipelines.replay)
+            trace.config["stt_virtual_latency_s"] = float(getattr(self.stt, "virtual_latency_s", 0.0))
             self.stt.reset()
         if cfg.mode == "kame":
             assert self.stt is not None and self.llm is not None
@@ -210,6 +212,7 @@ class TandemRunner:
             if user_frame is None:
                 if input_end is None:
                     input_end = i * FRAME_SECONDS
+                    trace.config["input_end_s"] = input_end  # the input's length, without the session's tail
                     if self.stt is not None:
                         session.stt_queue.put_nowait(None)  # flush now: the last final must not come late
                 if self._should_stop(session, frame_due, input_end, last_text_t):

@@ -89,6 +89,7 @@ PROVENANCE_KINDS: dict[str, str] = {
     "recorded": "recorded scenario (played back, not computed now)",
     "imported-training-dialogue": "imported training dialogue (KAME dataset layout)",
     "paper-quote": "number quoted from the KAME paper (arXiv 2510.02327)",
+    "replay": "back-ends (STT, LLM) replayed from a recording; front-end re-run now",
     "stt": "speech-to-text",
     "llm": "language model",
     "tts": "text-to-speech",
