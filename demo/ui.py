@@ -14,13 +14,14 @@ os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
 import gradio as gr  # noqa: E402
 
 from . import library, views  # noqa: E402
+from .player import files_root  # noqa: E402
 from .inspector import PAPER_NOTE, PAPER_TABLE_HEADERS, PAPER_TABLE_ROWS, RUN_SUMMARY_HEADERS  # noqa: E402
 from .timeline import LANES, PLAYHEAD_JS  # noqa: E402
 
-#: runs on page load: moves the playhead of ``#kame-plot-<view>`` with the player in ``#kame-audio-<view>...``
+#: installed on page load (a <script> in the page head, and Gradio's ``js`` hook; it runs once): moves the playhead of ``#kame-plot-<view>`` with the player in ``#kame-audio-<view>...``
 #: on play (every animation frame), pause, seek and time updates. The players are native <audio> elements
-#: (waveform display off), so their media events reach a capturing listener on the document.
-SYNC_JS = "() => {\n" + PLAYHEAD_JS + """
+#: (demo.player), so their media events reach a capturing listener on the document.
+SYNC_JS = "() => {\n  if (window.kameSyncInstalled) return;\n  window.kameSyncInstalled = true;\n" + PLAYHEAD_JS + """
   window.kameSetPlayhead = kameSetPlayhead;
   function plotFor(media) {
     var box = media.closest('[id^="kame-audio-"]');
@@ -51,12 +52,10 @@ CSS = """
 .kame-small { font-size: 12px; color: #4b5563; }
 """
 
-_WAVE_OFF = gr.WaveformOptions(show_recording_waveform=False)
 
-
-def _player(view: str, label: str) -> gr.Audio:
-    return gr.Audio(label=label, type="numpy", interactive=False, elem_id=f"kame-audio-{view}",
-                    waveform_options=_WAVE_OFF, buttons=["download"])
+def _player() -> gr.HTML:
+    """A slot for a native audio player (:mod:`demo.player`); its div carries the ``kame-audio-*`` id."""
+    return gr.HTML("")
 
 
 def build_app() -> gr.Blocks:
@@ -81,7 +80,7 @@ def build_app() -> gr.Blocks:
                     run = gr.Dropdown([], label="Run", scale=1)
                     at = gr.Number(value=0.0, label="Inspect time (s)", scale=1, minimum=0)
                 plot = gr.Plot(label="Timeline", elem_id="kame-plot-timeline")
-                audio = _player("timeline", "Conversation audio (user + assistant) — the playhead follows it")
+                audio = _player()
                 details = gr.Markdown()
                 table = gr.Dataframe(headers=RUN_SUMMARY_HEADERS, interactive=False, wrap=True, label="Runs")
             with gr.Tab("Compare", id="compare"):
@@ -89,7 +88,7 @@ def build_app() -> gr.Blocks:
                 compare_plot = gr.Plot(label="KAME · Moshi mode · cascade", elem_id="kame-plot-compare")
                 compare_names = gr.Markdown()
                 with gr.Row():
-                    slots = [_player(f"compare-{k}", f"player {k + 1}") for k in range(views.COMPARE_SLOTS)]
+                    slots = [_player() for _ in range(views.COMPARE_SLOTS)]
                 compare_table = gr.Dataframe(headers=views.COMPARE_HEADERS, interactive=False, wrap=True,
                                              label="Measured on this input")
                 gr.Dataframe(value=PAPER_TABLE_ROWS, headers=PAPER_TABLE_HEADERS, interactive=False,
@@ -163,4 +162,5 @@ def build_app() -> gr.Blocks:
 
 def launch_options() -> dict:
     """Options for ``Blocks.launch`` (Gradio 6 takes the page's JS and CSS there)."""
-    return dict(js=SYNC_JS, css=CSS, allowed_paths=[str(library.scenarios_dir())])
+    return dict(head=f"<script>({SYNC_JS})();</script>", js=SYNC_JS, css=CSS,
+                allowed_paths=[str(library.scenarios_dir()), str(files_root())])

@@ -14,7 +14,6 @@ from typing import Any, Iterator
 
 import numpy as np
 
-from kame_core.clock import SAMPLE_RATE
 from kame_core.metrics import session_metrics
 from kame_core.pipelines.replay import REPLAY_LABEL, ReplayUnavailable
 from kame_core.scenario import ScenarioError, save_scenario
@@ -23,12 +22,14 @@ from kame_core.trace import SessionTrace
 from . import library
 from .delay_sweep import DELAYS_S, DelayOutcome, curve_figure, describe_outcome, reference_answers, run_delay
 from .inspector import frame_details, run_summary_rows
+from .player import files_root, player_html, write_mix
 from .provenance_badge import provenance_badge
 from .timeline import RUN_NAMES, compare_figure, timeline_figure, with_playhead
 from .uploads import UploadError
 
 #: the run slots of the Compare view, in order
 COMPARE_SLOTS = 3
+TIMELINE_PLAYER = "Conversation audio (user + assistant) — the timeline's playhead follows it"
 _ORIGINS = {"bundled": "bundled scenario file (recorded)", "upload": "uploaded scenario file (recorded)",
             "training": "imported training dialogue (KAME dataset layout)", "live": "live session (computed now)"}
 
@@ -44,7 +45,7 @@ class AppSession:
 
     def files(self) -> Path:
         if self.folder is None:
-            self.folder = Path(tempfile.mkdtemp(prefix="kame-app-"))
+            self.folder = Path(tempfile.mkdtemp(prefix="session-", dir=files_root()))
         return self.folder
 
 
@@ -57,15 +58,10 @@ def run_label(run_id: str, trace: SessionTrace) -> str:
     return RUN_NAMES.get(run_id, run_id)
 
 
-def conversation_audio(trace: SessionTrace) -> tuple[int, np.ndarray] | None:
-    """User and assistant mixed (what a listener of the session heard), as 16-bit PCM for the player."""
-    n = max(len(trace.user_audio), len(trace.output_audio))
-    if n == 0:
-        return None
-    mix = np.zeros(n, np.float32)
-    mix[: len(trace.user_audio)] += trace.user_audio
-    mix[: len(trace.output_audio)] += trace.output_audio
-    return SAMPLE_RATE, (np.clip(mix, -1.0, 1.0) * 32767).astype(np.int16)
+def player(session: AppSession, run_id: str, trace: SessionTrace, view: str, label: str) -> str:
+    """HTML of the native audio player of one run (conversation mix; the playhead follows it)."""
+    key = f"{session.loaded.key if session.loaded else ''}:{run_id}:{trace.n_frames}"
+    return player_html(write_mix(trace, session.files(), key), view, label)
 
 
 def _default_run(loaded: library.LoadedScenario) -> str:
@@ -117,7 +113,8 @@ def _opened(session: AppSession, loaded: library.LoadedScenario):
     trace = loaded.scenario.runs[session.run_id]
     fig = timeline_figure(trace, title=f"{loaded.title} — {run_label(session.run_id, trace)}",
                           recorded=loaded.recorded)
-    return (session, status_markdown(loaded), fig, run_summary_rows(loaded.scenario), conversation_audio(trace),
+    sound = player(session, session.run_id, trace, "timeline", TIMELINE_PLAYER)
+    return (session, status_markdown(loaded), fig, run_summary_rows(loaded.scenario), sound,
             list(loaded.scenario.runs), session.run_id)
 
 
@@ -195,7 +192,7 @@ def show_run(run_id: str | None, state: Any = None):
     trace = session.loaded.scenario.runs[run_id]
     fig = timeline_figure(trace, title=f"{session.loaded.title} — {run_label(run_id, trace)}",
                           recorded=session.loaded.recorded)
-    return session, fig, conversation_audio(trace), frame_details(trace, 0.0)
+    return session, fig, player(session, run_id, trace, "timeline", TIMELINE_PLAYER), frame_details(trace, 0.0)
 
 
 def seek(t: float | None, state: Any = None):
@@ -241,8 +238,9 @@ def compare(state: Any = None):
         rows.append([run_label(k, t), provenance_badge(t, recorded=session.loaded.recorded).headline,
                      "n/a" if m.onset_latency_s is None else f"{m.onset_latency_s:+.2f} s", m.oracle_revisions,
                      m.self_corrections, t.spoken_text()])
-    audio = [conversation_audio(t) for _, t in ordered[:COMPARE_SLOTS]]
-    audio += [None] * (COMPARE_SLOTS - len(audio))
+    audio = [player(session, k, t, f"compare-{i}", f"{run_label(k, t)} — conversation audio")
+             for i, (k, t) in enumerate(ordered[:COMPARE_SLOTS])]
+    audio += [""] * (COMPARE_SLOTS - len(audio))
     names = " · ".join(f"player {i + 1}: {run_label(k, t)}" for i, (k, t) in enumerate(ordered[:COMPARE_SLOTS]))
     return (session, fig, rows, *audio, names)
 
