@@ -25,7 +25,7 @@ from .inspector import frame_details, run_summary_rows
 from .player import files_root, player_html, write_mix
 from .provenance_badge import provenance_badge
 from .timeline import RUN_NAMES, compare_figure, timeline_figure, with_playhead
-from .uploads import UploadError
+from .uploads import UploadError, decode_upload
 
 #: the run slots of the Compare view, in order
 COMPARE_SLOTS = 3
@@ -315,7 +315,7 @@ def delay_curve(state: Any = None, *, front_end: Any = None) -> tuple[Any, Any, 
 def live_upload(file: str | None, modes: list[str] | None, state: Any = None, *, stack: Any = None
                 ) -> Iterator[tuple[Any, str, Any, str, Any]]:
     """Run an uploaded recording live: yields (session, status, figure, components, scenario file)."""
-    from .live import run_upload
+    from .live import run_audio
     from .stacks import live_stack
 
     session = session_of(state)
@@ -323,10 +323,12 @@ def live_upload(file: str | None, modes: list[str] | None, state: Any = None, *,
         chosen = list(modes or [])
         if not chosen:
             raise ValueError("choose KAME and/or the cascade")
+        audio = decode_upload(file)  # refuse a bad file before loading any model
         yield session, "loading the stack (first time: Whisper, the LLM and the TTS load) …", None, "", None
         live = stack or live_stack()
         with live.lock:
-            for step in run_upload(live.stack, file, chosen, session.files(), components=live.summary):
+            for step in run_audio(live.stack, audio, chosen, session.files(), components=live.summary,
+                                  source=f"uploaded '{Path(str(file)).name}'"):
                 if step.loaded is None:
                     yield session, step.message, None, live.summary, None
                     continue
