@@ -8,6 +8,7 @@ the paper's Table 2 quoted beside), Forced delay (re-run with a chosen delay; la
 from __future__ import annotations
 
 import os
+from typing import Callable
 
 os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
 
@@ -58,8 +59,13 @@ def _player() -> gr.HTML:
     return gr.HTML("")
 
 
-def build_app() -> gr.Blocks:
-    """The whole app (no module-level state: each user's state is a ``gr.State``)."""
+def build_app(gpu: Callable[[Callable], Callable] | None = None) -> gr.Blocks:
+    """The whole app (no module-level state: each user's state is a ``gr.State``).
+
+    ``gpu`` wraps the callbacks that may use a GPU (live sessions on the neural front-end), e.g.
+    ``spaces.GPU(duration=120)`` on a ZeroGPU Space; None leaves them as they are.
+    """
+    live_fn = gpu(views.live_upload) if gpu is not None else views.live_upload
     names = library.bundled_names()
     dialogues = library.training_dialogue_ids()
     with gr.Blocks(title="KAME studio", analytics_enabled=False) as app:
@@ -155,7 +161,7 @@ def build_app() -> gr.Blocks:
         delay_btn.click(views.forced_delay, [delay, state], [state, delay_plot, delay_text], api_name="forced_delay")
         delay.release(views.forced_delay, [delay, state], [state, delay_plot, delay_text], api_name=False)
         curve_btn.click(views.delay_curve, state, [state, curve_plot, curve_text], api_name="delay_curve")
-        live_btn.click(views.live_upload, [live_in, modes, state],
+        live_btn.click(live_fn, [live_in, modes, state],
                        [state, live_status, live_plot, live_components, live_file], api_name="live_upload")
     return app
 
