@@ -69,7 +69,7 @@ def build_app(gpu: Callable[[Callable], Callable] | None = None) -> gr.Blocks:
     names = library.bundled_names()
     dialogues = library.training_dialogue_ids()
     with gr.Blocks(title="KAME studio", analytics_enabled=False) as app:
-        state = gr.State(None)
+        state = gr.State(None, delete_callback=views.discard_session)  # private files go with the session
         gr.Markdown("# KAME studio\nTandem speech-to-speech (KAME, arXiv 2510.02327): the four token streams of a "
                     "session — " + ", ".join(LANES[1:]) + " — on one clock. Every run carries a provenance badge.")
         with gr.Row():

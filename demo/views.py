@@ -7,6 +7,7 @@ Every callback turns bad input into a message and leaves the session usable.
 """
 from __future__ import annotations
 
+import shutil
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -47,6 +48,12 @@ class AppSession:
         if self.folder is None:
             self.folder = Path(tempfile.mkdtemp(prefix="session-", dir=files_root()))
         return self.folder
+
+
+def discard_session(value: Any) -> None:
+    """Delete a finished session's private folder (``gr.State`` delete callback)."""
+    if isinstance(value, AppSession) and value.folder is not None:
+        shutil.rmtree(value.folder, ignore_errors=True)
 
 
 def session_of(value: Any) -> AppSession:

@@ -68,3 +68,11 @@ def test_summary_names_what_produced_each_run():
     rows = run_summary_rows(Scenario(name="s", runs={"kame": trace, "cascade": cascade}))
     assert rows[0][2] == "test double (tests only)"
     assert rows[1][2].startswith("cascade (STT → LLM → TTS)") and "tests.doubles" in rows[1][2]
+
+
+def test_a_finished_session_takes_its_private_files_with_it():
+    session = views.AppSession()
+    folder = session.files()
+    (folder / "x.wav").write_bytes(b"1")
+    views.discard_session(session)
+    assert not folder.exists()
