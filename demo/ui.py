@@ -123,6 +123,10 @@ def build_app(gpu: Callable[[Callable], Callable] | None = None) -> gr.Blocks:
                     modes = gr.CheckboxGroup([("KAME (tandem)", "kame"), ("Moshi mode", "moshi"),
                                               ("cascade", "cascade")], value=["kame", "cascade"], label="Run")
                 live_btn = gr.Button("Run", variant="primary")
+                gr.Markdown("…or talk: KAME runs **live on the real-time clock** while you speak (the microphone "
+                            "streams every 0.5 s; the timeline redraws as it grows). When you stop, the cascade (if "
+                            "ticked) runs on the same recording, and the session becomes a scenario file.")
+                mic = gr.Audio(sources=["microphone"], type="numpy", streaming=True, label="Microphone (live)")
                 live_status = gr.Markdown()
                 live_components = gr.Markdown()
                 live_plot = gr.Plot(label="Live session", elem_id="kame-plot-live")
@@ -161,6 +165,14 @@ def build_app(gpu: Callable[[Callable], Callable] | None = None) -> gr.Blocks:
         delay_btn.click(views.forced_delay, [delay, state], [state, delay_plot, delay_text], api_name="forced_delay")
         delay.release(views.forced_delay, [delay, state], [state, delay_plot, delay_text], api_name=False)
         curve_btn.click(views.delay_curve, state, [state, curve_plot, curve_text], api_name="delay_curve")
+        def on_mic(chunk, st):
+            session, text, fig = views.mic_chunk(chunk, st)
+            return session, text, gr.skip() if fig is None else fig
+
+        mic.stream(on_mic, [mic, state], [state, live_status, live_plot], stream_every=0.5, time_limit=310,
+                   concurrency_limit=None, api_name=False)
+        mic.stop_recording(views.mic_stop, [modes, state], [state, live_status, live_plot, live_components,
+                                                            live_file], api_name="mic_stop")
         live_btn.click(live_fn, [live_in, modes, state],
                        [state, live_status, live_plot, live_components, live_file], api_name="live_upload")
     return app

@@ -43,6 +43,9 @@ class AppSession:
     run_id: str | None = None
     delay_cache: dict[Any, DelayOutcome] = field(default_factory=dict)
     folder: Path | None = None
+    mic: Any = None                 # a running demo.mic.MicSession
+    mic_stack: Any = None           # the demo.stacks.LiveStack it runs on
+    mic_shown_s: float = -1.0       # received seconds at the last live figure
 
     def files(self) -> Path:
         if self.folder is None:
@@ -52,7 +55,13 @@ class AppSession:
 
 def discard_session(value: Any) -> None:
     """Delete a finished session's private folder (``gr.State`` delete callback)."""
-    if isinstance(value, AppSession) and value.folder is not None:
+    if not isinstance(value, AppSession):
+        return
+    if value.mic is not None:  # a microphone session left running: end its input so its thread ends
+        value.mic.source.close()
+        if value.mic_stack is not None and value.mic_stack.neural and value.mic_stack.lock.locked():
+            value.mic_stack.lock.release()
+    if value.folder is not None:
         shutil.rmtree(value.folder, ignore_errors=True)
 
 
@@ -347,3 +356,77 @@ def live_upload(file: str | None, modes: list[str] | None, state: Any = None, *,
                 yield session, f"{step.message}. Download the scenario file below.", fig, ran, str(step.file)
     except (UploadError, ValueError) as err:
         yield session, _error("Cannot run this input", err), None, "", None
+
+
+# ------------------------------------------------------------------------------------------ microphone
+#: seconds of new audio between two redraws of the live figure
+MIC_REDRAW_S = 1.5
+
+
+def mic_chunk(chunk: Any, state: Any = None, *, stack: Any = None) -> tuple[Any, str, Any]:
+    """A streamed microphone chunk ``(rate, samples)``: feed the live KAME session (started on the first
+    chunk, on the real-time clock). Returns (session, status, figure of the session so far or None)."""
+    from .mic import MAX_SECONDS, MicSession
+    from .stacks import live_stack
+
+    session = session_of(state)
+    if chunk is None:
+        return session, "", None
+    try:
+        rate, samples = chunk
+        if session.mic is None:
+            live = stack or live_stack()
+            if live.neural and not live.lock.acquire(blocking=False):
+                return session, "Another live session is using the GPU model; try again when it ends.", None
+            session.mic, session.mic_stack, session.mic_shown_s = MicSession(live.stack, int(rate)), live, -1.0
+        session.mic.push(np.asarray(samples), int(rate))
+    except (ValueError, TypeError) as err:
+        return session, _error("Microphone input refused", err), None
+    mic = session.mic
+    status = (f"listening — {mic.received_s:.1f} s received"
+              + (" (limit reached: 5 minutes; stop the recording)" if mic.received_s >= MAX_SECONDS else "")
+              + ("; KAME is running on the real-time clock" if mic.started else "; starting …"))
+    if mic.received_s - session.mic_shown_s < MIC_REDRAW_S:
+        return session, status, None
+    snap = mic.snapshot()
+    if snap is None or snap.n_frames == 0:
+        return session, status, None
+    session.mic_shown_s = mic.received_s
+    return session, status, timeline_figure(snap, title="Live (microphone) — as it happens")
+
+
+def mic_stop(modes: list[str] | None, state: Any = None) -> tuple[Any, str, Any, str, Any]:
+    """The recording ended: finish the KAME session, run the cascade on the same input if chosen (virtual
+    clock), save the scenario. Returns (session, status, figure, components, scenario file)."""
+    from kame_core.pipelines.replay import recorded_input
+    from kame_core.scenario import Scenario
+
+    from .live import session_name
+
+    session = session_of(state)
+    mic, live = session.mic, session.mic_stack
+    session.mic = session.mic_stack = None
+    if mic is None:
+        return session, "Nothing was recorded.", None, "", None
+    try:
+        trace = mic.finish()
+        runs = {"kame": trace}
+        ran = "**Components that ran:** " + live.summary + " · KAME on the real-time clock"
+        if "cascade" in (modes or []):
+            runs["cascade"] = live.stack.runner("cascade").run_sync(recorded_input(trace))
+            ran += "; cascade afterwards on the same recording (virtual clock)"
+        name = session_name()
+        scenario = Scenario(name=name, runs=runs, title="Live session (microphone)", tags=["live", "microphone"],
+                            description=f"Recorded live by KAME studio. Components: {live.summary}")
+        path = save_scenario(scenario, session.files() / f"{name}.kame")
+    except (TimeoutError, RuntimeError, ScenarioError, OSError) as err:
+        return session, _error("The live session failed", err), None, "", None
+    finally:
+        if live.neural and live.lock.locked():
+            live.lock.release()
+    session.loaded = library.LoadedScenario(scenario=scenario, key=f"live:{name}", origin="live", recorded=False,
+                                            path=path)
+    session.run_id, session.delay_cache = "kame", {}
+    traces = {run_label(k, t): t for k, t in _ordered_runs(session.loaded)}
+    fig = compare_figure(traces, title=scenario.title, recorded=False)
+    return session, f"done: {trace.duration:.1f} s session. Download the scenario file below.", fig, ran, str(path)

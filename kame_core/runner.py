@@ -137,6 +137,9 @@ class TandemRunner:
         self.llm = llm
         self.config = config or SessionConfig()
         self.clock = clock or VirtualClock()
+        #: the trace of the session now running (None before the first run); read it from another thread
+        #: with :meth:`SessionTrace.snapshot` to show a live session as it happens
+        self.current_trace: SessionTrace | None = None
         if self.config.mode == "kame" and (stt is None or llm is None):
             raise ValueError("KAME mode needs a streaming STT and an LLM (mode='moshi' runs without the oracle)")
         if self.config.mode not in ("kame", "moshi"):
@@ -150,6 +153,7 @@ class TandemRunner:
     async def run(self, user_audio: np.ndarray | UserAudioSource) -> SessionTrace:
         source = ArraySource(user_audio) if isinstance(user_audio, np.ndarray) else user_audio
         session = self._new_session()
+        self.current_trace = session.trace
         stop = asyncio.Event()
         tasks = []
         if self.stt is not None:
