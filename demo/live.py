@@ -1,5 +1,5 @@
-"""Live sessions from an uploaded recording: KAME and/or the cascade on the available stack, saved as a
-scenario file the user can download and open again.
+"""Live sessions from a recording (an upload, decoded by :mod:`demo.uploads`): KAME and/or the cascade on
+the available stack, saved as a scenario file the user can download and open again.
 
 The runs use the virtual clock (each component's modelled latency; real work freezes time), so timings
 do not depend on how busy this server is. What ran is reported in words from the stack and recorded in
@@ -19,7 +19,6 @@ from kame_core.pipelines.stack import MODES, Stack
 from kame_core.scenario import Scenario, save_scenario
 
 from .library import LoadedScenario
-from .uploads import decode_upload
 
 MODE_LABELS = {"kame": "KAME (tandem)", "moshi": "Moshi mode", "cascade": "cascade (STT → LLM → TTS)"}
 
@@ -54,11 +53,3 @@ def run_audio(stack: Stack, audio: np.ndarray, modes: Iterable[str], out_dir: Pa
     path = save_scenario(scenario, out_dir / f"{name}.kame")
     loaded = LoadedScenario(scenario=scenario, key=f"live:{name}", origin="live", recorded=False, path=path)
     yield LiveProgress(f"done: {', '.join(MODE_LABELS[m] for m in chosen)}", loaded, path)
-
-
-def run_upload(stack: Stack, upload: str | Path | None, modes: Iterable[str], out_dir: Path, *,
-               components: str) -> Iterator[LiveProgress]:
-    """Decode an uploaded recording (:func:`demo.uploads.decode_upload` refuses bad ones) and run it."""
-    audio = decode_upload(upload)
-    yield from run_audio(stack, audio, modes, out_dir, components=components,
-                         source=f"uploaded '{Path(str(upload)).name}'")

@@ -19,7 +19,6 @@ from demo.timeline import LANES
 from demo.uploads import MAX_SECONDS, UploadError, decode_upload
 from kame_core.clock import SAMPLE_RATE
 from kame_core.frontends import StandInFrontEnd
-from kame_core.scenario import ScenarioError
 
 from .app_scenarios import QUESTIONS, add_manifest_fields, piper, record_question
 from .doubles import ScriptedLLM
