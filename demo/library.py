@@ -99,6 +99,10 @@ def open_file(path: str | Path, *, origin: str = "upload", key: str | None = Non
     path = Path(path)
     scenario = load_scenario(path)  # validates the archive, manifest and traces first
     extras = manifest_extras(path)
+    for key in extras:  # a loader that knows these fields already validated them: prefer its values
+        value = getattr(scenario, key, None)
+        if value:
+            extras[key] = list(value) if isinstance(value, (list, tuple)) else value
     return LoadedScenario(scenario=scenario, key=key or f"{origin}:{path.name}:{path.stat().st_mtime_ns}",
                           origin=origin, path=path, **extras)  # type: ignore[arg-type]
 
