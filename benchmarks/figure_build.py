@@ -1,10 +1,16 @@
 """Scenario load -> timeline figure ready, server side, for a 2-minute multi-turn session.
 
-Goal (issue 6): <= 1 s and figure JSON <= 2 MB. The session is built with the deterministic doubles of
-tests/doubles.py on the virtual clock (eight spoken questions, oracle restarts, self-corrections), saved as a
-scenario file with three runs (KAME, Moshi mode, and KAME with a 1.5 s forced delay standing in for the
-cascade, which has no runner yet), then timed from ``load_scenario`` to ``fig.to_json()`` for the single-run
-timeline and for the three-run comparison. Prints the median of N repetitions.
+Goal (issue 6): <= 1 s and figure JSON <= 2 MB. Two 2-minute sessions:
+
+* built with the deterministic doubles of tests/doubles.py on the virtual clock (eight spoken questions,
+  oracle restarts, self-corrections) in KAME mode, Moshi mode and the cascade (speaking with Piper), saved
+  as one scenario file;
+* a real imported training dialogue of the shared SpokenWOZ sample (about 2 minutes, two speakers, oracle
+  records with hint levels), when ../shared/data/spokenwoz_sample is present.
+
+Timed from ``load_scenario`` to ``fig.to_json()`` for the single-run timeline and the comparison, and the
+app's own callbacks end to end (``demo.views.open_bundled``: load, validate, timeline figure, summary,
+audio file for the player; ``demo.views.compare``). Prints the median of N repetitions.
 """
 from __future__ import annotations
 
@@ -22,7 +28,10 @@ from kame_core.metrics import session_metrics  # noqa: E402
 from kame_core.runner import SessionConfig, TandemRunner  # noqa: E402
 from kame_core.scenario import Scenario, load_scenario, save_scenario  # noqa: E402
 from kame_core.trace import SessionTrace  # noqa: E402
+from kame_core.pipelines import CascadeRunner  # noqa: E402
 from tests.doubles import EchoFrontEnd, ScriptedLLM, ScriptedSTT, speech_like, words_at  # noqa: E402
+
+SHARED = Path(__file__).resolve().parents[2] / "shared" / "data" / "spokenwoz_sample"
 
 QUESTIONS = [
     "could you tell me what the tallest mountain in europe is and how high it is",
@@ -67,6 +76,46 @@ def build_session(mode: str = "kame", seconds: float = 120.0, forced_delay_ms: i
     return runner.run_sync(audio)
 
 
+def build_cascade(seconds: float = 120.0) -> SessionTrace:
+    """The same input through the cascade (scripted STT and LLM, Piper speaking)."""
+    from kame_core.tts import make_tts
+
+    segments, audio = session_audio_and_segments(seconds)
+    return CascadeRunner(ScriptedSTT(segments), ScriptedLLM(answer_for), make_tts("auto"), VirtualClock()).run_sync(audio)
+
+
+def time_it(fn, runs: int) -> tuple[float, float, object]:
+    """(median seconds, first seconds, last result) of ``runs`` calls of ``fn``."""
+    walls, result = [], None
+    for _ in range(runs):
+        t0 = time.perf_counter()
+        result = fn()
+        walls.append(time.perf_counter() - t0)
+    return statistics.median(walls), walls[0], result
+
+
+def bench_app(folder: Path, name: str, runs: int) -> None:
+    """The app's callbacks, server side: open a scenario (figure ready) and compare its runs."""
+    import os
+
+    os.environ["KAME_SCENARIOS_DIR"] = str(folder)
+    from demo import views
+
+    def open_it():
+        return views.open_bundled(name)
+
+    median, first, result = time_it(open_it, runs)
+    size = len(result[2].to_json().encode())
+    print(f"  app open_bundled({name!r}) -> timeline figure + summary + player file: {median * 1000:.0f} ms median "
+          f"(first {first * 1000:.0f} ms), figure JSON {size / 1e6:.2f} MB  [goal <= 1 s, <= 2 MB: "
+          f"{'ok' if median <= 1.0 and size <= 2_000_000 else 'OVER GOAL'}]")
+    session = result[0]
+    median, first, out = time_it(lambda: views.compare(session), runs)
+    size = len(out[1].to_json().encode())
+    print(f"  app compare ({len(session.loaded.scenario.runs)} runs): {median * 1000:.0f} ms median "
+          f"(first {first * 1000:.0f} ms), figure JSON {size / 1e6:.2f} MB")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--seconds", type=float, default=120.0)
@@ -78,20 +127,20 @@ def main() -> None:
     import_s = time.perf_counter() - t0
 
     kame, moshi = build_session("kame", args.seconds), build_session("moshi", args.seconds)
-    delayed = build_session("kame", args.seconds, forced_delay_ms=1500)
+    cascade = build_cascade(args.seconds)
     m = session_metrics(kame)
     print(f"session: {kame.duration:.1f} s, {kame.n_frames} frames, {len(kame.events)} events, "
           f"{len(m.onsets)} turns, {m.oracle_revisions} oracle revisions, {m.self_corrections} self-corrections")
     with tempfile.TemporaryDirectory() as tmp:
-        runs = {"kame": kame, "moshi": moshi, "kame-delay-1500": delayed}
+        runs = {"kame": kame, "moshi": moshi, "cascade": cascade}
         path = save_scenario(Scenario(name="bench-2min", runs=runs), Path(tmp) / "bench-2min.kame")
         print(f"scenario file: {path.stat().st_size / 1e6:.2f} MB")
         print(f"import demo.timeline (once per server process): {import_s * 1000:.0f} ms")
         for label, build in (
             ("timeline (KAME run)", lambda s: timeline_figure(s.runs["kame"], recorded=True)),
             ("compare (3 runs)", lambda s: compare_figure(
-                {"KAME": s.runs["kame"], "Moshi mode": s.runs["moshi"],
-                 "KAME, forced delay 1.5 s": s.runs["kame-delay-1500"]}, recorded=True)),
+                {"KAME": s.runs["kame"], "Moshi mode": s.runs["moshi"], "cascade": s.runs["cascade"]},
+                recorded=True)),
         ):
             walls, parts, size = [], [], 0
             for _ in range(args.runs):
@@ -110,6 +159,20 @@ def main() -> None:
             print(f"{label}: load -> figure JSON {statistics.median(walls) * 1000:.0f} ms median of {args.runs} "
                   f"(first {walls[0] * 1000:.0f} ms; load {load * 1000:.0f} + figure {figure * 1000:.0f} + "
                   f"to_json {to_json * 1000:.0f} ms), JSON {size / 1e6:.2f} MB  [goal <= 1 s, <= 2 MB: {verdict}]")
+        bench_app(Path(tmp), "bench-2min", args.runs)
+        if SHARED.is_dir():
+            from kame_core.augment.import_scenario import training_dialogue_scenario
+
+            dialogue = training_dialogue_scenario(SHARED, "MUL1423")
+            trace = dialogue.runs["training"]
+            save_scenario(dialogue, Path(tmp) / "MUL1423.kame")
+            print(f"imported training dialogue MUL1423: {trace.duration:.1f} s, {trace.n_frames} frames, "
+                  f"{len(trace.events)} events")
+            median, first, fig = time_it(lambda: timeline_figure(
+                load_scenario(Path(tmp) / "MUL1423.kame").runs["training"]).to_json(), args.runs)
+            print(f"  load -> timeline figure JSON: {median * 1000:.0f} ms median (first {first * 1000:.0f} ms), "
+                  f"JSON {len(fig.encode()) / 1e6:.2f} MB")
+            bench_app(Path(tmp), "MUL1423", args.runs)
 
 
 if __name__ == "__main__":

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
+
 from kame_core.metrics import session_metrics
 from kame_core.scenario import Scenario
 from kame_core.trace import PROVENANCE_KINDS, SessionTrace
@@ -36,3 +38,37 @@ def _origin(trace: SessionTrace) -> str:
 
 RUN_SUMMARY_HEADERS = ["run", "mode", "front-end (provenance)", "onset latency", "oracle revisions",
                        "self-corrections", "what the assistant said"]
+
+
+def frame_details(trace: SessionTrace, t: float) -> str:
+    """Markdown: what the four streams held at session time ``t`` (the playhead), for one run."""
+    from kame_core.clock import FRAME_SECONDS, frame_of
+
+    if trace.n_frames == 0:
+        return "empty run"
+    t = min(max(0.0, float(t)), trace.duration - 1e-9)
+    i = frame_of(t)
+    f = trace.frames[i]
+    said = trace.spoken_text(max(0, i - 24), i + 1)
+    rev = next((r.oracle.revision for r in reversed(trace.frames[: i + 1]) if r.oracle.revision is not None), None)
+    fed = "".join(r.oracle.piece for r in trace.frames[: i + 1] if r.oracle.revision == rev and rev is not None
+                  and not r.oracle.is_start)
+    user_rms = float(np.sqrt(np.mean(trace.user_frame(i).astype(np.float64) ** 2))) if trace.user_audio.size else 0.0
+    out_rms = float(np.sqrt(np.mean(trace.output_frame(i).astype(np.float64) ** 2))) if trace.output_audio.size else 0.0
+    piece = "(padding)" if f.text_is_padding else f"“{f.text_piece.strip() or '␣'}” (token {f.text_token})"
+    oracle = ("(padding)" if f.oracle.is_padding else
+              "start token of rev %s" % f.oracle.revision if f.oracle.is_start else
+              f"“{f.oracle.piece.strip()}” (rev {f.oracle.revision}, token {f.oracle.token})")
+    return (f"**{t:.2f} s · frame {i}** ({i * FRAME_SECONDS:.2f}–{(i + 1) * FRAME_SECONDS:.2f} s)"
+            f"{' · held by the forced delay' if f.held else ''}\n\n"
+            f"- user audio: RMS {user_rms:.3f}\n- inner monologue: {piece}; recent: “{said}”\n"
+            f"- output audio: RMS {out_rms:.3f}\n- oracle stream: {oracle}"
+            + (f"; rev {rev} so far: “{' '.join(fed.split())}”" if rev is not None else "; no oracle yet"))
+
+
+#: quoted from the KAME paper (arXiv 2510.02327), Table 2: spoken MT-Bench, not measured here
+PAPER_TABLE_HEADERS = ["system (quoted from the paper)", "median onset latency", "spoken MT-Bench score"]
+PAPER_TABLE_ROWS = [["Moshi", "—", "2.05"], ["KAME + gpt-4.1", "0.0 s", "6.43"],
+                    ["cascaded Unmute", "2.1 s", "7.70"], ["gpt-4.1 back-end alone (text)", "—", "7.79"]]
+PAPER_NOTE = ("Quoted from the KAME paper (arXiv 2510.02327), Table 2 — spoken MT-Bench (reasoning, STEM, "
+              "humanities), judged there; **not measured here** and not comparable to the proxy score.")

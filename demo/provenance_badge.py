@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from kame_core.trace import PROVENANCE_KINDS, Provenance, SessionTrace
 
 #: kinds that describe how a whole run reached us rather than one of its components
-_ORIGIN_KINDS = ("imported-training-dialogue", "recorded")
+_ORIGIN_KINDS = ("imported-training-dialogue", "recorded", "replay")
 #: component keys shown in the detail line, in pipeline order
 _COMPONENTS = (("front_end", "front-end"), ("stt", "STT"), ("llm", "LLM"), ("tts", "TTS"), ("vad", "VAD"))
 

@@ -137,6 +137,9 @@ class TandemRunner:
         self.llm = llm
         self.config = config or SessionConfig()
         self.clock = clock or VirtualClock()
+        #: the trace of the session now running (None before the first run); read it from another thread
+        #: with :meth:`SessionTrace.snapshot` to show a live session as it happens
+        self.current_trace: SessionTrace | None = None
         if self.config.mode == "kame" and (stt is None or llm is None):
             raise ValueError("KAME mode needs a streaming STT and an LLM (mode='moshi' runs without the oracle)")
         if self.config.mode not in ("kame", "moshi"):
@@ -150,6 +153,7 @@ class TandemRunner:
     async def run(self, user_audio: np.ndarray | UserAudioSource) -> SessionTrace:
         source = ArraySource(user_audio) if isinstance(user_audio, np.ndarray) else user_audio
         session = self._new_session()
+        self.current_trace = session.trace
         stop = asyncio.Event()
         tasks = []
         if self.stt is not None:
@@ -186,6 +190,8 @@ class TandemRunner:
         manager = None
         if self.stt is not None:  # Moshi mode may still run STT: for VAD (forced delay, latency) and display
             trace.provenance["stt"] = self.stt.provenance
+            # what a replay needs to reproduce the STT's event times exactly (kame_core.pipelines.replay)
+            trace.config["stt_virtual_latency_s"] = float(getattr(self.stt, "virtual_latency_s", 0.0))
             self.stt.reset()
         if cfg.mode == "kame":
             assert self.stt is not None and self.llm is not None
@@ -210,6 +216,7 @@ class TandemRunner:
             if user_frame is None:
                 if input_end is None:
                     input_end = i * FRAME_SECONDS
+                    trace.config["input_end_s"] = input_end  # the input's length, without the session's tail
                     if self.stt is not None:
                         session.stt_queue.put_nowait(None)  # flush now: the last final must not come late
                 if self._should_stop(session, frame_due, input_end, last_text_t):

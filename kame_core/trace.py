@@ -89,6 +89,7 @@ PROVENANCE_KINDS: dict[str, str] = {
     "recorded": "recorded scenario (played back, not computed now)",
     "imported-training-dialogue": "imported training dialogue (KAME dataset layout)",
     "paper-quote": "number quoted from the KAME paper (arXiv 2510.02327)",
+    "replay": "back-ends (STT, LLM) replayed from a recording; front-end re-run now",
     "stt": "speech-to-text",
     "llm": "language model",
     "tts": "text-to-speech",
@@ -196,6 +197,20 @@ class SessionTrace:
 
     def oracle_revisions(self) -> list[int]:
         return sorted({f.oracle.revision for f in self.frames if f.oracle.revision is not None})
+
+    def snapshot(self) -> "SessionTrace":
+        """A finished copy of a trace that may still be growing (a live session, read from another thread):
+        the frames, events and audio appended so far, cut to the frames complete in all three."""
+        frames, events = list(self.frames), list(self.events)
+        user, output = list(self._user_chunks), list(self._output_chunks)
+        base = len(self.user_audio) // SAMPLES_PER_FRAME      # frames already concatenated by finish()
+        n = max(0, min(len(frames) - base, len(user), len(output)))
+        user_audio = np.concatenate([self.user_audio, *user[:n]])
+        output_audio = np.concatenate([self.output_audio, *output[:n]])
+        return SessionTrace(mode=self.mode, provenance=dict(self.provenance), config=dict(self.config),
+                            frames=frames[: base + n], events=sorted(events, key=lambda e: e.t),
+                            user_audio=user_audio, output_audio=output_audio, title=self.title,
+                            sample_rate=self.sample_rate)
 
     # -- JSON ---------------------------------------------------------------------------------------
     def to_json(self) -> dict[str, Any]:

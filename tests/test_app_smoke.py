@@ -1,23 +1,54 @@
-"""The app module builds and its callbacks turn bad input into a message, never an exception."""
+"""The app builds, and its callbacks turn bad input into a message, never an exception."""
 from __future__ import annotations
 
+import json
+import zipfile
+
 import app
+from demo import views
 
 
-def test_app_builds():
-    assert app.build_app() is not None
+def test_app_builds_with_analytics_off():
+    import os
+
+    blocks = app.build_app()
+    assert blocks is not None and os.environ["GRADIO_ANALYTICS_ENABLED"] == "False"
+    assert blocks.analytics_enabled is False
+    names = {d.api_name for d in blocks.fns.values() if d.api_name}
+    assert {"open_scenario", "upload_scenario", "open_training", "seek", "show_run", "compare", "forced_delay",
+            "delay_curve", "live_upload", "download_scenario"} <= names
 
 
 def test_bad_upload_is_a_clear_message(tmp_path):
     bad = tmp_path / "bad.kame"
     bad.write_text("not a zip")
-    fig, rows, status, audio = app.open_upload(str(bad))
+    session, status, fig, rows, audio, runs, selected = views.open_upload(str(bad))
     assert fig is None and rows == [] and "Invalid scenario file" in status and "bad.kame" in status
 
 
+def test_invalid_scenario_names_the_field(tmp_path):
+    path = tmp_path / "x.kame"
+    with zipfile.ZipFile(path, "w") as zf:
+        zf.writestr("scenario.json", json.dumps({"schema_version": 1, "name": "x", "runs": "nope"}))
+    status = views.open_upload(str(path))[1]
+    assert "scenario.json.runs" in status and "expected a list" in status
+
+
 def test_escaping_name_is_refused():
-    fig, rows, status, audio = app.open_bundled("../../etc/passwd")
+    session, status, fig, *_ = views.open_bundled("../../etc/passwd")
     assert fig is None and "Cannot open scenario" in status
+
+
+def test_empty_scenarios_folder_says_so(tmp_path, monkeypatch):
+    monkeypatch.setenv("KAME_SCENARIOS_DIR", str(tmp_path))
+    status = views.open_bundled(None)[1]
+    assert "No scenario files in" in status and str(tmp_path) in status
+
+
+def test_callbacks_without_a_scenario_say_what_to_do():
+    assert "Open a scenario first" in views.seek(1.0)[2]
+    assert "Open a scenario first" in views.compare()[-1]
+    assert "Cannot re-run" in views.forced_delay(1.0)[2]
 
 
 def test_summary_names_what_produced_each_run():
@@ -37,3 +68,11 @@ def test_summary_names_what_produced_each_run():
     rows = run_summary_rows(Scenario(name="s", runs={"kame": trace, "cascade": cascade}))
     assert rows[0][2] == "test double (tests only)"
     assert rows[1][2].startswith("cascade (STT → LLM → TTS)") and "tests.doubles" in rows[1][2]
+
+
+def test_a_finished_session_takes_its_private_files_with_it():
+    session = views.AppSession()
+    folder = session.files()
+    (folder / "x.wav").write_bytes(b"1")
+    views.discard_session(session)
+    assert not folder.exists()

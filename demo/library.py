@@ -1,0 +1,126 @@
+"""Where the app's scenarios come from: the scenarios folder, uploaded files, imported training dialogues.
+
+Everything a view needs about one opened scenario is a :class:`LoadedScenario` (a plain value kept in the
+user's session state). Optional manifest fields written by newer recorders (``questions``, ``references``,
+``category``) are read from the file's ``scenario.json`` and validated here, so a file without them still
+opens and a file with malformed ones is refused with the field named.
+"""
+from __future__ import annotations
+
+import json
+import os
+import zipfile
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from kame_core.scenario import SUFFIX, Scenario, ScenarioError, load_scenario, scenario_path
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+#: shown when the scenarios folder holds no scenario file
+NO_SCENARIOS = ("No scenario files in {folder}. Upload a .kame file, open a training dialogue, or record one in "
+                "the Live tab (set KAME_SCENARIOS_DIR to use another folder).")
+
+
+def scenarios_dir() -> Path:
+    """The folder of bundled scenarios: ``$KAME_SCENARIOS_DIR`` or ``scenarios/`` in the repository."""
+    return Path(os.environ.get("KAME_SCENARIOS_DIR") or REPO_ROOT / "scenarios")
+
+
+def bundled_names(folder: Path | None = None) -> list[str]:
+    """Names (file stems) of the scenario files in ``folder``, sorted."""
+    folder = folder or scenarios_dir()
+    if not folder.is_dir():
+        return []
+    return sorted(p.name[: -len(SUFFIX)] for p in folder.glob(f"*{SUFFIX}") if not p.name.startswith("."))
+
+
+def training_root() -> Path | None:
+    """A KAME-layout training-dialogue folder: ``$KAME_TRAINING_DIR``, else the shared sample beside the repo."""
+    env = os.environ.get("KAME_TRAINING_DIR")
+    candidates = [Path(env)] if env else [REPO_ROOT.parent / "shared" / "data" / "spokenwoz_sample"]
+    return next((p for p in candidates if (p / "audio").is_dir() and (p / "text").is_dir()), None)
+
+
+def training_dialogue_ids(root: Path | None = None) -> list[str]:
+    root = root or training_root()
+    if root is None:
+        return []
+    return sorted(p.stem for p in (root / "audio").iterdir() if p.is_file() and not p.name.startswith("."))
+
+
+@dataclass
+class LoadedScenario:
+    """One opened scenario and what the app knows about it.
+
+    ``key`` identifies it within a user's session (caches are keyed by it); ``origin`` is ``bundled``,
+    ``upload``, ``training`` or ``live``; ``recorded`` says the runs were played back from a file.
+    """
+
+    scenario: Scenario
+    key: str
+    origin: str
+    recorded: bool = True
+    path: Path | None = None
+    questions: list[str] = field(default_factory=list)
+    references: list[str] = field(default_factory=list)
+    category: str = ""
+
+    @property
+    def title(self) -> str:
+        return self.scenario.title or self.scenario.name
+
+
+def _string_list(manifest: dict, key: str) -> list[str]:
+    value = manifest.get(key, [])
+    if value is None:
+        return []
+    if isinstance(value, str):
+        return [value]
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise ScenarioError(f"scenario.json.{key}", "expected a list of strings")
+    return list(value)
+
+
+def manifest_extras(path: Path) -> dict[str, object]:
+    """``questions``, ``references`` and ``category`` from a scenario file's manifest (all optional)."""
+    with zipfile.ZipFile(path) as zf:
+        manifest = json.loads(zf.read("scenario.json").decode("utf-8"))
+    category = manifest.get("category", "")
+    if category is None:
+        category = ""
+    if not isinstance(category, str):
+        raise ScenarioError("scenario.json.category", "expected a string")
+    return {"questions": _string_list(manifest, "questions"), "references": _string_list(manifest, "references"),
+            "category": category}
+
+
+def open_file(path: str | Path, *, origin: str = "upload", key: str | None = None) -> LoadedScenario:
+    """Open and validate a scenario file; :class:`ScenarioError` names the offending field."""
+    path = Path(path)
+    scenario = load_scenario(path)  # validates the archive, manifest and traces first
+    extras = manifest_extras(path)
+    for key in extras:  # a loader that knows these fields already validated them: prefer its values
+        value = getattr(scenario, key, None)
+        if value:
+            extras[key] = list(value) if isinstance(value, (list, tuple)) else value
+    return LoadedScenario(scenario=scenario, key=key or f"{origin}:{path.name}:{path.stat().st_mtime_ns}",
+                          origin=origin, path=path, **extras)  # type: ignore[arg-type]
+
+
+def open_bundled(name: str, folder: Path | None = None) -> LoadedScenario:
+    """Open scenario ``name`` of the scenarios folder (names that would leave the folder are refused)."""
+    path = scenario_path(folder or scenarios_dir(), name)
+    return open_file(path, origin="bundled", key=f"bundled:{name}")
+
+
+def open_training(dialogue_id: str, root: Path | None = None) -> LoadedScenario:
+    """Import a training dialogue of the KAME dataset layout as a one-run scenario."""
+    from kame_core.augment.import_scenario import training_dialogue_scenario
+
+    root = root or training_root()
+    if root is None:
+        raise ScenarioError("training dialogues", "no KAME-layout folder found (set KAME_TRAINING_DIR)")
+    if dialogue_id not in training_dialogue_ids(root):
+        raise ScenarioError(f"dialogue {dialogue_id!r}", f"not found in {root}")
+    scenario = training_dialogue_scenario(root, dialogue_id)
+    return LoadedScenario(scenario=scenario, key=f"training:{dialogue_id}", origin="training", recorded=False)

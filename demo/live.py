@@ -1,0 +1,55 @@
+"""Live sessions from a recording (an upload, decoded by :mod:`demo.uploads`): KAME and/or the cascade on
+the available stack, saved as a scenario file the user can download and open again.
+
+The runs use the virtual clock (each component's modelled latency; real work freezes time), so timings
+do not depend on how busy this server is. What ran is reported in words from the stack and recorded in
+every trace's provenance.
+"""
+from __future__ import annotations
+
+import time
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Iterable, Iterator
+
+import numpy as np
+
+from kame_core.pipelines.stack import MODES, Stack
+from kame_core.scenario import Scenario, save_scenario
+
+from .library import LoadedScenario
+
+MODE_LABELS = {"kame": "KAME (tandem)", "moshi": "Moshi mode", "cascade": "cascade (STT → LLM → TTS)"}
+
+
+@dataclass
+class LiveProgress:
+    """One step of a live run: a message, and once done the scenario and its file."""
+
+    message: str
+    loaded: LoadedScenario | None = None
+    file: Path | None = None
+
+
+def session_name() -> str:
+    return f"live-{time.strftime('%Y%m%d-%H%M%S')}-{uuid.uuid4().hex[:6]}"
+
+
+def run_audio(stack: Stack, audio: np.ndarray, modes: Iterable[str], out_dir: Path, *, components: str,
+              source: str) -> Iterator[LiveProgress]:
+    """Run ``audio`` through each of ``modes``; yields progress, the last item carries the scenario."""
+    chosen = [m for m in MODES if m in set(modes)]
+    if not chosen:
+        raise ValueError("choose at least one of: " + ", ".join(MODE_LABELS[m] for m in MODES))
+    name = session_name()
+    runs = {}
+    for k, mode in enumerate(chosen):
+        yield LiveProgress(f"running {MODE_LABELS[mode]} ({k + 1}/{len(chosen)}) on {len(audio) / 24000:.1f} s of "
+                           f"{source} …")
+        runs[mode] = stack.runner(mode).run_sync(audio)  # type: ignore[arg-type]
+    scenario = Scenario(name=name, runs=runs, title=f"Live session ({source})",
+                        description=f"Recorded live by KAME studio. Components: {components}", tags=["live"])
+    path = save_scenario(scenario, out_dir / f"{name}.kame")
+    loaded = LoadedScenario(scenario=scenario, key=f"live:{name}", origin="live", recorded=False, path=path)
+    yield LiveProgress(f"done: {', '.join(MODE_LABELS[m] for m in chosen)}", loaded, path)

@@ -1,0 +1,184 @@
+"""The Gradio interface: layout, event wiring (each event has an ``api_name`` for gradio_client) and the
+browser-side playhead that follows the audio players.
+
+Tabs: Timeline (one run, playhead synced to its audio), Compare (every mode of one input on one clock, with
+the paper's Table 2 quoted beside), Forced delay (re-run with a chosen delay; latency–quality curve), Live
+(an uploaded recording through KAME and/or the cascade, downloadable as a scenario file).
+"""
+from __future__ import annotations
+
+import os
+from typing import Callable
+
+os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
+
+import gradio as gr  # noqa: E402
+
+from . import library, views  # noqa: E402
+from .player import files_root  # noqa: E402
+from .inspector import PAPER_NOTE, PAPER_TABLE_HEADERS, PAPER_TABLE_ROWS, RUN_SUMMARY_HEADERS  # noqa: E402
+from .timeline import LANES, PLAYHEAD_JS  # noqa: E402
+
+#: installed on page load (a <script> in the page head, and Gradio's ``js`` hook; it runs once): moves the playhead of ``#kame-plot-<view>`` with the player in ``#kame-audio-<view>...``
+#: on play (every animation frame), pause, seek and time updates. The players are native <audio> elements
+#: (demo.player), so their media events reach a capturing listener on the document.
+SYNC_JS = "() => {\n  if (window.kameSyncInstalled) return;\n  window.kameSyncInstalled = true;\n" + PLAYHEAD_JS + """
+  window.kameSetPlayhead = kameSetPlayhead;
+  function plotFor(media) {
+    var box = media.closest('[id^="kame-audio-"]');
+    if (!box) return null;
+    return document.getElementById('kame-plot-' + box.id.split('-')[2]);
+  }
+  function sync(media) {
+    var plot = plotFor(media);
+    if (plot) { kameSetPlayhead(plot, media.currentTime); plot.dataset.kamePlayhead = media.currentTime; }
+  }
+  function follow(media) {
+    sync(media);
+    if (!media.paused && !media.ended) requestAnimationFrame(function () { follow(media); });
+  }
+  ['timeupdate', 'seeked', 'seeking', 'pause', 'loadedmetadata'].forEach(function (kind) {
+    document.addEventListener(kind, function (e) {
+      if (e.target instanceof HTMLMediaElement) sync(e.target);
+    }, true);
+  });
+  document.addEventListener('play', function (e) {
+    if (e.target instanceof HTMLMediaElement) follow(e.target);
+  }, true);
+}
+"""
+
+CSS = """
+#kame-status h3 { margin: 0 0 4px 0; }
+.kame-small { font-size: 12px; color: #4b5563; }
+"""
+
+
+def _player() -> gr.HTML:
+    """A slot for a native audio player (:mod:`demo.player`); its div carries the ``kame-audio-*`` id."""
+    return gr.HTML("")
+
+
+def build_app(gpu: Callable[[Callable], Callable] | None = None) -> gr.Blocks:
+    """The whole app (no module-level state: each user's state is a ``gr.State``).
+
+    ``gpu`` wraps the callbacks that may use a GPU (live sessions on the neural front-end), e.g.
+    ``spaces.GPU(duration=120)`` on a ZeroGPU Space; None leaves them as they are.
+    """
+    live_fn = gpu(views.live_upload) if gpu is not None else views.live_upload
+    names = library.bundled_names()
+    dialogues = library.training_dialogue_ids()
+    with gr.Blocks(title="KAME studio", analytics_enabled=False) as app:
+        state = gr.State(None, delete_callback=views.discard_session)  # private files go with the session
+        gr.Markdown("# KAME studio\nTandem speech-to-speech (KAME, arXiv 2510.02327): the four token streams of a "
+                    "session — " + ", ".join(LANES[1:]) + " — on one clock. Every run carries a provenance badge.")
+        with gr.Row():
+            choice = gr.Dropdown(names, value=names[0] if names else None, label="Scenario (scenarios folder)",
+                                 info=None if names else library.NO_SCENARIOS.format(folder=library.scenarios_dir()))
+            dialogue = gr.Dropdown(dialogues, value=None, label="…or a training dialogue (KAME dataset layout)")
+            upload = gr.File(label="…or a scenario file (.kame)", file_types=[".kame"], type="filepath")
+            download = gr.DownloadButton("Download this scenario (.kame)", value=None)
+        status = gr.Markdown(elem_id="kame-status")
+
+        with gr.Tabs():
+            with gr.Tab("Timeline", id="timeline"):
+                with gr.Row():
+                    run = gr.Dropdown([], label="Run", scale=1)
+                    at = gr.Number(value=0.0, label="Inspect time (s)", scale=1, minimum=0)
+                plot = gr.Plot(label="Timeline", elem_id="kame-plot-timeline")
+                audio = _player()
+                details = gr.Markdown()
+                table = gr.Dataframe(headers=RUN_SUMMARY_HEADERS, interactive=False, wrap=True, label="Runs")
+            with gr.Tab("Compare", id="compare"):
+                compare_btn = gr.Button("Compare every mode of this input", variant="primary")
+                compare_plot = gr.Plot(label="KAME · Moshi mode · cascade", elem_id="kame-plot-compare")
+                compare_names = gr.Markdown()
+                with gr.Row():
+                    slots = [_player() for _ in range(views.COMPARE_SLOTS)]
+                compare_table = gr.Dataframe(headers=views.COMPARE_HEADERS, interactive=False, wrap=True,
+                                             label="Measured on this input")
+                gr.Dataframe(value=PAPER_TABLE_ROWS, headers=PAPER_TABLE_HEADERS, interactive=False,
+                             label="Reference: the paper's Table 2 (quoted, not measured here)")
+                gr.Markdown(f"<small>{PAPER_NOTE}</small>")
+            with gr.Tab("Forced delay", id="delay"):
+                gr.Markdown("Re-run this input's KAME run with the front-end held silent until *delay* after the "
+                            "user stops. The STT and the oracle LLM are **replayed from the recording** (they do not "
+                            "depend on the delay); the front-end is re-run now — the **CPU stand-in**, not the "
+                            "trained model.")
+                with gr.Row():
+                    delay = gr.Slider(0.0, 3.0, value=1.0, step=0.1, label="Forced delay (s)")
+                    delay_btn = gr.Button("Re-run with this delay", variant="primary")
+                    curve_btn = gr.Button("Latency–quality curve (0–3 s)")
+                delay_text = gr.Markdown()
+                delay_plot = gr.Plot(label="Recorded vs re-run", elem_id="kame-plot-delay")
+                curve_plot = gr.Plot(label="Latency–quality (offline proxy score unless a judge is keyed)")
+                curve_text = gr.Markdown()
+            with gr.Tab("Live", id="live"):
+                gr.Markdown("Upload a recording (any common format and rate; stereo is downmixed; at most 5 minutes). "
+                            "It runs through the available stack — neural front-end if a GPU and weights are "
+                            "present, else the CPU stack; a frontier LLM if a key is set, else the local one — "
+                            "and the page says which components ran.")
+                with gr.Row():
+                    live_in = gr.Audio(sources=["upload"], type="filepath", label="Your recording")
+                    modes = gr.CheckboxGroup([("KAME (tandem)", "kame"), ("Moshi mode", "moshi"),
+                                              ("cascade", "cascade")], value=["kame", "cascade"], label="Run")
+                live_btn = gr.Button("Run", variant="primary")
+                gr.Markdown("…or talk: KAME runs **live on the real-time clock** while you speak (the microphone "
+                            "streams every 0.5 s; the timeline redraws as it grows). When you stop, the cascade (if "
+                            "ticked) runs on the same recording, and the session becomes a scenario file.")
+                mic = gr.Audio(sources=["microphone"], type="numpy", streaming=True, label="Microphone (live)")
+                live_status = gr.Markdown()
+                live_components = gr.Markdown()
+                live_plot = gr.Plot(label="Live session", elem_id="kame-plot-live")
+                live_file = gr.File(label="This session as a scenario file (.kame)")
+
+        def _opened_outputs(result):
+            session, text, fig, rows, sound, runs, selected = result
+            return session, text, fig, rows, sound, gr.update(choices=runs, value=selected)
+
+        def on_bundled(name, st):
+            return _opened_outputs(views.open_bundled(name, st))
+
+        def on_upload(file, st):
+            return _opened_outputs(views.open_upload(file, st))
+
+        def on_training(dialogue_id, st):
+            return _opened_outputs(views.open_training(dialogue_id, st))
+
+        def on_default(st):
+            return _opened_outputs(views.open_default(st))
+
+        outs = [state, status, plot, table, audio, run]
+        for trigger, fn, inp, api in ((choice.input, on_bundled, choice, "open_scenario"),
+                                      (upload.upload, on_upload, upload, "upload_scenario"),
+                                      (dialogue.input, on_training, dialogue, "open_training")):
+            trigger(fn, [inp, state], outs, api_name=api).then(
+                views.compare, state, [state, compare_plot, compare_table, *slots, compare_names])
+        app.load(on_default, state, outs, api_name="open_default").then(
+            views.compare, state, [state, compare_plot, compare_table, *slots, compare_names])
+
+        run.input(views.show_run, [run, state], [state, plot, audio, details], api_name="show_run")
+        at.submit(views.seek, [at, state], [state, plot, details], api_name="seek")
+        download.click(views.download_scenario, state, [state, download], api_name="download_scenario")
+        compare_btn.click(views.compare, state, [state, compare_plot, compare_table, *slots, compare_names],
+                          api_name="compare")
+        delay_btn.click(views.forced_delay, [delay, state], [state, delay_plot, delay_text], api_name="forced_delay")
+        delay.release(views.forced_delay, [delay, state], [state, delay_plot, delay_text], api_name=False)
+        curve_btn.click(views.delay_curve, state, [state, curve_plot, curve_text], api_name="delay_curve")
+        def on_mic(chunk, st):
+            session, text, fig = views.mic_chunk(chunk, st)
+            return session, text, gr.skip() if fig is None else fig
+
+        mic.stream(on_mic, [mic, state], [state, live_status, live_plot], stream_every=0.5, time_limit=310,
+                   concurrency_limit=None, api_name=False)
+        mic.stop_recording(views.mic_stop, [modes, state], [state, live_status, live_plot, live_components,
+                                                            live_file], api_name="mic_stop")
+        live_btn.click(live_fn, [live_in, modes, state],
+                       [state, live_status, live_plot, live_components, live_file], api_name="live_upload")
+    return app
+
+
+def launch_options() -> dict:
+    """Options for ``Blocks.launch`` (Gradio 6 takes the page's JS and CSS there)."""
+    return dict(head=f"<script>({SYNC_JS})();</script>", js=SYNC_JS, css=CSS,
+                allowed_paths=[str(library.scenarios_dir()), str(files_root())])

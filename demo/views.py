@@ -1,0 +1,432 @@
+"""The app's callbacks as plain functions of (inputs, per-user session) -> outputs.
+
+Gradio wires them in :mod:`demo.ui`; tests call them directly. Each user's :class:`AppSession` lives in a
+``gr.State``: the opened scenario, the selected run, the cache of forced-delay re-runs and a private folder
+for files offered for download. Nothing is shared between users except read-only model caches.
+Every callback turns bad input into a message and leaves the session usable.
+"""
+from __future__ import annotations
+
+import shutil
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterator
+
+import numpy as np
+
+from kame_core.metrics import session_metrics
+from kame_core.pipelines.replay import REPLAY_LABEL, ReplayUnavailable
+from kame_core.scenario import ScenarioError, save_scenario
+from kame_core.trace import SessionTrace
+
+from . import library
+from .delay_sweep import DELAYS_S, DelayOutcome, curve_figure, describe_outcome, reference_answers, run_delay
+from .inspector import frame_details, run_summary_rows
+from .player import files_root, player_html, write_mix
+from .provenance_badge import provenance_badge
+from .timeline import RUN_NAMES, compare_figure, timeline_figure, with_playhead
+from .uploads import UploadError, decode_upload
+
+#: the run slots of the Compare view, in order
+COMPARE_SLOTS = 3
+TIMELINE_PLAYER = "Conversation audio (user + assistant) — the timeline's playhead follows it"
+_ORIGINS = {"bundled": "bundled scenario file (recorded)", "upload": "uploaded scenario file (recorded)",
+            "training": "imported training dialogue (KAME dataset layout)", "live": "live session (computed now)"}
+
+
+@dataclass
+class AppSession:
+    """One user's state (kept in a ``gr.State``; never shared)."""
+
+    loaded: library.LoadedScenario | None = None
+    run_id: str | None = None
+    delay_cache: dict[Any, DelayOutcome] = field(default_factory=dict)
+    folder: Path | None = None
+    mic: Any = None                 # a running demo.mic.MicSession
+    mic_stack: Any = None           # the demo.stacks.LiveStack it runs on
+    mic_shown_s: float = -1.0       # received seconds at the last live figure
+
+    def files(self) -> Path:
+        if self.folder is None:
+            self.folder = Path(tempfile.mkdtemp(prefix="session-", dir=files_root()))
+        return self.folder
+
+
+def discard_session(value: Any) -> None:
+    """Delete a finished session's private folder (``gr.State`` delete callback)."""
+    if not isinstance(value, AppSession):
+        return
+    if value.mic is not None:  # a microphone session left running: end its input so its thread ends
+        value.mic.source.close()
+        if value.mic_stack is not None and value.mic_stack.neural and value.mic_stack.lock.locked():
+            value.mic_stack.lock.release()
+    if value.folder is not None:
+        shutil.rmtree(value.folder, ignore_errors=True)
+
+
+def session_of(value: Any) -> AppSession:
+    return value if isinstance(value, AppSession) else AppSession()
+
+
+# ---------------------------------------------------------------------------------------------- helpers
+def run_label(run_id: str, trace: SessionTrace) -> str:
+    return RUN_NAMES.get(run_id, run_id)
+
+
+def player(session: AppSession, run_id: str, trace: SessionTrace, view: str, label: str) -> str:
+    """HTML of the native audio player of one run (conversation mix; the playhead follows it)."""
+    key = f"{session.loaded.key if session.loaded else ''}:{run_id}:{trace.n_frames}"
+    return player_html(write_mix(trace, session.files(), key), view, label)
+
+
+def _default_run(loaded: library.LoadedScenario) -> str:
+    runs = loaded.scenario.runs
+    return "kame" if "kame" in runs else next(iter(runs))
+
+
+def status_markdown(loaded: library.LoadedScenario) -> str:
+    s = loaded.scenario
+    lines = [f"### {loaded.title}", f"**{_ORIGINS.get(loaded.origin, loaded.origin)}** · {len(s.runs)} run(s): "
+             + ", ".join(f"{run_label(k, t)} — *{provenance_badge(t, recorded=loaded.recorded).headline}*"
+                         for k, t in s.runs.items())]
+    if s.description:
+        lines.append(s.description)
+    if loaded.category:
+        lines.append(f"Category: {loaded.category}")
+    if loaded.questions:
+        lines.append("Question(s): " + " · ".join(f"“{q}”" for q in loaded.questions))
+    return "\n\n".join(lines)
+
+
+def _error(title: str, err: Exception) -> str:
+    return f"**{title}** — {err}"
+
+
+def _trace(session: AppSession) -> SessionTrace | None:
+    if session.loaded is None:
+        return None
+    runs = session.loaded.scenario.runs
+    return runs.get(session.run_id or "") or runs[_default_run(session.loaded)]
+
+
+def _download_path(session: AppSession) -> str | None:
+    loaded = session.loaded
+    if loaded is None:
+        return None
+    if loaded.path is None:  # imported dialogues: written on first request for download
+        loaded.path = save_scenario(loaded.scenario, session.files() / f"{loaded.scenario.name}.kame")
+    return str(loaded.path)
+
+
+# ------------------------------------------------------------------------------------------ opening
+EMPTY_OPEN = (None, [], None, "", None)
+
+
+def _opened(session: AppSession, loaded: library.LoadedScenario):
+    session.loaded = loaded
+    session.run_id = _default_run(loaded)
+    trace = loaded.scenario.runs[session.run_id]
+    fig = timeline_figure(trace, title=f"{loaded.title} — {run_label(session.run_id, trace)}",
+                          recorded=loaded.recorded)
+    sound = player(session, session.run_id, trace, "timeline", TIMELINE_PLAYER)
+    return (session, status_markdown(loaded), fig, run_summary_rows(loaded.scenario), sound,
+            list(loaded.scenario.runs), session.run_id)
+
+
+def _failed(session: AppSession, message: str):
+    runs = list(session.loaded.scenario.runs) if session.loaded else []
+    return (session, message, None, [], None, runs, session.run_id)
+
+
+def open_bundled(name: str | None, state: Any = None):
+    """Open a scenario of the scenarios folder. Returns (session, status, figure, summary rows, audio,
+    run ids, selected run)."""
+    session = session_of(state)
+    if not name:
+        return _failed(session, library.NO_SCENARIOS.format(folder=library.scenarios_dir())
+                       if not library.bundled_names() else "Choose a scenario.")
+    try:
+        return _opened(session, library.open_bundled(name))
+    except ScenarioError as err:
+        return _failed(session, _error("Cannot open scenario", err))
+
+
+def open_upload(file: str | None, state: Any = None):
+    """Open an uploaded scenario file (validated; an invalid one gives an error naming the field)."""
+    session = session_of(state)
+    if not file:
+        return _failed(session, "Upload a scenario file (.kame).")
+    try:
+        return _opened(session, library.open_file(file))
+    except ScenarioError as err:
+        return _failed(session, _error("Invalid scenario file", err))
+    except (OSError, ValueError) as err:
+        return _failed(session, _error("Invalid scenario file", ScenarioError(Path(file).name, str(err))))
+
+
+def open_training(dialogue_id: str | None, state: Any = None):
+    """Import a training dialogue (KAME dataset layout) into the same view."""
+    session = session_of(state)
+    if not dialogue_id:
+        return _failed(session, "Choose a training dialogue.")
+    try:
+        return _opened(session, library.open_training(dialogue_id))
+    except (ScenarioError, OSError, ValueError) as err:
+        return _failed(session, _error("Cannot import training dialogue", err))
+
+
+def open_default(state: Any = None):
+    """The first screen: the first bundled scenario, else the first training dialogue, else a message."""
+    names = library.bundled_names()
+    if names:
+        return open_bundled(names[0], state)
+    ids = library.training_dialogue_ids()
+    if ids:
+        return open_training(ids[0], state)
+    return open_bundled(None, state)
+
+
+def download_scenario(state: Any = None):
+    """The opened scenario as a file (imported dialogues are written to the user's private folder)."""
+    session = session_of(state)
+    try:
+        return session, _download_path(session)
+    except (ScenarioError, OSError):
+        return session, None
+
+
+# ---------------------------------------------------------------------------------------- playback
+def show_run(run_id: str | None, state: Any = None):
+    """Switch the timeline to another run of the opened scenario: (session, figure, audio, details)."""
+    session = session_of(state)
+    if session.loaded is None:
+        return session, None, None, "Open a scenario first."
+    if run_id not in session.loaded.scenario.runs:
+        return session, None, None, f"No run {run_id!r} in this scenario (runs: {', '.join(session.loaded.scenario.runs)})."
+    session.run_id = run_id
+    trace = session.loaded.scenario.runs[run_id]
+    fig = timeline_figure(trace, title=f"{session.loaded.title} — {run_label(run_id, trace)}",
+                          recorded=session.loaded.recorded)
+    return session, fig, player(session, run_id, trace, "timeline", TIMELINE_PLAYER), frame_details(trace, 0.0)
+
+
+def seek(t: float | None, state: Any = None):
+    """Playback position ``t`` seconds: (session, figure with the playhead at t, what the streams held)."""
+    session = session_of(state)
+    trace = _trace(session)
+    if trace is None or session.loaded is None:
+        return session, None, "Open a scenario first."
+    try:
+        t = float(t or 0.0)
+    except (TypeError, ValueError):
+        return session, None, f"Not a time: {t!r}"
+    if not np.isfinite(t):
+        return session, None, f"Not a time: {t!r}"
+    t = min(max(t, 0.0), trace.duration)
+    fig = timeline_figure(trace, title=f"{session.loaded.title} — {run_label(session.run_id or '', trace)}",
+                          recorded=session.loaded.recorded)
+    return session, with_playhead(fig, t), frame_details(trace, t)
+
+
+# ----------------------------------------------------------------------------------------- compare
+def _ordered_runs(loaded: library.LoadedScenario) -> list[tuple[str, SessionTrace]]:
+    runs = loaded.scenario.runs
+    order = [k for k in ("kame", "moshi", "cascade") if k in runs] + [k for k in runs if k not in
+                                                                       ("kame", "moshi", "cascade")]
+    return [(k, runs[k]) for k in order]
+
+
+def compare(state: Any = None):
+    """All runs of the opened input on one time axis: (session, figure, rows, slot audio ×3, transcripts).
+
+    Each row: run, what produced it, onset latency, oracle revisions, self-corrections, final transcript."""
+    session = session_of(state)
+    if session.loaded is None:
+        return (session, None, [], *([None] * COMPARE_SLOTS), "Open a scenario first.")
+    ordered = _ordered_runs(session.loaded)
+    traces = {run_label(k, t): t for k, t in ordered}
+    fig = compare_figure(traces, title=f"{session.loaded.title} — every mode on one clock",
+                         recorded=session.loaded.recorded)
+    rows = []
+    for k, t in ordered:
+        m = session_metrics(t)
+        rows.append([run_label(k, t), provenance_badge(t, recorded=session.loaded.recorded).headline,
+                     "n/a" if m.onset_latency_s is None else f"{m.onset_latency_s:+.2f} s", m.oracle_revisions,
+                     m.self_corrections, t.spoken_text()])
+    audio = [player(session, k, t, f"compare-{i}", f"{run_label(k, t)} — conversation audio")
+             for i, (k, t) in enumerate(ordered[:COMPARE_SLOTS])]
+    audio += [""] * (COMPARE_SLOTS - len(audio))
+    names = " · ".join(f"player {i + 1}: {run_label(k, t)}" for i, (k, t) in enumerate(ordered[:COMPARE_SLOTS]))
+    return (session, fig, rows, *audio, names)
+
+
+COMPARE_HEADERS = ["run", "front-end / pipeline (provenance)", "onset latency", "oracle revisions",
+                   "self-corrections", "final transcript"]
+
+
+# ------------------------------------------------------------------------------------- forced delay
+def _kame_run(session: AppSession) -> SessionTrace:
+    if session.loaded is None:
+        raise ReplayUnavailable("open a scenario first")
+    runs = session.loaded.scenario.runs
+    if "kame" in runs:
+        return runs["kame"]
+    found = next((t for t in runs.values() if t.mode == "kame"), None)
+    if found is None:
+        raise ReplayUnavailable("this scenario has no KAME run to re-run (imported training dialogues and "
+                                "Moshi / cascade runs have no recorded oracle back-end)")
+    return found
+
+
+def forced_delay(delay_s: float, state: Any = None, *, front_end: Any = None):
+    """Re-run the opened input's KAME run with ``delay_s`` of forced delay: (session, figure, markdown)."""
+    from .stacks import rerun_front_end
+
+    session = session_of(state)
+    try:
+        kame = _kame_run(session)
+        delay = float(delay_s)
+        factory = front_end or rerun_front_end()
+        refs, note = reference_answers(session.loaded.references, kame)  # type: ignore[union-attr]
+        outcome = run_delay(kame, delay, factory.make, refs, cache=session.delay_cache,
+                            cache_key=session.loaded.key)  # type: ignore[union-attr]
+    except (ReplayUnavailable, ValueError, TypeError) as err:
+        return session, None, _error("Cannot re-run", err)
+    recorded_ms = int(kame.config.get("forced_delay_ms", 0))
+    traces = {f"KAME as recorded (forced delay {recorded_ms / 1000:.1f} s)": kame,
+              f"re-run, forced delay {outcome.delay_s:.1f} s": outcome.trace}
+    fig = compare_figure(traces, title=f"{session.loaded.title} — forced delay {outcome.delay_s:.1f} s",  # type: ignore[union-attr]
+                         recorded=True)
+    text = (describe_outcome(outcome, note) + f"\n\n<small>{REPLAY_LABEL}; front-end: {factory.description}. "
+            "Exact for the first turn; later turns reuse the recorded back-end answers.</small>")
+    return session, fig, text
+
+
+def delay_curve(state: Any = None, *, front_end: Any = None) -> tuple[Any, Any, str]:
+    """The latency–quality curve of the opened input over :data:`DELAYS_S`: (session, figure, markdown)."""
+    from .stacks import rerun_front_end
+
+    session = session_of(state)
+    try:
+        kame = _kame_run(session)
+        factory = front_end or rerun_front_end()
+        refs, note = reference_answers(session.loaded.references, kame)  # type: ignore[union-attr]
+        if not refs:
+            raise ReplayUnavailable(note)
+        outcomes = [run_delay(kame, d, factory.make, refs, cache=session.delay_cache,
+                              cache_key=session.loaded.key) for d in DELAYS_S]  # type: ignore[union-attr]
+    except (ReplayUnavailable, ValueError) as err:
+        return session, None, _error("Cannot draw the curve", err)
+    fig = curve_figure(outcomes, note, session.loaded.title)  # type: ignore[union-attr]
+    rows = "\n".join(f"| {o.delay_s:.1f} s | {'n/a' if o.onset_latency_s is None else f'{o.onset_latency_s:+.2f} s'}"
+                     f" | {'—' if o.score is None else f'{o.score.score:.2f}'} | {o.answer[:90]} |" for o in outcomes)
+    label = outcomes[0].score.label if outcomes and outcomes[0].score else "score"
+    text = (f"Scores: **{label}**; references: {note}.\n\n| forced delay | onset latency | score | spoken answer |\n"
+            f"|---|---|---|---|\n{rows}\n\n<small>{REPLAY_LABEL}; front-end: {factory.description}.</small>")
+    return session, fig, text
+
+
+# ---------------------------------------------------------------------------------------------- live
+def live_upload(file: str | None, modes: list[str] | None, state: Any = None, *, stack: Any = None
+                ) -> Iterator[tuple[Any, str, Any, str, Any]]:
+    """Run an uploaded recording live: yields (session, status, figure, components, scenario file)."""
+    from .live import run_audio
+    from .stacks import live_stack
+
+    session = session_of(state)
+    try:
+        chosen = list(modes or [])
+        if not chosen:
+            raise ValueError("choose KAME and/or the cascade")
+        audio = decode_upload(file)  # refuse a bad file before loading any model
+        yield session, "loading the stack (first time: Whisper, the LLM and the TTS load) …", None, "", None
+        live = stack or live_stack()
+        with live.lock:
+            for step in run_audio(live.stack, audio, chosen, session.files(), components=live.summary,
+                                  source=f"uploaded '{Path(str(file)).name}'"):
+                if step.loaded is None:
+                    yield session, step.message, None, live.summary, None
+                    continue
+                session.loaded, session.run_id = step.loaded, _default_run(step.loaded)
+                session.delay_cache.clear()
+                traces = {run_label(k, t): t for k, t in _ordered_runs(step.loaded)}
+                fig = compare_figure(traces, title=step.loaded.title, recorded=False)
+                ran = "**Components that ran:** " + live.summary
+                yield session, f"{step.message}. Download the scenario file below.", fig, ran, str(step.file)
+    except (UploadError, ValueError) as err:
+        yield session, _error("Cannot run this input", err), None, "", None
+
+
+# ------------------------------------------------------------------------------------------ microphone
+#: seconds of new audio between two redraws of the live figure
+MIC_REDRAW_S = 1.5
+
+
+def mic_chunk(chunk: Any, state: Any = None, *, stack: Any = None) -> tuple[Any, str, Any]:
+    """A streamed microphone chunk ``(rate, samples)``: feed the live KAME session (started on the first
+    chunk, on the real-time clock). Returns (session, status, figure of the session so far or None)."""
+    from .mic import MAX_SECONDS, MicSession
+    from .stacks import live_stack
+
+    session = session_of(state)
+    if chunk is None:
+        return session, "", None
+    try:
+        rate, samples = chunk
+        if session.mic is None:
+            live = stack or live_stack()
+            if live.neural and not live.lock.acquire(blocking=False):
+                return session, "Another live session is using the GPU model; try again when it ends.", None
+            session.mic, session.mic_stack, session.mic_shown_s = MicSession(live.stack, int(rate)), live, -1.0
+        session.mic.push(np.asarray(samples), int(rate))
+    except (ValueError, TypeError) as err:
+        return session, _error("Microphone input refused", err), None
+    mic = session.mic
+    status = (f"listening — {mic.received_s:.1f} s received"
+              + (" (limit reached: 5 minutes; stop the recording)" if mic.received_s >= MAX_SECONDS else "")
+              + ("; KAME is running on the real-time clock" if mic.started else "; starting …"))
+    if mic.received_s - session.mic_shown_s < MIC_REDRAW_S:
+        return session, status, None
+    snap = mic.snapshot()
+    if snap is None or snap.n_frames == 0:
+        return session, status, None
+    session.mic_shown_s = mic.received_s
+    return session, status, timeline_figure(snap, title="Live (microphone) — as it happens")
+
+
+def mic_stop(modes: list[str] | None, state: Any = None) -> tuple[Any, str, Any, str, Any]:
+    """The recording ended: finish the KAME session, run the cascade on the same input if chosen (virtual
+    clock), save the scenario. Returns (session, status, figure, components, scenario file)."""
+    from kame_core.pipelines.replay import recorded_input
+    from kame_core.scenario import Scenario
+
+    from .live import session_name
+
+    session = session_of(state)
+    mic, live = session.mic, session.mic_stack
+    session.mic = session.mic_stack = None
+    if mic is None:
+        return session, "Nothing was recorded.", None, "", None
+    try:
+        trace = mic.finish()
+        runs = {"kame": trace}
+        ran = "**Components that ran:** " + live.summary + " · KAME on the real-time clock"
+        if "cascade" in (modes or []):
+            runs["cascade"] = live.stack.runner("cascade").run_sync(recorded_input(trace))
+            ran += "; cascade afterwards on the same recording (virtual clock)"
+        name = session_name()
+        scenario = Scenario(name=name, runs=runs, title="Live session (microphone)", tags=["live", "microphone"],
+                            description=f"Recorded live by KAME studio. Components: {live.summary}")
+        path = save_scenario(scenario, session.files() / f"{name}.kame")
+    except (TimeoutError, RuntimeError, ScenarioError, OSError) as err:
+        return session, _error("The live session failed", err), None, "", None
+    finally:
+        if live.neural and live.lock.locked():
+            live.lock.release()
+    session.loaded = library.LoadedScenario(scenario=scenario, key=f"live:{name}", origin="live", recorded=False,
+                                            path=path)
+    session.run_id, session.delay_cache = "kame", {}
+    traces = {run_label(k, t): t for k, t in _ordered_runs(session.loaded)}
+    fig = compare_figure(traces, title=scenario.title, recorded=False)
+    return session, f"done: {trace.duration:.1f} s session. Download the scenario file below.", fig, ran, str(path)

@@ -1,0 +1,170 @@
+"""The running app (``python app.py`` in a subprocess) seen by headless Chromium and by gradio_client.
+
+Scenarios are recorded by the tests themselves (tests/app_scenarios.py) into a temporary folder passed as
+``KAME_SCENARIOS_DIR``. The browser part needs Debian's chromium (skipped, saying so, where it is absent);
+its screenshot is kept under ``artifacts/`` (or ``$KAME_TEST_ARTIFACTS``).
+"""
+from __future__ import annotations
+
+import json
+import os
+import threading
+from pathlib import Path
+
+import pytest
+
+from demo.timeline import LANES
+
+from .app_scenarios import QUESTIONS, record_question
+from .app_server import REPO, running_app
+from .cdp import CHROMIUM, Chromium
+
+NAMES = list(QUESTIONS)
+
+
+@pytest.fixture(scope="module")
+def app_url(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("scenarios")
+    for name in NAMES:
+        record_question(folder, name)
+    log = tmp_path_factory.mktemp("log") / "app.log"
+    with running_app(folder, log) as url:
+        yield url
+
+
+def _figure(value) -> dict:
+    assert isinstance(value, dict) and value.get("type") == "plotly", value
+    return json.loads(value["plot"])
+
+
+def _served_file(player_html: str) -> Path:
+    """The file behind a native player's ``src`` (the app serves it from the user's private folder)."""
+    assert "<audio" in player_html and "gradio_api/file=" in player_html, player_html
+    return Path(player_html.split("gradio_api/file=")[1].split("'")[0])
+
+
+def _playhead(fig: dict) -> dict:
+    return next(s for s in fig["layout"]["shapes"] if s.get("name") == "playhead")
+
+
+# ------------------------------------------------------------------------------------------- browser
+browser = pytest.mark.skipif(CHROMIUM is None, reason="Debian chromium is not installed")
+
+LANE_TEXT = "Array.from(document.querySelectorAll('#kame-plot-timeline .ytick text')).map(t => t.textContent)"
+HEAD_X = """(() => {
+  const gd = document.querySelector('#kame-plot-timeline .js-plotly-plot');
+  const i = gd.layout.shapes.findIndex(s => s.name === 'playhead');
+  const d = gd.querySelector('.shapelayer path[data-index="' + i + '"]').getAttribute('d');
+  const xa = gd._fullLayout.xaxis;
+  return {x: parseFloat(d.slice(1)), at: t => 0, offset: xa._offset, scale: xa._m, r0: xa.range[0]};
+})()"""
+
+
+def _expected_x(head: dict, t: float) -> float:
+    return head["offset"] + (t - head["r0"]) * head["scale"]
+
+
+@pytest.fixture(scope="module")
+def page(app_url):
+    chrome = Chromium(1400, 1100)
+    try:
+        chrome.goto(app_url)
+        chrome.wait_for(f"{LANE_TEXT}.length >= {len(LANES)}", timeout=120)
+        yield chrome
+    finally:
+        chrome.close()
+
+
+@browser
+def test_default_page_shows_a_loaded_scenario_on_the_four_lane_timeline(page):
+    lanes = page.evaluate(LANE_TEXT)
+    for lane in ("user audio", "inner monologue", "output audio", "oracle stream"):
+        assert lane in lanes
+    status = page.wait_for("document.querySelector('#kame-status').innerText")
+    assert "Test:" in status and "bundled scenario file" in status
+    badges = page.evaluate("Array.from(document.querySelectorAll('#kame-plot-timeline .annotation-text'))"
+                           ".map(a => a.textContent).join(' | ')")
+    assert "CPU stand-in front-end" in badges and "recorded scenario" in badges
+    folder = Path(os.environ.get("KAME_TEST_ARTIFACTS") or REPO / "artifacts")
+    folder.mkdir(parents=True, exist_ok=True)
+    shot = page.screenshot(folder / "app_default_page.png")
+    assert shot.stat().st_size > 20_000
+
+
+@browser
+def test_playhead_follows_the_audio_on_seek_play_and_pause(page):
+    page.wait_for("(() => { const a = document.querySelector('#kame-audio-timeline audio');"
+                  " return a && a.readyState >= 1 && a.duration > 2; })()", timeout=60)
+    page.evaluate("document.querySelector('#kame-audio-timeline audio').currentTime = 2.0")
+    page.wait_for("document.querySelector('#kame-plot-timeline').dataset.kamePlayhead === '2'", timeout=10)
+    head = page.evaluate(HEAD_X)
+    assert head["x"] == pytest.approx(_expected_x(head, 2.0), abs=1.5)
+    # play (muted headless): the playhead keeps up with currentTime; pause: it stays where the audio stopped
+    page.evaluate("document.querySelector('#kame-audio-timeline audio').play()")
+    page.wait_for("document.querySelector('#kame-audio-timeline audio').currentTime > 2.4", timeout=10)
+    page.evaluate("document.querySelector('#kame-audio-timeline audio').pause()")
+    stopped = page.wait_for("(() => { const a = document.querySelector('#kame-audio-timeline audio');"
+                            " return a.paused && a.currentTime; })()")
+    page.wait_for(f"Math.abs(Number(document.querySelector('#kame-plot-timeline').dataset.kamePlayhead) - {stopped})"
+                  " < 1e-6", timeout=10)
+    head = page.evaluate(HEAD_X)
+    assert head["x"] == pytest.approx(_expected_x(head, stopped), abs=1.5)
+    assert stopped > 2.4
+
+
+# ----------------------------------------------------------------------------------------------- API
+def test_api_drives_playback_compare_and_the_forced_delay_slider(app_url):
+    from gradio_client import Client
+
+    client = Client(app_url, verbose=False)
+    status, fig, table, audio, runs = client.predict("mountain", api_name="/open_scenario")
+    assert "tallest mountain" in status and runs["value"] == "kame"
+    assert [t for t in _figure(fig)["layout"]["yaxis"]["ticktext"]] == list(LANES)
+    assert _served_file(audio).is_file()
+    fig, details = client.predict(2.5, api_name="/seek")
+    assert _playhead(_figure(fig))["x0"] == pytest.approx(2.5) and "frame 31" in details
+    fig, audio_moshi, details = client.predict("moshi", api_name="/show_run")
+    assert "Moshi mode" in _figure(fig)["layout"]["title"]["text"]
+    fig, rows, a1, a2, a3, names = client.predict(api_name="/compare")
+    assert [r[0] for r in rows["data"]] == ["KAME", "Moshi mode", "cascade"]
+    assert "Elbrus" in rows["data"][0][-1] and "Elbrus" in rows["data"][2][-1]
+    assert all(_served_file(a).is_file() for a in (a1, a2, a3)) and len({a1, a2, a3}) == 3
+    assert len(_figure(fig)["layout"]["meta"]["kame_timeline"]["runs"]) == 3
+    fig, text = client.predict(2.0, api_name="/forced_delay")
+    assert "Forced delay 2.0 s" in text and "proxy — not MT-Bench" in text and "replayed from the recording" in text
+    onset = float(text.split("onset latency **")[1].split(" s")[0].replace("\u2212", "-"))
+    assert onset >= 1.9
+    assert any("re-run, forced delay 2.0 s" in r for r in _figure(fig)["layout"]["meta"]["kame_timeline"]["runs"])
+
+
+def test_four_clients_at_once_on_different_scenarios_get_their_own_results(app_url):
+    from gradio_client import Client
+
+    results: dict[str, dict] = {}
+    errors: list[BaseException] = []
+
+    def session(name: str, delay: float) -> None:
+        try:
+            client = Client(app_url, verbose=False)
+            status, *_ = client.predict(name, api_name="/open_scenario")
+            fig, rows, *_ = client.predict(api_name="/compare")
+            head, _ = client.predict(1.0 + delay, api_name="/seek")
+            _, text = client.predict(delay, api_name="/forced_delay")
+            results[name] = dict(status=status, rows=rows["data"], title=_figure(fig)["layout"]["title"]["text"],
+                                 head=_playhead(_figure(head))["x0"], delay=text)
+        except BaseException as err:  # noqa: BLE001 - reported below
+            errors.append(err)
+
+    threads = [threading.Thread(target=session, args=(n, 0.5 * k)) for k, n in enumerate(NAMES)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=300)
+    assert not errors, errors
+    for k, name in enumerate(NAMES):
+        question, reference = QUESTIONS[name]
+        got = results[name]
+        assert question in got["status"] and question in got["title"]
+        assert got["rows"][0][-1].endswith(reference)          # its own KAME run's final transcript
+        assert got["head"] == pytest.approx(1.0 + 0.5 * k)
+        assert f"Forced delay {0.5 * k:.1f} s" in got["delay"]

@@ -1,0 +1,216 @@
+"""The app's views on real inputs: uploads in many formats (and bad ones), imported training dialogues,
+scenario manifests, forced-delay re-runs and the latency–quality curve, the scoring seam, a live upload."""
+from __future__ import annotations
+
+import json
+import threading
+from pathlib import Path
+
+import numpy as np
+import pytest
+import soundfile as sf
+
+from demo import library, views
+from demo.delay_sweep import DELAYS_S, oracle_at_onset
+from demo.library import LoadedScenario
+from demo.scoring import score_answer
+from demo.stacks import LiveStack, RerunFrontEnd
+from demo.timeline import LANES
+from demo.uploads import MAX_SECONDS, UploadError, decode_upload
+from kame_core.clock import SAMPLE_RATE
+from kame_core.frontends import StandInFrontEnd
+
+from .app_scenarios import QUESTIONS, add_manifest_fields, piper, record_question
+from .doubles import ScriptedLLM
+
+SHARED = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "spokenwoz_sample"
+
+
+@pytest.fixture(scope="module")
+def speech() -> np.ndarray:
+    return piper().synthesize(QUESTIONS["mountain"][0]).audio
+
+
+@pytest.fixture(scope="module")
+def scenario_file(tmp_path_factory) -> Path:
+    return record_question(tmp_path_factory.mktemp("sc"), "mountain")
+
+
+@pytest.fixture(scope="module")
+def stand_in() -> RerunFrontEnd:
+    tts = piper()
+    return RerunFrontEnd(make=lambda: StandInFrontEnd(tts), description="CPU stand-in (Piper), test")
+
+
+# ------------------------------------------------------------------------------------------ uploads
+@pytest.mark.parametrize("fmt,rate,channels", [("WAV", 44_100, 2), ("FLAC", 16_000, 1), ("OGG", 48_000, 2),
+                                               ("MP3", 48_000, 1)])
+def test_uploads_in_common_formats_and_rates_decode_to_24k_mono(tmp_path, speech, fmt, rate, channels):
+    from kame_core.audio_io import resample
+
+    audio = resample(speech, SAMPLE_RATE, rate)
+    data = np.stack([audio, np.zeros_like(audio)], 1) if channels == 2 else audio  # right channel silent
+    path = tmp_path / f"q.{fmt.lower()}"
+    sf.write(str(path), data, rate, format=fmt)
+    out = decode_upload(path)
+    assert out.dtype == np.float32 and out.ndim == 1
+    assert abs(len(out) / SAMPLE_RATE - len(speech) / SAMPLE_RATE) < 0.1
+    peak = float(np.abs(speech).max()) * (0.5 if channels == 2 else 1.0)   # stereo downmixed by averaging
+    assert float(np.abs(out).max()) == pytest.approx(peak, rel=0.25)
+
+
+def test_m4a_upload_decodes_through_ffmpeg_libraries(tmp_path, speech):
+    av = pytest.importorskip("av")
+    path = tmp_path / "q.m4a"
+    with av.open(str(path), "w") as out:
+        stream = out.add_stream("aac", rate=SAMPLE_RATE, layout="mono")
+        frame = av.AudioFrame.from_ndarray(speech[None, :].astype(np.float32), format="flt", layout="mono")
+        frame.sample_rate = SAMPLE_RATE
+        for packet in stream.encode(frame):
+            out.mux(packet)
+        for packet in stream.encode(None):
+            out.mux(packet)
+    decoded = decode_upload(path)
+    assert abs(len(decoded) - len(speech)) < 0.2 * SAMPLE_RATE and np.abs(decoded).max() > 0.1
+
+
+def test_bad_uploads_get_specific_messages(tmp_path):
+    with pytest.raises(UploadError, match="No audio file"):
+        decode_upload(None)
+    empty = tmp_path / "empty.wav"
+    empty.write_bytes(b"")
+    with pytest.raises(UploadError, match="'empty.wav' is empty"):
+        decode_upload(empty)
+    corrupt = tmp_path / "corrupt.wav"
+    corrupt.write_bytes(b"RIFF\x00\x01garbage" + bytes(range(256)) * 4)
+    with pytest.raises(UploadError, match="'corrupt.wav' is not a readable audio file"):
+        decode_upload(corrupt)
+    long = tmp_path / "long.wav"
+    sf.write(str(long), np.full(int((MAX_SECONDS + 1) * 8000), 0.1, np.float32), 8000)
+    with pytest.raises(UploadError, match="5:01 long; the limit is 5 minutes"):
+        decode_upload(long)
+    silent = tmp_path / "silent.flac"
+    sf.write(str(silent), np.zeros(16000, np.float32), 16000)
+    with pytest.raises(UploadError, match="silent"):
+        decode_upload(silent)
+
+
+def test_live_upload_refuses_bad_files_and_the_session_survives(tmp_path):
+    empty = tmp_path / "empty.ogg"
+    empty.write_bytes(b"")
+    session = views.AppSession()
+    steps = list(views.live_upload(str(empty), ["kame"], session, stack=object()))
+    assert "Cannot run this input" in steps[-1][1] and "empty.ogg" in steps[-1][1]
+    assert "choose KAME" in list(views.live_upload(str(empty), [], session))[-1][1]
+
+
+# ---------------------------------------------------------------------------------- scenario files
+def test_manifest_extras_are_read_and_validated(tmp_path, scenario_file):
+    loaded = library.open_file(scenario_file)
+    assert loaded.questions == [QUESTIONS["mountain"][0]] and loaded.category == "stem"
+    bad = tmp_path / "bad.kame"
+    bad.write_bytes(scenario_file.read_bytes())
+    add_manifest_fields(bad, references=[1, 2])
+    status = views.open_upload(str(bad))[1]
+    assert "Invalid scenario file" in status and "scenario.json.references" in status
+
+
+def test_download_gives_the_opened_scenario_back(scenario_file):
+    session = views.open_upload(str(scenario_file))[0]
+    session, path = views.download_scenario(session)
+    assert Path(path) == scenario_file
+
+
+@pytest.mark.skipif(not SHARED.is_dir(), reason="shared spokenwoz sample not present")
+def test_training_dialogue_opens_in_the_same_view_and_downloads(monkeypatch):
+    monkeypatch.setenv("KAME_TRAINING_DIR", str(SHARED))
+    dialogue = library.training_dialogue_ids()[0]
+    session, status, fig, rows, audio, runs, selected = views.open_training(dialogue)
+    assert "imported training dialogue" in status and runs == ["training"]
+    assert list(fig.layout.yaxis.ticktext) == list(LANES)
+    assert any("imported training dialogue" in (a.text or "") for a in fig.layout.annotations)
+    assert "<audio" in audio
+    session, path = views.download_scenario(session)
+    reopened = library.open_file(path)
+    assert reopened.scenario.runs["training"].n_frames == session.loaded.scenario.runs["training"].n_frames
+    assert "no KAME run" in views.forced_delay(1.0, session)[2]
+    assert "Cannot import" in views.open_training("no-such-dialogue")[1]
+
+
+# ------------------------------------------------------------------------------------- forced delay
+def test_forced_delay_rerun_reports_latency_oracle_and_answer(scenario_file, stand_in):
+    session = views.open_upload(str(scenario_file))[0]
+    session, fig, text = views.forced_delay(1.5, session, front_end=stand_in)
+    outcome = session.delay_cache[(session.loaded.key, 1500)]
+    assert outcome.onset_latency_s is not None and outcome.onset_latency_s >= 1.4
+    assert outcome.oracle is not None and "Elbrus" in outcome.oracle.full_text
+    assert "Elbrus" in outcome.answer and outcome.score is not None and outcome.score.kind == "proxy"
+    assert "Forced delay 1.5 s" in text and "proxy — not MT-Bench" in text and "CPU stand-in" in text
+    assert len(fig.layout.meta["kame_timeline"]["runs"]) == 2
+    assert "Cannot re-run" in views.forced_delay(4.0, session, front_end=stand_in)[2]   # outside 0–3 s
+
+
+def test_latency_quality_curve_over_the_delays(scenario_file, stand_in):
+    session = views.open_upload(str(scenario_file))[0]
+    session, fig, text = views.delay_curve(session, front_end=stand_in)
+    latencies = list(fig.data[0].x)
+    assert len(latencies) == len(DELAYS_S) and latencies == sorted(latencies)
+    assert latencies[-1] - latencies[0] > 2.5
+    assert "proxy — not MT-Bench" in fig.layout.title.subtitle.text
+    assert "the scenario's reference answers" in text
+    # without references the recorded final oracle stands in, and the page says so
+    no_refs = views.open_upload(str(scenario_file))[0]
+    no_refs.loaded.references = []
+    no_refs.loaded.key += ":no-refs"
+    text = views.forced_delay(0.0, no_refs, front_end=stand_in)[2]
+    assert "fallback: the recorded KAME run's final oracle text" in text
+
+
+def test_oracle_at_onset_of_the_recorded_run(scenario_file):
+    kame = library.open_file(scenario_file).scenario.runs["kame"]
+    oracle = oracle_at_onset(kame)
+    assert oracle is not None and oracle.revision >= 1
+
+
+# ------------------------------------------------------------------------------------------ scoring
+def test_judge_is_used_only_when_a_key_is_set(monkeypatch):
+    class FakeJudge:
+        label = "fake judge"
+
+        def score(self, answer, references):
+            return 7.0
+
+    for name in ("OPENAI_API_KEY", "ANTHROPIC_API_KEY", "KAME_LLM_API_KEY"):
+        monkeypatch.delenv(name, raising=False)
+    refs = ["Mount Elbrus is the tallest mountain in Europe."]
+    proxy = score_answer("Elbrus, in Russia, is Europe's highest mountain.", refs, FakeJudge())
+    assert proxy.kind == "proxy" and "not MT-Bench" in proxy.label and proxy.score > 6
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-" + "test" + "0" * 8)
+    judged = score_answer("anything", refs, FakeJudge())
+    assert judged.kind == "judge" and judged.score == 7.0 and judged.label == "fake judge"
+
+
+# --------------------------------------------------------------------------------------------- live
+def test_live_upload_runs_kame_and_cascade_on_the_cpu_stack_and_downloads(tmp_path, speech):
+    from kame_core.pipelines.stack import cpu_stack
+
+    from kame_core.audio_io import resample
+
+    path = tmp_path / "question.flac"  # stereo at 48 kHz: downmixed and resampled on the way in
+    at_48k = resample(speech, SAMPLE_RATE, 48_000)
+    sf.write(str(path), np.stack([at_48k, at_48k], 1), 48_000, format="FLAC")
+    llm = ScriptedLLM(lambda t: QUESTIONS["mountain"][1])
+    stack = cpu_stack(llm=llm, tts=piper(), small_model_openers=False)
+    live = LiveStack(stack=stack, summary="stt: Whisper-base · front_end: CPU stand-in · oracle_llm: scripted (test)",
+                     neural=False, lock=threading.Lock())
+    steps = list(views.live_upload(str(path), ["kame", "cascade"], views.AppSession(), stack=live))
+    session, status, fig, components, file = steps[-1]
+    assert "done" in status and "Components that ran" in components and "Whisper" in components
+    assert any("running KAME" in s[1] for s in steps) and any("running cascade" in s[1] for s in steps)
+    reopened = library.open_file(file)
+    assert set(reopened.scenario.runs) == {"kame", "cascade"}
+    finals = " ".join(e.data["text"] for e in reopened.scenario.runs["kame"].events if e.kind.value == "stt_final")
+    assert "mountain" in finals.lower()
+    assert reopened.scenario.runs["kame"].provenance["stt"].kind == "stt"
+    assert isinstance(session.loaded, LoadedScenario) and session.loaded.origin == "live"
+    assert json.loads(fig.to_json())["layout"]["meta"]["kame_timeline"]["runs"] == ["KAME", "cascade"]
