@@ -2,10 +2,14 @@
 
 A scenario file is a zip archive (extension ``.kame``)::
 
-    scenario.json              manifest: schema_version, name, title, description, tags, runs[]
-    user.wav                   the user's audio (16-bit PCM, mono, 24 kHz), shared by runs that agree on it
+    scenario.json              manifest: schema_version, name, title, description, tags, runs[], and the
+                               optional category, questions[], references[]
+    user.flac                  the user's audio (16-bit mono 24 kHz, lossless FLAC), shared by runs that agree
     runs/<id>/trace.json       a SessionTrace without audio (see kame_core.trace)
-    runs/<id>/output.wav       that run's output audio
+    runs/<id>/output.flac      that run's output audio
+
+Manifest version 2 (written now) stores audio as FLAC; version 1 files (16-bit WAV members, no optional
+fields) still load. Each audio member is decoded by its extension (``.wav`` or ``.flac``).
 
 Loading validates strictly; every problem raises :class:`ScenarioError` naming the offending field or
 path, so the app can show one clear sentence instead of a stack trace.
@@ -25,11 +29,19 @@ from pathlib import Path, PurePosixPath
 from typing import Any
 
 import numpy as np
+import soundfile
 
 from .clock import SAMPLE_RATE, SAMPLES_PER_FRAME
 from .trace import FRAME_COLUMNS, SCHEMA_VERSION, EventKind, SessionTrace
 
 SUFFIX = ".kame"
+#: the manifest version written now (2: FLAC audio, optional category/questions/references)
+MANIFEST_VERSION = 2
+#: manifest versions this build reads (1: WAV audio only)
+READABLE_MANIFEST_VERSIONS = (1, 2)
+#: suggested categories (any lowercase slug is accepted)
+CATEGORIES = ("knowledge", "reasoning", "stem", "humanities", "multi-turn", "self-correction")
+_CATEGORY_RE = re.compile(r"^[a-z][a-z0-9-]{0,39}$")
 _NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
 _MAX_MEMBER_BYTES = 200 * 1024 * 1024
 
@@ -52,6 +64,12 @@ class Scenario:
     title: str = ""
     description: str = ""
     tags: list[str] = field(default_factory=list)
+    #: what kind of question it is (``knowledge``, ``reasoning``, ``stem``, ``humanities``, ...); "" if unset
+    category: str = ""
+    #: the user's turns as text, in order (what the user audio says)
+    questions: list[str] = field(default_factory=list)
+    #: short reference answers (for the offline proxy score); for several turns, one per turn, in order
+    references: list[str] = field(default_factory=list)
 
 
 # ------------------------------------------------------------------------------------------------ names
@@ -68,8 +86,45 @@ def scenario_path(folder: str | os.PathLike[str], name: str) -> Path:
 
 
 # ------------------------------------------------------------------------------------------------ audio
+def _pcm16(audio: np.ndarray) -> np.ndarray:
+    return np.clip(np.round(np.asarray(audio, np.float64) * 32767.0), -32768, 32767).astype("<i2")
+
+
+def _flac_bytes(audio: np.ndarray, sample_rate: int) -> bytes:
+    """Lossless 16-bit FLAC: the same samples a 16-bit WAV would hold, in about a third of the bytes."""
+    buf = io.BytesIO()
+    soundfile.write(buf, _pcm16(audio), sample_rate, format="FLAC", subtype="PCM_16")
+    return buf.getvalue()
+
+
+def _read_flac(data: bytes, where: str, sample_rate: int) -> np.ndarray:
+    try:
+        with soundfile.SoundFile(io.BytesIO(data)) as f:
+            if f.format != "FLAC":
+                raise ScenarioError(where, f"expected FLAC audio, found {f.format}")
+            if f.channels != 1 or f.subtype != "PCM_16":
+                raise ScenarioError(where, f"expected 16-bit mono FLAC, found {f.channels} channel(s) {f.subtype}")
+            if f.samplerate != sample_rate:
+                raise ScenarioError(where, f"sample rate {f.samplerate} Hz, expected {sample_rate} Hz")
+            pcm = f.read(dtype="int16")
+    except (soundfile.LibsndfileError, RuntimeError, EOFError) as err:
+        raise ScenarioError(where, f"not a readable FLAC file ({err})") from None
+    return pcm.astype(np.float32) / 32767.0
+
+
+def _read_audio(data: bytes, member: str, sample_rate: int) -> np.ndarray:
+    """Decode an audio member by its extension (``.flac``, or ``.wav`` in older files)."""
+    suffix = PurePosixPath(member).suffix.lower()
+    if suffix == ".flac":
+        return _read_flac(data, member, sample_rate)
+    if suffix == ".wav":
+        return _read_wav(data, member, sample_rate)
+    raise ScenarioError(member, "unsupported audio format (expected a .flac or .wav member)")
+
+
 def _wav_bytes(audio: np.ndarray, sample_rate: int) -> bytes:
-    pcm = np.clip(np.round(np.asarray(audio, np.float64) * 32767.0), -32768, 32767).astype("<i2")
+    """16-bit WAV (the version-1 format; kept for tests and tools that write old files)."""
+    pcm = _pcm16(audio)
     buf = io.BytesIO()
     with wave.open(buf, "wb") as w:
         w.setnchannels(1)
@@ -100,9 +155,13 @@ def save_scenario(scenario: Scenario, path: str | os.PathLike[str]) -> Path:
     path = Path(path)
     if not scenario.runs:
         raise ScenarioError("runs", "a scenario needs at least one run")
-    manifest: dict[str, Any] = {"schema_version": SCHEMA_VERSION, "name": scenario.name,
+    manifest: dict[str, Any] = {"schema_version": MANIFEST_VERSION, "name": scenario.name,
                                 "title": scenario.title, "description": scenario.description,
                                 "tags": list(scenario.tags), "runs": []}
+    optional = {"category": scenario.category, "questions": list(scenario.questions),
+                "references": list(scenario.references)}
+    _validate_optional(optional, "scenario")
+    manifest.update({key: value for key, value in optional.items() if value})
     members: dict[str, bytes] = {}
     user_tracks: list[tuple[np.ndarray, str]] = []
     for run_id, trace in scenario.runs.items():
@@ -110,20 +169,20 @@ def save_scenario(scenario: Scenario, path: str | os.PathLike[str]) -> Path:
             raise ScenarioError(f"runs[{run_id!r}]", "run ids use letters, digits, '.', '_' or '-' only")
         user_member = next((m for audio, m in user_tracks if np.array_equal(audio, trace.user_audio)), None)
         if user_member is None:
-            user_member = "user.wav" if not user_tracks else f"runs/{run_id}/user.wav"
+            user_member = "user.flac" if not user_tracks else f"runs/{run_id}/user.flac"
             user_tracks.append((trace.user_audio, user_member))
-            members[user_member] = _wav_bytes(trace.user_audio, trace.sample_rate)
+            members[user_member] = _flac_bytes(trace.user_audio, trace.sample_rate)
         members[f"runs/{run_id}/trace.json"] = json.dumps(trace.to_json(), ensure_ascii=False).encode()
-        members[f"runs/{run_id}/output.wav"] = _wav_bytes(trace.output_audio, trace.sample_rate)
+        members[f"runs/{run_id}/output.flac"] = _flac_bytes(trace.output_audio, trace.sample_rate)
         manifest["runs"].append({"id": run_id, "trace": f"runs/{run_id}/trace.json",
-                                 "user_audio": user_member, "output_audio": f"runs/{run_id}/output.wav"})
+                                 "user_audio": user_member, "output_audio": f"runs/{run_id}/output.flac"})
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=".tmp-", suffix=SUFFIX, dir=path.parent)
     try:
         with os.fdopen(fd, "wb") as raw, zipfile.ZipFile(raw, "w", zipfile.ZIP_DEFLATED) as zf:
             zf.writestr("scenario.json", json.dumps(manifest, indent=1, ensure_ascii=False))
-            for name, data in members.items():
-                zf.writestr(name, data)
+            for name, data in members.items():  # FLAC is compressed already: store it as is
+                zf.writestr(name, data, zipfile.ZIP_STORED if name.endswith(".flac") else zipfile.ZIP_DEFLATED)
         os.chmod(tmp, 0o644)  # mkstemp creates 0600; a scenario file is meant to be shared
         os.replace(tmp, path)
     except BaseException:
@@ -196,9 +255,10 @@ def _load_from_zip(zf: zipfile.ZipFile, label: str) -> Scenario:
     if not isinstance(manifest, dict):
         raise ScenarioError(where, "expected a JSON object")
     version = _require(manifest, "schema_version", int, where)
-    if version != SCHEMA_VERSION:
+    if version not in READABLE_MANIFEST_VERSIONS:
+        readable = " and ".join(str(v) for v in READABLE_MANIFEST_VERSIONS)
         raise ScenarioError(f"{where}.schema_version",
-                            f"version {version} is not supported (this build reads version {SCHEMA_VERSION})")
+                            f"version {version} is not supported (this build reads versions {readable})")
     name = _require(manifest, "name", str, where)
     runs_json = _require(manifest, "runs", list, where)
     if not runs_json:
@@ -216,7 +276,7 @@ def _load_from_zip(zf: zipfile.ZipFile, label: str) -> Scenario:
         audio = {}
         for key in ("user_audio", "output_audio"):
             member = _require(run, key, str, rw)
-            samples = _read_wav(_member(zf, member, f"{rw}.{key}"), member, sr)
+            samples = _read_audio(_member(zf, member, f"{rw}.{key}"), member, sr)
             if len(samples) != expected:
                 raise ScenarioError(f"{rw}.{key}", (
                     f"frame count disagrees with audio length: {run['trace']} has n_frames="
@@ -227,8 +287,36 @@ def _load_from_zip(zf: zipfile.ZipFile, label: str) -> Scenario:
     tags = manifest.get("tags", [])
     if not isinstance(tags, list) or not all(isinstance(t, str) for t in tags):
         raise ScenarioError(f"{where}.tags", "expected a list of strings")
+    optional = {key: manifest[key] for key in ("category", "questions", "references") if key in manifest}
+    if version < 2 and optional:
+        raise ScenarioError(f"{where}.{next(iter(optional))}", "not allowed in a version-1 manifest")
+    _validate_optional(optional, where)
     return Scenario(name=name, runs=runs, title=str(manifest.get("title", "")),
-                    description=str(manifest.get("description", "")), tags=tags)
+                    description=str(manifest.get("description", "")), tags=tags,
+                    category=optional.get("category", ""), questions=list(optional.get("questions", [])),
+                    references=list(optional.get("references", [])))
+
+
+def _validate_optional(fields: dict[str, Any], where: str) -> None:
+    """Type-check the optional manifest fields ``category``, ``questions`` and ``references``."""
+    if "category" in fields:
+        category = fields["category"]
+        if not isinstance(category, str):
+            raise ScenarioError(f"{where}.category", f"expected a string, got {type(category).__name__}")
+        if category and not _CATEGORY_RE.match(category):
+            raise ScenarioError(f"{where}.category",
+                                f"{category!r} is not a lowercase slug (e.g. {', '.join(CATEGORIES[:4])})")
+    for key in ("questions", "references"):
+        if key not in fields:
+            continue
+        values = fields[key]
+        if not isinstance(values, list):
+            raise ScenarioError(f"{where}.{key}", f"expected a list of strings, got {type(values).__name__}")
+        for i, value in enumerate(values):
+            if not isinstance(value, str):
+                raise ScenarioError(f"{where}.{key}[{i}]", f"expected a string, got {type(value).__name__}")
+            if not value.strip():
+                raise ScenarioError(f"{where}.{key}[{i}]", "must not be empty")
 
 
 _COLUMN_TYPES: dict[str, tuple[type, ...]] = {
