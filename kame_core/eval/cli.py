@@ -135,8 +135,10 @@ def run_mtbench(args: argparse.Namespace) -> int:
     taking = TurnTaking(answer_quiet_s=args.answer_quiet, max_wait_s=args.max_wait)
     items = plan_sessions(questions, modes, args.seeds, delays, sweep_modes)
     say = print if not args.no_progress else (lambda *a, **k: None)
-    say(f"spoken MT-Bench: {len(questions)} questions, modes {','.join(modes)}, {args.seeds} seed(s), sweep "
-        f"{','.join(sweep_modes)} at {', '.join(f'{d:g}' for d in delays)} s -> {len(items)} sessions; scores: "
+    sweep = (f"sweep {','.join(sweep_modes)} at {', '.join(f'{d:g}' for d in delays)} s" if len(delays) > 1
+             else "no sweep")
+    say(f"spoken MT-Bench: {len(questions)} questions, modes {','.join(modes)}, {args.seeds} seed(s), {sweep} "
+        f"-> {len(items)} sessions; scores: "
         f"{'judge ' + judge_id(spec) if spec else PROXY_LABEL}; cache {cache.path} ({len(cache)} entries)")
     stack_box: list[Stack] = []
 

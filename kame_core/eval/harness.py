@@ -56,9 +56,11 @@ def session_fields(item: SessionItem, stack_id: dict[str, str], taking: TurnTaki
 def run_sessions(items: Sequence[SessionItem], stack: Callable[[], Stack], stack_id: dict[str, str],
                  cache: ResultCache, taking: TurnTaking = TurnTaking(),
                  on_done: Callable[[SessionItem, bool], None] | None = None,
-                 runner: Callable[..., tuple[SessionResult, object]] = run_session) -> list[SessionResult]:
+                 runner: Callable[..., tuple[SessionResult, object]] | None = None) -> list[SessionResult]:
     """Run each session the cache lacks, caching each result at once. ``stack`` is called only if one must
-    run (the local models load then, once); ``on_done(item, was_cached)`` after each."""
+    run (the local models load then, once); ``on_done(item, was_cached)`` after each. ``runner`` defaults to
+    :func:`~kame_core.eval.sessions.run_session`."""
+    runner = runner or run_session
     results: list[SessionResult] = []
     built: list[Stack] = []
     audio: dict[int, list[np.ndarray]] = {}
