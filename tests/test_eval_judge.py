@@ -3,6 +3,7 @@ caching and the refusal without a key -- against a fake OpenAI-compatible judge 
 openai SDK, with FastChat's prompt files from ../shared/data/mt_bench."""
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -192,3 +193,36 @@ def test_refuses_before_any_work_without_a_key(monkeypatch, tmp_path, capsys) ->
     err = capsys.readouterr().err
     assert code == 2 and "OPENAI_API_KEY" in err and "--judge none" in err and "proxy — not MT-Bench" in err
     assert not out.exists()  # nothing was run or written
+
+
+# ---------------------------------------------------------------------------------- CLI with a judge
+def test_cli_grades_cached_sessions_with_the_judge_and_prints_the_bill(data, fake, tmp_path, capsys) -> None:
+    """Sessions already in the cache (as after an earlier run) are graded by the judge over HTTP; the
+    control grades KAME's final oracle; the summary counts calls and labels the cost as an estimate."""
+    from kame_core.eval.cli import build_parser, stack_identity
+    from kame_core.eval.harness import plan_sessions, session_fields
+    from kame_core.eval.sessions import SessionResult, TurnTaking
+
+    fake.verdict_for = lambda prompt: "Rating: [[3]]" if "ORACLE" in prompt else "Rating: [[6]]"
+    out = tmp_path / "out"
+    spec = f"openai-compatible:{fake.url}:judge-model"
+    argv = ["mtbench", "--data", str(DATA), "--out", str(out), "--modes", "kame,cascade", "--questions",
+            "101,141", "--judge", spec, "--delays", "0", "--no-progress", "--max-concurrency", "2"]
+    cache = ResultCache(out / "cache.jsonl")
+    stack_id = stack_identity(build_parser().parse_args(argv))
+    for item in plan_sessions(data.select([101, 141]), ["kame", "cascade"], 1, [0.0], ["kame"]):
+        oracle = ["ORACLE one", "ORACLE two"] if item.mode == "kame" else ["", ""]
+        result = SessionResult(item.question.question_id, item.mode, 0, 0.0, ["spoken one", "spoken two"], oracle,
+                               -0.3 if item.mode == "kame" else 1.9, [None, None], [[6, 30], [80, 99]],
+                               ["answer finished"], 12.0, 3, 1, 3)
+        cache.put("session", session_fields(item, stack_id, TurnTaking()), result.to_json())
+    assert main(argv) == 0
+    printed = capsys.readouterr().out
+    # 2 questions x 2 turns x (kame, cascade, control); kame and cascade said the same -> judged once
+    assert len(fake.requests) == 8 and fake.max_in_flight <= 2
+    md = (out / "table2.md").read_text()
+    assert "MT-Bench score, judge openai-compatible:" in md and "proxy" not in md.split("## The paper")[0]
+    rows = {r["system"]: r for r in map(json.loads, (out / "turns.jsonl").read_text().splitlines())}
+    assert rows["control"]["score"] == 3.0 and rows["kame"]["score"] == 6.0
+    assert "8 judge calls" in printed and "estimated" in printed and "sessions: 0 run, 4 from the cache" in printed
+    assert KEY not in printed and KEY not in (out / "cache.jsonl").read_text() and KEY not in md

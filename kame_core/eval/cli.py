@@ -113,6 +113,12 @@ def _make_judge(spec: str, args: argparse.Namespace) -> Judge:
                  backoff_s=args.backoff)
 
 
+def stack_identity(args: argparse.Namespace) -> dict[str, str]:
+    """What identifies the stack in the session cache keys (key-like text removed from specs)."""
+    return {"oracle_llm": judge_id(args.oracle_llm), "tts": args.tts, "whisper": args.whisper_model or "default",
+            "front_end": "cpu-stand-in"}
+
+
 def run_mtbench(args: argparse.Namespace) -> int:
     started = time.perf_counter()
     if args.seeds < 1 or args.max_concurrency < 1 or args.retries < 0:
@@ -148,8 +154,7 @@ def run_mtbench(args: argparse.Namespace) -> int:
         stack_box.append(cpu_stack(args.oracle_llm, args.tts, whisper_model=args.whisper_model))
         return stack_box[-1]
 
-    stack_id = {"oracle_llm": judge_id(args.oracle_llm), "tts": args.tts, "whisper": args.whisper_model or "default",
-                "front_end": "cpu-stand-in"}
+    stack_id = stack_identity(args)
     bar = tqdm(total=len(items), desc="sessions", unit="session", disable=args.no_progress)
     counts = {"run": 0, "cached": 0}
 

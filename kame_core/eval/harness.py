@@ -186,9 +186,6 @@ class JudgeGrader:
             rows.append(_row(a, turn, v.get("rating"), v.get("status", "judge call failed")))
         return rows
 
-    def count(self, answers: Sequence[Answer]) -> int:
-        return sum(len(a.question.turns[:2]) for a in answers)
-
 
 def proxy_references(question: Question, turn: int) -> tuple[list[str], str]:
     """References for the proxy: the GPT-4 reference answer of the turn where MT-Bench has one; otherwise

@@ -152,9 +152,9 @@ def table_figure(summaries: Sequence[SystemSummary], score_label: str, stem: Pat
         if s.delay_s != 0 or s.average is None:
             continue
         x = s.median_latency_s if s.system != "control" else None
+        name = SYSTEM_NAMES.get(s.system, s.system) + (" (no latency: drawn at 0)" if x is None else "")
         fig.add_trace(go.Scatter(x=[x if x is not None else 0.0], y=[s.average], mode="markers+text",
-                                 name=f"{SYSTEM_NAMES.get(s.system, s.system)} — measured, {score_label}",
-                                 text=[SYSTEM_NAMES.get(s.system, s.system)], textposition="top center",
+                                 name=f"{name} — measured, {score_label}", text=[name], textposition="top center",
                                  marker={"size": 12}))
     fig.add_trace(go.Scatter(
         x=[lat if lat is not None else 0.0 for _, _, lat in PAPER_ROWS], y=[avg for _, avg, _ in PAPER_ROWS],
