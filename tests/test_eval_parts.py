@@ -199,6 +199,9 @@ def test_proxy_references_fall_back_to_the_question_text() -> None:
     assert refs == [data.questions[101].reference[1]] and kind == "reference answer"
     refs, kind = proxy_references(data.questions[151], 2)
     assert kind.startswith("question text") and data.questions[151].turns[1] in refs[0]
+    assert proxy_references(data.questions[144], 1)[1] == "reference answer"  # inline reference in question.jsonl
+    refs, kind = proxy_references(data.questions[144], 2)  # ... whose second turn is empty
+    assert kind.startswith("question text") and refs[0].strip()
 
 
 # ----------------------------------------------------------------------------------------------- report

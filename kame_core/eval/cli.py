@@ -207,12 +207,18 @@ def _notes(results: Sequence, grader: object, stack_box: list, stack_id: dict, s
              "Each user turn is synthesized with the TTS; turn 2 is asked once the answer to turn 1 ended."]
     if stack_box:
         notes.append("Components: " + "; ".join(f"{k}: {v}" for k, v in stack_box[0].components.items()))
+    else:  # every session came from the cache: name the parts as the traces recorded them
+        parts: dict[str, str] = {}
+        for r in results:
+            for role, what in r.provenance.items():
+                parts.setdefault(role, what)
+        notes.append("Components (from the cached traces): " + "; ".join(f"{k}: {v}" for k, v in parts.items()))
     timeouts = sum(1 for r in results for w in r.waits if w.startswith("timed out"))
     if timeouts:
         notes.append(f"{timeouts} session(s) asked turn 2 before the answer to turn 1 had ended (max wait).")
     if isinstance(grader, ProxyGrader):
         kinds = ", ".join(f"{n} turns vs {k}" for k, n in grader.reference_kinds.items())
-        notes.append(f"Scores are the {PROXY_LABEL}: 1 + 9 x cosine similarity (all-MiniLM-L6-v2) to the GPT-4 "
+        notes.append(f"Scores are the {PROXY_LABEL}: 1 + 9 x cosine similarity (all-MiniLM-L6-v2) to the MT-Bench "
                      f"reference answer, or to the question text where MT-Bench has none ({kinds}).")
     else:
         notes.append(f"Scores: MT-Bench single-answer grading by {judge_id(spec or '')}; unparsable or out-of-range "

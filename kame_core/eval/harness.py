@@ -188,9 +188,10 @@ class JudgeGrader:
 
 
 def proxy_references(question: Question, turn: int) -> tuple[list[str], str]:
-    """References for the proxy: the GPT-4 reference answer of the turn where MT-Bench has one; otherwise
-    the question text itself (a weaker, relevance-only proxy), and which of the two it is."""
-    if question.reference and len(question.reference) >= turn:
+    """References for the proxy: the MT-Bench reference answer of the turn where there is a non-empty one
+    (GPT-4's, or the question's own ``reference``); otherwise the question text itself (a weaker,
+    relevance-only proxy). Returns them and which of the two it is."""
+    if question.reference and len(question.reference) >= turn and question.reference[turn - 1].strip():
         return [question.reference[turn - 1]], "reference answer"
     return [" ".join(question.turns[:turn])], "question text (no reference answer)"
 
