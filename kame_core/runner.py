@@ -31,6 +31,19 @@ class UserAudioSource(Protocol):
     def read_frame(self, index: int) -> np.ndarray | None: ...
 
 
+def follow_session(source: UserAudioSource, trace: SessionTrace) -> None:
+    """Hand ``trace`` (being built) to a source that wants to follow the session it feeds.
+
+    A source may define ``follow(trace)``; runners call it once before the first frame. Such a source can
+    decide what to play next from what was said so far -- e.g. a simulated user who asks the follow-up
+    question only after the answer ended (:class:`kame_core.eval.sessions.TurnTakingSource`). It must only
+    read the trace.
+    """
+    follow = getattr(source, "follow", None)
+    if callable(follow):
+        follow(trace)
+
+
 class ArraySource:
     """Replays a recorded 24 kHz user signal frame by frame."""
 
@@ -154,6 +167,7 @@ class TandemRunner:
         source = ArraySource(user_audio) if isinstance(user_audio, np.ndarray) else user_audio
         session = self._new_session()
         self.current_trace = session.trace
+        follow_session(source, session.trace)
         stop = asyncio.Event()
         tasks = []
         if self.stt is not None:

@@ -29,7 +29,7 @@ from ..frontends.speech import Speaker, WordAudio, cut_words
 from ..metrics import annotate_onsets
 from ..oracle import Conversation
 from ..protocols import TTS, LLMError, STTEvent, StreamingLLM, StreamingSTT
-from ..runner import ArraySource, UserAudioSource
+from ..runner import ArraySource, UserAudioSource, follow_session
 from ..trace import EventKind, FrameRecord, SessionTrace, silence
 
 #: A plain voice-assistant prompt: the cascade answers a finished turn (no prediction needed).
@@ -124,6 +124,7 @@ class CascadeRunner:
     async def run(self, user_audio: np.ndarray | UserAudioSource) -> SessionTrace:
         source = ArraySource(user_audio) if isinstance(user_audio, np.ndarray) else user_audio
         session = self._new_session()
+        follow_session(source, session.trace)
         stt_task = asyncio.ensure_future(self._stt_loop(session))
         try:
             await self._frame_loop(session, source)

@@ -1,0 +1,6 @@
+"""Entry point of ``python -m kame_core.eval``."""
+import sys
+
+from .cli import main
+
+sys.exit(main())

@@ -1,0 +1,239 @@
+"""``python -m kame_core.eval mtbench``: spoken MT-Bench (Table 2), latency, control and forced-delay sweep.
+
+Example (offline, proxy score)::
+
+    python -m kame_core.eval mtbench --data ../shared/data/mt_bench --out runs/eval \\
+        --modes kame,moshi,cascade --seeds 1 --questions 101-103 --judge none --delays 0,1
+
+With ``OPENAI_API_KEY`` set, ``--judge auto`` (the default) grades with ``openai:gpt-4`` as FastChat does;
+``--judge SPEC`` names any back-end (``openai:gpt-4.1``, ``openai-compatible:URL:MODEL`` ...); ``--judge none``
+uses the offline proxy score, labelled "proxy — not MT-Bench" everywhere. Results are cached in
+``OUT/cache.jsonl``: rerunning the same command after an interruption resumes without re-running finished
+sessions or re-paying judge calls. Bad input ends with one ``error:`` line and exit code 2.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+from pathlib import Path
+from typing import Sequence
+
+from tqdm import tqdm
+
+from ..llm import SPEC_HELP
+from ..llm.base import MissingAPIKey
+from ..pipelines.stack import MODES, Stack
+from .cache import ResultCache
+from .judge import DEFAULT_JUDGE, Judge, judge_id, judge_model_name, make_judge_llm
+from .mtbench_data import FASTCHAT_RAW, PAPER_QUESTION_IDS, MTBenchDataError, parse_question_ids, resolve_data
+from .proxy import PROXY_LABEL, proxy_scorer
+from .report import (summarize, table_figure, table_markdown, write_rows, write_sweep, write_table_csv)
+from .harness import (JudgeGrader, ProxyGrader, answers_to_grade, latencies_by_system, plan_sessions,
+                      run_sessions)
+from .sessions import TurnTaking
+
+EXIT_BAD_INPUT = 2
+EXIT_INTERRUPTED = 130
+
+
+class CommandError(Exception):
+    """A user-facing failure: one line, exit code 2."""
+
+
+def _modes(text: str, option: str) -> list[str]:
+    modes = [m.strip().lower() for m in text.split(",") if m.strip()]
+    bad = [m for m in modes if m not in MODES]
+    if bad or not modes:
+        raise CommandError(f"{option}: unknown mode(s) {bad or text!r}; choose from {', '.join(MODES)}")
+    return list(dict.fromkeys(modes))
+
+
+def _delays(text: str) -> list[float]:
+    try:
+        delays = [float(d) for d in text.split(",") if d.strip()]
+    except ValueError:
+        raise CommandError(f"--delays: expected seconds separated by commas, got {text!r}") from None
+    if not delays or any(d < 0 for d in delays):
+        raise CommandError(f"--delays: need one or more non-negative delays, got {text!r}")
+    return sorted(set([0.0, *delays]))
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m kame_core.eval", description=__doc__.split("\n\n")[0])
+    sub = parser.add_subparsers(dest="command", required=True)
+    p = sub.add_parser("mtbench", help="spoken MT-Bench: scores, onset latency, control, forced-delay sweep")
+    p.add_argument("--data", type=Path, default=None,
+                   help="folder with question.jsonl, judge_prompts.jsonl, gpt-4.jsonl (default: download from "
+                        "FastChat once into $KAME_CACHE_DIR/mt_bench)")
+    p.add_argument("--out", type=Path, required=True, help="output folder (reports, cache.jsonl)")
+    p.add_argument("--modes", default="kame,moshi,cascade", help="comma-separated: kame, moshi, cascade")
+    p.add_argument("--seeds", type=int, default=1, help="runs per question and mode, seeds 0..N-1 (paper: 6)")
+    p.add_argument("--questions", default=PAPER_QUESTION_IDS, help=f"ids/ranges (default {PAPER_QUESTION_IDS})")
+    p.add_argument("--oracle-llm", default="offline", help=f"back-end LLM spec: {SPEC_HELP}")
+    p.add_argument("--judge", default="auto",
+                   help=f"judge LLM spec, 'none' (offline proxy score) or 'auto' ({DEFAULT_JUDGE} when "
+                        "$OPENAI_API_KEY is set, else none)")
+    p.add_argument("--delays", default="0,0.5,1,2,3", help="forced delays in seconds for the sweep")
+    p.add_argument("--sweep-modes", default="kame", help="tandem modes the sweep runs (kame, moshi)")
+    p.add_argument("--no-control", action="store_true", help="skip grading the back-end LLM's text alone")
+    p.add_argument("--max-concurrency", type=int, default=4, help="concurrent judge calls")
+    p.add_argument("--retries", type=int, default=4, help="retries of a judge call (rate limit, 5xx, timeout)")
+    p.add_argument("--backoff", type=float, default=1.0, help="first retry wait in seconds (doubles each time)")
+    p.add_argument("--tts", default="auto", help="TTS for the user turns and the stand-in: auto | piper | espeak")
+    p.add_argument("--whisper-model", default=None, help="faster-whisper model folder (default: Whisper-base)")
+    p.add_argument("--answer-quiet", type=float, default=TurnTaking.answer_quiet_s,
+                   help="ask the next turn after this long without assistant speech (s)")
+    p.add_argument("--max-wait", type=float, default=TurnTaking.max_wait_s,
+                   help="ask the next turn anyway after this long (s)")
+    p.add_argument("--cache", type=Path, default=None, help="result cache (default OUT/cache.jsonl)")
+    p.add_argument("--fastchat-url", default=FASTCHAT_RAW, help=argparse.SUPPRESS)
+    p.add_argument("--no-progress", action="store_true", help="no progress bars")
+    return parser
+
+
+def _judge_spec(choice: str) -> str | None:
+    if choice == "none":
+        return None
+    if choice == "auto":
+        return DEFAULT_JUDGE if os.environ.get("OPENAI_API_KEY", "").strip() else None
+    return choice
+
+
+def _make_judge(spec: str, args: argparse.Namespace) -> Judge:
+    try:
+        llm = make_judge_llm(spec)
+    except MissingAPIKey as exc:
+        raise CommandError(f"--judge {spec}: {exc} Refusing to start: no session was run. For an offline "
+                           f"score use --judge none ({PROXY_LABEL}).") from None
+    except ValueError as exc:
+        raise CommandError(f"--judge: {exc}") from None
+    return Judge(llm, judge_model_name(spec), max_concurrency=args.max_concurrency, retries=args.retries,
+                 backoff_s=args.backoff)
+
+
+def stack_identity(args: argparse.Namespace) -> dict[str, str]:
+    """What identifies the stack in the session cache keys (key-like text removed from specs)."""
+    return {"oracle_llm": judge_id(args.oracle_llm), "tts": args.tts, "whisper": args.whisper_model or "default",
+            "front_end": "cpu-stand-in"}
+
+
+def run_mtbench(args: argparse.Namespace) -> int:
+    started = time.perf_counter()
+    if args.seeds < 1 or args.max_concurrency < 1 or args.retries < 0:
+        raise CommandError("--seeds and --max-concurrency must be >= 1, --retries >= 0")
+    modes = _modes(args.modes, "--modes")
+    sweep_modes = [m for m in _modes(args.sweep_modes, "--sweep-modes")]
+    if "cascade" in sweep_modes:
+        raise CommandError("--sweep-modes: the forced delay holds the tandem front-end; use kame and/or moshi")
+    delays = _delays(args.delays)
+    # the judge first: a missing key must stop the run before any (slow or paid) work
+    spec = _judge_spec(args.judge)
+    judge = _make_judge(spec, args) if spec else None
+    try:
+        data = resolve_data(args.data, base_url=args.fastchat_url)
+        questions = data.select(parse_question_ids(args.questions))
+    except MTBenchDataError as exc:
+        raise CommandError(str(exc)) from None
+    args.out.mkdir(parents=True, exist_ok=True)
+    cache = ResultCache(args.cache or args.out / "cache.jsonl")
+    taking = TurnTaking(answer_quiet_s=args.answer_quiet, max_wait_s=args.max_wait)
+    items = plan_sessions(questions, modes, args.seeds, delays, sweep_modes)
+    say = print if not args.no_progress else (lambda *a, **k: None)
+    sweep = (f"sweep {','.join(sweep_modes)} at {', '.join(f'{d:g}' for d in delays)} s" if len(delays) > 1
+             else "no sweep")
+    say(f"spoken MT-Bench: {len(questions)} questions, modes {','.join(modes)}, {args.seeds} seed(s), {sweep} "
+        f"-> {len(items)} sessions; scores: "
+        f"{'judge ' + judge_id(spec) if spec else PROXY_LABEL}; cache {cache.path} ({len(cache)} entries)")
+    stack_box: list[Stack] = []
+
+    def stack() -> Stack:
+        from ..pipelines.stack import cpu_stack
+
+        stack_box.append(cpu_stack(args.oracle_llm, args.tts, whisper_model=args.whisper_model))
+        return stack_box[-1]
+
+    stack_id = stack_identity(args)
+    bar = tqdm(total=len(items), desc="sessions", unit="session", disable=args.no_progress)
+    counts = {"run": 0, "cached": 0}
+
+    def session_done(_item: object, was_cached: bool) -> None:
+        counts["cached" if was_cached else "run"] += 1
+        bar.update(1)
+
+    try:
+        results = run_sessions(items, stack, stack_id, cache, taking, on_done=session_done)
+    finally:
+        bar.close()
+    answers = answers_to_grade(results, data.questions, control=not args.no_control)
+    grader = (JudgeGrader(judge, judge_id(spec), data, cache) if judge and spec
+              else ProxyGrader(proxy_scorer(), cache))
+    total_turns = sum(len(a.question.turns[:2]) for a in answers)
+    gbar = tqdm(total=total_turns, desc="grading", unit="turn", disable=args.no_progress)
+    try:
+        rows = grader.grade(answers, on_done=lambda: gbar.update(1))
+    finally:
+        gbar.close()
+    latencies, sessions = latencies_by_system(results)
+    sessions[("control", 0.0)] = sum(1 for r in results if r.mode == "kame" and r.delay_s == 0)
+    summaries = summarize(rows, latencies, sessions)
+    notes = _notes(results, grader, stack_box, stack_id, spec)
+    label = grader.label
+    (args.out / "table2.md").write_text(table_markdown(summaries, label, notes), encoding="utf-8")
+    write_table_csv(args.out / "table2.csv", summaries, label)
+    table_figure(summaries, label, args.out / "table2")
+    write_rows(args.out / "turns.jsonl", rows, label)
+    if len(delays) > 1:
+        write_sweep(summaries, sweep_modes, label, args.out)
+    wall = time.perf_counter() - started
+    print(table_markdown(summaries, label, notes))
+    print(f"sessions: {counts['run']} run, {counts['cached']} from the cache; wall time {wall:.1f} s")
+    if judge is not None and spec:
+        print("judge: " + judge.usage.summary(judge_model_name(spec)))
+    else:
+        print(f"scores: {PROXY_LABEL} (no API calls)")
+    print(f"outputs in {args.out}: table2.md, table2.csv, table2.html/.json, turns.jsonl"
+          + (", sweep.csv, sweep.html/.json" if len(delays) > 1 else ""))
+    return 0
+
+
+def _notes(results: Sequence, grader: object, stack_box: list, stack_id: dict, spec: str | None) -> list[str]:
+    notes = ["Front-end: CPU stand-in (imitates KAME; NOT the trained KAME model). Sessions on the virtual clock; "
+             f"oracle LLM {stack_id['oracle_llm']}.",
+             "Latency: median first-turn response onset (kame_core.metrics; negative = started before the user "
+             "finished).",
+             "Control: the back-end LLM's final oracle text of each KAME session, graded alone (text, no speech).",
+             "Each user turn is synthesized with the TTS; turn 2 is asked once the answer to turn 1 ended."]
+    if stack_box:
+        notes.append("Components: " + "; ".join(f"{k}: {v}" for k, v in stack_box[0].components.items()))
+    else:  # every session came from the cache: name the parts as the traces recorded them
+        parts: dict[str, str] = {}
+        for r in results:
+            for role, what in r.provenance.items():
+                parts.setdefault(role, what)
+        notes.append("Components (from the cached traces): " + "; ".join(f"{k}: {v}" for k, v in parts.items()))
+    timeouts = sum(1 for r in results for w in r.waits if w.startswith("timed out"))
+    if timeouts:
+        notes.append(f"{timeouts} session(s) asked turn 2 before the answer to turn 1 had ended (max wait).")
+    if isinstance(grader, ProxyGrader):
+        kinds = ", ".join(f"{n} turns vs {k}" for k, n in grader.reference_kinds.items())
+        notes.append(f"Scores are the {PROXY_LABEL}: 1 + 9 x cosine similarity (all-MiniLM-L6-v2) to the MT-Bench "
+                     f"reference answer, or to the question text where MT-Bench has none ({kinds}).")
+    else:
+        notes.append(f"Scores: MT-Bench single-answer grading by {judge_id(spec or '')}; unparsable or out-of-range "
+                     "verdicts and failed calls are excluded and counted.")
+    return notes
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return run_mtbench(args)
+    except CommandError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    except KeyboardInterrupt:
+        print("interrupted: finished sessions and judgements are cached; rerun the same command to resume",
+              file=sys.stderr)
+        return EXIT_INTERRUPTED

@@ -1,0 +1,206 @@
+"""Table 2 of the paper, measured here: per-category scores, average, median onset latency; the sweep curve.
+
+Inputs are per-turn score rows (:class:`ScoreRow`) and per-session latencies. Outputs: markdown, CSV and a
+Plotly figure (HTML + JSON) for the table, CSV + figure for the forced-delay sweep. The score's kind is
+part of every column name and title: an MT-Bench judge score names its judge; an offline proxy score carries
+:data:`~kame_core.eval.proxy.PROXY_LABEL`. The paper's numbers sit beside ours, marked as quoted.
+"""
+from __future__ import annotations
+
+import csv
+import json
+import statistics
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Iterable, Sequence
+
+from .proxy import PROXY_LABEL
+
+QUOTED = "quoted from the paper, not measured here"
+#: the paper's averages (spoken MT-Bench: reasoning, STEM, humanities); no per-category numbers are quoted
+PAPER_ROWS: tuple[tuple[str, float, float | None], ...] = (
+    ("Moshi", 2.05, None),
+    ("KAME + gpt-4.1", 6.43, 0.0),
+    ("cascaded Unmute", 7.70, 2.1),
+    ("gpt-4.1 alone (text)", 7.79, None),
+)
+CATEGORY_ORDER = ("reasoning", "stem", "humanities")
+SYSTEM_NAMES = {"kame": "KAME (tandem)", "moshi": "Moshi mode (oracle off)", "cascade": "cascade (Unmute-like)",
+                "control": "back-end LLM alone (final oracle text)"}
+
+
+@dataclass(frozen=True)
+class ScoreRow:
+    """One graded answer turn. ``score`` is None when the verdict was excluded (``status`` says why)."""
+
+    system: str  # kame | moshi | cascade | control
+    question_id: int
+    category: str
+    turn: int
+    seed: int
+    delay_s: float
+    score: float | None
+    status: str
+    answer: str
+
+
+@dataclass
+class SystemSummary:
+    system: str
+    delay_s: float
+    per_category: dict[str, float | None]
+    average: float | None
+    median_latency_s: float | None
+    sessions: int
+    scored: int
+    excluded: dict[str, int] = field(default_factory=dict)
+
+
+def _mean(values: Sequence[float]) -> float | None:
+    return round(statistics.fmean(values), 3) if values else None
+
+
+def summarize(rows: Iterable[ScoreRow], latencies: dict[tuple[str, float], list[float | None]],
+              sessions: dict[tuple[str, float], int]) -> list[SystemSummary]:
+    """One summary per (system, delay), in the order systems first appear."""
+    groups: dict[tuple[str, float], list[ScoreRow]] = {}
+    for row in rows:
+        groups.setdefault((row.system, row.delay_s), []).append(row)
+    categories = sorted({r.category for g in groups.values() for r in g},
+                        key=lambda c: (CATEGORY_ORDER.index(c) if c in CATEGORY_ORDER else 99, c))
+    out = []
+    for (system, delay), group in groups.items():
+        scored = [r for r in group if r.score is not None]
+        lat = [v for v in latencies.get((system, delay), []) if v is not None]
+        out.append(SystemSummary(
+            system=system, delay_s=delay,
+            per_category={c: _mean([r.score for r in scored if r.category == c]) for c in categories},
+            average=_mean([r.score for r in scored]),
+            median_latency_s=round(statistics.median(lat), 3) if lat else None,
+            sessions=sessions.get((system, delay), 0), scored=len(scored),
+            excluded=dict(Counter(r.status for r in group if r.score is None))))
+    return out
+
+
+def _fmt(value: float | None, digits: int = 2) -> str:
+    return "—" if value is None else f"{value:.{digits}f}"
+
+
+def table_markdown(summaries: Sequence[SystemSummary], score_label: str, notes: Sequence[str] = ()) -> str:
+    """The Table-2-like markdown: measured rows (delay 0), then the paper's averages marked as quoted."""
+    main = [s for s in summaries if s.delay_s == 0]
+    categories = list(main[0].per_category) if main else []
+    head = ["system", *[f"{c} [{score_label}]" for c in categories], f"average [{score_label}]",
+            "median onset latency (s)", "sessions", "turns scored", "excluded"]
+    lines = [f"# Spoken MT-Bench — scores: {score_label}", "",
+             "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for s in main:
+        excluded = ", ".join(f"{k}: {v}" for k, v in sorted(s.excluded.items())) or "0"
+        latency = "n/a (text only)" if s.system == "control" else _fmt(s.median_latency_s)
+        lines.append("| " + " | ".join([SYSTEM_NAMES.get(s.system, s.system),
+                                         *[_fmt(s.per_category[c]) for c in categories], _fmt(s.average),
+                                         latency, str(s.sessions), str(s.scored), excluded]) + " |")
+    lines += ["", f"## The paper's figures ({QUOTED})", "",
+              "MT-Bench scores judged by GPT-4 on the paper's spoken subset (averages only)"
+              + (f"; **not comparable with the {PROXY_LABEL} scores above**" if score_label == PROXY_LABEL else "")
+              + ".", "", "| system | average (MT-Bench, quoted) | median onset latency (s, quoted) |",
+              "|---|---|---|"]
+    for name, average, latency in PAPER_ROWS:
+        lines.append(f"| {name} ({QUOTED}) | {average:.2f} | {_fmt(latency, 1)} |")
+    if notes:
+        lines += ["", "## Notes", "", *[f"- {n}" for n in notes]]
+    return "\n".join(lines) + "\n"
+
+
+def write_table_csv(path: Path, summaries: Sequence[SystemSummary], score_label: str) -> None:
+    """One row per measured system (delay 0), then the paper's rows; scores of different kinds never share a
+    column (the paper's MT-Bench averages have their own, marked as quoted)."""
+    main = [s for s in summaries if s.delay_s == 0]
+    categories = list(main[0].per_category) if main else list(CATEGORY_ORDER)
+    with open(path, "w", newline="", encoding="utf-8") as handle:
+        writer = csv.writer(handle)
+        writer.writerow(["system", "source", *[f"{c} score [{score_label}]" for c in categories],
+                         f"average score [{score_label}]", f"average MT-Bench score ({QUOTED})",
+                         "median onset latency (s)", "sessions", "turns scored", "turns excluded"])
+        for s in main:
+            writer.writerow([SYSTEM_NAMES.get(s.system, s.system), "measured here",
+                             *[_csv(s.per_category[c]) for c in categories], _csv(s.average), "",
+                             _csv(s.median_latency_s), s.sessions, s.scored, sum(s.excluded.values())])
+        for name, average, latency in PAPER_ROWS:
+            writer.writerow([name, QUOTED, *["" for _ in categories], "", f"{average:.2f}", _csv(latency),
+                             "", "", ""])
+
+
+def _csv(value: float | None) -> str:
+    return "" if value is None else f"{value:.3f}"
+
+
+def _write_figure(fig, stem: Path) -> list[Path]:
+    html, js = stem.with_suffix(".html"), stem.with_suffix(".json")
+    fig.write_html(html, include_plotlyjs="directory")  # plotly.min.js once beside it: works offline
+    js.write_text(fig.to_json(), encoding="utf-8")
+    return [html, js]
+
+
+def table_figure(summaries: Sequence[SystemSummary], score_label: str, stem: Path) -> list[Path]:
+    """Score against median onset latency: measured systems, and the paper's points marked as quoted."""
+    import plotly.graph_objects as go
+
+    fig = go.Figure()
+    for s in summaries:
+        if s.delay_s != 0 or s.average is None:
+            continue
+        x = s.median_latency_s if s.system != "control" else None
+        name = SYSTEM_NAMES.get(s.system, s.system) + (" (no latency: drawn at 0)" if x is None else "")
+        fig.add_trace(go.Scatter(x=[x if x is not None else 0.0], y=[s.average], mode="markers+text",
+                                 name=f"{name} — measured, {score_label}", text=[name], textposition="top center",
+                                 marker={"size": 12}))
+    fig.add_trace(go.Scatter(
+        x=[lat if lat is not None else 0.0 for _, _, lat in PAPER_ROWS], y=[avg for _, avg, _ in PAPER_ROWS],
+        mode="markers+text", name=f"paper, MT-Bench ({QUOTED})", text=[n for n, _, _ in PAPER_ROWS],
+        textposition="bottom center", marker={"size": 12, "symbol": "diamond-open"}))
+    fig.update_layout(title=f"Spoken MT-Bench: score vs median onset latency — measured scores: {score_label}; "
+                            f"paper points {QUOTED} (no latency reported: drawn at 0)",
+                      xaxis_title="median response onset latency (s)", yaxis_title=f"score [{score_label}]",
+                      yaxis_range=[0, 10.5], template="plotly_white")
+    return _write_figure(fig, stem)
+
+
+def sweep_points(summaries: Sequence[SystemSummary]) -> list[SystemSummary]:
+    return sorted([s for s in summaries if s.system != "control"], key=lambda s: (s.system, s.delay_s))
+
+
+def write_sweep(summaries: Sequence[SystemSummary], sweep_modes: Sequence[str], score_label: str,
+                out: Path) -> list[Path]:
+    """``sweep.csv`` and ``sweep.html``/``.json``: score and median latency per forced delay."""
+    import plotly.graph_objects as go
+    from plotly.subplots import make_subplots
+
+    points = [s for s in sweep_points(summaries) if s.system in sweep_modes]
+    csv_path = out / "sweep.csv"
+    with open(csv_path, "w", newline="", encoding="utf-8") as handle:
+        writer = csv.writer(handle)
+        writer.writerow(["system", "forced delay (s)", f"average score [{score_label}]", "median onset latency (s)",
+                         "sessions", "turns scored", "turns excluded"])
+        for s in points:
+            writer.writerow([SYSTEM_NAMES.get(s.system, s.system), s.delay_s, _csv(s.average),
+                             _csv(s.median_latency_s), s.sessions, s.scored, sum(s.excluded.values())])
+    fig = make_subplots(rows=1, cols=2, subplot_titles=(f"score [{score_label}]", "median onset latency (s)"))
+    for system in sweep_modes:
+        mine = [s for s in points if s.system == system]
+        name = SYSTEM_NAMES.get(system, system)
+        fig.add_trace(go.Scatter(x=[s.delay_s for s in mine], y=[s.average for s in mine], mode="lines+markers",
+                                 name=f"{name}: score"), row=1, col=1)
+        fig.add_trace(go.Scatter(x=[s.delay_s for s in mine], y=[s.median_latency_s for s in mine],
+                                 mode="lines+markers", name=f"{name}: latency"), row=1, col=2)
+    fig.update_xaxes(title_text="forced delay (s)")
+    fig.update_layout(title=f"Forced-delay sweep — scores: {score_label}", template="plotly_white")
+    return [csv_path, *_write_figure(fig, out / "sweep")]
+
+
+def write_rows(path: Path, rows: Iterable[ScoreRow], score_label: str) -> None:
+    """Every graded turn (JSON lines), with the answer that was graded."""
+    with open(path, "w", encoding="utf-8") as handle:
+        for r in rows:
+            handle.write(json.dumps({**r.__dict__, "score_kind": score_label}, ensure_ascii=False) + "\n")
