@@ -2,8 +2,9 @@
 
 Default: the offline proxy score (:mod:`kame_core.eval.proxy`, semantic similarity to reference answers,
 labelled "proxy — not MT-Bench"). A judge (an LLM judge of spoken MT-Bench) is used only when one is passed
-in *and* its API key is set in the environment; the app passes none until the judge is wired in, and every
-result names the measure that produced it.
+in *and* its API key is set in the environment (:func:`judge_from_env` builds one from ``$KAME_JUDGE`` /
+the keys); every result names the measure that produced it, and a judge that fails falls back to the proxy
+with the reason in the label.
 """
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from dataclasses import dataclass
 from typing import Protocol, Sequence
 
 from kame_core.eval.proxy import PROXY_LABEL, proxy_scorer
+from kame_core.protocols import LLMError
 
 #: environment variables whose presence means a judge may run (keys are never read into the app)
 JUDGE_KEY_VARS = ("OPENAI_API_KEY", "ANTHROPIC_API_KEY", "KAME_LLM_API_KEY")
@@ -42,7 +44,71 @@ def judge_available(env: dict[str, str] | None = None) -> bool:
 
 def score_answer(answer: str, references: Sequence[str], judge: Judge | None = None) -> AnswerScore:
     """Score ``answer`` against ``references``: with ``judge`` when given and a key is set, else the proxy."""
+    note = ""
     if judge is not None and judge_available():
-        return AnswerScore(float(judge.score(answer, references)), "judge", judge.label)
+        try:
+            return AnswerScore(float(judge.score(answer, references)), "judge", judge.label)
+        except JudgeUnavailable as err:
+            note = f" — judge not used: {err}"
     result = proxy_scorer().score(answer, references)
-    return AnswerScore(result.score, "proxy", f"offline proxy score ({PROXY_LABEL})")
+    return AnswerScore(result.score, "proxy", f"offline proxy score ({PROXY_LABEL}){note}")
+
+
+class JudgeUnavailable(RuntimeError):
+    """A judge was asked for but cannot run (no key, no judge prompts, a failed or unparsable verdict)."""
+
+
+@dataclass
+class MTBenchJudge:
+    """Spoken MT-Bench single-answer grading of one answer to ``question`` with FastChat's judge prompts
+    (``single-math-v1`` with the references for reasoning/math, else ``single-v1``), by the back-end ``spec``.
+
+    The prompts come from ``$KAME_MT_BENCH_DIR`` or FastChat's repository (downloaded once, cached). An
+    unparsable or out-of-range verdict raises :class:`JudgeUnavailable`: it is never guessed.
+    """
+
+    question: str
+    spec: str
+    category: str = ""
+    data_dir: str | None = None
+
+    @property
+    def label(self) -> str:
+        from kame_core.eval.judge import judge_model_name
+
+        return f"MT-Bench judge ({judge_model_name(self.spec)}, FastChat single-answer prompt)"
+
+    def score(self, answer: str, references: Sequence[str]) -> float:
+        from kame_core.eval.judge import Judge as EvalJudge
+        from kame_core.eval.judge import build_judge_messages, judge_model_name, judge_prompt_name, make_judge_llm
+        from kame_core.eval.mtbench_data import MTBenchDataError, Question, resolve_data
+
+        question = Question(question_id=0, category=self.category or "app", turns=(self.question,),
+                            reference=tuple(references[:1]) or None)
+        if question.needs_reference and not question.reference:
+            question = Question(0, "app", question.turns)  # no reference: the plain prompt
+        try:
+            prompts = resolve_data(self.data_dir).judge_prompts
+            messages = build_judge_messages(prompts[judge_prompt_name(question, 1)], question, [answer], 1)
+            judge = EvalJudge(make_judge_llm(self.spec), judge_model_name(self.spec), max_concurrency=1)
+        except (MTBenchDataError, KeyError, LLMError) as err:
+            raise JudgeUnavailable(f"judge {self.spec}: {err}") from None
+        result = judge.judge_all([messages])[0]
+        if result.verdict is None or result.verdict.rating is None:
+            reason = result.error or (result.verdict.status if result.verdict else "no verdict")
+            raise JudgeUnavailable(f"judge {self.spec} gave no usable verdict ({reason})")
+        return float(result.verdict.rating)
+
+
+def judge_from_env(question: str, category: str = "", env: dict[str, str] | None = None) -> MTBenchJudge | None:
+    """The judge the environment asks for: ``$KAME_JUDGE`` (an LLM spec), else ``openai:gpt-4`` when
+    ``$OPENAI_API_KEY`` is set, else ``anthropic`` when ``$ANTHROPIC_API_KEY`` is; ``None`` without a key or a
+    question (the proxy is used then)."""
+    env = os.environ if env is None else env
+    if not question or not judge_available(env):
+        return None
+    spec = env.get("KAME_JUDGE") or ("openai:gpt-4" if env.get("OPENAI_API_KEY") else
+                                     "anthropic" if env.get("ANTHROPIC_API_KEY") else "")
+    if not spec:
+        return None
+    return MTBenchJudge(question, spec, category, env.get("KAME_MT_BENCH_DIR") or None)

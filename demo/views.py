@@ -25,6 +25,7 @@ from .delay_sweep import DELAYS_S, DelayOutcome, curve_figure, describe_outcome,
 from .inspector import frame_details, run_summary_rows
 from .player import files_root, player_html, write_mix
 from .provenance_badge import provenance_badge
+from .scoring import MTBenchJudge, judge_from_env
 from .timeline import RUN_NAMES, compare_figure, timeline_figure, with_playhead
 from .uploads import UploadError, decode_upload
 
@@ -279,6 +280,14 @@ def _kame_run(session: AppSession) -> SessionTrace:
     return found
 
 
+def _judge(session: AppSession) -> MTBenchJudge | None:
+    """The MT-Bench judge for the opened input's first question when a key is set (else the proxy scores)."""
+    loaded = session.loaded
+    if loaded is None or not loaded.questions:
+        return None
+    return judge_from_env(loaded.questions[0], loaded.category)
+
+
 def forced_delay(delay_s: float, state: Any = None, *, front_end: Any = None):
     """Re-run the opened input's KAME run with ``delay_s`` of forced delay: (session, figure, markdown)."""
     from .stacks import rerun_front_end
@@ -290,7 +299,7 @@ def forced_delay(delay_s: float, state: Any = None, *, front_end: Any = None):
         factory = front_end or rerun_front_end()
         refs, note = reference_answers(session.loaded.references, kame)  # type: ignore[union-attr]
         outcome = run_delay(kame, delay, factory.make, refs, cache=session.delay_cache,
-                            cache_key=session.loaded.key)  # type: ignore[union-attr]
+                            cache_key=session.loaded.key, judge=_judge(session))  # type: ignore[union-attr]
     except (ReplayUnavailable, ValueError, TypeError) as err:
         return session, None, _error("Cannot re-run", err)
     recorded_ms = int(kame.config.get("forced_delay_ms", 0))
@@ -314,8 +323,9 @@ def delay_curve(state: Any = None, *, front_end: Any = None) -> tuple[Any, Any, 
         refs, note = reference_answers(session.loaded.references, kame)  # type: ignore[union-attr]
         if not refs:
             raise ReplayUnavailable(note)
+        judge = _judge(session)
         outcomes = [run_delay(kame, d, factory.make, refs, cache=session.delay_cache,
-                              cache_key=session.loaded.key) for d in DELAYS_S]  # type: ignore[union-attr]
+                              cache_key=session.loaded.key, judge=judge) for d in DELAYS_S]  # type: ignore[union-attr]
     except (ReplayUnavailable, ValueError) as err:
         return session, None, _error("Cannot draw the curve", err)
     fig = curve_figure(outcomes, note, session.loaded.title)  # type: ignore[union-attr]
