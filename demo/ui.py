@@ -88,7 +88,8 @@ def build_app(gpu: Callable[[Callable], Callable] | None = None) -> gr.Blocks:
                 plot = gr.Plot(label="Timeline", elem_id="kame-plot-timeline")
                 audio = _player()
                 details = gr.Markdown()
-                table = gr.Dataframe(headers=RUN_SUMMARY_HEADERS, interactive=False, wrap=True, label="Runs")
+                table = gr.Dataframe(headers=RUN_SUMMARY_HEADERS, interactive=False, wrap=True, label="Runs",
+                                     column_widths=["7%", "8%", "24%", "9%", "9%", "9%", "34%"])
             with gr.Tab("Compare", id="compare"):
                 compare_btn = gr.Button("Compare every mode of this input", variant="primary")
                 compare_plot = gr.Plot(label="KAME · Moshi mode · cascade", elem_id="kame-plot-compare")
@@ -96,7 +97,8 @@ def build_app(gpu: Callable[[Callable], Callable] | None = None) -> gr.Blocks:
                 with gr.Row():
                     slots = [_player() for _ in range(views.COMPARE_SLOTS)]
                 compare_table = gr.Dataframe(headers=views.COMPARE_HEADERS, interactive=False, wrap=True,
-                                             label="Measured on this input")
+                                             label="Measured on this input",
+                                             column_widths=["9%", "25%", "9%", "9%", "9%", "39%"])
                 gr.Dataframe(value=PAPER_TABLE_ROWS, headers=PAPER_TABLE_HEADERS, interactive=False,
                              label="Reference: the paper's Table 2 (quoted, not measured here)")
                 gr.Markdown(f"<small>{PAPER_NOTE}</small>")
