@@ -35,10 +35,10 @@ def bundled_names(folder: Path | None = None) -> list[str]:
 
 
 def training_root() -> Path | None:
-    """A KAME-layout training-dialogue folder: ``$KAME_TRAINING_DIR``, else the shared sample beside the repo."""
+    """The KAME-layout training-dialogue folder named by ``$KAME_TRAINING_DIR`` (``audio/`` + ``text/``), if any."""
     env = os.environ.get("KAME_TRAINING_DIR")
-    candidates = [Path(env)] if env else [REPO_ROOT.parent / "shared" / "data" / "spokenwoz_sample"]
-    return next((p for p in candidates if (p / "audio").is_dir() and (p / "text").is_dir()), None)
+    root = Path(env) if env else None
+    return root if root is not None and (root / "audio").is_dir() and (root / "text").is_dir() else None
 
 
 def training_dialogue_ids(root: Path | None = None) -> list[str]:

@@ -75,7 +75,8 @@ def build_app(gpu: Callable[[Callable], Callable] | None = None) -> gr.Blocks:
         with gr.Row():
             choice = gr.Dropdown(names, value=names[0] if names else None, label="Scenario (scenarios folder)",
                                  info=None if names else library.NO_SCENARIOS.format(folder=library.scenarios_dir()))
-            dialogue = gr.Dropdown(dialogues, value=None, label="…or a training dialogue (KAME dataset layout)")
+            dialogue = gr.Dropdown(dialogues, value=None, label="…or a training dialogue (KAME dataset layout)",
+                                   info=None if dialogues else "set KAME_TRAINING_DIR to a folder with audio/ and text/")
             upload = gr.File(label="…or a scenario file (.kame)", file_types=[".kame"], type="filepath")
             download = gr.DownloadButton("Download this scenario (.kame)", value=None)
         status = gr.Markdown(elem_id="kame-status")
