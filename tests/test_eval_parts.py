@@ -50,7 +50,7 @@ def test_unknown_question_id_is_named() -> None:
 
 
 @pytest.mark.parametrize("name, line, bad, message", [
-    ("question.jsonl", 3, "{not json", "not valid JSON"),
+    ("question.jsonl", 3, "{not json", "not JSON"),
     ("question.jsonl", 5, '{"question_id": 85, "category": "writing"}', "'turns'"),
     ("gpt-4.jsonl", 2, '{"question_id": "102", "choices": []}', "'question_id' has the wrong type"),
     ("judge_prompts.jsonl", 1, '{"name": "x"}', "missing field 'system_prompt'"),

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import concurrent.futures as futures
 import io
-import json
 import multiprocessing
 import re
 import time
@@ -23,6 +22,7 @@ import soundfile
 from tqdm import tqdm
 
 from ..clock import SAMPLE_RATE
+from ..jsonl import read_json_objects
 from ..protocols import TTS, Synthesis
 from .layout import (
     AUDIO_DIR,
@@ -53,22 +53,10 @@ class QAPair:
 def load_qa_pairs(path: str | Path, id_prefix: str = "qa") -> list[QAPair]:
     """Read ``{"question": str, "answer": str, "id": optional str}`` lines; ids must be unique and file-safe."""
     path = Path(path)
-    try:
-        lines = path.read_text(encoding="utf-8").splitlines()
-    except (OSError, UnicodeDecodeError) as exc:
-        raise QAFileError(f"{path}: cannot read: {exc}") from exc
     pairs: list[QAPair] = []
     seen: set[str] = set()
-    for number, line in enumerate(lines, start=1):
-        if not line.strip():
-            continue
+    for number, item in read_json_objects(path, QAFileError, where="{path}: line {line}"):
         where = f"{path}: line {number}"
-        try:
-            item = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise QAFileError(f"{where}: not JSON: {exc}") from exc
-        if not isinstance(item, dict):
-            raise QAFileError(f"{where}: expected an object")
         for key in ("question", "answer"):
             if not isinstance(item.get(key), str) or not item[key].strip():
                 raise QAFileError(f"{where}: {key!r} must be a non-empty string")

@@ -9,7 +9,6 @@ from FastChat's repository once into ``$KAME_CACHE_DIR/mt_bench``. Every malform
 """
 from __future__ import annotations
 
-import json
 import os
 import tempfile
 import urllib.error
@@ -17,6 +16,8 @@ import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable, Mapping
+
+from ..jsonl import read_json_objects
 
 #: the spoken MT-Bench subset of the KAME paper: reasoning, STEM and humanities, two turns each
 PAPER_QUESTION_IDS = "101-110,141-150,151-160"
@@ -102,22 +103,7 @@ def parse_question_ids(text: str) -> list[int]:
 
 
 def _read_jsonl(path: Path) -> list[tuple[int, dict[str, Any]]]:
-    records = []
-    try:
-        lines = path.read_text(encoding="utf-8").splitlines()
-    except OSError as exc:
-        raise MTBenchDataError(f"cannot read {path}: {exc.strerror or exc}") from None
-    for n, line in enumerate(lines, 1):
-        if not line.strip():
-            continue
-        try:
-            record = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise MTBenchDataError(f"{path}:{n}: not valid JSON ({exc.msg})") from None
-        if not isinstance(record, dict):
-            raise MTBenchDataError(f"{path}:{n}: expected a JSON object")
-        records.append((n, record))
-    return records
+    return read_json_objects(path, MTBenchDataError)
 
 
 def _field(path: Path, n: int, record: dict[str, Any], name: str, kind: type | tuple[type, ...]) -> Any:
