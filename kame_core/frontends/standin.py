@@ -13,6 +13,9 @@ What it imitates, frame by frame on the 80 ms clock:
   the new oracle), it switches mid-sentence ("... Lyon, I mean, Paris") and reports a
   :class:`~kame_core.protocols.SelfCorrection` at the frame of the switch. When the new oracle agrees with
   what was said, it carries on without a correction.
+* It takes turns: no new word while the user holds the floor (their voice, heard by Silero VAD on the
+  user frames, and a pause long enough for how their transcript ends; :mod:`.floor`). The oracle may
+  arrive while the user still talks; the answer starts when they yield, as the trained model's does.
 * It honours the forced-delay hold: silent, but it keeps consuming oracle tokens (and synthesizing ahead).
 * Its output audio is TTS of the words it spoke, placed at the frames where it spoke them. The TTS runs
   once per phrase; the phrase audio is cut per word with the synthesis word timings.
@@ -40,6 +43,7 @@ import numpy as np
 from ..clock import FRAME_SECONDS
 from ..protocols import TTS, FrontEndOutput, SelfCorrection, STTEvent, Synthesis, TextTokenizer
 from ..trace import Provenance
+from .floor import FloorConfig, UserFloor
 from .speech import Speaker, WordAudio, cut_words
 from .tokenizer import WordTokenizer
 
@@ -78,6 +82,9 @@ class StandInConfig:
     tts_latency_s: float = 0.16
     #: modelled time for the small local model to answer (guesses and Moshi-mode answers)
     model_latency_s: float = 1.0
+    #: turn-taking: no new word while the user holds the floor (their voice, heard by Silero VAD on the
+    #: user frames); ``None`` talks over the user whenever it has words
+    floor: FloorConfig | None = FloorConfig()
 
 
 # ------------------------------------------------------------------------------------------ visible state
@@ -214,6 +221,7 @@ class StandInState:
     unreported_correction: SelfCorrection | None = None
     opened_turn: int | None = None  # the turn an opener was said in
     spoken_turn: int | None = None  # the turn the front-end last said something in
+    floor: UserFloor | None = None  # turn-taking from the user's audio (None: talks whenever it has words)
 
 
 def normalize(word: str) -> str:
@@ -267,10 +275,13 @@ class StandInFrontEnd:
                 request.reply.cancel()
             if old.job is not None:
                 old.job.synthesis.cancel()
-        self._state = StandInState(rng=random.Random(seed), speaker=Speaker(max_words_per_s=self.words_per_s))
+        self._state = StandInState(rng=random.Random(seed), speaker=Speaker(max_words_per_s=self.words_per_s),
+                                   floor=UserFloor(self.config.floor) if self.config.floor else None)
 
     def step(self, user_frame: np.ndarray, oracle_token: int | None, hold: bool = False) -> FrontEndOutput:
         st = self._state
+        if st.floor is not None:
+            st.floor.hear(user_frame, (st.frame + 1) * FRAME_SECONDS)
         self._hear_user(st)
         self._hear_oracle(st, oracle_token)
         self._collect_model_replies(st)
@@ -534,7 +545,8 @@ class StandInFrontEnd:
             due = (answer is not None and answer.source == "oracle" and not answer.said and not answer.opened
                    and answer.revision == st.oracle.revision
                    and st.frame - st.oracle.started_frame >= _frames(cfg.opener_wait_s))
-        if not due or self._phrase(self._unqueued_answer_words(st), self._answer_complete(st)):
+        if not due or self._user_holds_floor(st) or self._phrase(self._unqueued_answer_words(st),
+                                                                 self._answer_complete(st)):
             return
         st.opened_turn = user.turn
         if answer is not None:
@@ -542,8 +554,11 @@ class StandInFrontEnd:
         opener = st.rng.choice(cfg.openers).split()
         self._synthesize(st, opener, [False] * len(opener))
 
+    def _user_holds_floor(self, st: StandInState) -> bool:
+        return st.floor is not None and st.floor.user_holds_floor(st.frame * FRAME_SECONDS, st.user.transcript())
+
     def _speak(self, st: StandInState) -> FrontEndOutput:
-        if not st.queue or not st.speaker.can_start(st.frame):
+        if not st.queue or not st.speaker.can_start(st.frame) or self._user_holds_floor(st):
             return self._output(st, "", None, None)
         utterance = st.queue.popleft()
         st.speaker.say(st.frame, utterance.word)

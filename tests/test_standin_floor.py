@@ -1,0 +1,85 @@
+"""Turn-taking of the stand-in on real speech (Piper): it does not talk over the user."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from kame_core.clock import FRAME_SECONDS, SAMPLE_RATE, SAMPLES_PER_FRAME
+from kame_core.frontends import StandInFrontEnd
+from kame_core.frontends.floor import FloorConfig, UserFloor
+from kame_core.frontends.tokenizer import WordTokenizer
+from kame_core.tts import make_tts
+
+from .doubles import tone
+
+
+@pytest.fixture(scope="module")
+def piper():
+    return make_tts("piper")
+
+
+def frames(audio: np.ndarray):
+    n = len(audio) // SAMPLES_PER_FRAME
+    return [audio[i * SAMPLES_PER_FRAME:(i + 1) * SAMPLES_PER_FRAME] for i in range(n)]
+
+
+def padded(speech: np.ndarray, lead_s: float = 0.5, tail_s: float = 2.0) -> np.ndarray:
+    z = lambda s: np.zeros(int(s * SAMPLE_RATE), np.float32)  # noqa: E731
+    return np.concatenate([z(lead_s), speech, z(tail_s)])
+
+
+def test_floor_follows_real_speech_and_the_transcript_ending(piper):
+    speech = piper.synthesize("Could you tell me what the capital of France is?")
+    audio = padded(speech.audio)
+    floor = UserFloor()
+    held = []
+    for i, frame in enumerate(frames(audio)):
+        floor.hear(frame, (i + 1) * FRAME_SECONDS)
+        held.append(floor.user_holds_floor((i + 1) * FRAME_SECONDS, "what the capital of France is?"))
+    end_s = 0.5 + speech.words[-1].end
+    mid = [held[i] for i in range(len(held)) if 1.0 < (i + 1) * FRAME_SECONDS < end_s - 0.3]
+    assert mid and all(mid)  # inside the question the user holds the floor (short gaps between words too)
+    free_at = next(i for i in range(len(held)) if (i + 1) * FRAME_SECONDS > end_s and not held[i])
+    assert (free_at + 1) * FRAME_SECONDS - end_s < 0.6  # yielded soon after a question mark
+    assert not held[-1]
+
+
+def test_a_pause_mid_sentence_needs_longer_than_after_a_question():
+    cfg = FloorConfig()
+    assert cfg.pause_needed("what is the capital?") < cfg.pause_needed("It is.") < cfg.pause_needed("what is the")
+
+
+def test_tones_never_hold_the_floor():
+    floor = UserFloor()
+    for i, frame in enumerate(frames(tone(2.0))):
+        floor.hear(frame, (i + 1) * FRAME_SECONDS)
+        assert not floor.user_holds_floor((i + 1) * FRAME_SECONDS, "")
+
+
+def test_the_stand_in_waits_for_the_user_to_finish_before_answering(piper):
+    """An oracle that is ready while the user is still talking is spoken only once they yield."""
+    question = piper.synthesize("Please tell me, which planet in our solar system is the largest one?")
+    audio = padded(question.audio, tail_s=5.0)
+    end_s = 0.5 + question.words[-1].end
+    tokenizer = WordTokenizer()
+    oracle = [tokenizer.start_token_id, *tokenizer.encode(" Jupiter is the largest planet.")]
+    fe = StandInFrontEnd(piper, tokenizer=tokenizer, background=False)
+    spoken_at = []
+    for i, frame in enumerate(frames(audio)):
+        token = oracle[i - 12] if 12 <= i < 12 + len(oracle) else None  # the oracle arrives at ~1 s
+        out = fe.step(frame, token)
+        if out.text_piece.strip():
+            spoken_at.append((i * FRAME_SECONDS, out.text_piece.strip()))
+    assert spoken_at, "it never answered"
+    assert spoken_at[0][0] >= end_s - 0.1, (spoken_at[0], end_s)  # not over the user
+    assert spoken_at[0][0] < end_s + 1.0
+    assert "Jupiter" in " ".join(w for _, w in spoken_at)
+
+    fe_no_turns = StandInFrontEnd(piper, tokenizer=WordTokenizer(), background=False,
+                                  config=type(fe.config)(floor=None))
+    tokenizer2 = fe_no_turns.tokenizer
+    oracle2 = [tokenizer2.start_token_id, *tokenizer2.encode(" Jupiter is the largest planet.")]
+    first = next(i for i, frame in enumerate(frames(audio))
+                 if fe_no_turns.step(frame, oracle2[i - 12] if 12 <= i < 12 + len(oracle2) else None)
+                 .text_piece.strip())
+    assert first * FRAME_SECONDS < end_s - 1.0  # without turn-taking it talks over the user
