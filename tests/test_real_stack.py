@@ -55,24 +55,26 @@ def test_tandem_answers_before_the_cascade_on_the_same_spoken_question(stack):
 
 
 def test_stand_in_switches_to_a_newer_contradicting_oracle_with_real_speech(stack):
-    """A back-end that guesses wrong from the partial transcript, then answers right: the stand-in, hearing
-    real recognised speech, must switch mid-answer and record a self-correction."""
+    """The user asks, pauses (the stand-in starts answering), then changes the question: the back-end's
+    next oracle contradicts what was said, and the stand-in, hearing real recognised speech, switches
+    mid-answer and records a self-correction."""
 
     def answer(transcript: str) -> str:
         if "largest" in transcript.lower():
             return "Jupiter is the largest planet in our solar system."
-        return "Mars is a small red planet that has two tiny moons."
+        return "Mercury is the smallest planet and the closest one to the sun."
 
     oracle = ScriptedLLM(answer, first_chunk_s=0.2, per_chunk_s=0.05)
-    audio = spoken_question(stack, "Which planet in our solar system is the largest one?")
+    first = spoken_question(stack, "Which planet in our solar system is the smallest?", tail_s=1.2)
+    second = spoken_question(stack, "Sorry, I mean the largest one.", lead_s=0.0)
     with_double = type(stack)(make_stt=stack.make_stt, make_front_end=stack.make_front_end, llm=oracle,
                               tts=stack.tts, components=stack.components)
-    trace = with_double.runner("kame").run_sync(audio)
+    trace = with_double.runner("kame").run_sync(np.concatenate([first, second]))
     corrections = trace.events_of(EventKind.SELF_CORRECTION)
-    assert corrections, trace.spoken_text()
     said = trace.spoken_text()
-    assert "Mars" in said and "Jupiter" in said
-    assert said.index("Mars") < said.index("Jupiter")
+    assert corrections, said
+    assert "Mercury" in said and "Jupiter" in said
+    assert said.index("Mercury") < said.index("Jupiter")
     assert any("Jupiter" in str(c.data.get("new_text", "")) for c in corrections)
 
 
