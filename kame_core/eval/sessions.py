@@ -43,7 +43,7 @@ class TurnTaking:
     #: ... and at least this long after the user's turn ended (above metrics' 1.5 s turn gap)
     min_gap_s: float = 2.0
     #: ask the next turn anyway after this long
-    max_wait_s: float = 25.0
+    max_wait_s: float = 40.0
 
     def to_json(self) -> dict[str, float]:
         return dataclasses.asdict(self)
