@@ -21,13 +21,12 @@ VAD_RATE = 16000
 
 @dataclass(frozen=True)
 class FloorConfig:
-    """Pauses after which the user yields the floor, by how their transcript ends, and the VAD thresholds."""
+    """Pauses after which the user yields the floor, by how their transcript ends (voice itself is judged
+    with the streaming STT's VAD thresholds, :class:`~kame_core.stt.vad.VadConfig`)."""
 
     after_question_s: float = 0.1
     after_sentence_s: float = 0.35
     mid_sentence_s: float = 0.8
-    speech_threshold: float = 0.5
-    silence_threshold: float = 0.35
 
     def pause_needed(self, transcript: str) -> float:
         end = transcript.rstrip().rstrip("\"')]")[-1:]
@@ -40,9 +39,10 @@ class UserFloor:
     """Follows the user's voice frame by frame (one instance per session)."""
 
     def __init__(self, config: FloorConfig | None = None) -> None:
-        from ..stt.vad import StreamingSileroVAD
+        from ..stt.vad import StreamingSileroVAD, VadConfig
 
         self.config = config or FloorConfig()
+        self._thresholds = VadConfig()
         self._vad = StreamingSileroVAD()
         self._resampler = StreamResampler(SAMPLE_RATE, VAD_RATE)
         self._heard_voice = False
@@ -51,11 +51,11 @@ class UserFloor:
 
     def hear(self, user_frame: np.ndarray, frame_end_s: float) -> None:
         """Feed the user's frame that ends at ``frame_end_s`` (session time)."""
-        cfg = self.config
+        vad = self._thresholds
         for p in self._vad.push(self._resampler.push(user_frame)):
-            if p >= cfg.speech_threshold:
+            if p >= vad.threshold:
                 self._heard_voice = self._voiced = True
-            elif p < cfg.silence_threshold and self._voiced:
+            elif p < vad.neg_threshold and self._voiced:
                 self._voiced = False
                 self._silent_since = frame_end_s
 
