@@ -31,6 +31,15 @@ class UserAudioSource(Protocol):
     def read_frame(self, index: int) -> np.ndarray | None: ...
 
 
+def note_missed_deadline(clock: Clock, trace: SessionTrace, frame: int, frame_due: float) -> None:
+    """On a real-time clock, record a NOTE when frame ``frame`` (due at ``frame_due``) was produced more than
+    one frame period late; the live benchmark counts these."""
+    late = clock.now() - (frame_due + FRAME_SECONDS)
+    if not clock.is_virtual and late > 0:
+        trace.add_event(clock.now(), EventKind.NOTE, what="missed frame deadline", frame=frame,
+                        late_ms=round(late * 1000, 1))
+
+
 def follow_session(source: UserAudioSource, trace: SessionTrace) -> None:
     """Hand ``trace`` (being built) to a source that wants to follow the session it feeds.
 
@@ -259,10 +268,7 @@ class TandemRunner:
                 revision = session.oracle_stream.revision if self.config.mode == "kame" else sc.revision
                 trace.add_event(now, EventKind.SELF_CORRECTION, frame=i, abandoned_text=sc.abandoned_text,
                                 revision=revision, new_text=sc.new_text)
-            late = clock.now() - (frame_due + FRAME_SECONDS)
-            if not clock.is_virtual and late > 0:
-                trace.add_event(clock.now(), EventKind.NOTE, what="missed frame deadline", frame=i,
-                                late_ms=round(late * 1000, 1))
+            note_missed_deadline(clock, trace, i, frame_due)
             i += 1
 
     def _should_stop(self, session: _Session, now: float, input_end: float, last_text_t: float) -> bool:

@@ -29,7 +29,7 @@ from ..frontends.speech import Speaker, WordAudio, cut_words
 from ..metrics import annotate_onsets
 from ..oracle import Conversation
 from ..protocols import TTS, LLMError, STTEvent, StreamingLLM, StreamingSTT
-from ..runner import ArraySource, UserAudioSource, follow_session
+from ..runner import ArraySource, UserAudioSource, follow_session, note_missed_deadline
 from ..trace import EventKind, FrameRecord, SessionTrace, silence
 
 #: A plain voice-assistant prompt: the cascade answers a finished turn (no prediction needed).
@@ -179,10 +179,7 @@ class CascadeRunner:
                 last_text_t = frame_due
                 session.conversation.on_assistant_piece(piece)
                 session.assistant_spoke_since_user = True
-            late = clock.now() - (frame_due + FRAME_SECONDS)
-            if not clock.is_virtual and late > 0:
-                trace.add_event(clock.now(), EventKind.NOTE, what="missed frame deadline", frame=i,
-                                late_ms=round(late * 1000, 1))
+            note_missed_deadline(clock, trace, i, frame_due)
             i += 1
 
     def _speak(self, session: _CascadeSession, frame: int) -> str:
