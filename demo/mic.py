@@ -66,7 +66,7 @@ class MicSession:
 
     def snapshot(self) -> SessionTrace | None:
         """The session so far (None before it started)."""
-        current = self._runner.current_trace
+        current = self.source.trace
         return None if current is None else current.snapshot()
 
     def finish(self, timeout_s: float = 60.0) -> SessionTrace:

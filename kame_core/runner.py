@@ -64,12 +64,17 @@ class ArraySource:
 
 
 class LiveSource:
-    """Frames pushed as they arrive (a microphone); silence is read on an under-run."""
+    """Frames pushed as they arrive (a microphone); silence is read on an under-run. ``trace`` is the
+    session being built from it (handed over by the runner; for a live display to snapshot)."""
 
     def __init__(self) -> None:
         self._frames: list[np.ndarray] = []
         self._buffer = np.zeros(0, np.float32)
         self.closed = False
+        self.trace: SessionTrace | None = None
+
+    def follow(self, trace: SessionTrace) -> None:
+        self.trace = trace
 
     def push(self, audio: np.ndarray) -> None:
         self._buffer = np.concatenate([self._buffer, np.asarray(audio, np.float32)])
@@ -161,7 +166,6 @@ class TandemRunner:
         self.clock = clock or VirtualClock()
         #: the trace of the session now running (None before the first run); read it from another thread
         #: with :meth:`SessionTrace.snapshot` to show a live session as it happens
-        self.current_trace: SessionTrace | None = None
         if self.config.mode == "kame" and (stt is None or llm is None):
             raise ValueError("KAME mode needs a streaming STT and an LLM (mode='moshi' runs without the oracle)")
         if self.config.mode not in ("kame", "moshi"):
@@ -175,7 +179,6 @@ class TandemRunner:
     async def run(self, user_audio: np.ndarray | UserAudioSource) -> SessionTrace:
         source = ArraySource(user_audio) if isinstance(user_audio, np.ndarray) else user_audio
         session = self._new_session()
-        self.current_trace = session.trace
         follow_session(source, session.trace)
         stop = asyncio.Event()
         tasks = []
