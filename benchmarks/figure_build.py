@@ -25,7 +25,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from kame_core.clock import VirtualClock  # noqa: E402
 from kame_core.metrics import session_metrics  # noqa: E402
-from kame_core.runner import SessionConfig, TandemRunner  # noqa: E402
+from kame_core.pipelines.tandem import SessionConfig, TandemRunner  # noqa: E402
 from kame_core.scenario import Scenario, load_scenario, save_scenario  # noqa: E402
 from kame_core.trace import SessionTrace  # noqa: E402
 from kame_core.pipelines import CascadeRunner  # noqa: E402

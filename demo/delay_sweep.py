@@ -17,7 +17,8 @@ from kame_core.clock import FRAME_SECONDS
 from kame_core.metrics import turn_onsets, user_turns
 from kame_core.pipelines.replay import rerun_front_end
 from kame_core.protocols import FrontEnd
-from kame_core.trace import EventKind, SessionTrace
+from kame_core.trace import SessionTrace
+from kame_core.trace_query import llm_requests, revision_at
 
 from .scoring import AnswerScore, Judge, score_answer
 from .timeline import format_latency
@@ -66,20 +67,11 @@ def oracle_at_onset(trace: SessionTrace) -> OracleAtStart | None:
     onsets = turn_onsets(trace)
     if not onsets or onsets[0].text_onset is None:
         return None
-    onset = int(round(onsets[0].text_onset / FRAME_SECONDS))
-    fed = trace.frames[: onset + 1]
-    revision = next((f.oracle.revision for f in reversed(fed) if f.oracle.revision is not None), None)
-    if revision is None:
+    at = revision_at(trace, int(round(onsets[0].text_onset / FRAME_SECONDS)))
+    if at is None:
         return None
-    known = "".join(f.oracle.piece for f in fed if f.oracle.revision == revision and not f.oracle.is_start)
-    reset = next((e for e in trace.events_of(EventKind.ORACLE_RESET) if e.data.get("revision") == revision), None)
-    full = next((str(e.data.get("text", "")) for e in trace.events_of(EventKind.LLM_REQUEST_FINISH,
-                                                                          EventKind.LLM_REQUEST_CANCEL)
-                 if e.data.get("revision") == revision), "")
-    if not full and reset is not None:
-        full = str(reset.data.get("text", "") or "")
-    return OracleAtStart(revision=revision, hint_level=None if reset is None else reset.data.get("hint_level"),
-                         known_text=" ".join(known.split()), full_text=" ".join(full.split()))
+    return OracleAtStart(revision=at.revision.revision, hint_level=at.revision.hint_level, known_text=at.fed_text,
+                         full_text=at.revision.text)
 
 
 def reference_answers(references: Sequence[str], kame: SessionTrace) -> tuple[list[str], str]:
@@ -87,8 +79,7 @@ def reference_answers(references: Sequence[str], kame: SessionTrace) -> tuple[li
     refs = [r for r in references if r and r.strip()]
     if refs:
         return refs, "the scenario's reference answers"
-    finals = [str(e.data.get("text", "")) for e in kame.events_of(EventKind.LLM_REQUEST_FINISH)
-              if str(e.data.get("text", "")).strip()]
+    finals = [r.text for r in llm_requests(kame) if r.outcome == "finished" and r.text]
     if finals:
         return [finals[-1]], ("fallback: the recorded KAME run's final oracle text (this scenario has no "
                               "reference answers)")

@@ -11,6 +11,7 @@ import numpy as np
 from kame_core.metrics import session_metrics
 from kame_core.scenario import Scenario
 from kame_core.trace import PROVENANCE_KINDS, SessionTrace
+from kame_core.trace_query import revision_at
 
 
 def run_summary_rows(scenario: Scenario) -> list[list[Any]]:
@@ -50,9 +51,7 @@ def frame_details(trace: SessionTrace, t: float) -> str:
     i = frame_of(t)
     f = trace.frames[i]
     said = trace.spoken_text(max(0, i - 24), i + 1)
-    rev = next((r.oracle.revision for r in reversed(trace.frames[: i + 1]) if r.oracle.revision is not None), None)
-    fed = "".join(r.oracle.piece for r in trace.frames[: i + 1] if r.oracle.revision == rev and rev is not None
-                  and not r.oracle.is_start)
+    at = revision_at(trace, i)
     user_rms = float(np.sqrt(np.mean(trace.user_frame(i).astype(np.float64) ** 2))) if trace.user_audio.size else 0.0
     out_rms = float(np.sqrt(np.mean(trace.output_frame(i).astype(np.float64) ** 2))) if trace.output_audio.size else 0.0
     piece = "(padding)" if f.text_is_padding else f"“{f.text_piece.strip() or '␣'}” (token {f.text_token})"
@@ -63,7 +62,9 @@ def frame_details(trace: SessionTrace, t: float) -> str:
             f"{' · held by the forced delay' if f.held else ''}\n\n"
             f"- user audio: RMS {user_rms:.3f}\n- inner monologue: {piece}; recent: “{said}”\n"
             f"- output audio: RMS {out_rms:.3f}\n- oracle stream: {oracle}"
-            + (f"; rev {rev} so far: “{' '.join(fed.split())}”" if rev is not None else "; no oracle yet"))
+            + (f"; rev {at.revision.revision}"
+               + (f" (hint level {at.revision.hint_level})" if at.revision.hint_level is not None else "")
+               + f" so far: “{at.fed_text}”" if at is not None else "; no oracle yet"))
 
 
 #: quoted from the KAME paper (arXiv 2510.02327), Table 2: spoken MT-Bench, not measured here

@@ -1,7 +1,7 @@
 """Microphone sessions: KAME live on the real-time clock, fed by streamed microphone chunks.
 
 The browser streams chunks every ~0.5 s; :class:`MicSession` resamples them to 24 kHz (soxr, continuous
-across chunks), pushes them into a :class:`~kame_core.runner.LiveSource` and runs the tandem runner on a
+across chunks), pushes them into a :class:`~kame_core.session.LiveSource` and runs the tandem runner on a
 :class:`~kame_core.clock.RealTimeClock` in a background thread. The runner starts once ``head_start_s`` of
 audio is buffered, so frames arrive before they are due despite chunked delivery (a frame that is still
 late is read as silence, as a real-time system must). :meth:`snapshot` gives the trace so far for display;
@@ -17,7 +17,7 @@ import numpy as np
 from kame_core.audio_io import StreamResampler, to_mono_float32
 from kame_core.clock import SAMPLE_RATE, RealTimeClock
 from kame_core.pipelines.stack import Stack
-from kame_core.runner import LiveSource
+from kame_core.session import LiveSource
 from kame_core.trace import SessionTrace
 
 #: the longest microphone session accepted (as for uploads)

@@ -1,14 +1,13 @@
-"""A native ``<audio>`` player for a run's conversation audio, served by Gradio from the user's private folder.
+"""A native ``<audio>`` player for a run's conversation audio, served from the user's private folder.
 
 The timeline's playhead follows this element (``demo.ui.SYNC_JS`` listens to its media events). The audio
-is written once per (scenario, run) as 16-bit WAV into the session's folder, which lies under
-:func:`files_root`, a folder the app allows Gradio to serve.
+is written once per (scenario, run) as 16-bit WAV into the session's folder and served under the session's
+unguessable token (:mod:`demo.session_files`).
 """
 from __future__ import annotations
 
 import hashlib
 import html
-import tempfile
 from pathlib import Path
 
 import numpy as np
@@ -17,12 +16,7 @@ import soundfile as sf
 from kame_core.clock import SAMPLE_RATE
 from kame_core.trace import SessionTrace
 
-
-def files_root() -> Path:
-    """Parent of every session's private folder (passed to Gradio's ``allowed_paths``)."""
-    root = Path(tempfile.gettempdir()) / "kame-studio-app"
-    root.mkdir(parents=True, exist_ok=True)
-    return root
+from .session_files import url_of
 
 
 def conversation_mix(trace: SessionTrace) -> np.ndarray:
@@ -49,6 +43,6 @@ def player_html(path: Path | None, view: str, label: str) -> str:
     """HTML of a labelled native audio player with id ``kame-audio-<view>`` (empty note without audio)."""
     if path is None:
         return f"<div id='kame-audio-{view}' class='kame-player'><small>{html.escape(label)}: no audio</small></div>"
-    src = "gradio_api/file=" + html.escape(str(path), quote=True)
+    src = html.escape(url_of(path), quote=True)
     return (f"<div id='kame-audio-{view}' class='kame-player'><div class='kame-small'>{html.escape(label)}</div>"
             f"<audio controls preload='auto' src='{src}' style='width:100%'></audio></div>")

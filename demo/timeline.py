@@ -43,6 +43,7 @@ import plotly.graph_objects as go
 from kame_core.clock import FRAME_SECONDS, SAMPLE_RATE
 from kame_core.metrics import TurnOnset, turn_onsets
 from kame_core.trace import Event, EventKind, SessionTrace
+from kame_core.trace_query import llm_requests, oracle_revisions, self_corrections
 
 from .provenance_badge import provenance_badge
 
@@ -221,25 +222,13 @@ def _frame_runs(flags: Iterable[bool]) -> list[tuple[int, int]]:
     return runs
 
 
-def _abandoned_frames(trace: SessionTrace, spoken: list[tuple[int, str]]) -> dict[int, int]:
-    """Frames whose text piece a self-correction abandoned -> the revision that replaced it.
-
-    Walks back from each correction over the pieces spoken before it until their characters cover the
-    abandoned text the front-end reported (tokenisation may split words differently from the report).
-    """
+def _abandoned_frames(trace: SessionTrace) -> dict[int, int]:
+    """Frames whose words a self-correction took back -> the revision it switched to (as the front-end
+    recorded them; runs recorded before front-ends reported the frames grey nothing)."""
     out: dict[int, int] = {}
-    frames = [f for f, _ in spoken]
-    for event in trace.events_of(EventKind.SELF_CORRECTION):
-        target = "".join(str(event.data.get("abandoned_text", "")).split())
-        if not target:
-            continue
-        at = int(event.data.get("frame", event.frame))
-        k = int(np.searchsorted(frames, at)) - 1
-        covered = 0
-        while k >= 0 and covered < len(target):
-            covered += len("".join(spoken[k][1].split()))
-            out.setdefault(spoken[k][0], int(event.data.get("revision") or 0))
-            k -= 1
+    for correction in self_corrections(trace):
+        for frame in correction.abandoned_frames:
+            out.setdefault(frame, correction.revision or 0)
     return out
 
 
@@ -384,7 +373,7 @@ class _RunBuilder:
         spoken = [(i, f.text_piece) for i, f in enumerate(self.trace.frames) if not f.text_is_padding]
         if not spoken:
             return
-        abandoned = _abandoned_frames(self.trace, spoken)
+        abandoned = _abandoned_frames(self.trace)
         frames = np.asarray([i for i, _ in spoken], np.int32)
         tokens = np.asarray([-1 if (t := self.trace.frames[i].text_token) is None else t for i, _ in spoken],
                             np.int64)
@@ -404,18 +393,16 @@ class _RunBuilder:
 
     def _corrections(self) -> None:
         F = FRAME_SECONDS
-        corrections = self.trace.events_of(EventKind.SELF_CORRECTION)
+        corrections = self_corrections(self.trace)
         if not corrections:
             return
         cx, hover = [], []
         lo, hi = _BANDS["inner monologue"]
-        for e in corrections:
-            frame = int(e.data.get("frame", e.frame))
-            rev = e.data.get("revision")
-            new = str(e.data.get("new_text", "") or "")
+        for c in corrections:
+            frame, rev, new = c.frame, c.revision, c.new_text
             cx.append(frame * F)
             hover.append(f"<b>self-correction</b> · frame {frame} · {frame * F:.2f} s<br>"
-                         f"had said: “{_wrap(str(e.data.get('abandoned_text', '')), 56)}”<br>"
+                         f"had said: “{_wrap(c.abandoned_text, 56)}”<br>"
                          f"switched to oracle rev {rev if rev is not None else '?'}"
                          + (f": “{_wrap(new, 56)}”" if new.strip() else ""))
             self.shapes.append(dict(type="line", xref=self.ax.x, yref=self.ax.y, x0=frame * F, x1=frame * F,
@@ -429,30 +416,26 @@ class _RunBuilder:
     def _oracle(self) -> None:
         """One coloured span per ORACLE_RESET over the frames its tokens were fed, labels, token pieces."""
         F, trace = FRAME_SECONDS, self.trace
-        fed_frames: dict[int, list[int]] = {}
-        for i, f in enumerate(trace.frames):
-            if f.oracle.revision is not None:
-                fed_frames.setdefault(f.oracle.revision, [i, i])[1] = i
-        oracle_text: dict[Any, str] = {}
-        for e in trace.events_of(EventKind.LLM_REQUEST_FINISH, EventKind.LLM_REQUEST_CANCEL):
-            if e.data.get("revision") is not None:
-                oracle_text[e.data["revision"]] = str(e.data.get("text", ""))
-        resets = trace.events_of(EventKind.ORACLE_RESET)
+        resets = oracle_revisions(trace)
         labels = []
-        for k, e in enumerate(resets):
-            rev = e.data.get("revision")
-            rev_n = int(rev) if isinstance(rev, int) and not isinstance(rev, bool) else k + 1
-            start, last = fed_frames.get(rev_n, (e.frame, e.frame))
+        for r in resets:
+            rev_n = r.revision
+            reset_frame = int(r.reset_t / F)
+            start = r.start_frame if r.start_frame is not None else reset_frame
+            last = r.last_frame if r.last_frame is not None else start
             x0, x1 = start * F, max(last + 1, start + 1) * F
             colour = revision_colour(rev_n)
             self._rect(x0, x1, *_SPAN, fillcolor=_rgba(colour, 0.2), line=dict(color=_rgba(colour, 0.9), width=1),
                        layer="below", name=f"{REVISION_SPAN}:{self.run}:{rev_n}")
-            hint = e.data.get("hint_level")
-            said = oracle_text.get(rev_n, "")
+            hint = r.hint_level
+            said = r.text
             hover = (f"<b>oracle revision {rev_n}</b>"
-                     + (f" · hint level {_esc(str(hint))}" if hint is not None else "")
-                     + f"<br>request {e.data.get('request', '?')} · reset at {e.t:.2f} s"
-                     + f" · fed frames {start}–{last} ({x0:.2f}–{x1:.2f} s)"
+                     + (f" · hint level {hint}" if hint is not None else "")
+                     + (f" (spoken ratio {r.spoken_ratio:.2f})" if r.spoken_ratio is not None else "")
+                     + f"<br>request {r.request if r.request is not None else '?'} · reset at {r.reset_t:.2f} s"
+                     + (f" · fed frames {start}–{last} ({x0:.2f}–{x1:.2f} s)" if r.reached_front_end
+                        else " · superseded before it reached the front-end")
+                     + (f"<br>from the transcript: “{_wrap(r.transcript)}”" if r.transcript.strip() else "")
                      + (f"<br>“{_wrap(said)}”" if said.strip() else ""))
             full = f"rev {rev_n}" + (f" · hint {hint}" if hint is not None else "")
             labels.append((x0, [full, f"rev {rev_n}", str(rev_n)], colour, hover))
@@ -573,23 +556,18 @@ def _event_traces(trace: SessionTrace, ax: _Axes, legend: _LegendOnce, duration:
                           for e in ev[EventKind.STT_FINAL]], "circle", _BLUE, 9)
 
     # LLM requests as bars from start to end, on two sub-rows so overlapping requests stay apart
-    starts = {e.data.get("request"): e for e in ev[EventKind.LLM_REQUEST_START]}
-    ends: dict[Any, Event] = {}
-    for e in trace.events_of(EventKind.LLM_REQUEST_FINISH, EventKind.LLM_REQUEST_CANCEL, EventKind.LLM_ERROR):
-        ends.setdefault(e.data.get("request"), e)
+    requests = {r.request: r for r in llm_requests(trace)}
     bars: dict[str, tuple[list[float | None], list[float | None]]] = {"finished": ([], []), "cancelled": ([], [])}
     start_marks, row_of = [], {}
-    for k, (req, e) in enumerate(starts.items()):
+    for k, r in enumerate(requests.values()):
         y = _ROWS["llm"] + (0.09 if k % 2 else -0.09)
-        row_of[req] = y
-        end = ends.get(req)
-        outcome = "finished" if end is not None and end.kind is EventKind.LLM_REQUEST_FINISH else "cancelled"
-        xs, ys = bars[outcome]
-        xs += [e.t, end.t if end is not None else duration, None]
+        row_of[r.request] = y
+        xs, ys = bars["finished" if r.outcome == "finished" else "cancelled"]
+        xs += [r.start_t, r.end_t if r.end_t is not None else duration, None]
         ys += [y, y, None]
-        start_marks.append((e.t, y, f"<b>LLM request {req} started</b> · {e.t:.2f} s · "
-                                    f"{_esc(str(e.data.get('reason', '')))}"
-                                    f"<br>transcript:{quoted(e, 'transcript')}"))
+        start_marks.append((r.start_t, y, f"<b>LLM request {r.request} started</b> · {r.start_t:.2f} s · "
+                                          f"{_esc(r.reason)}<br>transcript:"
+                                          + (f"<br>“{_wrap(r.transcript)}”" if r.transcript.strip() else "")))
     for outcome, colour in (("finished", "#6b7580"), ("cancelled", _rgba(_VERMILLION, 0.55))):
         xs, ys = bars[outcome]
         if xs:
@@ -603,12 +581,13 @@ def _event_traces(trace: SessionTrace, ax: _Axes, legend: _LegendOnce, duration:
         for e in ev[kind]:
             req, rev = e.data.get("request"), e.data.get("revision")
             late = " (late: the back-end ignored the cancel)" if e.data.get("late") else ""
-            start = starts.get(req)
+            request = requests.get(req)
             marks.append((e.t, row_of.get(req, _ROWS["llm"]),
                           f"<b>LLM request {req} {verb}</b>{late} · {e.t:.2f} s"
                           + (f" · oracle rev {rev}" if rev is not None else "")
                           + quoted(e, "text") + quoted(e, "error")
-                          + (f"<br>transcript:{quoted(start, 'transcript')}" if start is not None else "")))
+                          + (f"<br>transcript:<br>“{_wrap(request.transcript)}”"
+                             if request is not None and request.transcript.strip() else "")))
         return marks
 
     markers("LLM request finished", end_marks(EventKind.LLM_REQUEST_FINISH, "finished"), "square", _INK, 7)
@@ -616,11 +595,10 @@ def _event_traces(trace: SessionTrace, ax: _Axes, legend: _LegendOnce, duration:
     markers("LLM error", end_marks(EventKind.LLM_ERROR, "failed"), "asterisk-open", _PURPLE, 10, hollow=True)
 
     resets = []
-    for e in ev[EventKind.ORACLE_RESET]:
-        hint = e.data.get("hint_level")
-        hint_text = "" if hint is None else f" · hint level {_esc(str(hint))}"
-        resets.append((e.t, _ROWS["resets"], f"<b>oracle reset → rev {e.data.get('revision', '?')}</b> · "
-                                             f"{e.t:.2f} s · request {e.data.get('request', '?')}{hint_text}"))
+    for r in oracle_revisions(trace):
+        hint_text = "" if r.hint_level is None else f" · hint level {r.hint_level}"
+        resets.append((r.reset_t, _ROWS["resets"], f"<b>oracle reset → rev {r.revision}</b> · {r.reset_t:.2f} s · "
+                                                   f"request {r.request if r.request is not None else '?'}{hint_text}"))
     markers("oracle reset", resets, "diamond", _ORANGE, 10)
     markers("note", [(e.t, _ROWS["resets"], f"<b>note</b> · {e.t:.2f} s<br>"
                       + _wrap(", ".join(f"{k}: {v}" for k, v in e.data.items())))

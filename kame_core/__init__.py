@@ -1,4 +1,4 @@
-"""KAME core: the four streams, the two clocks, the oracle manager and the tandem runner.
+"""KAME core: the four streams, the two clocks, the oracle manager and the session driver.
 
 Where things are:
 
@@ -6,12 +6,14 @@ Where things are:
 * :mod:`kame_core.trace`     -- :class:`SessionTrace`: the four streams per frame, events, provenance
 * :mod:`kame_core.protocols` -- FrontEnd / StreamingSTT / StreamingLLM / TTS / TextTokenizer
 * :mod:`kame_core.oracle`    -- :class:`OracleManager` (official KAME oracle semantics), the oracle stream
-* :mod:`kame_core.runner`    -- :class:`TandemRunner`: wires the parts on a clock, KAME or Moshi mode
+* :mod:`kame_core.session`   -- :class:`SessionDriver`: one frame loop + STT loop + trace for every pipeline;
+  sources (recorded, live), sinks, the user-turn tracker
+* :mod:`kame_core.trace_query` -- one way to read a trace: LLM requests, oracle revisions, self-corrections
 * :mod:`kame_core.metrics`   -- onset latency, revisions, self-corrections
 * :mod:`kame_core.scenario`  -- portable scenario files (trace JSON + WAV), strict validation
 * :mod:`kame_core.neural`    -- KAME LM / generator on moshi, checkpoint loading, the neural front-end
 * :mod:`kame_core.frontends` -- the CPU stand-in front-end
 * :mod:`kame_core.stt`, :mod:`kame_core.llm`, :mod:`kame_core.tts` -- back-ends behind the protocols
-* :mod:`kame_core.pipelines` -- tandem / Moshi mode / cascade runners from the same parts
+* :mod:`kame_core.pipelines` -- tandem (KAME, Moshi mode) and cascade pipelines on the driver, replay, stacks
 * :mod:`kame_core.augment`   -- Simulated Oracle Augmentation, dataset builder, training-dialogue import
 """

@@ -6,7 +6,8 @@ Times are on the trace's timeline: frame ``i`` of every stream sits at ``i * 80 
   after the turn's first speech start, minus the end of the turn's last speech segment. Negative when the
   front-end starts before the user finished (KAME's "speak while thinking"). The audio variant uses the
   first output frame louder than -60 dBFS RMS.
-* A **user turn** is a run of speech segments separated by less than ``turn_gap_s`` of silence.
+* A **user turn** is a run of speech segments separated by less than ``turn_gap_s`` of silence
+  (:func:`kame_core.session.turns.group_turns`, read through :mod:`kame_core.trace_query`).
 * **Oracle revisions**: resets of the oracle stream. **Self-corrections**: events recorded by the front-end.
 * **Transcript → oracle**: for each revision, the time from the STT update that its LLM request was built
   from to the frame where its start token was fed.
@@ -22,16 +23,21 @@ import numpy as np
 
 from .clock import FRAME_SECONDS, SAMPLES_PER_FRAME
 from .protocols import Word
+from .session.turns import TurnConfig, UserTurn
 from .trace import EventKind, SessionTrace
+from .trace_query import (
+    llm_requests,
+    oracle_revisions,
+    self_corrections,
+    speech_segments,
+    user_turns,
+)
+
+__all__ = ["CARRY_OVER_GAP_S", "SILENCE_RMS", "SessionMetrics", "TurnOnset", "UserTurn", "annotate_onsets",
+           "median_onset_latency", "session_metrics", "speech_segments", "stt_word_lags", "transcript_to_oracle",
+           "turn_onsets", "user_turns"]
 
 SILENCE_RMS = 1e-3  # -60 dBFS
-
-
-@dataclass(frozen=True)
-class UserTurn:
-    start: float
-    end: float
-    segments: int
 
 
 @dataclass(frozen=True)
@@ -65,30 +71,6 @@ class SessionMetrics:
         return self.onsets[0].latency_s if self.onsets else None
 
 
-def speech_segments(trace: SessionTrace) -> list[tuple[float, float]]:
-    """(start, end) audio times of the user's speech segments, from the VAD events in the trace."""
-    segments: list[tuple[float, float]] = []
-    start: float | None = None
-    for event in trace.events_of(EventKind.USER_SPEECH_START, EventKind.USER_SPEECH_END):
-        if event.kind is EventKind.USER_SPEECH_START:
-            start = float(event.data.get("audio_t", event.t))
-        elif start is not None:
-            segments.append((start, float(event.data.get("audio_t", event.t))))
-            start = None
-    return segments
-
-
-def user_turns(trace: SessionTrace, turn_gap_s: float = 1.5) -> list[UserTurn]:
-    turns: list[UserTurn] = []
-    for start, end in speech_segments(trace):
-        if turns and start - turns[-1].end < turn_gap_s:
-            last = turns[-1]
-            turns[-1] = UserTurn(last.start, end, last.segments + 1)
-        else:
-            turns.append(UserTurn(start, end, 1))
-    return turns
-
-
 #: output that continues, with pauses shorter than this, from before a user turn began is not a response to it
 CARRY_OVER_GAP_S = 1.0
 
@@ -102,7 +84,7 @@ def _first_new_frame(flags: np.ndarray, lo: int, hi: int, gap: int) -> int | Non
     return None
 
 
-def turn_onsets(trace: SessionTrace, turn_gap_s: float = 1.5) -> list[TurnOnset]:
+def turn_onsets(trace: SessionTrace, turn_gap_s: float = TurnConfig.turn_gap_s) -> list[TurnOnset]:
     """Per user turn: the first frame where a *new* response starts (text, and audio above -60 dBFS) between
     the turn's start and the next turn's; output carried over from an earlier answer does not count."""
     turns = user_turns(trace, turn_gap_s)
@@ -125,7 +107,7 @@ def turn_onsets(trace: SessionTrace, turn_gap_s: float = 1.5) -> list[TurnOnset]
     return onsets
 
 
-def annotate_onsets(trace: SessionTrace, turn_gap_s: float = 1.5) -> None:
+def annotate_onsets(trace: SessionTrace, turn_gap_s: float = TurnConfig.turn_gap_s) -> None:
     """Replace the trace's response-onset events with ones computed from its frames."""
     trace.events = [e for e in trace.events if e.kind is not EventKind.RESPONSE_ONSET]
     for onset in turn_onsets(trace, turn_gap_s):
@@ -140,28 +122,18 @@ def annotate_onsets(trace: SessionTrace, turn_gap_s: float = 1.5) -> None:
 
 def transcript_to_oracle(trace: SessionTrace) -> list[float]:
     """Seconds from each revision's triggering STT update to the frame its start token was fed."""
-    starts = {e.data["request"]: e for e in trace.events_of(EventKind.LLM_REQUEST_START)}
-    fed_at = {}
-    for i, f in enumerate(trace.frames):
-        if f.oracle.is_start and f.oracle.revision not in fed_at:
-            fed_at[f.oracle.revision] = i * FRAME_SECONDS
-    delays = []
-    for reset in trace.events_of(EventKind.ORACLE_RESET):
-        start = starts.get(reset.data.get("request"))
-        update_t = start.data.get("transcript_t") if start else None
-        revision = reset.data.get("revision")
-        if update_t is not None and revision in fed_at:
-            delays.append(fed_at[revision] - float(update_t))
-    return delays
+    return [r.start_frame * FRAME_SECONDS - r.transcript_t for r in oracle_revisions(trace)
+            if r.transcript_t is not None and r.start_frame is not None]
 
 
-def session_metrics(trace: SessionTrace, turn_gap_s: float = 1.5) -> SessionMetrics:
+def session_metrics(trace: SessionTrace, turn_gap_s: float = TurnConfig.turn_gap_s) -> SessionMetrics:
+    requests = llm_requests(trace)
     return SessionMetrics(
         onsets=turn_onsets(trace, turn_gap_s),
-        oracle_revisions=len(trace.events_of(EventKind.ORACLE_RESET)),
-        self_corrections=len(trace.events_of(EventKind.SELF_CORRECTION)),
-        llm_requests=len(trace.events_of(EventKind.LLM_REQUEST_START)),
-        llm_cancels=len(trace.events_of(EventKind.LLM_REQUEST_CANCEL)),
+        oracle_revisions=len(oracle_revisions(trace)),
+        self_corrections=len(self_corrections(trace)),
+        llm_requests=len(requests),
+        llm_cancels=sum(r.outcome == "cancelled" for r in requests),
         transcript_to_oracle_s=transcript_to_oracle(trace),
     )
 

@@ -19,8 +19,10 @@ Official KAME semantics (the rules this module implements, each covered by a vir
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 from collections import deque
 from dataclasses import dataclass, field
+from typing import Any
 
 from .clock import Clock
 from .protocols import ChatMessage, LLMError, StreamingLLM, TextTokenizer
@@ -46,6 +48,12 @@ class OracleConfig:
 
     def to_json(self) -> dict[str, object]:
         return dict(self.__dict__)
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> "OracleConfig":
+        """Inverse of :meth:`to_json`; unknown keys are ignored, missing ones take their defaults."""
+        known = {f.name for f in dataclasses.fields(cls)}
+        return cls(**{k: v for k, v in data.items() if k in known})
 
 
 @dataclass

@@ -13,7 +13,14 @@ Implementations live in their own modules (``kame_core.neural``, ``kame_core.stt
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, AsyncIterator, Literal, Protocol, Sequence, runtime_checkable
+from typing import (
+    TYPE_CHECKING,
+    AsyncIterator,
+    Literal,
+    Protocol,
+    Sequence,
+    runtime_checkable,
+)
 
 import numpy as np
 
@@ -26,11 +33,20 @@ if TYPE_CHECKING:
 # ---------------------------------------------------------------------------------------------- front-end
 @dataclass
 class SelfCorrection:
-    """The front-end abandoned what it was saying because a newer oracle revision arrived."""
+    """The front-end abandoned what it was saying because a newer answer arrived.
+
+    ``abandoned_text``: what it had said of the abandoned answer; ``abandoned_frames``: the frames where the
+    words it takes back were spoken (words it keeps are not among them); ``heard_oracle_frame``: the frame of
+    the start token of the oracle revision it switched to (the driver turns it into the revision id; None
+    when the new answer did not come from the oracle stream); ``revision``: the front-end's own revision
+    count, used only when ``heard_oracle_frame`` is None.
+    """
 
     abandoned_text: str
     revision: int | None
     new_text: str = ""
+    abandoned_frames: tuple[int, ...] = ()
+    heard_oracle_frame: int | None = None
 
 
 @dataclass

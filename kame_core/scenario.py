@@ -26,12 +26,19 @@ import wave
 import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 import soundfile
 
 from .clock import SAMPLE_RATE, SAMPLES_PER_FRAME
+from .event_schema import (
+    MAX_ABS_TIME_S,
+    MAX_ID,
+    PayloadError,
+    check_event_data,
+    check_trace_config,
+)
 from .trace import FRAME_COLUMNS, SCHEMA_VERSION, EventKind, SessionTrace
 
 SUFFIX = ".kame"
@@ -43,7 +50,21 @@ READABLE_MANIFEST_VERSIONS = (1, 2)
 CATEGORIES = ("knowledge", "reasoning", "stem", "humanities", "multi-turn", "self-correction")
 _CATEGORY_RE = re.compile(r"^[a-z][a-z0-9-]{0,39}$")
 _NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
-_MAX_MEMBER_BYTES = 200 * 1024 * 1024
+
+# Limits checked before anything is decoded (a small zip can inflate to gigabytes):
+#: runs in one scenario file
+MAX_RUNS = 16
+#: one audio member (user or output track) may hold at most this much audio
+MAX_AUDIO_MEMBER_S = 30 * 60
+#: all audio members of a file together (each decoded once; runs share the user's track)
+MAX_DECODED_AUDIO_S = 90 * 60
+#: JSON members, uncompressed
+MAX_MANIFEST_BYTES = 1024 * 1024
+MAX_TRACE_JSON_BYTES = 32 * 1024 * 1024
+#: an audio member's bytes (30 minutes of 16-bit WAV, plus headers)
+MAX_AUDIO_MEMBER_BYTES = MAX_AUDIO_MEMBER_S * SAMPLE_RATE * 2 + 1024 * 1024
+#: frames in one trace (30 minutes at 12.5 Hz)
+MAX_FRAMES = int(MAX_AUDIO_MEMBER_S * SAMPLE_RATE // SAMPLES_PER_FRAME)
 
 
 class ScenarioError(ValueError):
@@ -97,7 +118,8 @@ def _flac_bytes(audio: np.ndarray, sample_rate: int) -> bytes:
     return buf.getvalue()
 
 
-def _read_flac(data: bytes, where: str, sample_rate: int) -> np.ndarray:
+def _read_flac(data: bytes, where: str, sample_rate: int, expected: "int | LengthCheck | None" = None
+               ) -> np.ndarray:
     try:
         with soundfile.SoundFile(io.BytesIO(data)) as f:
             if f.format != "FLAC":
@@ -106,19 +128,40 @@ def _read_flac(data: bytes, where: str, sample_rate: int) -> np.ndarray:
                 raise ScenarioError(where, f"expected 16-bit mono FLAC, found {f.channels} channel(s) {f.subtype}")
             if f.samplerate != sample_rate:
                 raise ScenarioError(where, f"sample rate {f.samplerate} Hz, expected {sample_rate} Hz")
+            _check_length(f.frames, expected, where)
             pcm = f.read(dtype="int16")
     except (soundfile.LibsndfileError, RuntimeError, EOFError) as err:
         raise ScenarioError(where, f"not a readable FLAC file ({err})") from None
     return pcm.astype(np.float32) / 32767.0
 
 
-def _read_audio(data: bytes, member: str, sample_rate: int) -> np.ndarray:
-    """Decode an audio member by its extension (``.flac``, or ``.wav`` in older files)."""
+#: a header check: called with the number of samples an audio member's header announces, before decoding
+LengthCheck = Callable[[int], None]
+
+
+def _check_length(samples: int, expected: "int | LengthCheck | None", where: str) -> None:
+    """Refuse audio whose header announces too long a track, or a length other than the trace's (before
+    decoding it). ``expected``: the samples the trace needs, or a check that raises naming the run."""
+    if samples > MAX_AUDIO_MEMBER_S * SAMPLE_RATE:
+        raise ScenarioError(where, f"{samples / SAMPLE_RATE / 60:.0f} minutes of audio; the limit is "
+                                   f"{MAX_AUDIO_MEMBER_S // 60} minutes per track")
+    if callable(expected):
+        expected(samples)
+    elif expected is not None and samples != expected:
+        raise ScenarioError(where, f"frame count disagrees with audio length: it holds {samples} samples "
+                                   f"({samples / SAMPLES_PER_FRAME:g} frames), the trace "
+                                   f"has {expected // SAMPLES_PER_FRAME} frames ({expected} samples)")
+
+
+def _read_audio(data: bytes, member: str, sample_rate: int, expected: "int | LengthCheck | None" = None
+                ) -> np.ndarray:
+    """Decode an audio member by its extension (``.flac``, or ``.wav`` in older files); ``expected`` (samples)
+    is checked against the header before decoding."""
     suffix = PurePosixPath(member).suffix.lower()
     if suffix == ".flac":
-        return _read_flac(data, member, sample_rate)
+        return _read_flac(data, member, sample_rate, expected)
     if suffix == ".wav":
-        return _read_wav(data, member, sample_rate)
+        return _read_wav(data, member, sample_rate, expected)
     raise ScenarioError(member, "unsupported audio format (expected a .flac or .wav member)")
 
 
@@ -134,13 +177,15 @@ def _wav_bytes(audio: np.ndarray, sample_rate: int) -> bytes:
     return buf.getvalue()
 
 
-def _read_wav(data: bytes, where: str, sample_rate: int) -> np.ndarray:
+def _read_wav(data: bytes, where: str, sample_rate: int, expected: "int | LengthCheck | None" = None
+              ) -> np.ndarray:
     try:
         with wave.open(io.BytesIO(data), "rb") as w:
             if w.getnchannels() != 1 or w.getsampwidth() != 2:
                 raise ScenarioError(where, "expected 16-bit mono PCM WAV")
             if w.getframerate() != sample_rate:
                 raise ScenarioError(where, f"sample rate {w.getframerate()} Hz, expected {sample_rate} Hz")
+            _check_length(w.getnframes(), expected, where)
             frames = w.readframes(w.getnframes())
     except (wave.Error, EOFError) as err:
         raise ScenarioError(where, f"not a readable WAV file ({err})") from None
@@ -205,7 +250,9 @@ def load_scenario(path: str | os.PathLike[str]) -> Scenario:
         raise ScenarioError(label, f"not a scenario file, or truncated (zip archive unreadable: {err})") from None
 
 
-def _member(zf: zipfile.ZipFile, name: Any, where: str) -> bytes:
+def _member(zf: zipfile.ZipFile, name: Any, where: str, max_bytes: int, what: str = "") -> bytes:
+    """The bytes of member ``name``, refused before inflating when its declared size exceeds ``max_bytes``
+    (``what`` says what that limit means, e.g. a duration)."""
     if not isinstance(name, str) or not name:
         raise ScenarioError(where, "must be a path inside the scenario file")
     pure = PurePosixPath(name)
@@ -215,8 +262,9 @@ def _member(zf: zipfile.ZipFile, name: Any, where: str) -> bytes:
         info = zf.getinfo(name)
     except KeyError:
         raise ScenarioError(where, f"{name!r} is missing from the scenario file") from None
-    if info.file_size > _MAX_MEMBER_BYTES:
-        raise ScenarioError(where, f"{name!r} is too large ({info.file_size} bytes)")
+    if info.file_size > max_bytes:
+        raise ScenarioError(where, f"{name!r} is too large: {info.file_size / 2**20:.1f} MiB uncompressed "
+                                   f"(the limit for this member is {max_bytes / 2**20:.0f} MiB{what})")
     try:
         return zf.read(name)
     except (zipfile.BadZipFile, EOFError, OSError) as err:
@@ -250,7 +298,8 @@ def _kind_name(kind: type | tuple[type, ...]) -> str:
 
 
 def _load_from_zip(zf: zipfile.ZipFile, label: str) -> Scenario:
-    manifest = _json(_member(zf, "scenario.json", f"{label}/scenario.json"), f"{label}/scenario.json")
+    manifest = _json(_member(zf, "scenario.json", f"{label}/scenario.json", MAX_MANIFEST_BYTES),
+                     f"{label}/scenario.json")
     where = "scenario.json"
     if not isinstance(manifest, dict):
         raise ScenarioError(where, "expected a JSON object")
@@ -263,26 +312,41 @@ def _load_from_zip(zf: zipfile.ZipFile, label: str) -> Scenario:
     runs_json = _require(manifest, "runs", list, where)
     if not runs_json:
         raise ScenarioError(f"{where}.runs", "no runs")
-    runs: dict[str, SessionTrace] = {}
+    if len(runs_json) > MAX_RUNS:
+        raise ScenarioError(f"{where}.runs", f"{len(runs_json)} runs; the limit is {MAX_RUNS}")
+    # 1. every trace, validated, and the audio each needs -- before any audio is decoded
+    plans: list[tuple[str, dict[str, Any], dict[str, str], str]] = []
+    uses: dict[str, list[tuple[str, str, int]]] = {}  # audio member -> (run path, key, samples) of each use
     for k, run in enumerate(runs_json):
         rw = f"{where}.runs[{k}]"
         run_id = _require(run, "id", str, rw)
-        if run_id in runs:
+        if any(run_id == planned[0] for planned in plans):
             raise ScenarioError(f"{rw}.id", f"duplicate run id {run_id!r}")
-        trace_json = _json(_member(zf, _require(run, "trace", str, rw), f"{rw}.trace"), run["trace"])
-        _validate_trace(trace_json, run["trace"])
+        trace_member = _require(run, "trace", str, rw)
+        trace_json = _json(_member(zf, trace_member, f"{rw}.trace", MAX_TRACE_JSON_BYTES), trace_member)
+        _validate_trace(trace_json, trace_member)
+        samples = trace_json["n_frames"] * SAMPLES_PER_FRAME
+        members = {key: _require(run, key, str, rw) for key in ("user_audio", "output_audio")}
+        for key, member in members.items():
+            uses.setdefault(member, []).append((rw, key, samples))
+        plans.append((run_id, trace_json, members, rw))
+    total_s = sum(max(n for *_, n in used) for used in uses.values()) / SAMPLE_RATE
+    if total_s > MAX_DECODED_AUDIO_S:
+        raise ScenarioError(label, f"{total_s / 60:.0f} minutes of audio in all; the limit is "
+                                   f"{MAX_DECODED_AUDIO_S // 60} minutes per scenario file")
+    # 2. each audio member decoded once (runs share the user's track), its header checked against every run
+    #    that uses it before a sample is decoded
+    decoded: dict[str, np.ndarray] = {}
+    runs: dict[str, SessionTrace] = {}
+    for run_id, trace_json, members, rw in plans:
         sr = trace_json.get("sample_rate", SAMPLE_RATE)
-        expected = trace_json["n_frames"] * SAMPLES_PER_FRAME
         audio = {}
-        for key in ("user_audio", "output_audio"):
-            member = _require(run, key, str, rw)
-            samples = _read_audio(_member(zf, member, f"{rw}.{key}"), member, sr)
-            if len(samples) != expected:
-                raise ScenarioError(f"{rw}.{key}", (
-                    f"frame count disagrees with audio length: {run['trace']} has n_frames="
-                    f"{trace_json['n_frames']} ({expected} samples) but {member} has {len(samples)} samples "
-                    f"({len(samples) / SAMPLES_PER_FRAME:g} frames)"))
-            audio[key] = samples
+        for key, member in members.items():
+            if member not in decoded:
+                data = _member(zf, member, f"{rw}.{key}", MAX_AUDIO_MEMBER_BYTES,
+                               f", about {MAX_AUDIO_MEMBER_S // 60} min of 16-bit 24 kHz audio")
+                decoded[member] = _read_audio(data, member, sr, _lengths_agree(member, uses[member]))
+            audio[key] = decoded[member]
         runs[run_id] = SessionTrace.from_json(trace_json, audio["user_audio"], audio["output_audio"])
     tags = manifest.get("tags", [])
     if not isinstance(tags, list) or not all(isinstance(t, str) for t in tags):
@@ -295,6 +359,18 @@ def _load_from_zip(zf: zipfile.ZipFile, label: str) -> Scenario:
                     description=str(manifest.get("description", "")), tags=tags,
                     category=optional.get("category", ""), questions=list(optional.get("questions", [])),
                     references=list(optional.get("references", [])))
+
+
+def _lengths_agree(member: str, used: list[tuple[str, str, int]]) -> LengthCheck:
+    """A header check: every run using ``member`` has as many frames as the member holds samples."""
+    def check(samples: int) -> None:
+        for rw, key, expected in used:
+            if samples != expected:
+                raise ScenarioError(f"{rw}.{key}", (
+                    f"frame count disagrees with audio length: the run's trace has n_frames="
+                    f"{expected // SAMPLES_PER_FRAME} ({expected} samples) but {member} holds {samples} samples"
+                    f" ({samples / SAMPLES_PER_FRAME:g} frames)"))
+    return check
 
 
 def _validate_optional(fields: dict[str, Any], where: str) -> None:
@@ -336,10 +412,17 @@ def _validate_trace(data: Any, where: str) -> None:
     n = _require(data, "n_frames", int, where)
     if n < 0:
         raise ScenarioError(f"{where}.n_frames", "must not be negative")
+    if n > MAX_FRAMES:
+        raise ScenarioError(f"{where}.n_frames", f"{n} frames ({n * SAMPLES_PER_FRAME / SAMPLE_RATE / 60:.0f} "
+                                                 f"minutes); the limit is {MAX_AUDIO_MEMBER_S // 60} minutes")
     sr = data.get("sample_rate", SAMPLE_RATE)
     if sr != SAMPLE_RATE:
         raise ScenarioError(f"{where}.sample_rate", f"must be {SAMPLE_RATE}")
-    _require(data, "config", dict, where)
+    config = _require(data, "config", dict, where)
+    try:
+        check_trace_config(config, f"{where}.config")
+    except PayloadError as err:
+        raise ScenarioError(err.field, err.problem) from None
     frames = _require(data, "frames", dict, where)
     for col in FRAME_COLUMNS:
         values = _require(frames, col, list, f"{where}.frames")
@@ -348,7 +431,9 @@ def _validate_trace(data: Any, where: str) -> None:
         allowed = _COLUMN_TYPES[col]
         for i, v in enumerate(values):
             if not isinstance(v, allowed) or (isinstance(v, bool) and bool not in allowed):
-                raise ScenarioError(f"{where}.frames.{col}[{i}]", f"unexpected value {v!r}")
+                raise ScenarioError(f"{where}.frames.{col}[{i}]", f"unexpected value {_short(v)}")
+            if isinstance(v, int) and not isinstance(v, bool) and not 0 <= v <= MAX_ID:
+                raise ScenarioError(f"{where}.frames.{col}[{i}]", f"id out of range (0 .. {MAX_ID})")
     provenance = _require(data, "provenance", dict, where)
     for key, p in provenance.items():
         pw = f"{where}.provenance.{key}"
@@ -364,9 +449,18 @@ def _validate_trace(data: Any, where: str) -> None:
     for i, e in enumerate(events):
         ew = f"{where}.events[{i}]"
         t = _require(e, "t", (int, float), ew)
-        if not math.isfinite(t):
-            raise ScenarioError(f"{ew}.t", "must be a finite number")
+        if not math.isfinite(t) or abs(t) > MAX_ABS_TIME_S:
+            raise ScenarioError(f"{ew}.t", "must be a finite number of seconds within a day")
         kind = _require(e, "kind", str, ew)
         if kind not in valid_kinds:
-            raise ScenarioError(f"{ew}.kind", f"unknown event kind {kind!r}")
-        _require(e, "data", dict, ew)
+            raise ScenarioError(f"{ew}.kind", f"unknown event kind {_short(kind)}")
+        try:
+            check_event_data(EventKind(kind), _require(e, "data", dict, ew), f"{ew}.data")
+        except PayloadError as err:
+            raise ScenarioError(err.field, err.problem) from None
+
+
+def _short(value: Any) -> str:
+    """A value for an error message, cut short (a hostile file may hold megabytes in one field)."""
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."

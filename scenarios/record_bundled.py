@@ -27,9 +27,10 @@ import numpy as np
 
 from kame_core.clock import SAMPLE_RATE
 from kame_core.metrics import session_metrics
-from kame_core.runner import SessionConfig
+from kame_core.pipelines.tandem import SessionConfig
 from kame_core.scenario import Scenario, ScenarioError, save_scenario, scenario_path
-from kame_core.trace import EventKind, SessionTrace
+from kame_core.trace import SessionTrace
+from kame_core.trace_query import oracle_revisions, self_corrections
 
 HERE = Path(__file__).resolve().parent
 SPEC_PATH = HERE / "bundled.json"
@@ -101,17 +102,13 @@ def user_audio(tts: Any, questions: Sequence[str], *, lead_s: float = 0.6, turn_
 
 # ---------------------------------------------------------------------------------------------- checks
 def oracle_texts(trace: SessionTrace) -> dict[int, str]:
-    """The text of each oracle revision as it was fed to the front-end, from the trace's frames."""
-    texts: dict[int, list[str]] = {}
-    for frame in trace.frames:
-        if frame.oracle.revision is not None and not frame.oracle.is_padding:
-            texts.setdefault(frame.oracle.revision, []).append(frame.oracle.piece)
-    return {rev: "".join(pieces).strip() for rev, pieces in texts.items()}
+    """The text of each oracle revision as it was fed to the front-end."""
+    return {r.revision: r.fed_text for r in oracle_revisions(trace) if r.reached_front_end}
 
 
 def check_self_correction(trace: SessionTrace, name: str) -> None:
     """A self-correction scenario must show one: a SELF_CORRECTION event and two differing oracles."""
-    if not trace.events_of(EventKind.SELF_CORRECTION):
+    if not self_corrections(trace):
         raise BundleError(f"{name}: the KAME run has no self-correction; choose another question")
     distinct = {text for text in oracle_texts(trace).values() if text}
     if len(distinct) < 2:

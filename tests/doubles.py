@@ -72,6 +72,7 @@ class EchoFrontEnd:
         self._words: list[str] = []
         self._revision = 0
         self._said: list[str] = []
+        self._said_frames: list[int] = []
         self._cursor = 0
         self._countdown = 0
         self.steps = []
@@ -79,12 +80,14 @@ class EchoFrontEnd:
     def step(self, user_frame: np.ndarray, oracle_token: int | None, hold: bool = False) -> FrontEndOutput:
         assert user_frame.shape == (SAMPLES_PER_FRAME,)
         self.steps.append((oracle_token, hold))
+        frame = len(self.steps) - 1
         correction = None
         if oracle_token == self.tokenizer.start_token_id:
             if self._cursor and self._cursor < len(self._words):
-                correction = SelfCorrection(" ".join(self._said), self._revision + 1)
+                correction = SelfCorrection(" ".join(self._said), self._revision + 1,
+                                            abandoned_frames=tuple(self._said_frames), heard_oracle_frame=frame)
             self._revision += 1
-            self._words, self._cursor, self._said = [], 0, []
+            self._words, self._cursor, self._said, self._said_frames = [], 0, [], []
         elif oracle_token is not None:
             self._words.append(self.tokenizer.piece(oracle_token).strip())
         silent = np.zeros(SAMPLES_PER_FRAME, np.float32)
@@ -94,6 +97,7 @@ class EchoFrontEnd:
         word = self._words[self._cursor]
         self._cursor += 1
         self._said.append(word)
+        self._said_frames.append(frame)
         self._countdown = self.frames_per_word - 1
         return FrontEndOutput(" " + word, tone(FRAME_SECONDS, 330.0), text_token=self.tokenizer.encode(word)[0],
                               self_correction=correction)

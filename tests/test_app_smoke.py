@@ -53,7 +53,7 @@ def test_callbacks_without_a_scenario_say_what_to_do():
 
 def test_summary_names_what_produced_each_run():
     from demo.inspector import run_summary_rows
-    from kame_core.runner import SessionConfig, TandemRunner
+    from kame_core.pipelines.tandem import SessionConfig, TandemRunner
     from kame_core.scenario import Scenario
 
     from .doubles import EchoFrontEnd, ScriptedLLM, ScriptedSTT, speech_like, words_at

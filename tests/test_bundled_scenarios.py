@@ -9,13 +9,15 @@ import numpy as np
 import pytest
 
 from kame_core.metrics import session_metrics, user_turns
-from kame_core.runner import SessionConfig, TandemRunner
+from kame_core.pipelines.tandem import SessionConfig, TandemRunner
 from kame_core.scenario import Scenario, load_scenario
 from kame_core.trace import EventKind
 from scenarios import record_bundled
 from scenarios.record_bundled import BundleError, load_specs, oracle_texts, save_checked
 
 from .doubles import EchoFrontEnd, ScriptedLLM, ScriptedSTT, speech_like, words_at
+
+pytestmark = pytest.mark.slow  # loads Whisper, SmolLM2, Piper or a browser
 
 FOLDER = Path(record_bundled.__file__).resolve().parent
 BUNDLED = sorted(FOLDER.glob("*.kame"))

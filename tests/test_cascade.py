@@ -9,7 +9,7 @@ from kame_core.frontends import StandInFrontEnd
 from kame_core.metrics import session_metrics
 from kame_core.pipelines import CascadeConfig, CascadeRunner, make_runner
 from kame_core.pipelines.cascade import split_sentences
-from kame_core.runner import SessionConfig, TandemRunner
+from kame_core.pipelines.tandem import SessionConfig, TandemRunner
 from kame_core.scenario import Scenario, load_scenario, save_scenario
 from kame_core.trace import EventKind
 

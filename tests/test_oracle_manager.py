@@ -1,15 +1,9 @@
 """Virtual-clock tests of every oracle-manager rule (official KAME semantics)."""
 from __future__ import annotations
 
-import asyncio
-
-import numpy as np
-import pytest
-
 from kame_core.clock import FRAME_SECONDS, VirtualClock
 from kame_core.oracle import Conversation, OracleConfig, OracleManager, OracleStream
-from kame_core.protocols import STTEvent
-from kame_core.runner import SessionConfig, TandemRunner
+from kame_core.pipelines.tandem import SessionConfig, TandemRunner
 from kame_core.trace import EventKind, SessionTrace
 
 from .doubles import EchoFrontEnd, ScriptedLLM, ScriptedSTT, WordTokenizer, speech_like, words_at

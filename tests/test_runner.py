@@ -9,7 +9,9 @@ import pytest
 
 from kame_core.clock import FRAME_SECONDS, SAMPLES_PER_FRAME, RealTimeClock, VirtualClock, frame_of
 from kame_core.metrics import median_onset_latency, session_metrics, speech_segments
-from kame_core.runner import ForcedDelayGate, LiveSource, SessionConfig, TandemRunner
+from kame_core.pipelines.tandem import SessionConfig, TandemRunner
+from kame_core.protocols import STTEvent
+from kame_core.session import LiveSource, UserTurnTracker
 from kame_core.trace import EventKind
 
 from .doubles import EchoFrontEnd, ScriptedLLM, ScriptedSTT, speech_like, words_at
@@ -69,14 +71,14 @@ def test_forced_delay_hold_continues_when_user_resumes():
     assert onset[0].text_onset >= second[-1].end + 1.5 - FRAME_SECONDS
 
 
-def test_gate_rules():
-    gate = ForcedDelayGate(1.0)
-    assert gate.holding(0.0)  # before the user spoke
-    gate.on_speech_start()
-    assert gate.holding(5.0)
-    gate.on_speech_end(5.0)
-    assert gate.holding(5.5) and not gate.holding(6.0)
-    assert not ForcedDelayGate(0.0).holding(0.0)
+def test_forced_delay_rule_of_the_user_turn_tracker():
+    user = UserTurnTracker()
+    assert user.holding(0.0, 1.0)  # before the user spoke
+    user.on_event(STTEvent("speech_start", start=1.0))
+    assert user.holding(5.0, 1.0)
+    user.on_event(STTEvent("speech_end", end=5.0))
+    assert user.holding(5.5, 1.0) and not user.holding(6.0, 1.0)
+    assert not user.holding(0.0, 0.0)
 
 
 def test_moshi_mode_has_no_oracle_and_no_llm():
@@ -172,6 +174,14 @@ def test_median_onset_over_sessions():
 def test_live_source_reads_silence_on_underrun_and_ends_when_closed():
     src = LiveSource()
     src.push(np.ones(SAMPLES_PER_FRAME + 100, np.float32))
-    assert src.read_frame(0).all() and not src.read_frame(1).any()
+    assert src.read_frame(0).all() and not src.read_frame(1).any()  # an under-run is silence, for good
+    assert src.underruns == 1
     src.close()
-    assert src.read_frame(1) is None
+    last = src.read_frame(2)  # the partial frame pushed before closing, zero-padded
+    assert last[:100].all() and not last[100:].any()
+    assert src.read_frame(3) is None and src.read_frame(4) is None  # ended, for every later frame
+    again = LiveSource()
+    again.push(np.ones(2 * SAMPLES_PER_FRAME, np.float32))
+    again.read_frame(0)
+    with pytest.raises(ValueError, match="in order"):
+        again.read_frame(0)

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 import soundfile
 
-from kame_core.runner import SessionConfig, TandemRunner
+from kame_core.pipelines.tandem import SessionConfig, TandemRunner
 from kame_core.scenario import Scenario, ScenarioError, load_scenario, save_scenario, scenario_path
 
 from .doubles import EchoFrontEnd, ScriptedLLM, ScriptedSTT, speech_like, words_at

@@ -11,7 +11,7 @@ from kame_core.frontends import StandInConfig, StandInFrontEnd, WordTokenizer, c
 from kame_core.frontends.standin import first_contradiction
 from kame_core.metrics import SILENCE_RMS, session_metrics
 from kame_core.protocols import FrontEnd, Synthesis, TextTokenizer, Word
-from kame_core.runner import SessionConfig, TandemRunner
+from kame_core.pipelines.tandem import SessionConfig, TandemRunner
 from kame_core.trace import EventKind, Provenance
 
 from .doubles import ScriptedLLM, ScriptedSTT, speech_like, words_at

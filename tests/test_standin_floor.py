@@ -6,11 +6,14 @@ import pytest
 
 from kame_core.clock import FRAME_SECONDS, SAMPLE_RATE, SAMPLES_PER_FRAME
 from kame_core.frontends import StandInFrontEnd
-from kame_core.frontends.floor import FloorConfig, UserFloor
+from kame_core.frontends.floor import UserFloor
+from kame_core.session.turns import TurnConfig
 from kame_core.frontends.tokenizer import WordTokenizer
 from kame_core.tts import make_tts
 
 from .doubles import tone
+
+pytestmark = pytest.mark.slow  # loads Whisper, SmolLM2, Piper or a browser
 
 
 @pytest.fixture(scope="module")
@@ -45,7 +48,7 @@ def test_floor_follows_real_speech_and_the_transcript_ending(piper):
 
 
 def test_a_pause_mid_sentence_needs_longer_than_after_a_question():
-    cfg = FloorConfig()
+    cfg = TurnConfig()
     assert cfg.pause_needed("what is the capital?") < cfg.pause_needed("It is.") < cfg.pause_needed("what is the")
 
 

@@ -14,7 +14,7 @@ from demo.timeline import (BADGE, LANES, PLAYHEAD, REVISION_SPAN, compare_figure
                            revision_colour, timeline_figure, waveform_envelope, with_playhead)
 from kame_core.clock import FRAME_SECONDS, SAMPLE_RATE, SAMPLES_PER_FRAME, VirtualClock
 from kame_core.metrics import session_metrics
-from kame_core.runner import SessionConfig, TandemRunner
+from kame_core.pipelines.tandem import SessionConfig, TandemRunner
 from kame_core.scenario import Scenario, load_scenario, save_scenario
 from kame_core.trace import PROVENANCE_KINDS, EventKind, FrameRecord, Provenance, SessionTrace
 

@@ -3,7 +3,7 @@
 The user's turns are synthesized with the stack's TTS. :class:`TurnTakingSource` plays them like a polite
 user on the session's own clock: turn 1, then silence until the assistant has answered and gone quiet
 (``answer_quiet_s`` of no assistant text), then turn 2. It follows the session through the runner's
-``follow(trace)`` hook (see :func:`kame_core.runner.follow_session`), so the follow-up is asked when *this*
+``follow(trace)`` hook (see :func:`kame_core.session.follow_session`), so the follow-up is asked when *this*
 answer ended, in every mode, not after a fixed guess. If no answer ends within ``max_wait_s`` the next turn
 is asked anyway and the session records that it timed out.
 
@@ -24,9 +24,10 @@ import numpy as np
 from ..clock import FRAME_SECONDS
 from ..metrics import session_metrics
 from ..pipelines.stack import Mode, Stack
+from ..pipelines.tandem import SessionConfig
 from ..protocols import TTS
-from ..runner import SessionConfig
-from ..trace import EventKind, SessionTrace, iter_frames, silence
+from ..trace import SessionTrace, iter_frames, silence
+from ..trace_query import oracle_revisions
 from .mtbench_data import Question
 
 #: bump when a change alters what a cached session result means
@@ -50,7 +51,7 @@ class TurnTaking:
 
 
 class TurnTakingSource:
-    """A :class:`~kame_core.runner.UserAudioSource` that asks each turn once the previous answer ended."""
+    """A :class:`~kame_core.session.UserAudioSource` that asks each turn once the previous answer ended."""
 
     def __init__(self, turns: Sequence[np.ndarray], taking: TurnTaking = TurnTaking()) -> None:
         if not turns:
@@ -152,16 +153,9 @@ def synthesize_turns(tts: TTS, question: Question) -> list[np.ndarray]:
 
 
 def final_oracle_text(trace: SessionTrace, t0: float, t1: float | None) -> str:
-    """Text of the last oracle revision started in ``[t0, t1)`` as the front-end received it ('' if none)."""
-    revision = None
-    for event in trace.events_of(EventKind.ORACLE_RESET):
-        if event.t >= t0 and (t1 is None or event.t < t1):
-            revision = event.data.get("revision")
-    if revision is None:
-        return ""
-    text = "".join(str(e.data.get("text", "")) for e in trace.events_of(EventKind.ORACLE_APPEND)
-                   if e.data.get("revision") == revision)
-    return " ".join(text.split())
+    """Text of the last oracle revision started in ``[t0, t1)`` as the back-end wrote it ('' if none)."""
+    inside = [r for r in oracle_revisions(trace) if r.reset_t >= t0 and (t1 is None or r.reset_t < t1)]
+    return inside[-1].text if inside else ""
 
 
 def describe_result(trace: SessionTrace, source: TurnTakingSource) -> dict[str, Any]:

@@ -1,9 +1,13 @@
 """The ways of answering a user, each a runner that owns one session and returns its trace.
 
-* tandem (KAME)  -- :class:`kame_core.runner.TandemRunner` (it forwards STT events to a front-end that
-  listens, like the CPU stand-in: :class:`kame_core.protocols.ListeningFrontEnd`)
-* Moshi mode     -- the same runner with the oracle stream off
-* cascade        -- :class:`CascadeRunner` (Unmute-like: end of turn, then LLM, then TTS)
+* tandem (KAME)  -- :class:`~.tandem.TandemPipeline` / :class:`~.tandem.TandemRunner` (it forwards STT events to
+  a front-end that listens, like the CPU stand-in: :class:`kame_core.protocols.ListeningFrontEnd`)
+* Moshi mode     -- the same pipeline with the oracle stream off
+* cascade        -- :class:`~.cascade.CascadePipeline` / :class:`CascadeRunner` (Unmute-like: end of turn, then
+  LLM, then TTS)
+
+Each is a thin :class:`~kame_core.session.Pipeline` on the one :class:`~kame_core.session.SessionDriver`
+(frame loop, STT loop, trace, sinks).
 
 :func:`make_runner` builds any of them from the same parts, so one user input can be run every way and
 the traces shown side by side. Each runner holds its components' streaming state: runners that run at
@@ -12,32 +16,20 @@ the same time need their own STT (and front-end) instances.
 from __future__ import annotations
 
 import dataclasses
-from typing import Literal, Protocol
-
-import numpy as np
+from typing import Literal
 
 from ..clock import Clock, VirtualClock
 from ..protocols import TTS, FrontEnd, StreamingLLM, StreamingSTT
-from ..runner import SessionConfig, TandemRunner, UserAudioSource
-from ..trace import SessionTrace
-from .cascade import CascadeConfig, CascadeRunner
+from ..session import SessionDriver
+from .cascade import CascadeConfig, CascadePipeline, CascadeRunner
+from .tandem import SessionConfig, TandemPipeline, TandemRunner
 
-__all__ = ["CascadeConfig", "CascadeRunner", "SessionRunner", "make_runner"]
-
-
-class SessionRunner(Protocol):
-    """What every pipeline offers: run one session on its clock and return the trace."""
-
-    clock: Clock
-
-    async def run(self, user_audio: np.ndarray | UserAudioSource) -> SessionTrace: ...
-
-    def run_sync(self, user_audio: np.ndarray | UserAudioSource) -> SessionTrace: ...
-
+__all__ = ["CascadeConfig", "CascadePipeline", "CascadeRunner", "SessionConfig", "SessionDriver",
+           "TandemPipeline", "TandemRunner", "make_runner"]
 
 def make_runner(mode: Literal["kame", "moshi", "cascade"], *, stt: StreamingSTT, llm: StreamingLLM | None = None,
                 tts: TTS | None = None, front_end: FrontEnd | None = None, clock: Clock | None = None,
-                session: SessionConfig | None = None, cascade: CascadeConfig | None = None) -> SessionRunner:
+                session: SessionConfig | None = None, cascade: CascadeConfig | None = None) -> SessionDriver:
     """A runner for ``mode``: ``kame`` needs a front-end and an LLM, ``moshi`` a front-end, ``cascade`` an
     LLM and a TTS. ``session`` configures tandem / Moshi sessions (its mode is set from ``mode``)."""
     clock = clock or VirtualClock()

@@ -1,11 +1,12 @@
 """The cascade baseline (Unmute-like): listen until the user's turn is over, then think, then speak.
 
-What KAME is compared against. One :class:`CascadeRunner` owns a session and wires streaming STT, LLM
-and TTS on the same clocks as the tandem runner:
+What KAME is compared against. :class:`CascadePipeline` runs on the same session driver as the tandem
+(:mod:`kame_core.session.driver`: the same frame loop, STT loop and clocks):
 
 1. STT runs on every 80 ms frame (partials, finals and voice activity, as in a tandem session).
 2. The user's turn ends when every speech segment has its final transcript and the voice activity
-   detector has heard ``turn_end_silence_s`` of silence since the last word.
+   detector has heard ``turn_end_silence_s`` of silence since the last word
+   (:meth:`~kame_core.session.turns.UserTurnTracker.over`).
 3. The whole conversation goes to the LLM, whose streamed answer is cut into sentences; each sentence is
    synthesized as soon as it is complete, while the LLM goes on writing.
 4. The words are spoken back to back at the TTS's own pace; a word's text sits in the frame where its
@@ -18,19 +19,20 @@ the words at the frames they are spoken), the same events, and onset latency is 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import re
 from collections import deque
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
-from ..clock import FRAME_SECONDS, Clock, VirtualClock
+from ..clock import Clock
 from ..frontends.speech import Speaker, WordAudio, cut_words
-from ..metrics import annotate_onsets
-from ..oracle import Conversation
-from ..protocols import TTS, LLMError, STTEvent, StreamingLLM, StreamingSTT
-from ..runner import ArraySource, UserAudioSource, follow_session, note_missed_deadline
-from ..trace import EventKind, FrameRecord, SessionTrace, silence
+from ..protocols import TTS, LLMError, StreamingLLM, StreamingSTT, STTEvent
+from ..session.driver import Session, SessionDriver
+from ..session.turns import TurnConfig
+from ..trace import EventKind, FrameRecord
 
 #: A plain voice-assistant prompt: the cascade answers a finished turn (no prediction needed).
 CASCADE_SYSTEM_PROMPT = (
@@ -67,213 +69,106 @@ class CascadeConfig:
                 "llm_retries": self.llm_retries, "interruptible": self.interruptible,
                 "quiet_after_s": self.quiet_after_s, "max_tail_s": self.max_tail_s}
 
-
-@dataclass
-class UserTurnState:
-    """Where the user's turn stands, from the STT events."""
-
-    speaking: bool = False
-    segments: int = 0          # speech segments started since the last reply
-    finals: int = 0            # final transcripts since the last reply
-    last_end: float | None = None
-    final_t: float | None = None
-    unanswered: bool = False   # user words the assistant has not replied to
-
-    def over(self, now: float, silence_s: float) -> bool:
-        return (self.unanswered and not self.speaking and self.finals >= self.segments
-                and self.last_end is not None and now >= self.last_end + silence_s)
+    @classmethod
+    def from_json(cls, data: dict[str, Any], title: str = "") -> "CascadeConfig":
+        """Inverse of :meth:`to_json` (keys a trace adds beside the configuration are ignored)."""
+        known = {f.name for f in dataclasses.fields(cls)} - {"title"}
+        return cls(**{k: v for k, v in data.items() if k in known}, title=title)
 
 
 @dataclass
-class _CascadeSession:
-    """Per-session mutable state, created fresh by every :meth:`CascadeRunner.run`."""
+class _Reply:
+    """The cascade's own per-session state: what it is saying and the reply being written."""
 
-    trace: SessionTrace
-    conversation: Conversation
-    stt_queue: "asyncio.Queue[np.ndarray | None]"
     speaker: Speaker = field(default_factory=Speaker)
     to_speak: deque[WordAudio] = field(default_factory=deque)
-    turn: UserTurnState = field(default_factory=UserTurnState)
-    reply: asyncio.Task[None] | None = None
+    task: asyncio.Task[None] | None = None
     request: int = 0
-    frame: int = 0  # index of the next frame to play
-    stt_flushed: bool = False
-    stt_finished: bool = False  # the STT loop has handled the flush
-    stt_in_flight: int = 0      # events scheduled (virtual clock latency) but not yet applied
-    assistant_spoke_since_user: bool = False
 
     @property
-    def replying(self) -> bool:
-        return self.reply is not None and not self.reply.done()
+    def running(self) -> bool:
+        return self.task is not None and not self.task.done()
 
 
-class CascadeRunner:
-    """Runs one cascade session at a time on a clock (concurrent sessions use separate runners)."""
+class CascadePipeline:
+    """Listen until the user's turn is over, then think, then speak (see the module docstring).
 
-    def __init__(self, stt: StreamingSTT, llm: StreamingLLM, tts: TTS, clock: Clock | None = None,
-                 config: CascadeConfig | None = None) -> None:
-        self.stt, self.llm, self.tts = stt, llm, tts
-        self.clock = clock or VirtualClock()
+    One instance runs one session at a time."""
+
+    mode = "cascade"
+
+    def __init__(self, llm: StreamingLLM, tts: TTS, config: CascadeConfig | None = None) -> None:
+        self.llm, self.tts = llm, tts
         self.config = config or CascadeConfig()
+        self.turn_config = TurnConfig(reply_after_s=self.config.turn_end_silence_s)
+        self._reply = _Reply()
 
-    # -- entry points -------------------------------------------------------------------------------
-    def run_sync(self, user_audio: np.ndarray | UserAudioSource) -> SessionTrace:
-        """Run a whole session on this runner's clock and return its trace."""
-        return self.clock.run(lambda: self.run(user_audio))
+    # -- Pipeline -----------------------------------------------------------------------------------
+    def begin(self, session: Session) -> None:
+        session.trace.config["pipeline"] = "cascade (Unmute-like): STT, end of turn, LLM, TTS"
+        session.trace.provenance.update(llm=self.llm.provenance, tts=self.tts.provenance)
+        self._reply = _Reply()
 
-    async def run(self, user_audio: np.ndarray | UserAudioSource) -> SessionTrace:
-        source = ArraySource(user_audio) if isinstance(user_audio, np.ndarray) else user_audio
-        session = self._new_session()
-        follow_session(source, session.trace)
-        stt_task = asyncio.ensure_future(self._stt_loop(session))
-        try:
-            await self._frame_loop(session, source)
-        finally:
-            self._flush_stt(session)
-            if session.reply is not None and not session.reply.done():
-                session.reply.cancel()
-                try:
-                    await session.reply
-                except asyncio.CancelledError:
-                    pass
-            await stt_task
-        trace = session.trace.finish()
-        annotate_onsets(trace)
-        return trace
+    def interrupt(self, session: Session) -> bool:
+        """The user speaks again: stop the answer at once (the reply task records its cancellation)."""
+        reply = self._reply
+        if not (self.config.interruptible and (reply.running or reply.to_speak
+                                               or reply.speaker.busy(session.frame - 1))):
+            return False
+        if reply.task is not None and not reply.task.done():
+            reply.task.cancel()
+        reply.to_speak.clear()
+        reply.speaker.interrupt(session.frame - 1)
+        return True
 
-    def _new_session(self) -> _CascadeSession:
-        cfg = self.config
-        trace = SessionTrace(mode="cascade", config=cfg.to_json(), title=cfg.title)
-        trace.config["clock"] = "virtual" if self.clock.is_virtual else "real-time"
-        trace.config["pipeline"] = "cascade (Unmute-like): STT, end of turn, LLM, TTS"
-        trace.provenance.update(stt=self.stt.provenance, llm=self.llm.provenance, tts=self.tts.provenance)
-        self.stt.reset()
-        return _CascadeSession(trace=trace, conversation=Conversation(), stt_queue=asyncio.Queue())
+    def on_stt_event(self, session: Session, event: STTEvent) -> None:
+        pass  # the driver's user tracker holds everything the end of turn needs
 
-    # -- the 80 ms loop -----------------------------------------------------------------------------
-    async def _frame_loop(self, session: _CascadeSession, source: UserAudioSource) -> None:
-        clock, trace = self.clock, session.trace
-        input_end: float | None = None
-        last_text_t = 0.0
-        i = 0
-        while True:
-            frame_due = (i + 1) * FRAME_SECONDS
-            await clock.sleep_until(frame_due)
-            user_frame = source.read_frame(i)
-            if user_frame is None:
-                if input_end is None:
-                    input_end = i * FRAME_SECONDS
-                    self._flush_stt(session)  # finish the open segment now: its final may end the turn
-                if self._should_stop(session, frame_due, input_end, last_text_t):
-                    break
-                user_frame = silence()
-            else:
-                session.stt_queue.put_nowait(user_frame)
-            now = clock.now()
-            if session.turn.over(now, self.config.turn_end_silence_s):
-                self._start_reply(session, now)
-            piece = self._speak(session, i)
-            trace.append_frame(FrameRecord(text_piece=piece), user_frame, session.speaker.pop_frame())
-            session.frame = i + 1
-            if piece:
-                last_text_t = frame_due
-                session.conversation.on_assistant_piece(piece)
-                session.assistant_spoke_since_user = True
-            note_missed_deadline(clock, trace, i, frame_due)
-            i += 1
+    async def frame(self, session: Session, user_frame: np.ndarray) -> tuple[FrameRecord, np.ndarray]:
+        now = session.clock.now()
+        if session.user.over(now):
+            self._start_reply(session, now)
+        piece = self._speak(session.frame)
+        return FrameRecord(text_piece=piece), self._reply.speaker.pop_frame()
 
-    def _speak(self, session: _CascadeSession, frame: int) -> str:
+    def busy(self, session: Session) -> bool:
+        reply = self._reply
+        return bool(reply.running or reply.to_speak or session.user.unanswered
+                    or reply.speaker.busy(session.frame - 1))
+
+    async def end(self, session: Session) -> None:
+        task = self._reply.task
+        if task is not None and not task.done():
+            task.cancel()
+            try:
+                await task
+            except asyncio.CancelledError:
+                pass
+
+    # -- speaking -----------------------------------------------------------------------------------
+    def _speak(self, frame: int) -> str:
         """Start every word whose turn comes in this frame; their text is this frame's piece."""
+        reply = self._reply
         pieces = []
-        while session.to_speak and session.speaker.can_start(frame):
-            word = session.to_speak.popleft()
-            session.speaker.say(frame, word)
+        while reply.to_speak and reply.speaker.can_start(frame):
+            word = reply.to_speak.popleft()
+            reply.speaker.say(frame, word)
             pieces.append(" " + word.text)
         return "".join(pieces)
 
-    def _should_stop(self, session: _CascadeSession, now: float, input_end: float, last_text_t: float) -> bool:
-        if now - input_end >= self.config.max_tail_s:
-            return True
-        stt_done = session.stt_finished and session.stt_in_flight == 0
-        busy = (session.replying or session.to_speak or session.turn.unanswered or not stt_done
-                or session.speaker.busy(session.frame - 1))
-        return not busy and now - max(input_end, last_text_t) >= self.config.quiet_after_s
-
-    # -- STT and the user's turn --------------------------------------------------------------------
-    def _flush_stt(self, session: _CascadeSession) -> None:
-        if not session.stt_flushed:
-            session.stt_flushed = True
-            session.stt_queue.put_nowait(None)
-
-    async def _stt_loop(self, session: _CascadeSession) -> None:
-        loop = asyncio.get_running_loop()
-        while True:
-            frame = await session.stt_queue.get()
-            events = await self.clock.compute(self.stt.flush if frame is None else self.stt.accept,
-                                              *(() if frame is None else (frame,)))
-            for event in events:
-                if self.clock.is_virtual:
-                    session.stt_in_flight += 1
-                    loop.call_later(self.stt.virtual_latency_s, self._apply_late, session, event)
-                else:
-                    self._on_stt_event(session, event)
-            if frame is None:
-                session.stt_finished = True
-                return
-
-    def _apply_late(self, session: _CascadeSession, event: STTEvent) -> None:
-        session.stt_in_flight -= 1
-        self._on_stt_event(session, event)
-
-    def _on_stt_event(self, session: _CascadeSession, event: STTEvent) -> None:
-        now = self.clock.now()
-        trace, conv, turn = session.trace, session.conversation, session.turn
-        if event.kind == "speech_start":
-            turn.speaking = True
-            turn.segments += 1
-            trace.add_event(now, EventKind.USER_SPEECH_START, audio_t=event.start)
-            interrupted = self.config.interruptible and (
-                session.replying or bool(session.to_speak) or session.speaker.busy(session.frame - 1))
-            if interrupted:
-                self._interrupt(session)
-            if session.assistant_spoke_since_user or interrupted:
-                said = conv.commit_assistant()
-                session.assistant_spoke_since_user = False
-                trace.add_event(now, EventKind.TURN_BOUNDARY, to="user", assistant_said=said,
-                                interrupted=interrupted)
-        elif event.kind == "speech_end":
-            turn.speaking = False
-            turn.last_end = event.end
-            trace.add_event(now, EventKind.USER_SPEECH_END, audio_t=event.end)
-        elif event.kind == "partial":
-            conv.on_partial(event.text)
-            trace.add_event(now, EventKind.STT_PARTIAL, text=event.text)
-        elif event.kind == "final":
-            conv.on_final(event.text)
-            turn.finals += 1
-            turn.final_t = now
-            turn.unanswered = turn.unanswered or bool(event.text.strip())
-            trace.add_event(now, EventKind.STT_FINAL, text=event.text,
-                            words=[[w.text, round(w.start, 3), round(w.end, 3)] for w in event.words])
-
-    def _interrupt(self, session: _CascadeSession) -> None:
-        """The user speaks again: stop the answer at once (the reply task records its cancellation)."""
-        if session.reply is not None and not session.reply.done():
-            session.reply.cancel()
-        session.to_speak.clear()
-        session.speaker.interrupt(session.frame - 1)
-
     # -- the reply ----------------------------------------------------------------------------------
-    def _start_reply(self, session: _CascadeSession, now: float) -> None:
-        turn, conv = session.turn, session.conversation
-        session.trace.add_event(now, EventKind.TURN_BOUNDARY, to="assistant", transcript=conv.user_transcript(),
-                                silence_s=round(now - (turn.last_end or now), 3))
-        session.turn = UserTurnState(last_end=turn.last_end, final_t=turn.final_t)
-        session.request += 1
-        session.reply = asyncio.ensure_future(self._reply(session, session.request, turn.final_t))
+    def _start_reply(self, session: Session, now: float) -> None:
+        user = session.user
+        session.trace.add_event(now, EventKind.TURN_BOUNDARY, to="assistant",
+                                transcript=session.conversation.user_transcript(),
+                                silence_s=round(now - (user.last_end if user.last_end is not None else now), 3))
+        user.answered()
+        self._reply.request += 1
+        self._reply.task = asyncio.ensure_future(self._write_reply(session, self._reply.request,
+                                                                   session.transcript_t))
 
-    async def _reply(self, session: _CascadeSession, request: int, transcript_t: float | None) -> None:
-        clock, trace, cfg = self.clock, session.trace, self.config
+    async def _write_reply(self, session: Session, request: int, transcript_t: float | None) -> None:
+        clock, trace, cfg = session.clock, session.trace, self.config
         messages = session.conversation.messages(cfg.system_prompt)
         sentences: asyncio.Queue[str | None] = asyncio.Queue()
         speaking = asyncio.ensure_future(self._synthesize_sentences(session, sentences))
@@ -316,12 +211,20 @@ class CascadeRunner:
             trace.add_event(clock.now(), EventKind.LLM_REQUEST_CANCEL, request=request, text="".join(text))
             raise
 
-    async def _synthesize_sentences(self, session: _CascadeSession, sentences: "asyncio.Queue[str | None]") -> None:
+    async def _synthesize_sentences(self, session: Session, sentences: "asyncio.Queue[str | None]") -> None:
         """Synthesize each sentence as soon as it is complete, in order, and queue its words."""
         while (sentence := await sentences.get()) is not None:
-            synthesis = await self.clock.compute(self.tts.synthesize, sentence)
-            await self.clock.modelled_latency(self.config.tts_latency_s)
-            session.to_speak.extend(cut_words(synthesis, sentence.split()))
+            synthesis = await session.clock.compute(self.tts.synthesize, sentence)
+            await session.clock.modelled_latency(self.config.tts_latency_s)
+            self._reply.to_speak.extend(cut_words(synthesis, sentence.split()))
+
+
+class CascadeRunner(SessionDriver):
+    """A :class:`SessionDriver` with a :class:`CascadePipeline`: one cascade session at a time."""
+
+    def __init__(self, stt: StreamingSTT, llm: StreamingLLM, tts: TTS, clock: Clock | None = None,
+                 config: CascadeConfig | None = None) -> None:
+        super().__init__(CascadePipeline(llm, tts, config), stt, clock)
 
 
 def split_sentences(text: str, max_words: int) -> tuple[list[str], str]:

@@ -10,7 +10,7 @@ and how it ended, relative to its start.
 * :class:`ReplayLLM`  -- serves each request the recorded chunks of the request that started at the same
   virtual time, at the same offsets, and ends it as the recording did (finish, error; a cancel comes from
   the manager itself).
-* :func:`rerun_front_end` -- a fresh :class:`~kame_core.runner.TandemRunner` with these and a new front-end.
+* :func:`rerun_front_end` -- a fresh :class:`~kame_core.pipelines.tandem.TandemRunner` with these and a new front-end.
 
 Limit (stated in every re-run's provenance): in a multi-turn session the LLM's prompt also holds what the
 assistant said in earlier turns; a replay serves the recorded answers even where the re-run said something
@@ -18,17 +18,16 @@ else. For the first turn (and single-turn scenarios) the replay is exact.
 """
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass
 from typing import AsyncIterator, Callable, Sequence
 
 import numpy as np
 
 from ..clock import FRAME_SECONDS, SAMPLES_PER_FRAME, Clock, VirtualClock
-from ..oracle import OracleConfig
 from ..protocols import ChatMessage, FrontEnd, LLMError, STTEvent, Word
-from ..runner import SessionConfig, TandemRunner
 from ..trace import Event, EventKind, Provenance, SessionTrace
+from ..trace_query import llm_requests
+from .tandem import SessionConfig, TandemRunner
 
 __all__ = ["ReplayUnavailable", "ReplaySTT", "ReplayLLM", "RecordedRequest", "recorded_input",
            "rerun_front_end", "REPLAY_LABEL"]
@@ -108,21 +107,10 @@ class RecordedRequest:
 
 
 def recorded_requests(trace: SessionTrace) -> list[RecordedRequest]:
-    """The LLM requests of a trace, in start order."""
-    out = []
-    ends: dict[object, Event] = {}
-    for e in trace.events_of(EventKind.LLM_REQUEST_FINISH, EventKind.LLM_REQUEST_CANCEL, EventKind.LLM_ERROR):
-        ends.setdefault(e.data.get("request"), e)
-    for start in trace.events_of(EventKind.LLM_REQUEST_START):
-        req = start.data.get("request")
-        chunks = tuple((e.t - start.t, str(e.data.get("text", ""))) for e in trace.events_of(EventKind.ORACLE_APPEND)
-                       if e.data.get("request") == req)
-        end = ends.get(req)
-        outcome = {None: "open", EventKind.LLM_REQUEST_FINISH: "finished", EventKind.LLM_REQUEST_CANCEL: "cancelled",
-                   EventKind.LLM_ERROR: "error"}[end.kind if end is not None else None]
-        out.append(RecordedRequest(req, start.t, chunks, outcome, None if end is None else end.t - start.t,
-                                   str(end.data.get("error", "")) if end is not None else ""))
-    return out
+    """The LLM requests of a trace, in start order, with chunk times relative to their start."""
+    return [RecordedRequest(r.request, r.start_t, tuple((t - r.start_t, text) for t, text in r.chunks), r.outcome,
+                            None if r.end_t is None else r.end_t - r.start_t, r.error)
+            for r in llm_requests(trace)]
 
 
 class ReplayLLM:
@@ -181,18 +169,6 @@ def recorded_input(trace: SessionTrace) -> np.ndarray:
     return audio[:frames * SAMPLES_PER_FRAME]
 
 
-def session_config_of(trace: SessionTrace, **changes: object) -> SessionConfig:
-    """The :class:`SessionConfig` a trace was recorded with (from ``trace.config``), with ``changes``."""
-    cfg = trace.config
-    oracle_json = cfg.get("oracle") or {}
-    oracle = OracleConfig(**{k: v for k, v in oracle_json.items()
-                             if k in {f.name for f in dataclasses.fields(OracleConfig)}})
-    base = SessionConfig(mode="kame", oracle=oracle, forced_delay_ms=int(cfg.get("forced_delay_ms", 0)),
-                         seed=int(cfg.get("seed", 0)), quiet_after_s=float(cfg.get("quiet_after_s", 1.5)),
-                         max_tail_s=float(cfg.get("max_tail_s", 15.0)), title=trace.title)
-    return dataclasses.replace(base, **changes)  # type: ignore[arg-type]
-
-
 def rerun_front_end(trace: SessionTrace, make_front_end: Callable[[], FrontEnd], *,
                     forced_delay_ms: int | None = None) -> SessionTrace:
     """Re-run ``trace`` (a recorded KAME run) with a fresh front-end and replayed back-ends.
@@ -208,7 +184,7 @@ def rerun_front_end(trace: SessionTrace, make_front_end: Callable[[], FrontEnd],
     changes: dict[str, object] = {}
     if forced_delay_ms is not None:
         changes["forced_delay_ms"] = int(forced_delay_ms)
-    config = session_config_of(trace, **changes)
+    config = SessionConfig.from_trace(trace, mode="kame", **changes)
     stt = ReplaySTT(trace)
     runner = TandemRunner(make_front_end(), stt, ReplayLLM(trace), config, VirtualClock())
     out = runner.run_sync(recorded_input(trace))

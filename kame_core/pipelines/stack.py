@@ -17,9 +17,10 @@ import numpy as np
 
 from ..clock import Clock, VirtualClock
 from ..protocols import TTS, FrontEnd, StreamingLLM, StreamingSTT
-from ..runner import SessionConfig
 from ..scenario import Scenario
-from . import CascadeConfig, SessionRunner, make_runner
+from ..session import SessionDriver
+from . import CascadeConfig, make_runner
+from .tandem import SessionConfig
 
 Mode = Literal["kame", "moshi", "cascade"]
 MODES: tuple[Mode, ...] = ("kame", "moshi", "cascade")
@@ -41,7 +42,7 @@ class Stack:
     components: Mapping[str, str] = field(default_factory=dict)
 
     def runner(self, mode: Mode, *, clock: Clock | None = None, session: SessionConfig | None = None,
-               cascade: CascadeConfig | None = None) -> SessionRunner:
+               cascade: CascadeConfig | None = None) -> SessionDriver:
         """A fresh runner for ``mode`` on ``clock`` (a new :class:`VirtualClock` by default)."""
         front_end = self.make_front_end() if mode != "cascade" else None
         return make_runner(mode, stt=self.make_stt(), llm=self.llm, tts=self.tts, front_end=front_end,

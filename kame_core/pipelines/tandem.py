@@ -1,0 +1,176 @@
+"""The tandem pipeline (KAME mode and Moshi mode) on the session driver.
+
+Per 80 ms frame, on top of what the driver does (:mod:`kame_core.session.driver`):
+
+1. the forced-delay rule (:meth:`~kame_core.session.turns.UserTurnTracker.holding`) says whether the
+   front-end is held silent;
+2. the oracle stream yields this frame's oracle token (start token / oracle id / padding);
+3. the front-end steps; a self-correction it reports is recorded with the frames it abandoned and the
+   oracle revision it had heard.
+
+``mode="kame"`` runs the oracle manager (STT partials and finals -> LLM -> oracle stream);
+``mode="moshi"`` is the same front-end with the oracle stream off (no LLM; the STT, if given, still runs for
+voice activity, the forced delay and the display).
+"""
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+import numpy as np
+
+from ..clock import Clock
+from ..oracle import OracleConfig, OracleManager, OracleStream
+from ..protocols import (
+    FrontEnd,
+    ListeningFrontEnd,
+    SelfCorrection,
+    StreamingLLM,
+    StreamingSTT,
+    STTEvent,
+)
+from ..session.driver import Session, SessionDriver
+from ..session.turns import TurnConfig
+from ..trace import EventKind, FrameRecord, OracleToken, SessionTrace, silence
+
+
+@dataclass
+class SessionConfig:
+    """Everything that shapes a tandem session; recorded in the trace and read back by :meth:`from_json`."""
+
+    mode: Literal["kame", "moshi"] = "kame"
+    oracle: OracleConfig = field(default_factory=OracleConfig)
+    forced_delay_ms: int = 0
+    seed: int = 0
+    #: after the user input ends, stop once the front-end was quiet this long (and no oracle is pending)
+    quiet_after_s: float = 1.5
+    #: ... and never run longer than this after the input ended
+    max_tail_s: float = 15.0
+    title: str = ""
+
+    def to_json(self) -> dict[str, object]:
+        """The configuration as recorded in a trace (the title is the trace's own field)."""
+        return {"mode": self.mode, "oracle": self.oracle.to_json(), "forced_delay_ms": self.forced_delay_ms,
+                "seed": self.seed, "quiet_after_s": self.quiet_after_s, "max_tail_s": self.max_tail_s}
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any], title: str = "") -> "SessionConfig":
+        """Inverse of :meth:`to_json` (keys a trace adds beside the configuration are ignored)."""
+        oracle = OracleConfig.from_json(data.get("oracle") or {})
+        mode = data.get("mode", "kame")
+        return cls(mode="moshi" if mode == "moshi" else "kame", oracle=oracle,
+                   forced_delay_ms=int(data.get("forced_delay_ms", 0)), seed=int(data.get("seed", 0)),
+                   quiet_after_s=float(data.get("quiet_after_s", 1.5)),
+                   max_tail_s=float(data.get("max_tail_s", 15.0)), title=title)
+
+    @classmethod
+    def from_trace(cls, trace: SessionTrace, **changes: Any) -> "SessionConfig":
+        """The configuration a tandem trace was recorded with, with ``changes`` applied."""
+        return dataclasses.replace(cls.from_json(trace.config, title=trace.title), **changes)
+
+
+class TandemPipeline:
+    """KAME / Moshi mode: a front-end stepped every frame, fed the oracle stream (see the module docstring).
+
+    One instance runs one session at a time (it holds the session's oracle stream and manager).
+    """
+
+    def __init__(self, front_end: FrontEnd, llm: StreamingLLM | None, config: SessionConfig | None = None,
+                 turn_config: TurnConfig | None = None) -> None:
+        self.config = config or SessionConfig()
+        if self.config.mode not in ("kame", "moshi"):
+            raise ValueError(f"unknown mode {self.config.mode!r}: expected 'kame' or 'moshi'")
+        if self.config.mode == "kame" and llm is None:
+            raise ValueError("KAME mode needs a streaming STT and an LLM (mode='moshi' runs without the oracle)")
+        self.mode = self.config.mode
+        self.front_end = front_end
+        self.llm = llm if self.mode == "kame" else None
+        self.turn_config = turn_config or TurnConfig()
+        self._stream: OracleStream | None = None
+        self._manager: OracleManager | None = None
+        self._stop = asyncio.Event()
+        self._held = False
+
+    # -- Pipeline -----------------------------------------------------------------------------------
+    def begin(self, session: Session) -> None:
+        trace, front_end = session.trace, self.front_end
+        trace.provenance["front_end"] = front_end.provenance
+        if isinstance(front_end, ListeningFrontEnd):
+            front_end.realtime = not session.clock.is_virtual
+        front_end.reset(self.config.seed)
+        for key, part in getattr(front_end, "component_provenance", {}).items():
+            trace.provenance.setdefault(key, part)
+        self._held = False
+        self._stream, self._manager = None, None
+        if self.llm is not None:
+            trace.provenance["llm"] = self.llm.provenance
+            self._stream = OracleStream(front_end.tokenizer)
+            self._manager = OracleManager(self.config.oracle, self.llm, session.conversation, self._stream,
+                                          front_end.tokenizer, session.clock, trace)
+            self._stop = asyncio.Event()
+            session.spawn(self._manager.run(self._stop))
+
+    def interrupt(self, session: Session) -> bool:
+        return False  # the front-end hears the user itself; nothing is cut from outside
+
+    def on_stt_event(self, session: Session, event: STTEvent) -> None:
+        if self._manager is not None and event.kind in ("partial", "final"):
+            self._manager.last_update_t = session.transcript_t
+        if isinstance(self.front_end, ListeningFrontEnd):
+            self.front_end.observe_stt(event)
+
+    async def frame(self, session: Session, user_frame: np.ndarray) -> tuple[FrameRecord, np.ndarray]:
+        clock, trace = session.clock, session.trace
+        now = clock.now()
+        hold = session.user.holding(now, self.config.forced_delay_ms / 1000.0)
+        if hold != self._held:
+            trace.add_event(now, EventKind.HOLD_START if hold else EventKind.HOLD_END,
+                            delay_ms=self.config.forced_delay_ms)
+            self._held = hold
+        oracle = self._stream.next_token() if self._stream is not None else OracleToken()
+        out = await clock.compute(self.front_end.step, user_frame, oracle.token, hold)
+        record = FrameRecord(text_piece="" if hold else out.text_piece,
+                             text_token=None if hold else out.text_token, oracle=oracle, held=hold)
+        if out.self_correction is not None and not hold:
+            self._record_correction(session, out.self_correction, oracle, now)
+        return record, silence() if hold else np.asarray(out.audio, np.float32)
+
+    def busy(self, session: Session) -> bool:
+        if isinstance(self.front_end, ListeningFrontEnd) and self.front_end.busy:
+            return True
+        if self._manager is not None and self._manager.busy:
+            return True
+        return self._stream is not None and not self._stream.idle
+
+    async def end(self, session: Session) -> None:
+        self._stop.set()  # the manager's task cancels its streams and ends; the driver awaits it
+
+    # -- helpers ------------------------------------------------------------------------------------
+    def _record_correction(self, session: Session, correction: SelfCorrection, oracle: OracleToken,
+                           now: float) -> None:
+        """Record a self-correction with the revision the front-end had heard (resolved from the frame of
+        that revision's start token) and the frames whose words it abandoned."""
+        heard = correction.heard_oracle_frame
+        revision = correction.revision
+        if heard is not None:
+            fed = oracle if heard == session.frame else (
+                session.trace.frames[heard].oracle if 0 <= heard < session.trace.n_frames else None)
+            revision = fed.revision if fed is not None and fed.is_start else None
+        session.trace.add_event(now, EventKind.SELF_CORRECTION, frame=session.frame,
+                                abandoned_text=correction.abandoned_text,
+                                abandoned_frames=list(correction.abandoned_frames), revision=revision,
+                                new_text=correction.new_text)
+
+
+class TandemRunner(SessionDriver):
+    """A :class:`SessionDriver` with a :class:`TandemPipeline`: one KAME or Moshi-mode session at a time."""
+
+    def __init__(self, front_end: FrontEnd, stt: StreamingSTT | None = None, llm: StreamingLLM | None = None,
+                 config: SessionConfig | None = None, clock: Clock | None = None) -> None:
+        config = config or SessionConfig()
+        if config.mode == "kame" and (stt is None or llm is None):
+            raise ValueError("KAME mode needs a streaming STT and an LLM (mode='moshi' runs without the oracle)")
+        super().__init__(TandemPipeline(front_end, llm, config), stt, clock)
+        self.front_end = front_end

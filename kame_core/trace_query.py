@@ -1,0 +1,267 @@
+"""One way to read a trace: the facts every view, metric and tool derives from its events and frames.
+
+Derive a fact once, here, and call it everywhere (the timeline, the inspector, the forced-delay sweep, the
+eval, the bundled-scenario recorder and the metrics all do):
+
+* :func:`llm_requests`     -- each LLM request: start, first chunk, how it ended (finish / cancel / error /
+  still open), the text it streamed, the transcript it was asked with, the oracle revision it became;
+* :func:`oracle_revisions` -- each oracle revision: the request behind it, when it reset the stream, the frames
+  its tokens were fed at, its text (all of it, and what was fed), the transcript it came from, its hint level;
+* :func:`revision_at`      -- the revision the front-end had been fed by a frame, and what of it;
+* :func:`self_corrections` -- each self-correction: its frame, the revision heard, the frames abandoned;
+* :func:`user_turns`       -- the user's turns (speech segments grouped by the one turn rule).
+
+Payloads are validated when a trace is loaded (:mod:`kame_core.event_schema`), so these functions read
+fields without guessing.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+from .clock import FRAME_SECONDS
+from .session.turns import TurnConfig, UserTurn, group_turns
+from .trace import Event, EventKind, SessionTrace
+
+Outcome = Literal["finished", "cancelled", "error", "open"]
+_END_KINDS = {EventKind.LLM_REQUEST_FINISH: "finished", EventKind.LLM_REQUEST_CANCEL: "cancelled",
+              EventKind.LLM_ERROR: "error"}
+
+
+@dataclass(frozen=True)
+class LLMRequest:
+    """One request to the back-end LLM, its start matched with its first chunk and its end."""
+
+    request: int
+    start_t: float
+    reason: str
+    transcript: str
+    transcript_t: float | None
+    first_chunk_t: float | None
+    end_t: float | None
+    outcome: Outcome
+    text: str
+    revision: int | None
+    error: str = ""
+    #: cancelled after it had already been superseded (the back-end ignored the cancellation)
+    late: bool = False
+    #: the chunks that reached the oracle stream, as (session time, text)
+    chunks: tuple[tuple[float, str], ...] = ()
+
+    @property
+    def duration_s(self) -> float | None:
+        return None if self.end_t is None else self.end_t - self.start_t
+
+
+@dataclass(frozen=True)
+class OracleRevision:
+    """One oracle revision: a reset of the oracle stream and the tokens that followed it."""
+
+    revision: int
+    request: int | None
+    reset_t: float
+    #: frame where its start token was fed (None: superseded before it reached the front-end)
+    start_frame: int | None
+    #: last frame one of its tokens was fed (None like ``start_frame``)
+    last_frame: int | None
+    #: everything appended to it (the chunks the LLM streamed for it)
+    text: str
+    #: what of it the front-end was actually fed (token pieces)
+    fed_text: str
+    #: the user transcript its request was made from, and when that transcript was known
+    transcript: str
+    transcript_t: float | None
+    hint_level: int | None = None
+    spoken_ratio: float | None = None
+    outcome: Outcome = "open"
+
+    @property
+    def reached_front_end(self) -> bool:
+        return self.start_frame is not None
+
+
+@dataclass(frozen=True)
+class SelfCorrection:
+    """A self-correction of the front-end, as recorded in the trace."""
+
+    t: float
+    frame: int
+    revision: int | None
+    abandoned_text: str
+    abandoned_frames: tuple[int, ...]
+    new_text: str
+
+
+def _clean(text: str) -> str:
+    return " ".join(text.split())
+
+
+def llm_requests(trace: SessionTrace) -> list[LLMRequest]:
+    """Every LLM request of the trace in start order, matched with its first chunk and its end."""
+    starts: dict[int, Event] = {}
+    firsts: dict[int, Event] = {}
+    ends: dict[int, Event] = {}
+    revisions: dict[int, int] = {}
+    chunks: dict[int, list[tuple[float, str]]] = {}
+    for e in trace.events:
+        request = e.data.get("request")
+        if not isinstance(request, int) or isinstance(request, bool):
+            continue
+        if e.kind is EventKind.LLM_REQUEST_START:
+            starts.setdefault(request, e)
+        elif e.kind is EventKind.LLM_FIRST_CHUNK:
+            firsts.setdefault(request, e)
+        elif e.kind in _END_KINDS:
+            ends.setdefault(request, e)
+        elif e.kind is EventKind.ORACLE_RESET and isinstance(e.data.get("revision"), int):
+            revisions.setdefault(request, e.data["revision"])
+        elif e.kind is EventKind.ORACLE_APPEND:
+            chunks.setdefault(request, []).append((e.t, str(e.data.get("text", ""))))
+    out = []
+    for request, start in starts.items():
+        end = ends.get(request)
+        first = firsts.get(request)
+        revision = revisions.get(request)
+        if revision is None and end is not None and isinstance(end.data.get("revision"), int):
+            revision = end.data["revision"]
+        out.append(LLMRequest(
+            request=request, start_t=start.t, reason=str(start.data.get("reason", "")),
+            transcript=str(start.data.get("transcript", "")), transcript_t=_opt_float(start.data.get("transcript_t")),
+            first_chunk_t=None if first is None else first.t, end_t=None if end is None else end.t,
+            outcome="open" if end is None else _END_KINDS[end.kind],  # type: ignore[arg-type]
+            text=_clean(str(end.data.get("text", ""))) if end is not None else "",
+            revision=revision, error=str(end.data.get("error", "")) if end is not None else "",
+            late=bool(end.data.get("late", False)) if end is not None else False,
+            chunks=tuple(chunks.get(request, ()))))
+    return sorted(out, key=lambda r: (r.start_t, r.request))
+
+
+def _opt_float(value: object) -> float | None:
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+
+
+def oracle_revisions(trace: SessionTrace) -> list[OracleRevision]:
+    """Every oracle revision in reset order (live and recorded runs, and imported training dialogues)."""
+    fed_frames: dict[int, list[int]] = {}
+    fed_text: dict[int, list[str]] = {}
+    start_frame: dict[int, int] = {}
+    for i, f in enumerate(trace.frames):
+        rev = f.oracle.revision
+        if rev is None:
+            continue
+        fed_frames.setdefault(rev, []).append(i)
+        if f.oracle.is_start:
+            start_frame.setdefault(rev, i)
+        elif not f.oracle.is_padding:
+            fed_text.setdefault(rev, []).append(f.oracle.piece)
+    appended: dict[int, list[str]] = {}
+    for e in trace.events_of(EventKind.ORACLE_APPEND):
+        rev = e.data.get("revision")
+        if isinstance(rev, int):
+            appended.setdefault(rev, []).append(str(e.data.get("text", "")))
+    requests = {r.request: r for r in llm_requests(trace)}
+    out = []
+    for e in trace.events_of(EventKind.ORACLE_RESET):
+        rev = e.data.get("revision")
+        if not isinstance(rev, int) or isinstance(rev, bool):
+            continue
+        request_id = e.data.get("request")
+        request = requests.get(request_id) if isinstance(request_id, int) else None
+        text = "".join(appended.get(rev, [])) or str(e.data.get("text", "") or "")
+        frames = fed_frames.get(rev, [])
+        out.append(OracleRevision(
+            revision=rev, request=request_id if isinstance(request_id, int) else None, reset_t=e.t,
+            start_frame=start_frame.get(rev, frames[0] if frames else None),
+            last_frame=frames[-1] if frames else None, text=_clean(text),
+            fed_text=_clean("".join(fed_text.get(rev, []))),
+            transcript=request.transcript if request else str(e.data.get("transcript", "") or ""),
+            transcript_t=request.transcript_t if request else None,
+            hint_level=e.data.get("hint_level") if isinstance(e.data.get("hint_level"), int) else None,
+            spoken_ratio=_opt_float(e.data.get("spoken_ratio")),
+            outcome=request.outcome if request else "open"))
+    return out
+
+
+@dataclass(frozen=True)
+class RevisionAt:
+    """The revision the front-end had been fed by a frame, and the part of it fed by then."""
+
+    revision: OracleRevision
+    fed_text: str
+
+
+def revision_at(trace: SessionTrace, frame: int, revisions: list[OracleRevision] | None = None) -> RevisionAt | None:
+    """The newest revision whose tokens reached the front-end at or before ``frame`` (None: no oracle yet)."""
+    frame = min(frame, trace.n_frames - 1)
+    current = None
+    for i in range(frame, -1, -1):
+        current = trace.frames[i].oracle.revision
+        if current is not None:
+            break
+    if current is None:
+        return None
+    pieces = [f.oracle.piece for f in trace.frames[: frame + 1]
+              if f.oracle.revision == current and not f.oracle.is_start and not f.oracle.is_padding]
+    found = next((r for r in (revisions if revisions is not None else oracle_revisions(trace))
+                  if r.revision == current), None)
+    if found is None:  # fed tokens without a reset event (hand-made traces): describe it from the frames
+        found = OracleRevision(revision=current, request=None, reset_t=frame * FRAME_SECONDS, start_frame=None,
+                               last_frame=None, text=_clean("".join(pieces)), fed_text=_clean("".join(pieces)),
+                               transcript="", transcript_t=None)
+    return RevisionAt(revision=found, fed_text=_clean("".join(pieces)))
+
+
+def self_corrections(trace: SessionTrace) -> list[SelfCorrection]:
+    """Every self-correction the front-end reported, in time order."""
+    out = []
+    for e in trace.events_of(EventKind.SELF_CORRECTION):
+        frames = e.data.get("abandoned_frames") or []
+        out.append(SelfCorrection(
+            t=e.t, frame=int(e.data.get("frame", e.frame)),
+            revision=e.data.get("revision") if isinstance(e.data.get("revision"), int) else None,
+            abandoned_text=str(e.data.get("abandoned_text", "")),
+            abandoned_frames=tuple(int(f) for f in frames), new_text=str(e.data.get("new_text", ""))))
+    return out
+
+
+def speech_segments(trace: SessionTrace) -> list[tuple[float, float]]:
+    """(start, end) audio times of the user's speech segments, from the voice-activity events."""
+    segments: list[tuple[float, float]] = []
+    start: float | None = None
+    for event in trace.events_of(EventKind.USER_SPEECH_START, EventKind.USER_SPEECH_END):
+        if event.kind is EventKind.USER_SPEECH_START:
+            start = float(event.data.get("audio_t", event.t))
+        elif start is not None:
+            segments.append((start, float(event.data.get("audio_t", event.t))))
+            start = None
+    return segments
+
+
+def user_turns(trace: SessionTrace, turn_gap_s: float = TurnConfig.turn_gap_s) -> list[UserTurn]:
+    """The user's turns: speech segments grouped by :func:`~kame_core.session.turns.group_turns`."""
+    return group_turns(speech_segments(trace), turn_gap_s)
+
+
+#: output quieter than this RMS (-60 dBFS) over the whole run counts as silence
+_SILENT_RMS = 1e-3
+
+
+def problems(trace: SessionTrace) -> list[str]:
+    """What went wrong in a run, in words a user can act on (empty when nothing did): no speech heard, back-end
+    errors (how many, and the first message), a KAME run that never received an oracle, a silent assistant."""
+    found: list[str] = []
+    heard = any(str(e.data.get("text", "")).strip() for e in trace.events_of(EventKind.STT_FINAL, EventKind.STT_PARTIAL))
+    if not speech_segments(trace) and not heard:
+        found.append("no speech was heard in the input (silence, noise or too short)")
+    errors = trace.events_of(EventKind.LLM_ERROR)
+    if errors:
+        first = str(errors[0].data.get("message") or errors[0].data.get("error") or "no message")[:200]
+        found.append(f"the LLM back-end failed {len(errors)} time(s) (first: {first})")
+    if trace.mode == "kame" and heard and not trace.events_of(EventKind.ORACLE_RESET):
+        found.append("no oracle reached the front-end")
+    spoke = any(not f.text_is_padding for f in trace.frames)
+    audio = trace.output_audio
+    loud = audio.size > 0 and float((audio.astype("float64") ** 2).mean()) ** 0.5 > _SILENT_RMS
+    if not spoke and not loud:
+        found.append("the assistant stayed silent")
+    return found
