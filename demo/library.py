@@ -7,6 +7,7 @@ opens and a file with malformed ones is refused with the field named.
 """
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import zipfile
@@ -99,12 +100,22 @@ def open_file(path: str | Path, *, origin: str = "upload", key: str | None = Non
     path = Path(path)
     scenario = load_scenario(path)  # validates the archive, manifest and traces first
     extras = manifest_extras(path)
-    for key in extras:  # a loader that knows these fields already validated them: prefer its values
-        value = getattr(scenario, key, None)
+    for name in extras:  # a loader that knows these fields already validated them: prefer its values
+        value = getattr(scenario, name, None)
         if value:
-            extras[key] = list(value) if isinstance(value, (list, tuple)) else value
-    return LoadedScenario(scenario=scenario, key=key or f"{origin}:{path.name}:{path.stat().st_mtime_ns}",
+            extras[name] = list(value) if isinstance(value, (list, tuple)) else value
+    return LoadedScenario(scenario=scenario, key=key or f"{origin}:{_content_digest(path)}",
                           origin=origin, path=path, **extras)  # type: ignore[arg-type]
+
+
+def _content_digest(path: Path) -> str:
+    """A short digest of a file's bytes: the cache key of a scenario opened from a file (two files with the
+    same name or time stay apart, the same file opened twice shares its cached re-runs)."""
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()[:24]
 
 
 def open_bundled(name: str, folder: Path | None = None) -> LoadedScenario:

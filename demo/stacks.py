@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import dataclasses
 import os
-import threading
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import Callable
@@ -21,15 +20,18 @@ from typing import Callable
 from kame_core.pipelines.stack import GUESS_SYSTEM, Stack, cpu_stack
 from kame_core.protocols import FrontEnd
 
+from .gate import SessionGate
+
 
 @dataclass(frozen=True)
 class LiveStack:
-    """A stack plus the words the app shows about it; ``lock`` serialises sessions on a single GPU model."""
+    """A stack plus the words the app shows about it; ``gate`` admits one session at a time to a single GPU
+    model and every session at once to the CPU stack."""
 
     stack: Stack
     summary: str
     neural: bool
-    lock: threading.Lock
+    gate: SessionGate
 
 
 def llm_spec(env: dict[str, str] | None = None) -> str:
@@ -84,7 +86,9 @@ def live_stack() -> LiveStack:
         components["front_end"] = f"{components['front_end']} (neural front-end not used: {why})"
         stack = dataclasses.replace(stack, components=components)
     summary = " · ".join(f"{role.replace('_', ' ')}: {what}" for role, what in stack.components.items())
-    return LiveStack(stack=stack, summary=summary, neural=make_neural is not None, lock=threading.Lock())
+    neural = make_neural is not None
+    gate = SessionGate(capacity=1, reason="one live session at a time on the GPU model") if neural else SessionGate()
+    return LiveStack(stack=stack, summary=summary, neural=neural, gate=gate)
 
 
 @dataclass(frozen=True)

@@ -15,7 +15,6 @@ os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
 import gradio as gr  # noqa: E402
 
 from . import library, views  # noqa: E402
-from .player import files_root  # noqa: E402
 from .inspector import PAPER_NOTE, PAPER_TABLE_HEADERS, PAPER_TABLE_ROWS, RUN_SUMMARY_HEADERS  # noqa: E402
 from .timeline import LANES, PLAYHEAD_JS  # noqa: E402
 
@@ -68,7 +67,7 @@ def build_app(gpu: Callable[[Callable], Callable] | None = None) -> gr.Blocks:
     live_fn = gpu(views.live_upload) if gpu is not None else views.live_upload
     names = library.bundled_names()
     dialogues = library.training_dialogue_ids()
-    with gr.Blocks(title="KAME studio", analytics_enabled=False) as app:
+    with gr.Blocks(title="KAME studio", analytics_enabled=False, delete_cache=(1800, 7200)) as app:
         state = gr.State(None, delete_callback=views.discard_session)  # private files go with the session
         gr.Markdown("# KAME studio\nTandem speech-to-speech (KAME, arXiv 2510.02327): the four token streams of a "
                     "session — " + ", ".join(LANES[1:]) + " — on one clock. Every run carries a provenance badge.")
@@ -166,14 +165,14 @@ def build_app(gpu: Callable[[Callable], Callable] | None = None) -> gr.Blocks:
         compare_btn.click(views.compare, state, [state, compare_plot, compare_table, *slots, compare_names],
                           api_name="compare")
         delay_btn.click(views.forced_delay, [delay, state], [state, delay_plot, delay_text], api_name="forced_delay")
-        delay.release(views.forced_delay, [delay, state], [state, delay_plot, delay_text], api_name=False)
+        delay.release(views.forced_delay, [delay, state], [state, delay_plot, delay_text], api_visibility="private")
         curve_btn.click(views.delay_curve, state, [state, curve_plot, curve_text], api_name="delay_curve")
         def on_mic(chunk, st):
             session, text, fig = views.mic_chunk(chunk, st)
             return session, text, gr.skip() if fig is None else fig
 
         mic.stream(on_mic, [mic, state], [state, live_status, live_plot], stream_every=0.5, time_limit=310,
-                   concurrency_limit=None, api_name=False)
+                   concurrency_limit=None, api_visibility="private")
         mic.stop_recording(views.mic_stop, [modes, state], [state, live_status, live_plot, live_components,
                                                             live_file], api_name="mic_stop")
         live_btn.click(live_fn, [live_in, modes, state],
@@ -182,6 +181,7 @@ def build_app(gpu: Callable[[Callable], Callable] | None = None) -> gr.Blocks:
 
 
 def launch_options() -> dict:
-    """Options for ``Blocks.launch`` (Gradio 6 takes the page's JS and CSS there)."""
-    return dict(head=f"<script>({SYNC_JS})();</script>", js=SYNC_JS, css=CSS,
-                allowed_paths=[str(library.scenarios_dir()), str(files_root())])
+    """Page options for ``Blocks.launch`` / ``gr.mount_gradio_app`` (Gradio 6 takes the page's JS and CSS there).
+
+    No ``allowed_paths``: session files are served by :mod:`demo.server`'s token route only."""
+    return dict(head=f"<script>({SYNC_JS})();</script>", js=SYNC_JS, css=CSS)

@@ -8,14 +8,14 @@ Every callback turns bad input into a message and leaves the session usable.
 from __future__ import annotations
 
 import shutil
-import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator
 
 import numpy as np
 
 from kame_core.metrics import session_metrics
+from kame_core.trace_query import problems
 from kame_core.pipelines.replay import REPLAY_LABEL, ReplayUnavailable
 from kame_core.scenario import ScenarioError, save_scenario
 from kame_core.trace import SessionTrace
@@ -23,7 +23,8 @@ from kame_core.trace import SessionTrace
 from . import library
 from .delay_sweep import DELAYS_S, DelayOutcome, curve_figure, describe_outcome, reference_answers, run_delay
 from .inspector import frame_details, run_summary_rows
-from .player import files_root, player_html, write_mix
+from . import session_files
+from .player import player_html, write_mix
 from .provenance_badge import provenance_badge
 from .scoring import MTBenchJudge, judge_from_env
 from .timeline import RUN_NAMES, compare_figure, timeline_figure, with_playhead
@@ -46,11 +47,14 @@ class AppSession:
     folder: Path | None = None
     mic: Any = None                 # a running demo.mic.MicSession
     mic_stack: Any = None           # the demo.stacks.LiveStack it runs on
+    mic_ticket: Any = None          # its admission (demo.gate.Ticket) to the stack
     mic_shown_s: float = -1.0       # received seconds at the last live figure
 
     def files(self) -> Path:
-        if self.folder is None:
-            self.folder = Path(tempfile.mkdtemp(prefix="session-", dir=files_root()))
+        """The session's private folder (made on first use; marked as in use at every call)."""
+        if self.folder is None or not self.folder.is_dir():
+            self.folder = session_files.new_folder()
+        session_files.touch(self.folder)
         return self.folder
 
 
@@ -60,8 +64,8 @@ def discard_session(value: Any) -> None:
         return
     if value.mic is not None:  # a microphone session left running: end its input so its thread ends
         value.mic.source.close()
-        if value.mic_stack is not None and value.mic_stack.neural and value.mic_stack.lock.locked():
-            value.mic_stack.lock.release()
+    if value.mic_ticket is not None:
+        value.mic_ticket.release()
     if value.folder is not None:
         shutil.rmtree(value.folder, ignore_errors=True)
 
@@ -124,20 +128,47 @@ def _download_path(session: AppSession) -> str | None:
 EMPTY_OPEN = (None, [], None, "", None)
 
 
+def _view_of(session: AppSession, loaded: library.LoadedScenario, run_id: str):
+    """The Timeline view of ``loaded``'s run ``run_id`` (figure, summary rows, player): built in full before
+    anything is assigned, so a scenario that fails to render leaves the session as it was."""
+    trace = loaded.scenario.runs[run_id]
+    fig = timeline_figure(trace, title=f"{loaded.title} — {run_label(run_id, trace)}", recorded=loaded.recorded)
+    rows = run_summary_rows(loaded.scenario)
+    key = f"{loaded.key}:{run_id}:{trace.n_frames}"
+    sound = player_html(write_mix(trace, session.files(), key), "timeline", TIMELINE_PLAYER)
+    return fig, rows, sound
+
+
 def _opened(session: AppSession, loaded: library.LoadedScenario):
-    session.loaded = loaded
-    session.run_id = _default_run(loaded)
-    trace = loaded.scenario.runs[session.run_id]
-    fig = timeline_figure(trace, title=f"{loaded.title} — {run_label(session.run_id, trace)}",
-                          recorded=loaded.recorded)
-    sound = player(session, session.run_id, trace, "timeline", TIMELINE_PLAYER)
-    return (session, status_markdown(loaded), fig, run_summary_rows(loaded.scenario), sound,
-            list(loaded.scenario.runs), session.run_id)
+    run_id = _default_run(loaded)
+    fig, rows, sound = _view_of(session, loaded, run_id)
+    session.loaded, session.run_id = loaded, run_id
+    return (session, status_markdown(loaded), fig, rows, sound, list(loaded.scenario.runs), run_id)
 
 
 def _failed(session: AppSession, message: str):
-    runs = list(session.loaded.scenario.runs) if session.loaded else []
-    return (session, message, None, [], None, runs, session.run_id)
+    """A refusal: the message, and the view of what the session already holds (unchanged)."""
+    if session.loaded is None:
+        return (session, message, None, [], None, [], None)
+    run_id = session.run_id or _default_run(session.loaded)
+    try:
+        fig, rows, sound = _view_of(session, session.loaded, run_id)
+    except Exception:  # noqa: BLE001 - the previous view is a courtesy; the message is what matters
+        fig, rows, sound = None, [], None
+    message += f"\n\n*Still open:* {session.loaded.title}"
+    return (session, message, fig, rows, sound, list(session.loaded.scenario.runs), run_id)
+
+
+def _open(session: AppSession, title: str, opener: Callable[[], library.LoadedScenario]):
+    """Open with ``opener``; any failure (a validation error naming the field, or an unexpected one, named by
+    its type) is refused with a message and leaves the session's scenario in place."""
+    try:
+        loaded = opener()
+        return _opened(session, loaded)
+    except ScenarioError as err:
+        return _failed(session, _error(title, err))
+    except Exception as err:  # noqa: BLE001 - a handler never fails with Gradio's bare "Error"
+        return _failed(session, _error(title, ScenarioError(type(err).__name__, str(err)[:300])))
 
 
 def open_bundled(name: str | None, state: Any = None):
@@ -147,23 +178,16 @@ def open_bundled(name: str | None, state: Any = None):
     if not name:
         return _failed(session, library.NO_SCENARIOS.format(folder=library.scenarios_dir())
                        if not library.bundled_names() else "Choose a scenario.")
-    try:
-        return _opened(session, library.open_bundled(name))
-    except ScenarioError as err:
-        return _failed(session, _error("Cannot open scenario", err))
+    return _open(session, "Cannot open scenario", lambda: library.open_bundled(name))
 
 
 def open_upload(file: str | None, state: Any = None):
-    """Open an uploaded scenario file (validated; an invalid one gives an error naming the field)."""
+    """Open an uploaded scenario file (validated; an invalid one gives an error naming the field and the
+    session keeps the scenario it had)."""
     session = session_of(state)
     if not file:
         return _failed(session, "Upload a scenario file (.kame).")
-    try:
-        return _opened(session, library.open_file(file))
-    except ScenarioError as err:
-        return _failed(session, _error("Invalid scenario file", err))
-    except (OSError, ValueError) as err:
-        return _failed(session, _error("Invalid scenario file", ScenarioError(Path(file).name, str(err))))
+    return _open(session, f"Invalid scenario file {Path(file).name}", lambda: library.open_file(file))
 
 
 def open_training(dialogue_id: str | None, state: Any = None):
@@ -171,10 +195,7 @@ def open_training(dialogue_id: str | None, state: Any = None):
     session = session_of(state)
     if not dialogue_id:
         return _failed(session, "Choose a training dialogue.")
-    try:
-        return _opened(session, library.open_training(dialogue_id))
-    except (ScenarioError, OSError, ValueError) as err:
-        return _failed(session, _error("Cannot import training dialogue", err))
+    return _open(session, "Cannot import training dialogue", lambda: library.open_training(dialogue_id))
 
 
 def open_default(state: Any = None):
@@ -338,6 +359,10 @@ def delay_curve(state: Any = None, *, front_end: Any = None) -> tuple[Any, Any, 
 
 
 # ---------------------------------------------------------------------------------------------- live
+#: seconds between two "waiting" messages while a live upload waits for the GPU model
+GATE_POLL_S = 2.0
+
+
 def live_upload(file: str | None, modes: list[str] | None, state: Any = None, *, stack: Any = None
                 ) -> Iterator[tuple[Any, str, Any, str, Any]]:
     """Run an uploaded recording live: yields (session, status, figure, components, scenario file)."""
@@ -352,7 +377,11 @@ def live_upload(file: str | None, modes: list[str] | None, state: Any = None, *,
         audio = decode_upload(file)  # refuse a bad file before loading any model
         yield session, "loading the stack (first time: Whisper, the LLM and the TTS load) …", None, "", None
         live = stack or live_stack()
-        with live.lock:
+        ticket = live.gate.try_enter()
+        while ticket is None:  # only a single GPU model is shared; say so while waiting
+            yield session, live.gate.busy_message(), None, live.summary, None
+            ticket = live.gate.enter(timeout_s=GATE_POLL_S)
+        with ticket:
             for step in run_audio(live.stack, audio, chosen, session.files(), components=live.summary,
                                   source=f"uploaded '{Path(str(file)).name}'"):
                 if step.loaded is None:
@@ -363,9 +392,19 @@ def live_upload(file: str | None, modes: list[str] | None, state: Any = None, *,
                 traces = {run_label(k, t): t for k, t in _ordered_runs(step.loaded)}
                 fig = compare_figure(traces, title=step.loaded.title, recorded=False)
                 ran = "**Components that ran:** " + live.summary
-                yield session, f"{step.message}. Download the scenario file below.", fig, ran, str(step.file)
+                yield session, outcome_message(step.message, step.loaded.scenario.runs), fig, ran, str(step.file)
     except (UploadError, ValueError) as err:
         yield session, _error("Cannot run this input", err), None, "", None
+
+
+def outcome_message(done: str, runs: dict[str, SessionTrace]) -> str:
+    """The status after a live run: what went wrong in each run (no speech heard, LLM errors, no oracle, a
+    silent assistant) or, when nothing did, ``done``; the scenario is downloadable either way."""
+    found = [f"{run_label(k, t)}: {p}" for k, t in runs.items() for p in problems(t)]
+    if not found:
+        return f"{done}. Download the scenario file below."
+    return ("**The session ran, but:** " + "; ".join(found)
+            + ". The recording and its trace are below for download.")
 
 
 # ------------------------------------------------------------------------------------------ microphone
@@ -386,9 +425,15 @@ def mic_chunk(chunk: Any, state: Any = None, *, stack: Any = None) -> tuple[Any,
         rate, samples = chunk
         if session.mic is None:
             live = stack or live_stack()
-            if live.neural and not live.lock.acquire(blocking=False):
-                return session, "Another live session is using the GPU model; try again when it ends.", None
-            session.mic, session.mic_stack, session.mic_shown_s = MicSession(live.stack, int(rate)), live, -1.0
+            ticket = live.gate.try_enter()
+            if ticket is None:
+                return session, live.gate.busy_message() + "; try again when it ends.", None
+            try:
+                mic = MicSession(live.stack, int(rate))
+            except BaseException:
+                ticket.release()
+                raise
+            session.mic, session.mic_stack, session.mic_ticket, session.mic_shown_s = mic, live, ticket, -1.0
         session.mic.push(np.asarray(samples), int(rate))
     except (ValueError, TypeError) as err:
         return session, _error("Microphone input refused", err), None
@@ -414,8 +459,8 @@ def mic_stop(modes: list[str] | None, state: Any = None) -> tuple[Any, str, Any,
     from .live import session_name
 
     session = session_of(state)
-    mic, live = session.mic, session.mic_stack
-    session.mic = session.mic_stack = None
+    mic, live, ticket = session.mic, session.mic_stack, session.mic_ticket
+    session.mic = session.mic_stack = session.mic_ticket = None
     if mic is None:
         return session, "Nothing was recorded.", None, "", None
     try:
@@ -432,11 +477,11 @@ def mic_stop(modes: list[str] | None, state: Any = None) -> tuple[Any, str, Any,
     except (TimeoutError, RuntimeError, ScenarioError, OSError) as err:
         return session, _error("The live session failed", err), None, "", None
     finally:
-        if live.neural and live.lock.locked():
-            live.lock.release()
+        if ticket is not None:
+            ticket.release()
     session.loaded = library.LoadedScenario(scenario=scenario, key=f"live:{name}", origin="live", recorded=False,
                                             path=path)
     session.run_id, session.delay_cache = "kame", {}
     traces = {run_label(k, t): t for k, t in _ordered_runs(session.loaded)}
     fig = compare_figure(traces, title=scenario.title, recorded=False)
-    return session, f"done: {trace.duration:.1f} s session. Download the scenario file below.", fig, ran, str(path)
+    return session, outcome_message(f"done: {trace.duration:.1f} s session", runs), fig, ran, str(path)

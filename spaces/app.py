@@ -23,6 +23,7 @@ os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
 #: the neural front-end's weights are pulled from the hub on first use when a GPU is present
 os.environ.setdefault("KAME_WEIGHTS", "SakanaAI/kame")
 
+from demo.server import serve, server_address  # noqa: E402
 from demo.ui import build_app, launch_options  # noqa: E402
 
 #: seconds a ZeroGPU slot is requested for one live session (a 5-minute upload in KAME + cascade mode)
@@ -44,6 +45,5 @@ def build():
 
 
 if __name__ == "__main__":
-    build().queue(default_concurrency_limit=4).launch(server_name="0.0.0.0",
-                                                      server_port=int(os.environ.get("PORT", "7860")),
-                                                      **launch_options())
+    host, port = server_address(os.environ, default_host="0.0.0.0")
+    serve(build().queue(default_concurrency_limit=4), host, port, **launch_options())

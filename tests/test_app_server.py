@@ -9,6 +9,8 @@ from __future__ import annotations
 import json
 import os
 import threading
+import urllib.error
+import urllib.request
 from pathlib import Path
 
 import pytest
@@ -18,6 +20,8 @@ from demo.timeline import LANES
 from .app_scenarios import QUESTIONS, record_question
 from .app_server import REPO, running_app
 from .cdp import CHROMIUM, Chromium
+
+pytestmark = pytest.mark.slow  # loads Whisper, SmolLM2, Piper or a browser
 
 NAMES = list(QUESTIONS)
 
@@ -37,10 +41,22 @@ def _figure(value) -> dict:
     return json.loads(value["plot"])
 
 
-def _served_file(player_html: str) -> Path:
-    """The file behind a native player's ``src`` (the app serves it from the user's private folder)."""
-    assert "<audio" in player_html and "gradio_api/file=" in player_html, player_html
-    return Path(player_html.split("gradio_api/file=")[1].split("'")[0])
+def _http_get(url: str) -> tuple[int, bytes]:
+    try:
+        with urllib.request.urlopen(url, timeout=10) as reply:
+            return reply.status, reply.read()
+    except urllib.error.HTTPError as err:
+        return err.code, b""
+
+
+def _served_wav(app_url: str, player_html: str) -> bytes:
+    """The bytes behind a native player's ``src``, fetched over HTTP (the app serves the user's private folder
+    under ``/kame/files/<token>/``)."""
+    assert "<audio" in player_html and "src='kame/files/" in player_html, player_html
+    src = player_html.split("src='")[1].split("'")[0]
+    status, body = _http_get(app_url + src)
+    assert status == 200 and body[:4] == b"RIFF", (src, status)
+    return body
 
 
 def _playhead(fig: dict) -> dict:
@@ -120,7 +136,7 @@ def test_api_drives_playback_compare_and_the_forced_delay_slider(app_url):
     status, fig, table, audio, runs = client.predict("mountain", api_name="/open_scenario")
     assert "tallest mountain" in status and runs["value"] == "kame"
     assert [t for t in _figure(fig)["layout"]["yaxis"]["ticktext"]] == list(LANES)
-    assert _served_file(audio).is_file()
+    _served_wav(app_url, audio)
     fig, details = client.predict(2.5, api_name="/seek")
     assert _playhead(_figure(fig))["x0"] == pytest.approx(2.5) and "frame 31" in details
     fig, audio_moshi, details = client.predict("moshi", api_name="/show_run")
@@ -128,7 +144,7 @@ def test_api_drives_playback_compare_and_the_forced_delay_slider(app_url):
     fig, rows, a1, a2, a3, names = client.predict(api_name="/compare")
     assert [r[0] for r in rows["data"]] == ["KAME", "Moshi mode", "cascade"]
     assert "Elbrus" in rows["data"][0][-1] and "Elbrus" in rows["data"][2][-1]
-    assert all(_served_file(a).is_file() for a in (a1, a2, a3)) and len({a1, a2, a3}) == 3
+    assert len({_served_wav(app_url, a) for a in (a1, a2, a3)}) == 3 and len({a1, a2, a3}) == 3
     assert len(_figure(fig)["layout"]["meta"]["kame_timeline"]["runs"]) == 3
     fig, text = client.predict(2.0, api_name="/forced_delay")
     assert "Forced delay 2.0 s" in text and "proxy — not MT-Bench" in text and "replayed from the recording" in text
@@ -168,3 +184,25 @@ def test_four_clients_at_once_on_different_scenarios_get_their_own_results(app_u
         assert got["rows"][0][-1].endswith(reference)          # its own KAME run's final transcript
         assert got["head"] == pytest.approx(1.0 + 0.5 * k)
         assert f"Forced delay {0.5 * k:.1f} s" in got["delay"]
+
+
+def test_only_session_files_are_served_and_the_api_lists_no_unnamed_endpoint(app_url):
+    """Bugs 8 and 9: the scenarios folder, the repository and guessed session paths are not served; no
+    ``/False`` endpoint exists."""
+    from gradio_client import Client
+
+    client = Client(app_url, verbose=False)
+    *_, audio, _runs = client.predict("mountain", api_name="/open_scenario")
+    src = audio.split("src='")[1].split("'")[0]
+    token, name = src.split("/")[-2:]
+    scenarios = Path(os.environ.get("KAME_SCENARIOS_DIR", REPO / "scenarios"))
+    for probe in (f"gradio_api/file={REPO / 'scenarios' / 'record_bundled.py'}",
+                  f"gradio_api/file={REPO / 'scenarios' / 'bundled.json'}",
+                  f"gradio_api/file={REPO / 'app.py'}", f"gradio_api/file={scenarios}",
+                  f"kame/files/{token}/..%2F..%2Fapp.py", f"kame/files/{'A' * 24}/{name}",
+                  f"kame/files/{token}/nothing.wav", "kame/files/../app.py"):
+        status, _ = _http_get(app_url + probe)
+        assert status in (403, 404), (probe, status)
+    endpoints = client.view_api(print_info=False, return_format="dict")["named_endpoints"]
+    assert "/False" not in endpoints and "/open_scenario" in endpoints
+    assert all(name.strip("/") and name != "/False" for name in endpoints)

@@ -3,7 +3,6 @@ scenario manifests, forced-delay re-runs and the latency–quality curve, the sc
 from __future__ import annotations
 
 import json
-import threading
 from pathlib import Path
 
 import numpy as np
@@ -12,6 +11,7 @@ import soundfile as sf
 
 from demo import library, views
 from demo.delay_sweep import DELAYS_S, oracle_at_onset
+from demo.gate import SessionGate
 from demo.library import LoadedScenario
 from demo.scoring import score_answer
 from demo.stacks import LiveStack, RerunFrontEnd
@@ -22,8 +22,11 @@ from kame_core.frontends import StandInFrontEnd
 
 from .app_scenarios import QUESTIONS, add_manifest_fields, piper, record_question
 from .doubles import ScriptedLLM
+from .shared_data import SPOKENWOZ
 
-SHARED = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "spokenwoz_sample"
+pytestmark = pytest.mark.slow  # loads Whisper, SmolLM2, Piper or a browser
+
+SHARED = SPOKENWOZ
 
 
 @pytest.fixture(scope="module")
@@ -192,9 +195,8 @@ def test_judge_is_used_only_when_a_key_is_set(monkeypatch):
 
 # --------------------------------------------------------------------------------------------- live
 def test_live_upload_runs_kame_and_cascade_on_the_cpu_stack_and_downloads(tmp_path, speech):
-    from kame_core.pipelines.stack import cpu_stack
-
     from kame_core.audio_io import resample
+    from kame_core.pipelines.stack import cpu_stack
 
     path = tmp_path / "question.flac"  # stereo at 48 kHz: downmixed and resampled on the way in
     at_48k = resample(speech, SAMPLE_RATE, 48_000)
@@ -202,7 +204,7 @@ def test_live_upload_runs_kame_and_cascade_on_the_cpu_stack_and_downloads(tmp_pa
     llm = ScriptedLLM(lambda t: QUESTIONS["mountain"][1])
     stack = cpu_stack(llm=llm, tts=piper(), small_model_openers=False)
     live = LiveStack(stack=stack, summary="stt: Whisper-base · front_end: CPU stand-in · oracle_llm: scripted (test)",
-                     neural=False, lock=threading.Lock())
+                     neural=False, gate=SessionGate())
     steps = list(views.live_upload(str(path), ["kame", "cascade"], views.AppSession(), stack=live))
     session, status, fig, components, file = steps[-1]
     assert "done" in status and "Components that ran" in components and "Whisper" in components

@@ -2,19 +2,21 @@
 the CPU stand-in speaking with Piper, a scripted oracle LLM), shown as it grows, then saved."""
 from __future__ import annotations
 
-import threading
 import time
 
 import numpy as np
 import pytest
 
 from demo import library, views
+from demo.gate import SessionGate
 from demo.stacks import LiveStack
 from kame_core.audio_io import resample
 from kame_core.clock import SAMPLE_RATE
 
 from .app_scenarios import QUESTIONS, piper
 from .doubles import ScriptedLLM
+
+pytestmark = pytest.mark.slow  # loads Whisper, SmolLM2, Piper or a browser
 
 
 @pytest.fixture(scope="module")
@@ -23,7 +25,7 @@ def live() -> LiveStack:
 
     stack = cpu_stack(llm=ScriptedLLM(lambda t: QUESTIONS["mountain"][1]), tts=piper(), small_model_openers=False)
     return LiveStack(stack=stack, summary="stt: Whisper-base · front-end: CPU stand-in · oracle LLM: scripted (test)",
-                     neural=False, lock=threading.Lock())
+                     neural=False, gate=SessionGate())
 
 
 def test_microphone_chunks_run_kame_live_and_become_a_scenario(live):
