@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed-stamp
 export GRADIO_ANALYTICS_ENABLED := False
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
 
-.PHONY: install run test bench clean
+.PHONY: install run test test-fast bench clean
 
 install: $(STAMP)
 
@@ -23,6 +23,10 @@ run: install
 
 test: install
 	HF_HUB_OFFLINE=1 $(PY) -m pytest -q -p no:cacheprovider tests
+
+# the edit loop: everything but the tests marked slow (Whisper, SmolLM2, Piper, browser); under a minute
+test-fast: install
+	HF_HUB_OFFLINE=1 $(PY) -m pytest -q -p no:cacheprovider -m "not slow" tests
 
 bench: install
 	HF_HUB_OFFLINE=1 $(PY) benchmarks/virtual_clock_throughput.py

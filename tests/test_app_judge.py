@@ -1,15 +1,17 @@
 """The app's scoring seam with a real judge path: FastChat prompt, OpenAI-compatible SDK, fake judge server."""
 from __future__ import annotations
 
-from pathlib import Path
 
 import pytest
 
 from demo.scoring import JudgeUnavailable, MTBenchJudge, judge_from_env, score_answer
 
 from .fakes.judge import FakeJudge
+from .shared_data import MT_BENCH, needs_mt_bench
 
-MT_BENCH = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "mt_bench"
+pytestmark = needs_mt_bench
+
+
 KEY = "sk-" + "judge-test-0123456789"
 
 

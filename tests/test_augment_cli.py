@@ -9,9 +9,10 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from .shared_data import SPOKENWOZ
 
 REPO = Path(__file__).resolve().parents[1]
-SAMPLE = REPO.parent / "shared" / "data" / "spokenwoz_sample"
+SAMPLE = SPOKENWOZ
 
 
 def sample_dir() -> Path:

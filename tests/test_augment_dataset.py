@@ -14,7 +14,6 @@ import pytest
 import soundfile
 
 from kame_core.augment.layout import load_oracle_raw
-from kame_core.augment.oracle_records import OracleRequest
 from kame_core.augment.simulators import OfflineSimulator
 from kame_core.augment.spoken_dataset import (
     BuildConfig,

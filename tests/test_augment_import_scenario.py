@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
 
@@ -11,8 +10,9 @@ from kame_core.augment.import_scenario import training_dialogue_scenario
 from kame_core.metrics import session_metrics
 from kame_core.scenario import load_scenario, save_scenario
 from kame_core.trace import EventKind
+from .shared_data import SPOKENWOZ
 
-SAMPLE = Path(__file__).resolve().parents[2] / "shared" / "data" / "spokenwoz_sample"
+SAMPLE = SPOKENWOZ
 pytestmark = pytest.mark.skipif(not SAMPLE.is_dir(), reason="../shared/data/spokenwoz_sample not present")
 
 

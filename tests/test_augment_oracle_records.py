@@ -16,8 +16,9 @@ from kame_core.augment.oracle_records import (
     time_grid,
 )
 from kame_core.augment.transcript import TranscriptWord, load_transcript
+from .shared_data import SPOKENWOZ
 
-SAMPLE = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "spokenwoz_sample"
+SAMPLE = SPOKENWOZ
 DIALOGUES = ("SNG0072", "MUL1423")
 OFFICIAL_KEYS = [
     "timestamp_ms", "conversation_context", "prediction", "total_word_count", "trigger_word",

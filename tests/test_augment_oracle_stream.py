@@ -19,8 +19,9 @@ from kame_core.augment.oracle_stream import (
 from kame_core.augment.transcript import TranscriptWord, load_transcript
 from kame_core.augment.word_tokenizer import WordTokenizer
 from kame_core.protocols import TextTokenizer
+from .shared_data import SPOKENWOZ
 
-SAMPLE = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "spokenwoz_sample"
+SAMPLE = SPOKENWOZ
 PAD, START = WordTokenizer.PADDING_ID, WordTokenizer.START_ID
 
 

@@ -16,8 +16,9 @@ from kame_core.augment.training_dialogue import (
 )
 from kame_core.augment.word_tokenizer import WordTokenizer
 from kame_core.clock import SAMPLES_PER_FRAME
+from .shared_data import SPOKENWOZ
 
-SAMPLE = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "spokenwoz_sample"
+SAMPLE = SPOKENWOZ
 
 
 def sample_dir() -> Path:

@@ -16,8 +16,10 @@ from kame_core.eval import harness
 from kame_core.eval.cli import main
 from kame_core.eval.proxy import PROXY_LABEL
 from kame_core.eval.report import QUOTED
+from .shared_data import MT_BENCH, needs_mt_bench
 
-DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "mt_bench"
+DATA = MT_BENCH
+pytestmark = [needs_mt_bench, pytest.mark.slow]
 QUESTIONS = "152,108"  # the two shortest of the paper's subset (humanities, reasoning)
 
 

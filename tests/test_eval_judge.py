@@ -4,7 +4,6 @@ openai SDK, with FastChat's prompt files from ../shared/data/mt_bench."""
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
 
@@ -17,8 +16,11 @@ from kame_core.eval.mtbench_data import load_mt_bench
 from kame_core.eval.report import summarize
 
 from .fakes.judge import FakeJudge
+from .shared_data import MT_BENCH, needs_mt_bench
 
-DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "mt_bench"
+pytestmark = needs_mt_bench
+
+DATA = MT_BENCH
 KEY = "sk-" + "test-JUDGE0123456789abcdef"  # fake; split so secret scanners stay quiet
 
 

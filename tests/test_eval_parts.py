@@ -9,7 +9,6 @@ import http.server
 import json
 import shutil
 import threading
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -24,11 +23,13 @@ from kame_core.eval.report import QUOTED, ScoreRow, summarize, table_figure, tab
     write_table_csv
 from kame_core.eval.sessions import SessionResult, TurnTaking, TurnTakingSource, final_oracle_text
 from kame_core.trace import EventKind, FrameRecord, SessionTrace, silence
+from .shared_data import MT_BENCH, needs_mt_bench
 
-DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "mt_bench"
+DATA = MT_BENCH
 
 
 # ------------------------------------------------------------------------------------------------ data
+@needs_mt_bench
 def test_paper_subset_loads_with_references_for_reasoning() -> None:
     data = load_mt_bench(DATA)
     questions = data.select(parse_question_ids(PAPER_QUESTION_IDS))
@@ -44,11 +45,13 @@ def test_bad_question_selection(text, message) -> None:
         parse_question_ids(text)
 
 
+@needs_mt_bench
 def test_unknown_question_id_is_named() -> None:
     with pytest.raises(MTBenchDataError, match=r"\[999\]"):
         load_mt_bench(DATA).select([101, 999])
 
 
+@needs_mt_bench
 @pytest.mark.parametrize("name, line, bad, message", [
     ("question.jsonl", 3, "{not json", "not JSON"),
     ("question.jsonl", 5, '{"question_id": 85, "category": "writing"}', "'turns'"),
@@ -66,6 +69,7 @@ def test_malformed_files_name_file_and_line(tmp_path, name, line, bad, message) 
     assert f"{name}:{line}:" in str(info.value) and message in str(info.value)
 
 
+@needs_mt_bench
 def test_missing_file_says_what_to_pass(tmp_path) -> None:
     shutil.copy(DATA / "question.jsonl", tmp_path)
     with pytest.raises(MTBenchDataError, match="--data"):
@@ -89,6 +93,7 @@ def fastchat_mirror(tmp_path):
     server.server_close()
 
 
+@needs_mt_bench
 def test_download_on_demand_into_the_cache(fastchat_mirror, tmp_path, monkeypatch) -> None:
     monkeypatch.setenv("KAME_CACHE_DIR", str(tmp_path / "cache"))
     folder = download_mt_bench(base_url=fastchat_mirror)
@@ -176,6 +181,7 @@ def _result(mode: str, qid: int, delay: float = 0.0, oracle: tuple[str, str] = (
                          [[6, 20], [60, 70]], ["answer finished"], 9.0, 2, 0, 2)
 
 
+@needs_mt_bench
 def test_control_grades_the_final_oracle_of_kame_sessions_only() -> None:
     data = load_mt_bench(DATA)
     results = [_result("kame", 141, oracle=("oracle one", "")), _result("kame", 141, 1.0),
@@ -186,6 +192,7 @@ def test_control_grades_the_final_oracle_of_kame_sessions_only() -> None:
     assert len(answers) == 4
 
 
+@needs_mt_bench
 def test_plan_runs_every_mode_at_zero_and_the_sweep_modes_at_other_delays() -> None:
     qs = load_mt_bench(DATA).select([101, 141])
     items = plan_sessions(qs, ["kame", "cascade"], 2, [0.0, 0.5, 1.0], ["kame"])
@@ -193,6 +200,7 @@ def test_plan_runs_every_mode_at_zero_and_the_sweep_modes_at_other_delays() -> N
     assert {i.mode for i in items if i.delay_s} == {"kame"}
 
 
+@needs_mt_bench
 def test_proxy_references_fall_back_to_the_question_text() -> None:
     data = load_mt_bench(DATA)
     refs, kind = proxy_references(data.questions[101], 2)

@@ -11,6 +11,8 @@ from kame_core.clock import VirtualClock
 from kame_core.llm import LocalSmolLM, load_smollm2, local_smollm, make_llm
 from kame_core.protocols import ChatMessage, LLMError, StreamingLLM
 
+pytestmark = pytest.mark.slow  # loads Whisper, SmolLM2, Piper or a browser
+
 # a 135M model needs a plain instruction to stay on track
 QUESTION = [ChatMessage("system", "You are a helpful assistant. Answer in one short sentence."),
             ChatMessage("user", "What is the capital of France?")]

@@ -1,7 +1,6 @@
 """KameLM: the official fixture reproduced through the legacy upgrade, and the oracle embedding's maths."""
 from __future__ import annotations
 
-from pathlib import Path
 
 import pytest
 import torch
@@ -11,8 +10,9 @@ from safetensors.torch import load_file
 
 from kame_core.neural import KameLM, upgrade_legacy_state_dict
 from kame_core.neural.configs import tiny_lm_kwargs
+from .shared_data import LM_FIXTURE
 
-FIXTURE = Path(__file__).resolve().parents[2] / "shared" / "data" / "kame_lm_fixture"
+FIXTURE = LM_FIXTURE
 FIXTURE_KWARGS = dict(
     delays=[0, 1, 2, 4], n_q=3, dep_q=3, card=32, text_card=48, dim=16, num_layers=2, num_heads=1,
     hidden_scale=1, depformer_dim=16, depformer_multi_linear=True, depformer_weights_per_step=True,

@@ -24,6 +24,8 @@ from kame_core.trace import EventKind
 from .doubles import ScriptedLLM
 from .fakes.providers import fake_openai
 
+pytestmark = pytest.mark.slow  # loads Whisper, SmolLM2, Piper or a browser
+
 
 @pytest.fixture(scope="module")
 def stack():

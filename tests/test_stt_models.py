@@ -12,6 +12,8 @@ from kame_core.stt.models import (WhisperModelNotFound, assemble_packaged_model,
                                   resolve_whisper_model)
 from kame_core.stt.wer import word_error_rate
 
+pytestmark = pytest.mark.slow  # loads Whisper, SmolLM2, Piper or a browser
+
 
 def fake_parts(root: Path) -> list[Path]:
     one, two = root / "pkg1" / "data", root / "pkg2" / "data"

@@ -10,6 +10,8 @@ from kame_core.stt import WhisperStreamingSTT, word_error_rate
 from kame_core.trace import iter_frames
 from kame_core.tts import PiperTTS
 
+pytestmark = pytest.mark.slow  # loads Whisper, SmolLM2, Piper or a browser
+
 SENTENCES = ["The quick brown fox jumps over the lazy dog.",
              "I would like to know what the weather will be like in London tomorrow.",
              "How many people live in Tokyo?"]

@@ -21,7 +21,7 @@ from demo.timeline import LANES, PLAYHEAD_JS, timeline_figure
 from .test_timeline import run
 
 CHROMIUM = next((p for p in (shutil.which(n) for n in ("chromium", "chromium-browser")) if p), None)
-pytestmark = pytest.mark.skipif(CHROMIUM is None, reason="Debian chromium is not installed")
+pytestmark = [pytest.mark.slow, pytest.mark.skipif(CHROMIUM is None, reason="Debian chromium is not installed")]
 FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
          "--hide-scrollbars", "--virtual-time-budget=8000"]
 

@@ -10,6 +10,8 @@ from kame_core.clock import SAMPLE_RATE
 from kame_core.protocols import TTS, Synthesis
 from kame_core.tts import PiperTTS, make_tts
 
+pytestmark = pytest.mark.slow  # loads Whisper, SmolLM2, Piper or a browser
+
 TEXT = ("Hello there, this is a test of forty-two words. Dr. Smith lives in the U.S.A. and likes it! "
         "What do you think about the weather in Paris today?")
 
