@@ -2,7 +2,7 @@
 
 Goal (issue 6): <= 1 s and figure JSON <= 2 MB. Two 2-minute sessions:
 
-* built with the deterministic doubles of tests/doubles.py on the virtual clock (eight spoken questions,
+* built with the deterministic doubles of kame_core/testing on the virtual clock (eight spoken questions,
   oracle restarts, self-corrections) in KAME mode, Moshi mode and the cascade (speaking with Piper), saved
   as one scenario file;
 * a real imported training dialogue of the shared SpokenWOZ sample (about 2 minutes, two speakers, oracle
@@ -23,66 +23,11 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from kame_core.clock import VirtualClock  # noqa: E402
 from kame_core.metrics import session_metrics  # noqa: E402
-from kame_core.pipelines.tandem import SessionConfig, TandemRunner  # noqa: E402
 from kame_core.scenario import Scenario, load_scenario, save_scenario  # noqa: E402
-from kame_core.trace import SessionTrace  # noqa: E402
-from kame_core.pipelines import CascadeRunner  # noqa: E402
-from tests.doubles import EchoFrontEnd, ScriptedLLM, ScriptedSTT, speech_like, words_at  # noqa: E402
+from kame_core.testing.sessions import build_cascade, build_session  # noqa: E402
 
 SHARED = Path(__file__).resolve().parents[2] / "shared" / "data" / "spokenwoz_sample"
-
-QUESTIONS = [
-    "could you tell me what the tallest mountain in europe is and how high it is",
-    "and which country is it in exactly",
-    "thanks now explain why the sky looks blue during the day but red at sunset",
-    "what is the derivative of x squared times the sine of x",
-    "who wrote the novel one hundred years of solitude and when was it published",
-    "how many bones are there in the adult human body",
-    "what causes the seasons on earth is it the distance from the sun",
-    "finally can you summarise what we talked about today",
-]
-
-
-def answer_for(transcript: str) -> str:
-    """A scripted back-end: early (partial) transcripts get a generic guess, later ones a fuller answer,
-    so newer oracles replace older ones mid-sentence as in KAME."""
-    words = transcript.split()
-    topic = " ".join(words[-5:])
-    if len(words) < 6:
-        return f"let me think about {topic} for a moment"
-    return f"good question about {topic} the short answer is that it depends on a few things I will explain"
-
-
-def session_audio_and_segments(seconds: float = 120.0):
-    segments, t = [], 0.6
-    for q in QUESTIONS:
-        seg = words_at(q, t, per_word=0.36)
-        if seg[-1].end > seconds - 8.0:
-            break
-        segments.append(seg)
-        t = seg[-1].end + 9.0
-    audio = speech_like([(s[0].start, s[-1].end) for s in segments], seconds)
-    return segments, audio
-
-
-def build_session(mode: str = "kame", seconds: float = 120.0, forced_delay_ms: int = 0) -> SessionTrace:
-    """A multi-turn session of about ``seconds`` made with the test doubles (provenance: test-double)."""
-    segments, audio = session_audio_and_segments(seconds)
-    config = SessionConfig(mode=mode, forced_delay_ms=forced_delay_ms, max_tail_s=0.0, quiet_after_s=0.0,
-                           title=f"{seconds:.0f}-second multi-turn session (test doubles)")
-    runner = TandemRunner(EchoFrontEnd(), ScriptedSTT(segments), ScriptedLLM(answer_for), config, VirtualClock())
-    return runner.run_sync(audio)
-
-
-def build_cascade(seconds: float = 120.0) -> SessionTrace:
-    """The same input through the cascade (scripted STT and LLM, Piper speaking)."""
-    from kame_core.tts import make_tts
-
-    segments, audio = session_audio_and_segments(seconds)
-    return CascadeRunner(ScriptedSTT(segments), ScriptedLLM(answer_for), make_tts("auto"), VirtualClock()).run_sync(audio)
-
 
 def time_it(fn, runs: int) -> tuple[float, float, object]:
     """(median seconds, first seconds, last result) of ``runs`` calls of ``fn``."""

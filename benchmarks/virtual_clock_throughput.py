@@ -17,7 +17,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from kame_core.clock import VirtualClock  # noqa: E402
 from kame_core.metrics import session_metrics  # noqa: E402
 from kame_core.pipelines.tandem import SessionConfig, TandemRunner  # noqa: E402
-from tests.doubles import EchoFrontEnd, ScriptedLLM, ScriptedSTT, speech_like, words_at  # noqa: E402
+from kame_core.testing.doubles import EchoFrontEnd, ScriptedLLM, ScriptedSTT, speech_like, words_at  # noqa: E402
 
 QUESTIONS = [
     "could you tell me what the tallest mountain in europe is and how high it is",

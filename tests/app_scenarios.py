@@ -19,7 +19,7 @@ from kame_core.pipelines.stack import Stack, record_scenario
 from kame_core.protocols import Word
 from kame_core.scenario import save_scenario
 
-from .doubles import ScriptedLLM, ScriptedSTT
+from kame_core.testing.doubles import ScriptedLLM, ScriptedSTT
 
 QUESTIONS = {
     "mountain": ("What is the tallest mountain in Europe, and how high is it?",

@@ -56,7 +56,7 @@ def test_summary_names_what_produced_each_run():
     from kame_core.pipelines.tandem import SessionConfig, TandemRunner
     from kame_core.scenario import Scenario
 
-    from .doubles import EchoFrontEnd, ScriptedLLM, ScriptedSTT, speech_like, words_at
+    from kame_core.testing.doubles import EchoFrontEnd, ScriptedLLM, ScriptedSTT, speech_like, words_at
 
     seg = [words_at("hello there", 0.3)]
     trace = TandemRunner(EchoFrontEnd(), ScriptedSTT(seg), ScriptedLLM(lambda u: "hi"), SessionConfig()).run_sync(

@@ -21,7 +21,7 @@ from kame_core.clock import SAMPLE_RATE
 from kame_core.frontends import StandInFrontEnd
 
 from .app_scenarios import QUESTIONS, add_manifest_fields, piper, record_question
-from .doubles import ScriptedLLM
+from kame_core.testing.doubles import ScriptedLLM
 from .shared_data import SPOKENWOZ
 
 pytestmark = pytest.mark.slow  # loads Whisper, SmolLM2, Piper or a browser

@@ -15,7 +15,7 @@ from kame_core.trace import EventKind
 from scenarios import record_bundled
 from scenarios.record_bundled import BundleError, load_specs, oracle_texts, save_checked
 
-from .doubles import EchoFrontEnd, ScriptedLLM, ScriptedSTT, speech_like, words_at
+from kame_core.testing.doubles import EchoFrontEnd, ScriptedLLM, ScriptedSTT, speech_like, words_at
 
 pytestmark = pytest.mark.slow  # loads Whisper, SmolLM2, Piper or a browser
 

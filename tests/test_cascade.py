@@ -13,8 +13,8 @@ from kame_core.pipelines.tandem import SessionConfig, TandemRunner
 from kame_core.scenario import Scenario, load_scenario, save_scenario
 from kame_core.trace import EventKind
 
-from .doubles import EchoFrontEnd, ScriptedLLM, ScriptedSTT, speech_like, words_at
-from .test_standin import ToneTTS, dominant_pitch, loud
+from kame_core.testing.doubles import EchoFrontEnd, ScriptedLLM, ScriptedSTT, speech_like, words_at
+from kame_core.testing.doubles import ToneTTS, dominant_pitch, loud
 
 QUESTION = "what is the capital city of japan"
 ANSWER = "The capital of Japan is Tokyo. It is also its largest city."

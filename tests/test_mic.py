@@ -14,7 +14,7 @@ from kame_core.audio_io import resample
 from kame_core.clock import SAMPLE_RATE
 
 from .app_scenarios import QUESTIONS, piper
-from .doubles import ScriptedLLM
+from kame_core.testing.doubles import ScriptedLLM
 
 pytestmark = pytest.mark.slow  # loads Whisper, SmolLM2, Piper or a browser
 

@@ -6,7 +6,7 @@ from kame_core.oracle import Conversation, OracleConfig, OracleManager, OracleSt
 from kame_core.pipelines.tandem import SessionConfig, TandemRunner
 from kame_core.trace import EventKind, SessionTrace
 
-from .doubles import EchoFrontEnd, ScriptedLLM, ScriptedSTT, WordTokenizer, speech_like, words_at
+from kame_core.testing.doubles import EchoFrontEnd, ScriptedLLM, ScriptedSTT, WordTokenizer, speech_like, words_at
 
 
 def run_kame(words_segments, llm, total=None, **cfg):

@@ -10,7 +10,7 @@ from kame_core.pipelines.replay import (ReplayLLM, ReplaySTT, ReplayUnavailable,
 from kame_core.pipelines.tandem import SessionConfig, TandemRunner
 from kame_core.trace import EventKind
 
-from .doubles import EchoFrontEnd, ScriptedLLM, ScriptedSTT, speech_like, words_at
+from kame_core.testing.doubles import EchoFrontEnd, ScriptedLLM, ScriptedSTT, speech_like, words_at
 
 QUESTION = "what is the tallest mountain in europe and how high is it"
 

@@ -14,7 +14,7 @@ from kame_core.protocols import STTEvent
 from kame_core.session import LiveSource, UserTurnTracker
 from kame_core.trace import EventKind
 
-from .doubles import EchoFrontEnd, ScriptedLLM, ScriptedSTT, speech_like, words_at
+from kame_core.testing.doubles import EchoFrontEnd, ScriptedLLM, ScriptedSTT, speech_like, words_at
 
 QUESTION = "what is the capital city of france"
 

@@ -14,7 +14,7 @@ import soundfile
 from kame_core.pipelines.tandem import SessionConfig, TandemRunner
 from kame_core.scenario import Scenario, ScenarioError, load_scenario, save_scenario, scenario_path
 
-from .doubles import EchoFrontEnd, ScriptedLLM, ScriptedSTT, speech_like, words_at
+from kame_core.testing.doubles import EchoFrontEnd, ScriptedLLM, ScriptedSTT, speech_like, words_at
 
 
 @pytest.fixture(scope="module")

@@ -1,7 +1,6 @@
 """The CPU stand-in front-end: self-correction, speech rate, hold, audio placement, determinism, honesty."""
 from __future__ import annotations
 
-import zlib
 
 import numpy as np
 import pytest
@@ -9,54 +8,14 @@ import pytest
 from kame_core.clock import FRAME_SECONDS, SAMPLE_RATE, SAMPLES_PER_FRAME, VirtualClock
 from kame_core.frontends import StandInConfig, StandInFrontEnd, WordTokenizer, cut_words
 from kame_core.frontends.standin import first_contradiction
-from kame_core.metrics import SILENCE_RMS, session_metrics
+from kame_core.metrics import session_metrics
 from kame_core.protocols import FrontEnd, Synthesis, TextTokenizer, Word
 from kame_core.pipelines.tandem import SessionConfig, TandemRunner
 from kame_core.trace import EventKind, Provenance
 
-from .doubles import ScriptedLLM, ScriptedSTT, speech_like, words_at
+from kame_core.testing.doubles import ScriptedLLM, ScriptedSTT, ToneTTS, dominant_pitch, loud, speech_like, words_at
 
 SILENT = np.zeros(SAMPLES_PER_FRAME, np.float32)
-
-
-class ToneTTS:
-    """A deterministic TTS double: each word is a tone of its own pitch, longer for longer words.
-
-    Word timings are exact, so a test can tell from the audio of a frame which word is playing there.
-    """
-
-    provenance = Provenance(kind="test-double", model_id="tests.tone-tts")
-    LEAD_S, GAP_S, TAIL_S = 0.05, 0.05, 0.1
-
-    def __init__(self, per_char_s: float = 0.02) -> None:
-        self.per_char_s = per_char_s
-        self.calls: list[str] = []
-
-    @staticmethod
-    def pitch(word: str) -> float:
-        return 200.0 + 10.0 * (zlib.crc32(word.encode()) % 60)
-
-    def synthesize(self, text: str) -> Synthesis:
-        self.calls.append(text)
-        parts = [np.zeros(int(self.LEAD_S * SAMPLE_RATE), np.float32)]
-        words, t = [], self.LEAD_S
-        for word in text.split():
-            n = int((0.1 + self.per_char_s * len(word)) * SAMPLE_RATE)
-            parts.append((0.3 * np.sin(2 * np.pi * self.pitch(word) * np.arange(n) / SAMPLE_RATE)).astype(np.float32))
-            parts.append(np.zeros(int(self.GAP_S * SAMPLE_RATE), np.float32))
-            words.append(Word(word, t, t + n / SAMPLE_RATE))
-            t += n / SAMPLE_RATE + self.GAP_S
-        parts.append(np.zeros(int(self.TAIL_S * SAMPLE_RATE), np.float32))
-        return Synthesis(np.concatenate(parts), words)
-
-
-def dominant_pitch(frame: np.ndarray) -> float:
-    spectrum = np.abs(np.fft.rfft(frame * np.hanning(len(frame))))
-    return float(np.argmax(spectrum) * SAMPLE_RATE / len(frame))
-
-
-def loud(audio: np.ndarray) -> bool:
-    return float(np.sqrt(np.mean(audio.astype(np.float64) ** 2))) > SILENCE_RMS
 
 
 class Drive:

@@ -11,7 +11,7 @@ from kame_core.session.turns import TurnConfig
 from kame_core.frontends.tokenizer import WordTokenizer
 from kame_core.tts import make_tts
 
-from .doubles import tone
+from kame_core.testing.doubles import tone
 
 pytestmark = pytest.mark.slow  # loads Whisper, SmolLM2, Piper or a browser
 

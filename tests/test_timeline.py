@@ -8,34 +8,16 @@ import numpy as np
 import plotly.graph_objects as go
 import pytest
 
-from benchmarks.figure_build import build_session
+from kame_core.testing.sessions import build_session
+from kame_core.testing.sessions import MOUNTAIN_QUESTION
+from kame_core.testing.sessions import mountain_session as run
 from demo.provenance_badge import provenance_badge
 from demo.timeline import (BADGE, LANES, PLAYHEAD, REVISION_SPAN, compare_figure, format_latency,
                            revision_colour, timeline_figure, waveform_envelope, with_playhead)
-from kame_core.clock import FRAME_SECONDS, SAMPLE_RATE, SAMPLES_PER_FRAME, VirtualClock
+from kame_core.clock import FRAME_SECONDS, SAMPLE_RATE, SAMPLES_PER_FRAME
 from kame_core.metrics import session_metrics
-from kame_core.pipelines.tandem import SessionConfig, TandemRunner
 from kame_core.scenario import Scenario, load_scenario, save_scenario
 from kame_core.trace import PROVENANCE_KINDS, EventKind, FrameRecord, Provenance, SessionTrace
-
-from .doubles import EchoFrontEnd, ScriptedLLM, ScriptedSTT, speech_like, words_at
-
-QUESTION = "could you tell me what the tallest mountain in europe is and how high it is"
-
-
-def answer(transcript: str) -> str:
-    words = transcript.split()
-    if len(words) < 6:
-        return f"let me think about {' '.join(words[-3:])} for a moment"
-    return "mont blanc at four thousand eight hundred and six metres on the border of france and italy"
-
-
-def run(mode: str = "kame", delay_ms: int = 0) -> SessionTrace:
-    seg = [words_at(QUESTION, 0.5, per_word=0.35)]
-    audio = speech_like([(seg[0][0].start, seg[0][-1].end)], seg[0][-1].end + 1.0)
-    config = SessionConfig(mode=mode, forced_delay_ms=delay_ms, title="Tallest mountain")
-    runner = TandemRunner(EchoFrontEnd(), ScriptedSTT(seg), ScriptedLLM(answer), config, VirtualClock())
-    return runner.run_sync(audio)
 
 
 @pytest.fixture(scope="module")
@@ -86,7 +68,7 @@ def test_events_lane_shows_stt_llm_and_resets_with_hover_details(kame):
     assert len(partial_trace.x) == len(partials)
     assert partials[-1].data["text"] in plain(partial_trace.hovertext[-1])
     (final_trace,) = traces_named(fig, "STT final")
-    assert QUESTION in plain(final_trace.hovertext[0])
+    assert MOUNTAIN_QUESTION in plain(final_trace.hovertext[0])
     starts = kame.events_of(EventKind.LLM_REQUEST_START)
     (started,) = traces_named(fig, "LLM request started")
     assert len(started.x) == len(starts)

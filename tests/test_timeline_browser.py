@@ -18,7 +18,7 @@ import pytest
 
 from demo.timeline import LANES, PLAYHEAD_JS, timeline_figure
 
-from .test_timeline import run
+from kame_core.testing.sessions import mountain_session as run
 
 CHROMIUM = next((p for p in (shutil.which(n) for n in ("chromium", "chromium-browser")) if p), None)
 pytestmark = [pytest.mark.slow, pytest.mark.skipif(CHROMIUM is None, reason="Debian chromium is not installed")]
