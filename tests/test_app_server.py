@@ -206,3 +206,13 @@ def test_only_session_files_are_served_and_the_api_lists_no_unnamed_endpoint(app
     endpoints = client.view_api(print_info=False, return_format="dict")["named_endpoints"]
     assert "/False" not in endpoints and "/open_scenario" in endpoints
     assert all(name.strip("/") and name != "/False" for name in endpoints)
+
+
+def test_uploads_over_the_size_limit_are_refused(app_url):
+    """Bug 7: anonymous uploads are capped (demo.server.MAX_UPLOAD)."""
+    import requests
+
+    big = requests.post(app_url + "gradio_api/upload", files={"files": ("big.kame", b"\0" * (31 * 2 ** 20))},
+                        timeout=60)
+    small = requests.post(app_url + "gradio_api/upload", files={"files": ("small.kame", b"\0" * 1024)}, timeout=60)
+    assert big.status_code == 413 and small.status_code == 200, (big.status_code, big.text[:200])

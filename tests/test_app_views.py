@@ -216,3 +216,32 @@ def test_live_upload_runs_kame_and_cascade_on_the_cpu_stack_and_downloads(tmp_pa
     assert reopened.scenario.runs["kame"].provenance["stt"].kind == "stt"
     assert isinstance(session.loaded, LoadedScenario) and session.loaded.origin == "live"
     assert json.loads(fig.to_json())["layout"]["meta"]["kame_timeline"]["runs"] == ["KAME", "cascade"]
+
+
+def test_live_upload_of_noise_says_no_speech_was_heard(tmp_path):
+    """Bug 6: a run that heard no speech no longer ends with a bare "done" (failing back-ends: test_trace_query)."""
+    from kame_core.pipelines.stack import cpu_stack
+
+    rng = np.random.default_rng(0)
+    noise = tmp_path / "noise.wav"
+    sf.write(str(noise), (0.05 * rng.standard_normal(10 * SAMPLE_RATE)).astype(np.float32), SAMPLE_RATE)
+    stack = cpu_stack(llm=ScriptedLLM(lambda t: "never asked"), tts=piper(), small_model_openers=False)
+    live = LiveStack(stack=stack, summary="test stack", neural=False, gate=SessionGate())
+    status = list(views.live_upload(str(noise), ["kame"], views.AppSession(), stack=live))[-1][1]
+    assert "The session ran, but" in status and "no speech was heard" in status and "done" not in status
+
+
+def test_a_live_upload_waiting_for_the_gpu_model_is_told_so(tmp_path, speech):
+    """Bug 5: only a single GPU model is waited for, and the user sees why."""
+    path = tmp_path / "q.wav"
+    sf.write(str(path), speech, SAMPLE_RATE)
+    gate = SessionGate(capacity=1, reason="one live session at a time on the GPU model")
+    held = gate.try_enter()
+    live = LiveStack(stack=object(), summary="neural (test)", neural=True, gate=gate)
+    steps = views.live_upload(str(path), ["kame"], views.AppSession(), stack=live)
+    assert "loading" in next(steps)[1]
+    waiting = next(steps)[1]
+    assert "waiting" in waiting and "GPU" in waiting and "1 session(s) ahead" in waiting
+    steps.close()
+    held.release()
+    assert gate.active == 0 and gate.waiting == 0
