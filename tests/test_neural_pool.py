@@ -3,6 +3,7 @@ what it would be alone (greedy), joins and leaves mid-way, a per-model limit, se
 from __future__ import annotations
 
 import threading
+import time
 from dataclasses import dataclass
 
 import numpy as np
@@ -161,3 +162,26 @@ def test_bad_input_is_refused_clearly(models: NeuralFrontEnd) -> None:
             _pool(models, 2)
     with pytest.raises(RuntimeError, match="closed"):
         pool.join()
+
+
+def test_leaving_fails_the_frame_in_flight_and_frees_the_slot(models: NeuralFrontEnd) -> None:
+    frame = _session(12, 1).frames[0]
+    errors: list[BaseException] = []
+    with _pool(models, 2, gather_s=30.0) as pool:
+        waiting, idle = pool.join(), pool.join()
+
+        def step() -> None:
+            try:
+                waiting.step(frame, None)
+            except RuntimeError as err:
+                errors.append(err)
+
+        thread = threading.Thread(target=step)
+        thread.start()  # its frame waits for the idle session's (gather_s is long)
+        deadline = time.monotonic() + 30
+        while waiting.slot not in pool._pending and time.monotonic() < deadline:
+            time.sleep(0.01)
+        pool.leave(waiting)
+        thread.join(timeout=30)
+        assert [str(e) for e in errors] == [f"slot {waiting.slot} left the pool"]
+        assert pool.live == 1 and pool.steps_run == 0 and pool.join().slot == waiting.slot

@@ -159,12 +159,16 @@ class SessionPool:
             module.set_exec_mask(torch.tensor(wanted, dtype=torch.bool))
             current[:] = wanted
 
-    @torch.no_grad()
     def step(self, inputs: Mapping[int, SlotInput]) -> dict[int, FrontEndOutput]:
         """One batched step: advance the slots in ``inputs`` by one frame (the others sit it out).
 
         The worker thread calls this for ``SlotFrontEnd`` sessions; benchmarks and tests may call it
         directly with slots they joined. Pending slot resets are applied first."""
+        return self._step(inputs, strict=True)
+
+    @torch.no_grad()
+    def _step(self, inputs: Mapping[int, SlotInput], strict: bool) -> dict[int, FrontEndOutput]:
+        """``strict``: a slot without a session is an error; else it is dropped (it left meanwhile)."""
         for index, item in inputs.items():
             if np.shape(item.user_frame) != (SAMPLES_PER_FRAME,):
                 raise ValueError(f"a frame has {SAMPLES_PER_FRAME} samples, got shape {np.shape(item.user_frame)}")
@@ -172,8 +176,9 @@ class SessionPool:
             self._check_open()
             with self._cond:
                 strangers = sorted(set(inputs) - set(self._members))
-                if strangers:
+                if strangers and strict:
                     raise ValueError(f"slots {strangers} hold no session: join() first")
+                inputs = {index: item for index, item in inputs.items() if index in self._members}
                 resets, self._resets = sorted(self._resets), set()
             if resets:
                 self.gen.reset_slots(resets)
@@ -246,13 +251,16 @@ class SessionPool:
             if not batch:
                 continue
             try:
-                outputs = self.step({index: item for index, (item, _) in batch.items()})
+                outputs = self._step({index: item for index, (item, _) in batch.items()}, strict=False)
             except BaseException as err:  # every waiting session learns why its step failed
                 for _, future in batch.values():
                     future.set_exception(err)
                 continue
             for index, (_, future) in batch.items():
-                future.set_result(outputs[index])
+                if index in outputs:
+                    future.set_result(outputs[index])
+                elif not future.done():
+                    future.set_exception(RuntimeError(f"slot {index} left the pool"))
         with self._cond:
             for _, future in self._pending.values():
                 future.set_exception(RuntimeError("the session pool is closed"))
