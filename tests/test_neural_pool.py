@@ -168,7 +168,7 @@ def test_leaving_fails_the_frame_in_flight_and_frees_the_slot(models: NeuralFron
     frame = _session(12, 1).frames[0]
     errors: list[BaseException] = []
     with _pool(models, 2, gather_s=30.0) as pool:
-        waiting, idle = pool.join(), pool.join()
+        waiting, _idle = pool.join(), pool.join()
 
         def step() -> None:
             try:

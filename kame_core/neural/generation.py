@@ -167,9 +167,9 @@ class KameLMGen(LMGen):
 
     Used like ``LMGen``: ``with gen.streaming(batch_size): gen.step(codes)``; plus :meth:`oracle_reset`,
     :meth:`oracle_append` and :meth:`oracle_set_next`, each for one slot (batch entry) or all of them, and
-    :meth:`reset_slots` to start a new session in some slots while the others go on. Sampling defaults are the official server's. With a
-    model that has no oracle embedding (a plain ``LMModel`` or ``KameLM(oracle=False)``) the schedule is kept
-    but nothing is fed, so generation is exactly moshi's.
+    :meth:`reset_slots` to start a new session in some slots while the others go on. Sampling defaults are
+    the official server's. With a model that has no oracle embedding (a plain ``LMModel`` or
+    ``KameLM(oracle=False)``) the schedule is kept but nothing is fed, so generation is exactly moshi's.
     """
 
     def __init__(self, lm_model: LMModel, use_sampling: bool = True, temp: float = 0.8, temp_text: float = 0.7,
