@@ -156,6 +156,9 @@ def test_bad_input_is_refused_clearly(models: NeuralFrontEnd) -> None:
         member = pool.join()
         with pytest.raises(ValueError, match="1920 samples"):
             member.step(np.zeros(100, np.float32), None)
+        with pytest.raises(ValueError, match="outside"):
+            member.step(np.zeros(SAMPLES_PER_FRAME, np.float32), VOCAB + 1)
+        assert pool.steps_run == 0
         with pytest.raises(ValueError, match="hold no session"):
             pool.step({1: SlotInput(np.zeros(SAMPLES_PER_FRAME, np.float32))})
         with pytest.raises(ValueError, match="streaming already"):

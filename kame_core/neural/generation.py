@@ -104,7 +104,8 @@ class OracleFeed(StreamingModule[_OracleFeedState]):
         for schedule in self._slots(slot):
             self._start(schedule)
 
-    def _checked(self, token_id: int) -> int:
+    def checked(self, token_id: int) -> int:
+        """``token_id`` as an int if the oracle stream accepts it; else ValueError."""
         token_id = int(token_id)
         if not -1 <= token_id <= self.start_token_id:
             raise ValueError(f"oracle id {token_id} outside [-1, {self.start_token_id}]")
@@ -112,7 +113,7 @@ class OracleFeed(StreamingModule[_OracleFeedState]):
 
     def append(self, token_ids: Iterable[int], slot: int | None = None) -> None:
         """Queue oracle ids, fed one per step after the start token and anything queued before."""
-        ids = [self._checked(t) for t in token_ids]
+        ids = [self.checked(t) for t in token_ids]
         for schedule in self._slots(slot):
             if not schedule.started:
                 self._start(schedule)
@@ -120,7 +121,7 @@ class OracleFeed(StreamingModule[_OracleFeedState]):
 
     def set_next(self, token_id: int, slot: int | None = None) -> None:
         """Feed exactly ``token_id`` at the next step (the schedule is not consumed for that step)."""
-        token_id = self._checked(token_id)
+        token_id = self.checked(token_id)
         for schedule in self._slots(slot):
             schedule.next_override = token_id
 

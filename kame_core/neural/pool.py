@@ -166,12 +166,18 @@ class SessionPool:
         directly with slots they joined. Pending slot resets are applied first."""
         return self._step(inputs, strict=True)
 
+    def check_input(self, item: SlotInput) -> None:
+        """Refuse a frame that would fail the batched step (and so every session in it): ValueError."""
+        if np.shape(item.user_frame) != (SAMPLES_PER_FRAME,):
+            raise ValueError(f"a frame has {SAMPLES_PER_FRAME} samples, got shape {np.shape(item.user_frame)}")
+        if item.oracle_token is not None:
+            self.gen.oracle_feed.checked(item.oracle_token)
+
     @torch.no_grad()
     def _step(self, inputs: Mapping[int, SlotInput], strict: bool) -> dict[int, FrontEndOutput]:
         """``strict``: a slot without a session is an error; else it is dropped (it left meanwhile)."""
-        for index, item in inputs.items():
-            if np.shape(item.user_frame) != (SAMPLES_PER_FRAME,):
-                raise ValueError(f"a frame has {SAMPLES_PER_FRAME} samples, got shape {np.shape(item.user_frame)}")
+        for item in inputs.values():
+            self.check_input(item)
         with self._model_lock:
             self._check_open()
             with self._cond:
@@ -290,11 +296,11 @@ class SlotFrontEnd:
             self.pool._resets.add(self.slot)
 
     def step(self, user_frame: np.ndarray, oracle_token: int | None, hold: bool = False) -> FrontEndOutput:
-        if np.shape(user_frame) != (SAMPLES_PER_FRAME,):
-            raise ValueError(f"a frame has {SAMPLES_PER_FRAME} samples, got shape {np.shape(user_frame)}")
+        item = SlotInput(np.asarray(user_frame, np.float32), oracle_token, hold)
+        self.pool.check_input(item)  # here, so a bad frame fails this session only
         if not self._active:
             raise RuntimeError(f"slot {self.slot} left the pool")
-        return self.pool._submit(self.slot, SlotInput(np.asarray(user_frame, np.float32), oracle_token, hold))
+        return self.pool._submit(self.slot, item)
 
     def close(self) -> None:
         """Leave the pool (the slot becomes free for another session)."""
