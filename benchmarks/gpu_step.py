@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import gc
 import json
 import statistics
 import sys
@@ -151,7 +152,9 @@ def run_batch(kame, moshi, mimi: MimiModel, batch: int, device: torch.device, fr
 
     with torch.no_grad():
         result["upstream"] = raw_loop(LMGen(moshi))
+        _release(device)
         result["kame"] = raw_loop(KameLMGen(kame))
+        _release(device)
         base = torch.cuda.memory_allocated(device) if device.type == "cuda" else 0
         pool = SessionPool(KameLMGen(kame), mimi, batch, tokenizer=_NoTokenizer(),
                            provenance=Provenance(kind="neural-random", model_id="random-init"))
@@ -168,7 +171,16 @@ def run_batch(kame, moshi, mimi: MimiModel, batch: int, device: torch.device, fr
                               "allocated_bytes": grown}
         finally:
             pool.close()
+            del pool
+            _release(device)
     return result
+
+
+def _release(device: torch.device) -> None:
+    """Free the last loop's streaming state (KV caches, CUDA graphs) before the next one allocates its own."""
+    gc.collect()  # moshi's states hold callbacks that point back at their generator: reference cycles
+    if device.type == "cuda":
+        torch.cuda.empty_cache()
 
 
 def build(tiny: bool, device: torch.device, dtype: torch.dtype, seed: int):
