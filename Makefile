@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed-stamp
 export GRADIO_ANALYTICS_ENABLED := False
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
 
-.PHONY: install run test test-fast bench clean
+.PHONY: install run test test-fast bench gpu-check clean
 
 install: $(STAMP)
 
@@ -31,6 +31,12 @@ test-fast: install
 bench: install
 	HF_HUB_OFFLINE=1 $(PY) benchmarks/virtual_clock_throughput.py
 	HF_HUB_OFFLINE=1 $(PY) benchmarks/figure_build.py
+
+# the GPU path: CUDA-graph tests (skipped without CUDA), batched-session tests, then the per-frame benchmark
+# (Moshi 7B + Mimi, random bf16 weights, batch 1..32 on CUDA; a tiny configuration on CPU)
+gpu-check: install
+	HF_HUB_OFFLINE=1 $(PY) -m pytest -q -p no:cacheprovider tests/test_neural_cuda.py tests/test_neural_batch.py tests/test_neural_pool.py
+	HF_HUB_OFFLINE=1 $(PY) benchmarks/gpu_step.py
 
 clean:
 	rm -rf $(VENV)

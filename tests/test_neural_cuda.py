@@ -64,3 +64,57 @@ def test_front_end_on_cuda_with_graphs(tmp_path) -> None:
     assert all(o.audio.shape == (1920,) and np.isfinite(o.audio).all() for o in outs)
     assert fe.gen._streaming_state.graphed_main._graph is not None
     fe.close()
+
+
+def _run_batch(lm: KameLM, user: torch.Tensor, graphs: bool, join: int) -> tuple[torch.Tensor, torch.Tensor, bool]:
+    """Three slots with their own oracle schedules; slot 1 restarts at step ``join``."""
+    logits: list[torch.Tensor] = []
+    gen = KameLMGen(lm, use_sampling=False, on_text_logits_hook=lambda x: logits.append(x.float().clone()))
+    outs = []
+    with (contextlib.nullcontext() if graphs else no_cuda_graph()), gen.streaming(3):
+        address = gen.oracle_feed.tokens.data_ptr()
+        for t in range(user.shape[2]):
+            if t == 2:
+                gen.oracle_append([10, 11, 12], slot=0)
+                gen.oracle_set_next(START, slot=2)
+            if t == join:
+                gen.reset_slots([1])
+                gen.oracle_append([20, 21], slot=1)
+            out = gen.step(user[:, :, t:t + 1])
+            if out is not None:
+                outs.append(out)
+            assert gen.oracle_feed.tokens.data_ptr() == address
+        captured = gen._streaming_state.graphed_main._graph is not None
+    return torch.cat(outs, dim=2), torch.cat(logits, dim=2), captured
+
+
+def test_graphed_batch_sees_per_slot_oracle_ids_and_slot_resets() -> None:
+    torch.manual_seed(0)
+    lm = KameLM(**tiny_lm_kwargs(), device="cuda", dtype=torch.float32).eval()
+    user = torch.randint(0, 2048, (3, 8, 14), device="cuda")
+    tokens_graph, logits_graph, captured = _run_batch(lm, user, graphs=True, join=6)
+    tokens_eager, logits_eager, _ = _run_batch(lm, user, graphs=False, join=6)
+    assert captured
+    torch.testing.assert_close(logits_graph, logits_eager, rtol=1e-3, atol=1e-3)
+    assert torch.equal(tokens_graph[:, 0], tokens_eager[:, 0])
+
+
+def test_session_pool_on_cuda_with_graphs(tmp_path) -> None:
+    from kame_core.neural import SessionPool, random_front_end
+    from kame_core.neural.pool import SlotInput
+    from kame_core.neural.tiny import train_tiny_tokenizer
+
+    fe = random_front_end(tiny_lm_kwargs(), train_tiny_tokenizer(tmp_path / "tok.model"), device="cuda",
+                          mimi_config=small_mimi_config(), use_sampling=False)
+    fe.close()
+    frame = (0.1 * np.sin(np.arange(1920) / 10)).astype(np.float32)
+    with SessionPool(KameLMGen(fe.lm, use_sampling=False), fe.mimi, 4, tokenizer=fe.tokenizer,
+                     provenance=fe.provenance) as pool:
+        a, b = pool.join(), pool.join()
+        outs = [pool.step({a.slot: SlotInput(frame, START if i == 2 else None), b.slot: SlotInput(-frame)})
+                for i in range(8)]
+        c = pool.join()  # joins mid-batch
+        outs += [pool.step({a.slot: SlotInput(frame), b.slot: SlotInput(frame), c.slot: SlotInput(frame)})
+                 for _ in range(4)]
+        assert pool.gen._streaming_state.graphed_main._graph is not None
+    assert all(o.audio.shape == (1920,) and np.isfinite(o.audio).all() for step in outs for o in step.values())

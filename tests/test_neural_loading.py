@@ -152,3 +152,19 @@ def test_local_moshi_baseline_is_the_oracle_off_model(tmp_path: Path, parts: dic
     lm = load_lm(ckpt, dtype=torch.float32)
     assert lm.oracle_emb is None and not lm.oracle_enabled
     assert not any(k.startswith("oracle_emb.") for k in lm.state_dict())
+
+
+def test_local_kame_folder_as_a_session_pool(tmp_path: Path, parts: dict[str, Path]) -> None:
+    from kame_core.neural import PoolFull, load_session_pool
+
+    _link(parts["kame"], tmp_path / "model.safetensors")
+    (tmp_path / "moshi_lm_kwargs.json").write_text(json.dumps(tiny_lm_kwargs(text_card=VOCAB)))
+    ckpt = resolve_local_folder(tmp_path, mimi_weights=parts["mimi"], tokenizer=parts["tokenizer"],
+                                mimi_config=small_mimi_config())
+    with load_session_pool(ckpt, 2, device="cpu", dtype=torch.float32, use_sampling=False) as pool:
+        assert pool.provenance.kind == "neural-kame" and pool.gen.oracle_active and not pool.gen.use_sampling
+        a, b = pool.join(), pool.join()
+        with pytest.raises(PoolFull):
+            pool.join()
+        out = a.step(torch.zeros(1920).numpy(), a.tokenizer.start_token_id)
+        assert out.audio.shape == (1920,) and b.tokenizer.vocab_size == VOCAB

@@ -5,7 +5,8 @@ frame's oracle id (chosen by the core runner), and Mimi decodes the generated au
 ``max_delay`` steps produce nothing (moshi's acoustic delay); those frames are text padding and silence.
 
 One instance owns one streaming session: moshi keeps streaming state inside the modules, so a model
-(LM + Mimi) serves one session at a time; concurrent sessions need one front-end (and model) each.
+(LM + Mimi) serves one session at a time here. To serve many sessions with one model, in one batched step
+per frame, use :class:`kame_core.neural.pool.SessionPool` and its ``SlotFrontEnd``.
 """
 from __future__ import annotations
 
@@ -76,11 +77,20 @@ class NeuralFrontEnd:
         self._holding = hold
         tokens = self.gen.step(codes)
         if tokens is None:  # acoustic delay: nothing generated yet
-            return FrontEndOutput(text_piece="", audio=np.zeros(SAMPLES_PER_FRAME, np.float32))
+            return silent_output()
         audio = self.mimi.decode(tokens[:, 1:])[0, 0].float().cpu().numpy()
-        if hold:
-            return FrontEndOutput(text_piece="", audio=np.zeros(SAMPLES_PER_FRAME, np.float32))
-        text_token = int(tokens[0, 0, 0])
-        if self.tokenizer.is_padding(text_token):
-            return FrontEndOutput(text_piece="", audio=audio)
-        return FrontEndOutput(text_piece=self.tokenizer.piece(text_token), audio=audio, text_token=text_token)
+        return frame_output(self.tokenizer, int(tokens[0, 0, 0]), audio, hold)
+
+
+def silent_output() -> FrontEndOutput:
+    """A frame of text padding and silence (the LM's acoustic delay, or a held frame)."""
+    return FrontEndOutput(text_piece="", audio=np.zeros(SAMPLES_PER_FRAME, np.float32))
+
+
+def frame_output(tokenizer: SentencePieceTokenizer, text_token: int, audio: np.ndarray, hold: bool) -> FrontEndOutput:
+    """The ``FrontEndOutput`` of one generated frame: its text token and decoded audio; silence if held."""
+    if hold:
+        return silent_output()
+    if tokenizer.is_padding(text_token):
+        return FrontEndOutput(text_piece="", audio=audio)
+    return FrontEndOutput(text_piece=tokenizer.piece(text_token), audio=audio, text_token=text_token)

@@ -1,9 +1,11 @@
-"""Streaming generation with the oracle stream: moshi's ``LMGen`` plus one oracle id per step.
+"""Streaming generation with the oracle stream: moshi's ``LMGen`` plus one oracle id per step and per slot.
 
-:class:`OracleFeed` decides the oracle id of each step and writes it, in place, into a tensor allocated
-once per streaming session, so moshi's CUDA graphs (which capture that tensor's address) see every new
-value. :class:`KameLMGen` advances the feed once per step and gives the model's main transformer that
-tensor; everything else (delays, cache, sampling, depformer) is moshi's ``LMGen`` unchanged.
+:class:`OracleFeed` decides the oracle id of each batch entry ("slot") at each step and writes them, in
+place, into one ``[B]`` tensor allocated once per streaming session, so moshi's CUDA graphs (which capture
+that tensor's address) see every new value. Each slot has its own schedule. :class:`KameLMGen` advances
+the feed once per step and gives the model's main transformer that tensor; everything else (delays, cache,
+sampling, depformer) is moshi's ``LMGen`` unchanged. Slots can be reset on their own
+(:meth:`KameLMGen.reset_slots`) while the others go on.
 """
 from __future__ import annotations
 
@@ -16,35 +18,55 @@ from moshi.models.lm import LMGen, LMModel
 from moshi.modules.streaming import State, StreamingModule
 from moshi.utils.compile import CUDAGraphed
 
+from .slots import as_reset_mask, keep_batch_counters
+
 
 @dataclass
-class _OracleFeedState(State):
-    tokens: torch.Tensor  # [B] long: the id fed at the current step, updated in place
-    padding_token_id: int = 3
+class _SlotSchedule:
+    """The oracle schedule of one batch entry."""
+
     queue: deque[int] = field(default_factory=deque)
     start_pending: bool = False
     started: bool = False
     next_override: int | None = None
     last_fed: int | None = None
 
+
+@dataclass
+class _OracleFeedState(State):
+    tokens: torch.Tensor  # [B] long: the ids fed at the current step, updated in place
+    padding_token_id: int = 3
+    slots: list[_SlotSchedule] = field(default_factory=list)
+    current: list[int] = field(default_factory=list)  # host copy of `tokens`
+    executing: list[bool] = field(default_factory=list)  # host copy of the exec mask (see KameLMGen)
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        self.slots = [_SlotSchedule() for _ in range(self.batch_size)]
+        self.current = [self.padding_token_id] * self.batch_size
+        self.executing = [True] * self.batch_size
+
     def reset(self, reset_mask: torch.Tensor) -> None:
         super().reset(reset_mask)
-        self.queue.clear()
-        self.start_pending = False
-        self.started = False
-        self.next_override = None
-        self.last_fed = None
-        self.tokens.fill_(self.padding_token_id)
+        for slot, reset in enumerate(reset_mask.tolist()):
+            if reset:
+                self.slots[slot] = _SlotSchedule()
+                self.current[slot] = self.padding_token_id
+                self.executing[slot] = True
+        self.tokens.copy_(torch.where(reset_mask, torch.full_like(self.tokens, self.padding_token_id),
+                                      self.tokens))
 
 
 class OracleFeed(StreamingModule[_OracleFeedState]):
-    """The oracle stream of one streaming session: which id is fed at each step.
+    """The oracle streams of one streaming session, one schedule per slot: which id is fed at each step.
 
-    Per step: an explicit id set with :meth:`set_next` if any; else the start token at the first step after
-    :meth:`reset`; else the next id queued by :meth:`append`; else padding. Calls made before a step take
-    effect at that step. Appending before any reset starts an oracle (start token first), as the official
-    server does. One schedule is shared by the whole batch. Ids must lie in ``[0, start_token_id]`` (an
-    id out of the embedding would crash the step, on CUDA fatally), or be -1, moshi's "zero" token.
+    Per step and slot: an explicit id set with :meth:`set_next` if any; else the start token at the first
+    step after :meth:`reset`; else the next id queued by :meth:`append`; else padding. Calls made before a
+    step take effect at that step. Appending before any reset starts an oracle (start token first), as the
+    official server does. Every call takes ``slot``: a batch index, or ``None`` for every slot. A slot
+    that does not execute at a step (moshi's exec mask) keeps its schedule for its next executed step.
+    Ids must lie in ``[0, start_token_id]`` (an id out of the embedding would crash the step, on CUDA
+    fatally), or be -1, moshi's "zero" token.
     """
 
     def __init__(self, start_token_id: int, padding_token_id: int, device: torch.device | str) -> None:
@@ -63,59 +85,92 @@ class OracleFeed(StreamingModule[_OracleFeedState]):
             raise RuntimeError("The oracle feed is used inside `with gen.streaming(batch_size): ...` only.")
         return self._streaming_state
 
-    def reset(self) -> None:
-        """A new oracle: the start token at the next step, then what is appended after this call."""
+    def _slots(self, slot: int | None) -> list[_SlotSchedule]:
         state = self.state
-        state.queue.clear()
-        state.start_pending = True
-        state.started = True
+        if slot is None:
+            return state.slots
+        if isinstance(slot, bool) or not isinstance(slot, int) or not 0 <= slot < state.batch_size:
+            raise ValueError(f"slot must be an int in [0, {state.batch_size}) or None (every slot), got {slot!r}")
+        return [state.slots[slot]]
 
-    def _checked(self, token_id: int) -> int:
+    @staticmethod
+    def _start(schedule: _SlotSchedule) -> None:
+        schedule.queue.clear()
+        schedule.start_pending = True
+        schedule.started = True
+
+    def reset(self, slot: int | None = None) -> None:
+        """A new oracle: the start token at the next step, then what is appended after this call."""
+        for schedule in self._slots(slot):
+            self._start(schedule)
+
+    def checked(self, token_id: int) -> int:
+        """``token_id`` as an int if the oracle stream accepts it; else ValueError."""
         token_id = int(token_id)
         if not -1 <= token_id <= self.start_token_id:
             raise ValueError(f"oracle id {token_id} outside [-1, {self.start_token_id}]")
         return token_id
 
-    def append(self, token_ids: Iterable[int]) -> None:
+    def append(self, token_ids: Iterable[int], slot: int | None = None) -> None:
         """Queue oracle ids, fed one per step after the start token and anything queued before."""
-        ids = [self._checked(t) for t in token_ids]
-        state = self.state
-        if not state.started:
-            self.reset()
-        state.queue.extend(ids)
+        ids = [self.checked(t) for t in token_ids]
+        for schedule in self._slots(slot):
+            if not schedule.started:
+                self._start(schedule)
+            schedule.queue.extend(ids)
 
-    def set_next(self, token_id: int) -> None:
+    def set_next(self, token_id: int, slot: int | None = None) -> None:
         """Feed exactly ``token_id`` at the next step (the schedule is not consumed for that step)."""
-        self.state.next_override = self._checked(token_id)
+        token_id = self.checked(token_id)
+        for schedule in self._slots(slot):
+            schedule.next_override = token_id
 
-    def advance(self) -> int:
-        """Pick this step's id and write it into :attr:`tokens` in place; returns it."""
-        state = self.state
-        if state.next_override is not None:
-            token, state.next_override = state.next_override, None
-        elif state.start_pending:
-            token, state.start_pending = self.start_token_id, False
-        elif state.queue:
-            token = state.queue.popleft()
+    @staticmethod
+    def _pick(schedule: _SlotSchedule, start: int, padding: int) -> int:
+        if schedule.next_override is not None:
+            token, schedule.next_override = schedule.next_override, None
+        elif schedule.start_pending:
+            token, schedule.start_pending = start, False
+        elif schedule.queue:
+            token = schedule.queue.popleft()
         else:
-            token = self.padding_token_id
-        state.tokens.fill_(token)
-        state.last_fed = token
+            token = padding
+        schedule.last_fed = token
         return token
+
+    def advance(self) -> list[int]:
+        """Pick this step's id of every executing slot and write them into :attr:`tokens` in place.
+
+        Returns the ids of all slots (a slot that does not execute keeps its previous id)."""
+        state = self.state
+        for slot, schedule in enumerate(state.slots):
+            if state.executing[slot]:
+                state.current[slot] = self._pick(schedule, self.start_token_id, self.padding_token_id)
+        first = state.current[0]
+        if all(token == first for token in state.current):
+            state.tokens.fill_(first)  # no host-to-device copy in the common case
+        else:
+            state.tokens.copy_(torch.tensor(state.current, dtype=torch.long))
+        return list(state.current)
+
+    def last_fed(self, slot: int) -> int | None:
+        """The id fed to ``slot`` at its latest executed step (``None`` before its first)."""
+        return self._slots(slot)[0].last_fed
 
     @property
     def tokens(self) -> torch.Tensor:
-        """The preallocated [B] tensor holding the id of the current step."""
+        """The preallocated [B] tensor holding the ids of the current step."""
         return self.state.tokens
 
 
 class KameLMGen(LMGen):
     """Moshi ``LMGen`` that feeds the KAME oracle stream, one id per step (see :class:`OracleFeed`).
 
-    Used like ``LMGen``: ``with gen.streaming(1): gen.step(codes)``; plus :meth:`oracle_reset`,
-    :meth:`oracle_append` and :meth:`oracle_set_next`. Sampling defaults are the official server's. With a
-    model that has no oracle embedding (a plain ``LMModel`` or ``KameLM(oracle=False)``) the schedule is kept
-    but nothing is fed, so generation is exactly moshi's.
+    Used like ``LMGen``: ``with gen.streaming(batch_size): gen.step(codes)``; plus :meth:`oracle_reset`,
+    :meth:`oracle_append` and :meth:`oracle_set_next`, each for one slot (batch entry) or all of them, and
+    :meth:`reset_slots` to start a new session in some slots while the others go on. Sampling defaults are
+    the official server's. With a model that has no oracle embedding (a plain ``LMModel`` or
+    ``KameLM(oracle=False)``) the schedule is kept but nothing is fed, so generation is exactly moshi's.
     """
 
     def __init__(self, lm_model: LMModel, use_sampling: bool = True, temp: float = 0.8, temp_text: float = 0.7,
@@ -131,20 +186,55 @@ class KameLMGen(LMGen):
         """Whether the model consumes the oracle stream (it has an oracle embedding)."""
         return bool(getattr(self.lm_model, "oracle_enabled", False))
 
-    # -- oracle API ---------------------------------------------------------------------------------
-    def oracle_reset(self) -> None:
-        self.oracle_feed.reset()
+    # -- oracle API (``slot``: a batch index, or None for every slot) ------------------------------
+    def oracle_reset(self, slot: int | None = None) -> None:
+        """A new oracle for ``slot``: the start token at its next step, then what is appended after."""
+        self.oracle_feed.reset(slot)
 
-    def oracle_append(self, token_ids: Iterable[int]) -> None:
-        self.oracle_feed.append(token_ids)
+    def oracle_append(self, token_ids: Iterable[int], slot: int | None = None) -> None:
+        """Queue oracle ids for ``slot`` (an oracle is started first if none was)."""
+        self.oracle_feed.append(token_ids, slot)
 
-    def oracle_set_next(self, token_id: int) -> None:
-        self.oracle_feed.set_next(token_id)
+    def oracle_set_next(self, token_id: int, slot: int | None = None) -> None:
+        """Feed exactly ``token_id`` to ``slot`` at its next step (its schedule is not consumed)."""
+        self.oracle_feed.set_next(token_id, slot)
 
     @property
     def oracle_last_fed(self) -> int | None:
-        """The oracle id of the latest step (``None`` before the first step)."""
-        return self.oracle_feed.state.last_fed
+        """The oracle id of the latest step (``None`` before the first step). With several slots, the id
+        they all had; slots that differ raise: ask :meth:`oracle_last_fed_at` then."""
+        state = self.oracle_feed.state
+        fed = {s.last_fed for s in state.slots}
+        if len(fed) != 1:
+            raise ValueError(f"the {state.batch_size} slots were fed different oracle ids: "
+                             "use oracle_last_fed_at(slot)")
+        return fed.pop()
+
+    def oracle_last_fed_at(self, slot: int) -> int | None:
+        """The oracle id fed to ``slot`` at its latest executed step (``None`` before its first)."""
+        return self.oracle_feed.last_fed(slot)
+
+    # -- slots ----------------------------------------------------------------------------------------
+    def reset_slots(self, slots: torch.Tensor | list[int] | int) -> None:
+        """Reset some batch entries (a ``[B]`` bool mask or indices) as new sessions: LM caches, delays
+        and oracle schedule; the other entries go on undisturbed. Resetting all of them is
+        :meth:`reset_streaming`."""
+        self.reset_streaming(as_reset_mask(self, slots))
+
+    def reset_streaming(self, reset_mask: torch.Tensor | None = None) -> None:
+        """moshi's reset; with a partial mask the batch-wide step counters are kept (see
+        :mod:`kame_core.neural.slots`), so the other entries keep producing output."""
+        if reset_mask is None or bool(reset_mask.all()):
+            super().reset_streaming(reset_mask)
+            return
+        with keep_batch_counters(self, self.lm_model):
+            super().reset_streaming(reset_mask)
+
+    def set_exec_mask(self, exec_mask: torch.Tensor) -> None:
+        """moshi's exec mask (``[B]`` bool: which entries execute the next steps); a slot that does not
+        execute keeps its oracle schedule too."""
+        super().set_exec_mask(exec_mask)
+        self.oracle_feed.state.executing[:] = [bool(x) for x in exec_mask.tolist()]
 
     # -- moshi hooks --------------------------------------------------------------------------------
     def _init_streaming_state(self, batch_size: int):  # type: ignore[override]

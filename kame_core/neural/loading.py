@@ -27,7 +27,9 @@ from safetensors.torch import load_file
 from ..trace import Provenance
 from .configs import moshi_7b_lm_kwargs
 from .frontend import NeuralFrontEnd
+from .generation import KameLMGen
 from .model import KameLM, upgrade_legacy_state_dict, without_oracle
+from .pool import SessionPool
 from .tokenizer import SentencePieceTokenizer
 
 KAME_REPO = "SakanaAI/kame"
@@ -268,6 +270,17 @@ def load_front_end(ckpt: NeuralCheckpoint, device: torch.device | str = "cuda",
     lm = load_lm(ckpt, device, dtype)
     options = {**{k: v for k, v in ckpt.lm_gen_config.items() if k in _SAMPLING_KEYS}, **sampling}
     return NeuralFrontEnd(lm, load_mimi(ckpt, device), load_tokenizer(ckpt, lm), ckpt.provenance, **options)
+
+
+def load_session_pool(ckpt: NeuralCheckpoint, capacity: int, device: torch.device | str = "cuda",
+                      dtype: torch.dtype = torch.bfloat16, *, gather_s: float = 0.02,
+                      **sampling: Any) -> SessionPool:
+    """Up to ``capacity`` concurrent sessions on one copy of ``ckpt``'s models (see :class:`SessionPool`);
+    sampling as :func:`load_front_end`."""
+    lm = load_lm(ckpt, device, dtype)
+    options = {**{k: v for k, v in ckpt.lm_gen_config.items() if k in _SAMPLING_KEYS}, **sampling}
+    return SessionPool(KameLMGen(lm, **options), load_mimi(ckpt, device), capacity,
+                       tokenizer=load_tokenizer(ckpt, lm), provenance=ckpt.provenance, gather_s=gather_s)
 
 
 def random_front_end(lm_kwargs: dict[str, Any], tokenizer_path: str | Path, *, seed: int = 0,
