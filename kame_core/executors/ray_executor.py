@@ -27,15 +27,24 @@ _OBJECT_STORE_BYTES = 256 * 1024 * 1024  # a local Ray's shared memory: results 
 
 
 class RayWorker:
-    """The actor: builds its worker once, then runs items one by one."""
+    """The actor: builds its worker once, then runs items one by one. A worker that cannot be built is
+    reported by :meth:`ready` (its error, plainly) instead of killing the actor in its constructor."""
 
     def __init__(self, worker_factory: WorkerFactory) -> None:
-        self._work = worker_factory()
+        self._work: Any = None
+        self._error: str | None = None
+        try:
+            self._work = worker_factory()
+        except Exception as exc:  # reported by ready(): the driver stops the run with this reason
+            self._error = describe_error(exc)
 
-    def ready(self) -> int:
-        return os.getpid()
+    def ready(self) -> str | None:
+        """None when the worker was built, else why not."""
+        return self._error
 
     def run(self, item: Any) -> Any:
+        if self._work is None:
+            raise ExecutorError(f"this Ray worker could not start: {self._error}")
         return self._work(item)
 
 
@@ -97,9 +106,11 @@ class RayExecutor:
         try:
             actors = [actor_class.remote(worker_factory) for _ in range(min(self.workers, len(items)))]
             try:  # a worker that cannot start (no TTS, no model) stops the run before any item is sent
-                ray.get([a.ready.remote() for a in actors])
+                errors = [e for e in ray.get([a.ready.remote() for a in actors]) if e]
             except ray.exceptions.RayError as exc:
                 raise ExecutorError(f"a Ray worker could not start: {_cause(exc)}") from exc
+            if errors:
+                raise ExecutorError(f"a Ray worker could not start: {errors[0]}")
             yield from self._drive(ray, actor_class, actors, items)
         finally:
             for actor in actors:
