@@ -147,7 +147,7 @@ def run_mtbench(args: argparse.Namespace) -> int:
         raise CommandError("--session-retries must be >= 0")
     try:
         executor = make_executor(args.executor, workers=(args.workers or 2) if args.executor == "ray" else 1,
-                                 retries=args.session_retries, ray_address=args.ray_address)
+                                 retries=args.session_retries, ray_address=args.ray_address, in_flight=1)
     except ExecutorUnavailable as exc:
         raise CommandError(str(exc)) from None
     # the judge first: a missing key must stop the run before any (slow or paid) work

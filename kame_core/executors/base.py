@@ -68,9 +68,10 @@ def ray_available() -> bool:
 
 
 def make_executor(name: str, *, workers: int = 1, retries: int = 1, batch_size: int = 1,
-                  ray_address: str | None = None) -> Executor:
+                  ray_address: str | None = None, in_flight: int = 2) -> Executor:
     """``local`` (``workers`` processes, 1 = this process) or ``ray`` (``workers`` actors; a local Ray with
-    ``workers`` CPUs when ``ray_address`` is None). Raises :class:`ExecutorUnavailable` with the fix."""
+    ``workers`` CPUs when ``ray_address`` is None; ``in_flight`` items queued per actor: 1 for long items, so
+    none waits behind another at the end). Raises :class:`ExecutorUnavailable` with the fix."""
     if workers < 1 or retries < 0 or batch_size < 1:
         raise ExecutorUnavailable("workers and batch size must be >= 1, retries >= 0")
     if name == "local":
@@ -85,5 +86,5 @@ def make_executor(name: str, *, workers: int = 1, retries: int = 1, batch_size: 
                                       f"`{RAY_INSTALL_HINT}`")
         from .ray_executor import RayExecutor
 
-        return RayExecutor(address=ray_address, workers=workers, retries=retries)
+        return RayExecutor(address=ray_address, workers=workers, retries=retries, in_flight=in_flight)
     raise ExecutorUnavailable(f"unknown executor {name!r}; choose from {', '.join(EXECUTOR_CHOICES)}")
