@@ -3,10 +3,11 @@ needed to build the paper's 56,582 spoken sessions in one hour.
 
 Both executors build the same question-answer pairs with the real TTS (Piper, joe voice) and the offline
 simulator, with ``--workers`` workers (default 2: this machine's 2 cores). Local = a spawn process pool in
-batches of 8 (the CLI default; a TTS load per batch) and in one batch per worker; Ray = one actor per worker on a local Ray with ``workers`` CPUs. Ray is timed twice: end to end
-(``ray.init`` included) and from a running Ray (actor start and TTS load included, as on a cluster that is
-already up). From Ray's dialogues per minute *per worker* it derives the workers needed for 56,582 sessions in
-an hour, assuming one CPU per worker and linear scaling (the driver only writes ~1 MB per dialogue).
+batches of 8 (the CLI default; a TTS load per batch) and in one batch per worker; Ray = one actor per worker
+on a local Ray with ``workers`` CPUs. Ray is timed twice: end to end (``ray.init`` included) and from a
+running Ray (actor start and TTS load included, as on a cluster that is already up). From Ray's dialogues per
+minute *per worker* it derives the workers needed for 56,582 sessions in an hour, assuming one CPU per worker
+and linear scaling (the driver only writes ~1 MB per dialogue).
 
     python benchmarks/ray_throughput.py [--dialogues 48] [--workers 2] [--tts piper]
 """
@@ -32,7 +33,8 @@ from kame_core.executors import LocalExecutor, ray_available  # noqa: E402
 PAPER_SESSIONS = 56_582
 QA = [
     ("What is the boiling point of water at sea level?", "Water boils at one hundred degrees Celsius at sea level."),
-    ("Who wrote the novel Pride and Prejudice?", "Pride and Prejudice was written by Jane Austen in eighteen thirteen."),
+    ("Who wrote the novel Pride and Prejudice?",
+     "Pride and Prejudice was written by Jane Austen in eighteen thirteen."),
     ("How many planets are in the solar system?", "There are eight planets in our solar system."),
     ("Why is the sky blue during the day?", "Sunlight scatters off air molecules, and blue light scatters the most."),
 ]

@@ -14,7 +14,7 @@ import pytest
 
 from kame_core.augment.cli import main as augment_main
 from kame_core.augment.simulators import OfflineSimulator
-from kame_core.augment.spoken_dataset import BuildConfig, build_dataset, layout_paths, load_qa_pairs
+from kame_core.augment.spoken_dataset import BuildConfig, build_dataset, load_qa_pairs
 from kame_core.executors import ExecutorError, ray_available
 
 from .test_augment_dataset import FakeTTS, fake_tts, write_qa

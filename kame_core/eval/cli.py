@@ -10,7 +10,9 @@ With ``OPENAI_API_KEY`` set, ``--judge auto`` (the default) grades with ``openai
 uses the offline proxy score, labelled "proxy — not MT-Bench" everywhere. Results are cached in
 ``OUT/cache.jsonl``: rerunning the same command after an interruption resumes without re-running finished
 sessions or re-paying judge calls, whichever executor ran them. ``--executor ray [--ray-address ADDR]`` runs
-the sessions on Ray actors (each loads the stack once); only this process writes the cache and the reports. Bad input ends with one ``error:`` line and exit code 2.
+the sessions on Ray actors (each loads the stack once); only this process writes the cache and the reports.
+Bad input ends with one ``error:`` line and exit code 2; sessions that still fail after their retries are
+listed in one ``error:`` message, exit code 1.
 """
 from __future__ import annotations
 

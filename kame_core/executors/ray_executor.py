@@ -18,7 +18,7 @@ from __future__ import annotations
 import os
 from collections import deque
 from pathlib import Path
-from typing import Any, Iterator, Sequence
+from typing import Any, Callable, Iterator, Sequence
 
 from .base import ExecutorError, Outcome, WorkerFactory, describe_error
 
@@ -102,7 +102,6 @@ class RayExecutor:
         actor_class = ray.remote(num_cpus=self.cpus_per_worker, max_restarts=0, max_task_retries=0)(RayWorker)
         actors: list[Any] = []
         self.replaced_workers = 0
-        self._factory = worker_factory
         try:
             actors = [actor_class.remote(worker_factory) for _ in range(min(self.workers, len(items)))]
             try:  # a worker that cannot start (no TTS, no model) stops the run before any item is sent
@@ -111,7 +110,7 @@ class RayExecutor:
                 raise ExecutorError(f"a Ray worker could not start: {_cause(exc)}") from exc
             if errors:
                 raise ExecutorError(f"a Ray worker could not start: {errors[0]}")
-            yield from self._drive(ray, actor_class, actors, items)
+            yield from self._drive(ray, lambda: actor_class.remote(worker_factory), actors, items)
         finally:
             for actor in actors:
                 try:
@@ -121,7 +120,9 @@ class RayExecutor:
             if started_here:
                 ray.shutdown()
 
-    def _drive(self, ray: Any, actor_class: Any, actors: list[Any], items: Sequence[Any]) -> Iterator[Outcome]:
+    def _drive(self, ray: Any, new_actor: Callable[[], Any], actors: list[Any],
+               items: Sequence[Any]) -> Iterator[Outcome]:
+        """Feed ``actors`` (replaced in place when one dies, so the caller releases the live ones)."""
         queue: deque[int] = deque(range(len(items)))
         attempts = [0] * len(items)
         pending: dict[Any, tuple[int, int]] = {}  # object ref -> (actor slot, item index)
@@ -144,7 +145,7 @@ class RayExecutor:
                 ray.kill(actors[slot])
             except Exception:  # it is dead already
                 pass
-            actors[slot] = actor_class.remote(self._factory)
+            actors[slot] = new_actor()
             load[slot] = 0
             for ref, (s, index) in list(pending.items()):  # items queued on it never ran: queue them again
                 if s == slot:
@@ -155,13 +156,11 @@ class RayExecutor:
         submit()
         while pending:
             [ref], _ = ray.wait(list(pending), num_returns=1)
-            if ref not in pending:  # dropped by a replacement meanwhile
-                continue
             slot, index = pending.pop(ref)
             load[slot] -= 1
             try:
                 value = ray.get(ref)
-            except ray.exceptions.RayActorError as exc:  # the worker process died: the item was not at fault
+            except ray.exceptions.RayActorError as exc:  # the worker process died (this item may have killed it)
                 replace(slot, describe_error(exc).splitlines()[0])
                 if attempts[index] <= self.retries:
                     queue.appendleft(index)
