@@ -6,9 +6,18 @@ STAMP := $(VENV)/.installed-stamp
 export GRADIO_ANALYTICS_ENABLED := False
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
 
-.PHONY: install run test test-fast bench gpu-check clean
+.PHONY: install install-ray run test test-fast bench gpu-check clean
 
 install: $(STAMP)
+
+# optional: Ray for `--executor ray` (its tests skip without it); same torch pin, checked afterwards
+RAY_STAMP := $(VENV)/.ray-stamp
+install-ray: $(RAY_STAMP)
+
+$(RAY_STAMP): $(STAMP) requirements-ray.txt constraints.txt
+	$(PY) -m pip install -q -c constraints.txt -r requirements-ray.txt
+	$(PY) -c "import torch, ray; assert torch.__version__.startswith('2.13.0'), torch.__version__"
+	touch $(RAY_STAMP)
 
 # The stamp is newer than every requirements file once an install succeeded: a second run does nothing.
 $(STAMP): requirements.txt requirements-nodeps.txt constraints.txt

@@ -16,4 +16,5 @@ Where things are:
 * :mod:`kame_core.stt`, :mod:`kame_core.llm`, :mod:`kame_core.tts` -- back-ends behind the protocols
 * :mod:`kame_core.pipelines` -- tandem (KAME, Moshi mode) and cascade pipelines on the driver, replay, stacks
 * :mod:`kame_core.augment`   -- Simulated Oracle Augmentation, dataset builder, training-dialogue import
+* :mod:`kame_core.executors` -- where batch work runs: local processes (default) or Ray actors (optional)
 """

@@ -4,7 +4,8 @@ Commands:
 
 * ``oracle``  -- ``text/<id>.json`` -> ``oracle_raw/<id>.json`` (official format) with a chosen simulator
 * ``streams`` -- ``text/`` + ``oracle_raw/`` -> ``<id>.npz`` with the text and oracle streams per 80 ms frame
-* ``dataset`` -- question-answer JSONL -> ``audio/``, ``text/``, ``oracle_raw/`` (TTS, resumable, parallel)
+* ``dataset`` -- question-answer JSONL -> ``audio/``, ``text/``, ``oracle_raw/`` (TTS, resumable, parallel on
+  local processes or, with ``--executor ray [--ray-address ADDR]``, on a Ray cluster)
 
 Bad input ends with one ``error:`` line naming the file (and record) and a non-zero exit code, never a
 traceback: dataset builds run unattended and their logs are read by people.
@@ -19,6 +20,7 @@ from typing import Sequence
 
 from tqdm import tqdm
 
+from ..executors import EXECUTOR_CHOICES, ExecutorError, ExecutorUnavailable, make_executor
 from .layout import dialogue_files, load_oracle_raw, write_oracle_raw
 from .oracle_records import DEFAULT_INTERVAL, generate_oracle_records
 from .oracle_stream import dialogue_stream_arrays, write_stream_npz
@@ -84,18 +86,20 @@ def run_streams(args: argparse.Namespace) -> int:
 def run_dataset(args: argparse.Namespace) -> int:
     if not args.interval > 0:
         raise CommandError(f"--interval must be > 0, got {args.interval}")
-    if args.workers < 1 or args.batch_size < 1:
-        raise CommandError("--workers and --batch-size must be >= 1")
+    if args.workers < 1 or args.batch_size < 1 or args.retries < 0:
+        raise CommandError("--workers and --batch-size must be >= 1, --retries >= 0")
     pairs = load_qa_pairs(args.qa)
     parse_simulator_spec(args.simulator)
     check_tts_available(args.tts)
+    executor = make_executor(args.executor, workers=args.workers, retries=args.retries,
+                             batch_size=args.batch_size, ray_address=args.ray_address)
     config = BuildConfig(
         out_dir=args.out_dir,
         tts_factory=functools.partial(load_tts_backend, args.tts),
         simulator_factory=functools.partial(make_simulator, args.simulator),
         interval=args.interval,
     )
-    summary = build_dataset(pairs, config, workers=args.workers, batch_size=args.batch_size)
+    summary = build_dataset(pairs, config, executor=executor)
     print(summary.describe(), file=sys.stderr)
     return EXIT_FAILED if summary.failures else 0
 
@@ -131,8 +135,14 @@ def build_parser() -> argparse.ArgumentParser:
     dataset = commands.add_parser("dataset", help="synthesize question-answer pairs into the KAME layout")
     dataset.add_argument("--qa", type=Path, required=True, help='JSONL: {"question", "answer", "id"?}')
     dataset.add_argument("--out-dir", type=Path, required=True)
-    dataset.add_argument("--workers", type=int, default=2)
-    dataset.add_argument("--batch-size", type=int, default=8, help="dialogues per worker task")
+    dataset.add_argument("--workers", type=int, default=2, help="worker processes (local) or actors (ray)")
+    dataset.add_argument("--batch-size", type=int, default=8, help="dialogues per local worker task")
+    dataset.add_argument("--executor", choices=EXECUTOR_CHOICES, default="local",
+                         help="where dialogues are rendered: local processes, or Ray actors (pip install -c "
+                              "constraints.txt -r requirements-ray.txt)")
+    dataset.add_argument("--ray-address", default=None,
+                         help="Ray cluster to join (e.g. ray://head:10001 or auto); default: start a local Ray")
+    dataset.add_argument("--retries", type=int, default=1, help="extra tries of a failed dialogue")
     dataset.add_argument("--tts", default=DEFAULT_TTS, help="back-end name, or module.path:factory")
     dataset.add_argument("--simulator", default="offline", help=SIMULATOR_SPEC_HELP)
     dataset.add_argument("--interval", type=float, default=DEFAULT_INTERVAL, help="oracle time step (s)")
@@ -151,11 +161,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         return args.run(args)
     except CommandError as exc:
         message, code = str(exc), exc.code
-    except (TranscriptError, QAFileError, SimulatorUnavailable, TTSUnavailable) as exc:
+    except (TranscriptError, QAFileError, SimulatorUnavailable, TTSUnavailable, ExecutorUnavailable) as exc:
         message, code = str(exc), EXIT_BAD_INPUT
     except ValueError as exc:  # malformed oracle_raw
         message, code = str(exc), EXIT_BAD_INPUT
-    except (SimulatorError, OSError) as exc:
+    except (SimulatorError, OSError, ExecutorError) as exc:
         message, code = str(exc), EXIT_FAILED
     print(f"error: {message}", file=sys.stderr)
     return code

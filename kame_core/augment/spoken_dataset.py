@@ -2,35 +2,37 @@
 
 The KAME paper built 56,582 training dialogues this way (MMLU-Pro, GSM8K, HSSBench): the user (speaker A)
 asks the question, the assistant (speaker B) answers, both synthesized; word timings come from the TTS; the
-oracle records are computed from those timings (:mod:`.oracle_records`). A build is long, so it runs in
-worker processes, survives a crash (a dialogue counts as done only once its ``oracle_raw`` file, written
-last, exists; every file is written atomically) and ends with a summary.
+oracle records are computed from those timings (:mod:`.oracle_records`). A build is long, so it runs on an
+executor (:mod:`kame_core.executors`: local processes or a Ray cluster) whose workers render each dialogue and
+stream its files back to this process, which alone writes them. It survives a crash (a dialogue counts as
+done only once its ``oracle_raw`` file, written last, exists; every file is written atomically) and ends with
+a summary that lists the dialogues that failed after their retries.
 """
 from __future__ import annotations
 
-import concurrent.futures as futures
+import functools
 import io
-import multiprocessing
 import re
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Iterable, Sequence
+from typing import Callable, Sequence
 
 import numpy as np
 import soundfile
 from tqdm import tqdm
 
 from ..clock import SAMPLE_RATE
+from ..executors import Executor, LocalExecutor
 from ..jsonl import read_json_objects
 from ..protocols import TTS, Synthesis
 from .layout import (
     AUDIO_DIR,
     ORACLE_DIR,
     TEXT_DIR,
+    dumps_oracle_raw,
     dumps_transcript,
     write_bytes_atomic,
-    write_oracle_raw,
 )
 from .oracle_records import DEFAULT_INTERVAL, generate_oracle_records
 from .simulators import OracleSimulator
@@ -121,28 +123,53 @@ def is_complete(out_dir: Path, dialogue_id: str) -> bool:
     return all(p.is_file() for p in layout_paths(out_dir, dialogue_id))
 
 
+@dataclass(frozen=True)
+class RenderedDialogue:
+    """One dialogue's three layout files as bytes (made by a worker, written by the driver)."""
+
+    dialogue_id: str
+    wav: bytes
+    text: bytes
+    oracle_raw: bytes
+    records: int
+
+
+def write_dialogue(out_dir: Path, dialogue: RenderedDialogue) -> None:
+    """Write the three files atomically, ``oracle_raw`` last (it marks the dialogue complete)."""
+    wav_path, text_path, oracle_path = layout_paths(out_dir, dialogue.dialogue_id)
+    write_bytes_atomic(wav_path, dialogue.wav)
+    write_bytes_atomic(text_path, dialogue.text)
+    write_bytes_atomic(oracle_path, dialogue.oracle_raw)
+
+
 class DialogueBuilder:
-    """Builds dialogues one by one with its own TTS and simulator (one builder per worker and batch)."""
+    """Renders dialogues one by one with its own TTS and simulator (one builder per worker: a process-pool
+    batch, a Ray actor). Calling it renders one pair; it writes nothing."""
 
     def __init__(self, config: BuildConfig) -> None:
         self.config = config
         self.tts = config.tts_factory()
         self.simulator = config.simulator_factory()
 
-    def build(self, pair: QAPair) -> int:
-        """Write one dialogue's three files; returns its number of oracle records."""
+    def render(self, pair: QAPair) -> RenderedDialogue:
+        """The three files of one dialogue, as bytes."""
         cfg = self.config
         audio, words = compose_dialogue(
             self.tts.synthesize(pair.question), self.tts.synthesize(pair.answer), cfg.timing, cfg.sample_rate
         )
         records = generate_oracle_records(words, self.simulator, cfg.interval)
-        wav_path, text_path, oracle_path = layout_paths(cfg.out_dir, pair.id)
         wav = io.BytesIO()
         soundfile.write(wav, np.clip(audio, -1.0, 1.0), cfg.sample_rate, subtype="PCM_16", format="WAV")
-        write_bytes_atomic(wav_path, wav.getvalue())
-        write_bytes_atomic(text_path, dumps_transcript(words).encode("utf-8"))
-        write_oracle_raw(oracle_path, records)
-        return len(records)
+        return RenderedDialogue(pair.id, wav.getvalue(), dumps_transcript(words).encode("utf-8"),
+                                dumps_oracle_raw(records).encode("utf-8"), len(records))
+
+    __call__ = render
+
+    def build(self, pair: QAPair) -> int:
+        """Render and write one dialogue's three files; returns its number of oracle records."""
+        dialogue = self.render(pair)
+        write_dialogue(self.config.out_dir, dialogue)
+        return dialogue.records
 
 
 @dataclass
@@ -152,6 +179,9 @@ class BuildSummary:
     records: int = 0
     seconds: float = 0.0
     failures: list[tuple[str, str]] = field(default_factory=list)
+    #: dialogues that needed more than one attempt (a worker raised or died) but were built
+    retried: int = 0
+    executor: str = "local"
 
     @property
     def dialogues_per_minute(self) -> float:
@@ -160,59 +190,36 @@ class BuildSummary:
     def describe(self) -> str:
         text = (f"built {self.built} dialogues ({self.records} oracle records), skipped {self.skipped} already "
                 f"done, {len(self.failures)} failed, in {self.seconds:.1f} s "
-                f"({self.dialogues_per_minute:.1f} dialogues/min)")
+                f"({self.dialogues_per_minute:.1f} dialogues/min, {self.executor} executor"
+                + (f", {self.retried} built on a retry" if self.retried else "") + ")")
         return "\n".join([text, *(f"  failed {i}: {e}" for i, e in self.failures)])
 
 
-def build_batch(config: BuildConfig, pairs: Sequence[QAPair]) -> list[tuple[str, int | str]]:
-    """Worker entry point: ``(id, number of records)`` per dialogue, or ``(id, error message)``."""
-    builder = DialogueBuilder(config)
-    results: list[tuple[str, int | str]] = []
-    for pair in pairs:
-        try:
-            results.append((pair.id, builder.build(pair)))
-        except Exception as exc:  # one bad dialogue must not stop a 50k-dialogue build
-            results.append((pair.id, f"{type(exc).__name__}: {exc}"))
-    return results
-
-
-def _batches(pairs: Sequence[QAPair], size: int) -> Iterable[Sequence[QAPair]]:
-    return (pairs[i : i + size] for i in range(0, len(pairs), size))
-
-
 def build_dataset(
-    pairs: Sequence[QAPair], config: BuildConfig, workers: int = 2, batch_size: int = 8, progress: bool = True
+    pairs: Sequence[QAPair], config: BuildConfig, workers: int = 2, batch_size: int = 8, progress: bool = True,
+    executor: Executor | None = None,
 ) -> BuildSummary:
-    """Build every pair not yet complete; ``workers <= 1`` runs in this process."""
+    """Build every pair not yet complete. The workers render, this process alone writes the files as results
+    stream in. ``executor`` defaults to :class:`~kame_core.executors.LocalExecutor` (``workers <= 1``: this
+    process; else a process pool with ``batch_size`` dialogues per task); a failed dialogue is retried by the
+    executor's bound, then listed in the summary."""
     started = time.perf_counter()
+    executor = executor or LocalExecutor(workers=workers, batch_size=batch_size, retries=0)
     todo = [p for p in pairs if not is_complete(config.out_dir, p.id)]
-    summary = BuildSummary(skipped=len(pairs) - len(todo))
+    summary = BuildSummary(skipped=len(pairs) - len(todo), executor=executor.name)
     bar = tqdm(total=len(todo), desc="dialogues", unit="dialogue", disable=None if progress else True)
-
-    def collect(results: list[tuple[str, int | str]]) -> None:
-        for dialogue_id, outcome in results:
-            if isinstance(outcome, int):
-                summary.built += 1
-                summary.records += outcome
-            else:
-                summary.failures.append((dialogue_id, outcome))
-        bar.update(len(results))
-
     try:
-        if workers <= 1:
-            for batch in _batches(todo, batch_size):
-                collect(build_batch(config, batch))
-        else:
-            context = multiprocessing.get_context("spawn")  # no forked copies of loaded models or threads
-            with futures.ProcessPoolExecutor(max_workers=workers, mp_context=context) as pool:
-                jobs = [pool.submit(build_batch, config, batch) for batch in _batches(todo, batch_size)]
-                try:
-                    for job in futures.as_completed(jobs):
-                        collect(job.result())
-                except BaseException:  # a worker could not start (no TTS, no simulator): stop the rest
-                    pool.shutdown(cancel_futures=True)
-                    raise
+        for outcome in executor.map(functools.partial(DialogueBuilder, config), todo):
+            if outcome.ok:
+                write_dialogue(config.out_dir, outcome.value)
+                summary.built += 1
+                summary.records += outcome.value.records
+                summary.retried += outcome.attempts > 1
+            else:
+                summary.failures.append((outcome.item.id, outcome.error))
+            bar.update(1)
     finally:
         bar.close()
         summary.seconds = time.perf_counter() - started
+    summary.failures.sort()
     return summary

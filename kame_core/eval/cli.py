@@ -9,11 +9,15 @@ With ``OPENAI_API_KEY`` set, ``--judge auto`` (the default) grades with ``openai
 ``--judge SPEC`` names any back-end (``openai:gpt-4.1``, ``openai-compatible:URL:MODEL`` ...); ``--judge none``
 uses the offline proxy score, labelled "proxy — not MT-Bench" everywhere. Results are cached in
 ``OUT/cache.jsonl``: rerunning the same command after an interruption resumes without re-running finished
-sessions or re-paying judge calls. Bad input ends with one ``error:`` line and exit code 2.
+sessions or re-paying judge calls, whichever executor ran them. ``--executor ray [--ray-address ADDR]`` runs
+the sessions on Ray actors (each loads the stack once); only this process writes the cache and the reports.
+Bad input ends with one ``error:`` line and exit code 2; sessions that still fail after their retries are
+listed in one ``error:`` message, exit code 1.
 """
 from __future__ import annotations
 
 import argparse
+import functools
 import os
 import sys
 import time
@@ -22,6 +26,7 @@ from typing import Sequence
 
 from tqdm import tqdm
 
+from ..executors import EXECUTOR_CHOICES, ExecutorError, ExecutorUnavailable, make_executor
 from ..llm import SPEC_HELP
 from ..llm.base import MissingAPIKey
 from ..pipelines.stack import MODES, Stack
@@ -30,11 +35,12 @@ from .judge import DEFAULT_JUDGE, Judge, judge_id, judge_model_name, make_judge_
 from .mtbench_data import FASTCHAT_RAW, PAPER_QUESTION_IDS, MTBenchDataError, parse_question_ids, resolve_data
 from .proxy import PROXY_LABEL, proxy_scorer
 from .report import (summarize, table_figure, table_markdown, write_rows, write_sweep, write_table_csv)
-from .harness import (JudgeGrader, ProxyGrader, answers_to_grade, latencies_by_system, plan_sessions,
-                      run_sessions)
+from .harness import (JudgeGrader, ProxyGrader, SessionsFailed, answers_to_grade, latencies_by_system,
+                      plan_sessions, run_sessions)
 from .sessions import TurnTaking
 
 EXIT_BAD_INPUT = 2
+EXIT_FAILED = 1
 EXIT_INTERRUPTED = 130
 
 
@@ -89,6 +95,15 @@ def build_parser() -> argparse.ArgumentParser:
                    help="ask the next turn anyway after this long (s)")
     p.add_argument("--cache", type=Path, default=None, help="result cache (default OUT/cache.jsonl)")
     p.add_argument("--fastchat-url", default=FASTCHAT_RAW, help=argparse.SUPPRESS)
+    p.add_argument("--executor", choices=EXECUTOR_CHOICES, default="local",
+                   help="where sessions run: this process, or Ray actors that each load the stack once (pip "
+                        "install -c constraints.txt -r requirements-ray.txt)")
+    p.add_argument("--ray-address", default=None,
+                   help="Ray cluster to join (e.g. ray://head:10001 or auto); default: start a local Ray")
+    p.add_argument("--workers", type=int, default=None,
+                   help="Ray actors running sessions (default 2); the local executor runs them in this process")
+    p.add_argument("--session-retries", type=int, default=1,
+                   help="extra tries of a session whose worker failed or died")
     p.add_argument("--no-progress", action="store_true", help="no progress bars")
     return parser
 
@@ -128,6 +143,15 @@ def run_mtbench(args: argparse.Namespace) -> int:
     if "cascade" in sweep_modes:
         raise CommandError("--sweep-modes: the forced delay holds the tandem front-end; use kame and/or moshi")
     delays = _delays(args.delays)
+    if args.executor == "local" and args.workers not in (None, 1):
+        raise CommandError("--workers: the local executor runs sessions in this process; use --executor ray")
+    if args.session_retries < 0:
+        raise CommandError("--session-retries must be >= 0")
+    try:
+        executor = make_executor(args.executor, workers=(args.workers or 2) if args.executor == "ray" else 1,
+                                 retries=args.session_retries, ray_address=args.ray_address, in_flight=1)
+    except ExecutorUnavailable as exc:
+        raise CommandError(str(exc)) from None
     # the judge first: a missing key must stop the run before any (slow or paid) work
     spec = _judge_spec(args.judge)
     judge = _make_judge(spec, args) if spec else None
@@ -148,11 +172,18 @@ def run_mtbench(args: argparse.Namespace) -> int:
         f"{'judge ' + judge_id(spec) if spec else PROXY_LABEL}; cache {cache.path} ({len(cache)} entries)")
     stack_box: list[Stack] = []
 
-    def stack() -> Stack:
+    def local_stack() -> Stack:
         from ..pipelines.stack import cpu_stack
 
         stack_box.append(cpu_stack(args.oracle_llm, args.tts, whisper_model=args.whisper_model))
         return stack_box[-1]
+
+    if executor.name == "local":
+        stack = local_stack
+    else:  # built in each Ray actor: a picklable factory; the notes name the parts from the traces
+        from ..pipelines.stack import cpu_stack
+
+        stack = functools.partial(cpu_stack, args.oracle_llm, args.tts, whisper_model=args.whisper_model)
 
     stack_id = stack_identity(args)
     bar = tqdm(total=len(items), desc="sessions", unit="session", disable=args.no_progress)
@@ -163,7 +194,7 @@ def run_mtbench(args: argparse.Namespace) -> int:
         bar.update(1)
 
     try:
-        results = run_sessions(items, stack, stack_id, cache, taking, on_done=session_done)
+        results = run_sessions(items, stack, stack_id, cache, taking, on_done=session_done, executor=executor)
     finally:
         bar.close()
     answers = answers_to_grade(results, data.questions, control=not args.no_control)
@@ -188,7 +219,8 @@ def run_mtbench(args: argparse.Namespace) -> int:
         write_sweep(summaries, sweep_modes, label, args.out)
     wall = time.perf_counter() - started
     print(table_markdown(summaries, label, notes))
-    print(f"sessions: {counts['run']} run, {counts['cached']} from the cache; wall time {wall:.1f} s")
+    print(f"sessions: {counts['run']} run, {counts['cached']} from the cache ({executor.name} executor); "
+          f"wall time {wall:.1f} s")
     if judge is not None and spec:
         print("judge: " + judge.usage.summary(judge_model_name(spec)))
     else:
@@ -233,6 +265,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except CommandError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT
+    except (SessionsFailed, ExecutorError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_FAILED
     except KeyboardInterrupt:
         print("interrupted: finished sessions and judgements are cached; rerun the same command to resume",
               file=sys.stderr)

@@ -1,13 +1,15 @@
 """The evaluation run: which sessions, running them (cached), grading what was spoken, the report.
 
 :func:`plan_sessions` lists the sessions of a run: every mode at forced delay 0 (Table 2), plus the sweep
-modes at every other delay. :func:`run_sessions` runs the ones the cache does not hold. Grading goes through a
-:class:`Grader`: :class:`JudgeGrader` (MT-Bench single-answer grading with any LLM judge) or
+modes at every other delay. :func:`run_sessions` runs the ones the cache does not hold on an executor (this
+process, or Ray actors that each load a :class:`SessionWorker`'s stack once) and caches each as it arrives.
+Grading goes through a :class:`Grader`: :class:`JudgeGrader` (MT-Bench single-answer grading with any LLM judge) or
 :class:`ProxyGrader` (the offline proxy, labelled ``proxy — not MT-Bench``). The control grades the back-end
 LLM's text alone: the final oracle of each KAME session at delay 0.
 """
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 from dataclasses import dataclass
@@ -15,6 +17,7 @@ from typing import Callable, Iterable, Protocol, Sequence
 
 import numpy as np
 
+from ..executors import Executor, LocalExecutor
 from ..pipelines.stack import Mode, Stack
 from ..protocols import ChatMessage
 from .cache import ResultCache
@@ -53,35 +56,76 @@ def session_fields(item: SessionItem, stack_id: dict[str, str], taking: TurnTaki
             "stack": stack_id, "turn_taking": taking.to_json()}
 
 
+class SessionWorker:
+    """Runs sessions with one stack, built on the first session that must run (its models load once per worker:
+    this process, or one Ray actor); the user turns of a question are synthesized once per worker.
+    ``runner`` defaults to :func:`~kame_core.eval.sessions.run_session` (looked up at call time)."""
+
+    def __init__(self, stack: Callable[[], Stack], taking: TurnTaking = TurnTaking(),
+                 runner: Callable[..., tuple[SessionResult, object]] | None = None) -> None:
+        self.stack_factory, self.taking, self.runner = stack, taking, runner
+        self._stack: Stack | None = None
+        self._audio: dict[int, list[np.ndarray]] = {}
+
+    def __call__(self, item: SessionItem) -> dict:
+        """One session's result as cached (``SessionResult.to_json``)."""
+        if self._stack is None:
+            self._stack = self.stack_factory()
+        qid = item.question.question_id
+        if qid not in self._audio:
+            self._audio[qid] = synthesize_turns(self._stack.tts, item.question)
+        runner = self.runner or run_session
+        result, _ = runner(self._stack, item.mode, item.question, self._audio[qid], seed=item.seed,
+                           delay_s=item.delay_s, taking=self.taking)
+        return result.to_json()
+
+
+class SessionsFailed(RuntimeError):
+    """Some sessions failed after their retries (the others are cached; a rerun resumes)."""
+
+    def __init__(self, failures: list[tuple[SessionItem, str]]) -> None:
+        self.failures = failures
+        lines = [f"question {i.question.question_id} {i.mode} seed {i.seed} delay {i.delay_s:g} s: {e}"
+                 for i, e in failures]
+        super().__init__(f"{len(failures)} session(s) failed (the others are cached; rerun to retry):\n  "
+                         + "\n  ".join(lines))
+
+
 def run_sessions(items: Sequence[SessionItem], stack: Callable[[], Stack], stack_id: dict[str, str],
                  cache: ResultCache, taking: TurnTaking = TurnTaking(),
                  on_done: Callable[[SessionItem, bool], None] | None = None,
-                 runner: Callable[..., tuple[SessionResult, object]] | None = None) -> list[SessionResult]:
-    """Run each session the cache lacks, caching each result at once. ``stack`` is called only if one must
-    run (the local models load then, once); ``on_done(item, was_cached)`` after each. ``runner`` defaults to
-    :func:`~kame_core.eval.sessions.run_session`."""
-    runner = runner or run_session
-    results: list[SessionResult] = []
-    built: list[Stack] = []
-    audio: dict[int, list[np.ndarray]] = {}
-    for item in items:
-        fields = session_fields(item, stack_id, taking)
-        hit = cache.get("session", fields)
+                 runner: Callable[..., tuple[SessionResult, object]] | None = None,
+                 executor: Executor | None = None) -> list[SessionResult]:
+    """Run each session the cache lacks on ``executor`` (default: this process), caching each result here as it
+    streams back (workers never write the cache). ``stack`` is called only if one must run, once per worker;
+    with a Ray executor it must be picklable (e.g. a ``functools.partial`` of ``cpu_stack``).
+    ``on_done(item, was_cached)`` after each. ``runner`` defaults to
+    :func:`~kame_core.eval.sessions.run_session`. Raises :class:`SessionsFailed` listing the sessions that
+    still failed after the executor's retries."""
+    executor = executor or LocalExecutor(workers=1, retries=0)
+    results: dict[int, SessionResult] = {}
+    todo: list[tuple[int, SessionItem]] = []
+    for index, item in enumerate(items):
+        hit = cache.get("session", session_fields(item, stack_id, taking))
         if hit is None:
-            if not built:
-                built.append(stack())
-            qid = item.question.question_id
-            if qid not in audio:
-                audio[qid] = synthesize_turns(built[0].tts, item.question)
-            result, _ = runner(built[0], item.mode, item.question, audio[qid], seed=item.seed,
-                               delay_s=item.delay_s, taking=taking)
-            cache.put("session", fields, result.to_json())
-        else:
-            result = SessionResult.from_json(hit)
-        results.append(result)
+            todo.append((index, item))
+            continue
+        results[index] = SessionResult.from_json(hit)
         if on_done is not None:
-            on_done(item, hit is not None)
-    return results
+            on_done(item, True)
+    failures: list[tuple[SessionItem, str]] = []
+    worker = functools.partial(SessionWorker, stack, taking, runner)
+    for outcome in executor.map(worker, [item for _, item in todo]):
+        if not outcome.ok:
+            failures.append((outcome.item, outcome.error or "failed"))
+            continue
+        cache.put("session", session_fields(outcome.item, stack_id, taking), outcome.value)
+        results[todo[outcome.index][0]] = SessionResult.from_json(outcome.value)
+        if on_done is not None:
+            on_done(outcome.item, False)
+    if failures:
+        raise SessionsFailed(failures)
+    return [results[i] for i in range(len(items))]
 
 
 # ------------------------------------------------------------------------------------------------ grading

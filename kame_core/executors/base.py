@@ -1,0 +1,90 @@
+"""The executor contract shared by the dataset builder and the evaluation harness.
+
+A *worker factory* is a picklable callable (a module-level function or class, or a ``functools.partial`` of
+one) that builds a *worker*: a callable ``worker(item) -> value`` holding whatever is expensive to load (a
+TTS, a speech stack). An executor builds as few workers as it can (one per process, actor or batch), feeds
+them the items and yields exactly one :class:`Outcome` per item as soon as it is known, in completion order.
+An item whose worker raised is retried up to ``retries`` more times; one that still fails comes back with its
+error instead of a value, so one bad item never stops a long run.
+"""
+from __future__ import annotations
+
+import importlib.util
+from dataclasses import dataclass
+from typing import Any, Callable, Generic, Iterator, Protocol, Sequence, TypeVar
+
+T = TypeVar("T")
+R = TypeVar("R")
+
+#: builds one worker (loads its models); must be picklable for process pools and Ray
+WorkerFactory = Callable[[], Callable[[Any], Any]]
+
+EXECUTOR_CHOICES = ("local", "ray")
+RAY_INSTALL_HINT = "pip install -c constraints.txt -r requirements-ray.txt"
+
+
+class ExecutorError(RuntimeError):
+    """The executor itself cannot go on (a worker cannot start, too many workers died, a pool broke)."""
+
+
+class ExecutorUnavailable(ExecutorError):
+    """The requested executor cannot be used here (unknown name, Ray not installed, bad option)."""
+
+
+@dataclass(frozen=True)
+class Outcome(Generic[T, R]):
+    """What became of one item: ``value`` when ``error`` is None; ``attempts`` counts every try."""
+
+    index: int
+    item: T
+    value: R | None
+    error: str | None
+    attempts: int
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None
+
+
+class Executor(Protocol):
+    """Runs ``worker_factory()`` workers over items; see the module docstring for the contract."""
+
+    name: str
+    retries: int
+
+    def map(self, worker_factory: WorkerFactory, items: Sequence[T]) -> Iterator[Outcome[T, Any]]:
+        """Yield one :class:`Outcome` per item, in completion order. Raises :class:`ExecutorError`."""
+        ...
+
+
+def describe_error(exc: BaseException) -> str:
+    """``Type: message`` of an exception, as outcomes carry it."""
+    return f"{type(exc).__name__}: {exc}"
+
+
+def ray_available() -> bool:
+    """Whether Ray can be imported here (checked without importing it)."""
+    return importlib.util.find_spec("ray") is not None
+
+
+def make_executor(name: str, *, workers: int = 1, retries: int = 1, batch_size: int = 1,
+                  ray_address: str | None = None, in_flight: int = 2) -> Executor:
+    """``local`` (``workers`` processes, 1 = this process) or ``ray`` (``workers`` actors; a local Ray with
+    ``workers`` CPUs when ``ray_address`` is None; ``in_flight`` items queued per actor: 1 for long items, so
+    none waits behind another at the end). Raises :class:`ExecutorUnavailable` with the fix."""
+    if workers < 1 or retries < 0 or batch_size < 1:
+        raise ExecutorUnavailable("workers and batch size must be >= 1, retries >= 0")
+    if name == "local":
+        if ray_address:
+            raise ExecutorUnavailable("--ray-address needs --executor ray")
+        from .local import LocalExecutor
+
+        return LocalExecutor(workers=workers, batch_size=batch_size, retries=retries)
+    if name == "ray":
+        if not ray_available():
+            raise ExecutorUnavailable(f"--executor ray needs Ray, which is not installed here; install it with "
+                                      f"`{RAY_INSTALL_HINT}`")
+        from .ray_executor import RayExecutor
+
+        return RayExecutor(address=ray_address, workers=workers, retries=retries, in_flight=in_flight)
+    raise ExecutorUnavailable(f"unknown executor {name!r}; choose from {', '.join(EXECUTOR_CHOICES)}")

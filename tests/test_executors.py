@@ -1,0 +1,63 @@
+"""The executor contract without Ray: the local executor's retries and outcomes, and clear option errors."""
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+from kame_core.executors import ExecutorUnavailable, LocalExecutor, make_executor
+
+
+class FlakyWorker:
+    """Fails the first ``fail_times`` calls for each item named 'flaky'; always fails on 'bad'."""
+
+    def __init__(self, fail_times: int = 1) -> None:
+        self.fail_times, self.seen = fail_times, {}
+
+    def __call__(self, item: str) -> str:
+        self.seen[item] = self.seen.get(item, 0) + 1
+        if item == "bad" or (item == "flaky" and self.seen[item] <= self.fail_times):
+            raise RuntimeError(f"{item} failed")
+        return item.upper()
+
+
+def flaky_worker() -> FlakyWorker:
+    return FlakyWorker()
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_local_executor_retries_then_reports(workers: int) -> None:
+    outcomes = list(LocalExecutor(workers=workers, batch_size=2, retries=1).map(flaky_worker,
+                                                                                 ["a", "flaky", "bad", "b"]))
+    by_item = {o.item: o for o in outcomes}
+    assert sorted(o.index for o in outcomes) == [0, 1, 2, 3]
+    assert (by_item["a"].value, by_item["a"].attempts) == ("A", 1)
+    assert (by_item["flaky"].value, by_item["flaky"].attempts) == ("FLAKY", 2)
+    assert (by_item["bad"].error, by_item["bad"].attempts, by_item["bad"].ok) == ("RuntimeError: bad failed", 2,
+                                                                                  False)
+
+
+def test_local_executor_builds_no_worker_without_items() -> None:
+    def refuse() -> None:
+        raise AssertionError("no worker should be built")
+
+    assert list(LocalExecutor().map(refuse, [])) == []
+
+
+def test_executor_option_errors_are_clear(monkeypatch: pytest.MonkeyPatch) -> None:
+    with pytest.raises(ExecutorUnavailable, match="unknown executor 'spark'"):
+        make_executor("spark")
+    with pytest.raises(ExecutorUnavailable, match="--ray-address needs --executor ray"):
+        make_executor("local", ray_address="auto")
+    monkeypatch.setattr("kame_core.executors.base.ray_available", lambda: False)
+    with pytest.raises(ExecutorUnavailable, match="requirements-ray.txt"):
+        make_executor("ray")
+
+
+def test_importing_kame_core_does_not_import_ray() -> None:
+    code = ("import sys, kame_core, kame_core.executors, kame_core.augment.cli, kame_core.eval.cli; "
+            "print('ray' in sys.modules)")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "False"
