@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed-stamp
 export GRADIO_ANALYTICS_ENABLED := False
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
 
-.PHONY: install run test test-fast bench clean
+.PHONY: install run test test-fast bench space space-smoke clean
 
 install: $(STAMP)
 
@@ -32,5 +32,14 @@ bench: install
 	HF_HUB_OFFLINE=1 $(PY) benchmarks/virtual_clock_throughput.py
 	HF_HUB_OFFLINE=1 $(PY) benchmarks/figure_build.py
 
+# the Hugging Face Space repository, ready to push as it is (spaces/build.py; deterministic)
+space: install
+	$(PY) spaces/build.py --out build/space
+
+# what the Space builder does, on this machine: fresh venv, gradio at sdk_version + requirements.txt (with
+# dependencies, several GB from PyPI), start the Space, open and compare a bundled scenario, stop
+space-smoke: space
+	bash spaces/smoke.sh build/space
+
 clean:
-	rm -rf $(VENV)
+	rm -rf $(VENV) build
