@@ -4,7 +4,8 @@
 #   2. pip install gradio[oauth] at the front matter's sdk_version, then pip install -r requirements.txt
 #      (WITH dependencies: moshi brings its own; torch comes from PyPI as pinned there);
 #   3. start the Space's app.py on a free port (GRADIO_SERVER_NAME / GRADIO_SERVER_PORT, as Spaces set them);
-#   4. through gradio_client: open a bundled scenario (/open_scenario), compare its modes (/compare);
+#   4. through gradio_client: read the hardware line of the header, open a bundled scenario (/open_scenario),
+#      compare its modes (/compare);
 #   5. stop the app. Prints the time of each step; exit status 0 only when every step passed.
 #
 # Usage: spaces/smoke.sh [SPACE_DIR]   (default build/space; run `make space` first)
@@ -51,11 +52,12 @@ stop() { kill "$APP" 2>/dev/null && wait "$APP" 2>/dev/null || true; }
 trap stop EXIT
 
 for _ in $(seq 1 "$STARTUP_S"); do
-  if curl -fsS -o /dev/null "$URL"; then break; fi
+  if curl -fs -o /dev/null "$URL"; then break; fi
   if ! kill -0 "$APP" 2>/dev/null; then echo "the app exited:"; cat "$LOG"; exit 1; fi
   sleep 1
 done
-curl -fsS "$URL" | grep -q "KAME studio" || { echo "no first page at $URL"; cat "$LOG"; exit 1; }
+PAGE=$(curl -fsS "$URL" || true)  # whole page first: grep -q closing the pipe early would fail curl
+case "$PAGE" in *"KAME studio"*) ;; *) echo "no first page at $URL"; cat "$LOG"; exit 1 ;; esac
 echo "first page: $(since "$T1") s after start ($URL)"
 
 T2=$(now)
@@ -68,6 +70,10 @@ from gradio_client import Client
 url, space = sys.argv[1], Path(sys.argv[2])
 name = sorted(p.stem for p in (space / "scenarios").glob("*.kame"))[0]
 client = Client(url, verbose=False)
+header = [c["props"].get("value") for c in client.config["components"]
+          if c.get("props", {}).get("elem_id") == "kame-hardware"]
+assert header and "Hardware:" in header[0], header
+print("header:", header[0])
 status, fig, table, audio, runs = client.predict(name, api_name="/open_scenario")
 assert runs["value"] == "kame", runs
 print(f"open_scenario {name!r}: {status.splitlines()[0][:160]}")
