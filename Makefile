@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed-stamp
 export GRADIO_ANALYTICS_ENABLED := False
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
 
-.PHONY: install install-ray run test test-fast bench gpu-check clean
+.PHONY: install install-ray run test test-fast bench gpu-check space space-smoke clean
 
 install: $(STAMP)
 
@@ -47,5 +47,14 @@ gpu-check: install
 	HF_HUB_OFFLINE=1 $(PY) -m pytest -q -p no:cacheprovider tests/test_neural_cuda.py tests/test_neural_batch.py tests/test_neural_pool.py
 	HF_HUB_OFFLINE=1 $(PY) benchmarks/gpu_step.py
 
+# the Hugging Face Space repository, ready to push as it is (spaces/build.py; deterministic)
+space: install
+	$(PY) spaces/build.py --out build/space
+
+# what the Space builder does, on this machine: fresh venv, gradio at sdk_version + requirements.txt (with
+# dependencies, several GB from PyPI), start the Space, open and compare a bundled scenario, stop
+space-smoke: space
+	bash spaces/smoke.sh build/space
+
 clean:
-	rm -rf $(VENV)
+	rm -rf $(VENV) build

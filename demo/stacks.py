@@ -4,6 +4,8 @@
   local folder or a Hugging Face repo id) are available, else the CPU stack; the oracle LLM from
   ``KAME_LLM`` (a :func:`kame_core.llm.make_llm` spec), else a frontier model when its key is set, else the
   offline SmolLM2. It says, in words, which components it is made of and why.
+* :func:`cpu_live_stack` -- the same without the neural front-end, for live talk sessions on ZeroGPU
+  (:mod:`demo.hardware`).
 * :func:`rerun_front_end` -- the front-end factory for forced-delay re-runs: the CPU stand-in, speaking with
   the stack's TTS (openers from SmolLM2 unless ``KAME_SMALL_MODEL=0``).
 
@@ -73,11 +75,13 @@ def _neural_front_end() -> tuple[Callable[[], FrontEnd] | None, str]:
 
 
 @lru_cache(maxsize=1)
-def live_stack() -> LiveStack:
-    """The stack live sessions run on (built once per process)."""
-    spec = llm_spec()
-    stack = cpu_stack(llm=spec, small_model_openers=small_model_openers())
-    make_neural, why = _neural_front_end()
+def _cpu_stack() -> Stack:
+    """The CPU stack both live stacks start from (one set of loaded models per process)."""
+    return cpu_stack(llm=llm_spec(), small_model_openers=small_model_openers())
+
+
+def _live(make_neural: Callable[[], FrontEnd] | None, why: str) -> LiveStack:
+    stack = _cpu_stack()
     if make_neural is not None:
         components = dict(stack.components, front_end=why)
         stack = dataclasses.replace(stack, make_front_end=make_neural, components=components)
@@ -89,6 +93,23 @@ def live_stack() -> LiveStack:
     neural = make_neural is not None
     gate = SessionGate(capacity=1, reason="one live session at a time on the GPU model") if neural else SessionGate()
     return LiveStack(stack=stack, summary=summary, neural=neural, gate=gate)
+
+
+@lru_cache(maxsize=1)
+def live_stack() -> LiveStack:
+    """The stack live sessions run on (built once per process): neural when CUDA and weights allow."""
+    return _live(*_neural_front_end())
+
+
+#: why a live talk session on ZeroGPU runs the CPU stack (shown in its components line)
+TALK_ON_CPU_WHY = ("live talk on ZeroGPU runs the CPU stack: a talk session streams for up to 5 minutes and a "
+                   "ZeroGPU slot is lent to one call at a time")
+
+
+@lru_cache(maxsize=1)
+def cpu_live_stack() -> LiveStack:
+    """The CPU stack for live sessions that must not touch the GPU (talk sessions on ZeroGPU)."""
+    return _live(None, TALK_ON_CPU_WHY)
 
 
 @dataclass(frozen=True)

@@ -14,6 +14,7 @@ os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
 
 import gradio as gr  # noqa: E402
 
+from . import hardware as hw  # noqa: E402
 from . import library, views  # noqa: E402
 from .inspector import PAPER_NOTE, PAPER_TABLE_HEADERS, PAPER_TABLE_ROWS, RUN_SUMMARY_HEADERS  # noqa: E402
 from .timeline import LANES, PLAYHEAD_JS  # noqa: E402
@@ -58,12 +59,17 @@ def _player() -> gr.HTML:
     return gr.HTML("")
 
 
-def build_app(gpu: Callable[[Callable], Callable] | None = None) -> gr.Blocks:
+def build_app(gpu: Callable[[Callable], Callable] | None = None, hardware: hw.Hardware | None = None,
+              ) -> gr.Blocks:
     """The whole app (no module-level state: each user's state is a ``gr.State``).
 
-    ``gpu`` wraps the callbacks that may use a GPU (live sessions on the neural front-end), e.g.
-    ``spaces.GPU(duration=120)`` on a ZeroGPU Space; None leaves them as they are.
+    ``gpu`` wraps the callbacks that may use a GPU (live uploads on the neural front-end), e.g.
+    ``spaces.GPU(duration=120)`` on a ZeroGPU Space; None leaves them as they are. ``hardware`` (default:
+    detected from the environment, :func:`demo.hardware.detect`) is shown in the header and decides where a
+    live talk session runs (the CPU stack on ZeroGPU).
     """
+    if hardware is None:
+        hardware = hw.detect(os.environ)
     live_fn = gpu(views.live_upload) if gpu is not None else views.live_upload
     names = library.bundled_names()
     dialogues = library.training_dialogue_ids()
@@ -71,6 +77,9 @@ def build_app(gpu: Callable[[Callable], Callable] | None = None) -> gr.Blocks:
         state = gr.State(None, delete_callback=views.discard_session)  # private files go with the session
         gr.Markdown("# KAME studio\nTandem speech-to-speech (KAME, arXiv 2510.02327): the four token streams of a "
                     "session — " + ", ".join(LANES[1:]) + " — on one clock. Every run carries a provenance badge.")
+        gr.Markdown(hardware.header_line(), elem_id="kame-hardware")
+        with gr.Accordion("About: hardware, weights, keys, settings", open=False):
+            gr.Markdown(hw.ABOUT)
         with gr.Row():
             choice = gr.Dropdown(names, value=names[0] if names else None, label="Scenario (scenarios folder)",
                                  info=None if names else library.NO_SCENARIOS.format(folder=library.scenarios_dir()))
@@ -168,7 +177,7 @@ def build_app(gpu: Callable[[Callable], Callable] | None = None) -> gr.Blocks:
         delay.release(views.forced_delay, [delay, state], [state, delay_plot, delay_text], api_visibility="private")
         curve_btn.click(views.delay_curve, state, [state, curve_plot, curve_text], api_name="delay_curve")
         def on_mic(chunk, st):
-            session, text, fig = views.mic_chunk(chunk, st)
+            session, text, fig = views.mic_chunk(chunk, st, cpu_only=hardware.talk_on_cpu)
             return session, text, gr.skip() if fig is None else fig
 
         mic.stream(on_mic, [mic, state], [state, live_status, live_plot], stream_every=0.5, time_limit=310,

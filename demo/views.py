@@ -412,11 +412,15 @@ def outcome_message(done: str, runs: dict[str, SessionTrace]) -> str:
 MIC_REDRAW_S = 1.5
 
 
-def mic_chunk(chunk: Any, state: Any = None, *, stack: Any = None) -> tuple[Any, str, Any]:
+def mic_chunk(chunk: Any, state: Any = None, *, stack: Any = None, cpu_only: bool = False
+              ) -> tuple[Any, str, Any]:
     """A streamed microphone chunk ``(rate, samples)``: feed the live KAME session (started on the first
-    chunk, on the real-time clock). Returns (session, status, figure of the session so far or None)."""
+    chunk, on the real-time clock). Returns (session, status, figure of the session so far or None).
+
+    ``cpu_only`` starts the session on the CPU stack even where a GPU model exists (ZeroGPU: a talk session
+    cannot hold a GPU slot; see :mod:`demo.hardware`)."""
     from .mic import MAX_SECONDS, MicSession
-    from .stacks import live_stack
+    from .stacks import cpu_live_stack, live_stack
 
     session = session_of(state)
     if chunk is None:
@@ -424,7 +428,7 @@ def mic_chunk(chunk: Any, state: Any = None, *, stack: Any = None) -> tuple[Any,
     try:
         rate, samples = chunk
         if session.mic is None:
-            live = stack or live_stack()
+            live = stack or (cpu_live_stack() if cpu_only else live_stack())
             ticket = live.gate.try_enter()
             if ticket is None:
                 return session, live.gate.busy_message() + "; try again when it ends.", None
