@@ -12,6 +12,7 @@ from kame_core.metrics import session_metrics, user_turns
 from kame_core.pipelines.tandem import SessionConfig, TandemRunner
 from kame_core.scenario import Scenario, load_scenario
 from kame_core.trace import EventKind
+from kame_core.trace_query import oracle_revisions
 from scenarios import record_bundled
 from scenarios.record_bundled import BundleError, load_specs, oracle_texts, save_checked
 
@@ -63,6 +64,13 @@ def test_runs_carry_honest_provenance(path, scenarios):
         assert prov["tts"].kind == "tts" and prov["tts"].model_id, run_id
         answering = prov["front_end_model"] if run_id == "moshi" else prov["llm"]  # who wrote the answer
         assert answering.kind == "llm" and "SmolLM2" in answering.model_id, run_id
+
+
+def test_every_kame_revision_has_a_hint_level_and_the_last_of_each_turn_heard_it_all(scenarios):
+    for name, scenario in scenarios.items():
+        revisions = oracle_revisions(scenario.runs["kame"])
+        assert revisions and all(r.hint_level is not None and r.spoken_ratio is not None for r in revisions), name
+        assert revisions[-1].hint_level == 5 and min(r.hint_level for r in revisions) < 5, name
 
 
 def test_categories_cover_the_promised_set(scenarios):
