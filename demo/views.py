@@ -14,6 +14,7 @@ from typing import Any, Callable, Iterator
 
 import numpy as np
 
+from kame_core.duplex_metrics import duplex_metrics
 from kame_core.metrics import session_metrics
 from kame_core.trace_query import problems
 from kame_core.pipelines.replay import REPLAY_LABEL, ReplayUnavailable
@@ -22,7 +23,7 @@ from kame_core.trace import SessionTrace
 
 from . import library
 from .delay_sweep import DELAYS_S, DelayOutcome, curve_figure, describe_outcome, reference_answers, run_delay
-from .inspector import frame_details, run_summary_rows
+from .inspector import duplex_text, frame_details, run_summary_rows
 from . import session_files
 from .player import player_html, write_mix
 from .provenance_badge import provenance_badge
@@ -262,7 +263,8 @@ def _ordered_runs(loaded: library.LoadedScenario) -> list[tuple[str, SessionTrac
 def compare(state: Any = None):
     """All runs of the opened input on one time axis: (session, figure, rows, slot audio ×3, transcripts).
 
-    Each row: run, what produced it, onset latency, oracle revisions, self-corrections, final transcript."""
+    Each row: run, what produced it, onset latency, FD-Bench timing, oracle revisions, self-corrections, final
+    transcript."""
     session = session_of(state)
     if session.loaded is None:
         return (session, None, [], *([None] * COMPARE_SLOTS), "Open a scenario first.")
@@ -274,7 +276,8 @@ def compare(state: Any = None):
     for k, t in ordered:
         m = session_metrics(t)
         rows.append([run_label(k, t), provenance_badge(t, recorded=session.loaded.recorded).headline,
-                     "n/a" if m.onset_latency_s is None else f"{m.onset_latency_s:+.2f} s", m.oracle_revisions,
+                     "n/a" if m.onset_latency_s is None else f"{m.onset_latency_s:+.2f} s",
+                     duplex_text(duplex_metrics(t)), m.oracle_revisions,
                      m.self_corrections, t.spoken_text()])
     audio = [player(session, k, t, f"compare-{i}", f"{run_label(k, t)} — conversation audio")
              for i, (k, t) in enumerate(ordered[:COMPARE_SLOTS])]
@@ -283,7 +286,7 @@ def compare(state: Any = None):
     return (session, fig, rows, *audio, names)
 
 
-COMPARE_HEADERS = ["run", "front-end / pipeline (provenance)", "onset latency", "oracle revisions",
+COMPARE_HEADERS = ["run", "front-end / pipeline (provenance)", "onset latency", "FD-Bench timing", "oracle revisions",
                    "self-corrections", "final transcript"]
 
 

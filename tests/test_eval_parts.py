@@ -246,3 +246,23 @@ def test_report_labels_proxy_everywhere_and_quotes_the_paper(tmp_path) -> None:
     sweep = list(csv.reader(open(csv_path, encoding="utf-8")))
     assert PROXY_LABEL in sweep[0][2] and [r[1] for r in sweep[1:]] == ["0.0", "1.0"]
     assert PROXY_LABEL in json.loads(sweep_js.read_text())["layout"]["title"]["text"]
+
+
+def test_duplex_report_pools_turns_per_system_with_its_denominators() -> None:
+    from kame_core.eval.report import duplex_markdown
+
+    a = _result("kame", 101)
+    a.fd_turns, a.fd_stops = [[True, -0.4], [True, 0.6]], [0.5]
+    b = _result("kame", 102)
+    b.fd_turns, b.fd_stops = [[False, None], [True, 0.2]], [None]
+    c = _result("cascade", 101)
+    c.fd_turns = [[True, 1.5], [True, 1.7]]
+    again = SessionResult.from_json(json.loads(json.dumps(a.to_json())))
+    assert again.fd_turns == a.fd_turns and again.fd_stops == [0.5]
+    lines = duplex_markdown([a, b, c]).splitlines()
+    kame = next(line for line in lines if line.startswith("| KAME"))
+    cells = [cell.strip() for cell in kame.strip("|").split("|")]
+    # 4 turns, 3 takeovers; signed mean (-0.4 + 0.6 + 0.2) / 3, clipped (0 + 0.6 + 0.2) / 3; one stop, one never
+    assert cells[2:] == ["4", "0.75", "0.13", "0.27", "3", "0.50", "2", "1"]
+    cascade = next(line for line in lines if line.startswith("| cascade"))
+    assert "1.60" in cascade and cascade.rstrip(" |").endswith("| 0 | 0")

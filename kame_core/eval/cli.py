@@ -29,7 +29,8 @@ from .cache import ResultCache
 from .judge import DEFAULT_JUDGE, Judge, judge_id, judge_model_name, make_judge_llm
 from .mtbench_data import FASTCHAT_RAW, PAPER_QUESTION_IDS, MTBenchDataError, parse_question_ids, resolve_data
 from .proxy import PROXY_LABEL, proxy_scorer
-from .report import (summarize, table_figure, table_markdown, write_rows, write_sweep, write_table_csv)
+from .report import (duplex_markdown, summarize, table_figure, table_markdown, write_rows, write_sweep,
+                     write_table_csv)
 from .harness import (JudgeGrader, ProxyGrader, answers_to_grade, latencies_by_system, plan_sessions,
                       run_sessions)
 from .sessions import TurnTaking
@@ -184,16 +185,19 @@ def run_mtbench(args: argparse.Namespace) -> int:
     write_table_csv(args.out / "table2.csv", summaries, label)
     table_figure(summaries, label, args.out / "table2")
     write_rows(args.out / "turns.jsonl", rows, label)
+    duplex = duplex_markdown(results)
+    (args.out / "duplex.md").write_text(duplex, encoding="utf-8")
     if len(delays) > 1:
         write_sweep(summaries, sweep_modes, label, args.out)
     wall = time.perf_counter() - started
     print(table_markdown(summaries, label, notes))
+    print(duplex)
     print(f"sessions: {counts['run']} run, {counts['cached']} from the cache; wall time {wall:.1f} s")
     if judge is not None and spec:
         print("judge: " + judge.usage.summary(judge_model_name(spec)))
     else:
         print(f"scores: {PROXY_LABEL} (no API calls)")
-    print(f"outputs in {args.out}: table2.md, table2.csv, table2.html/.json, turns.jsonl"
+    print(f"outputs in {args.out}: table2.md, table2.csv, table2.html/.json, turns.jsonl, duplex.md"
           + (", sweep.csv, sweep.html/.json" if len(delays) > 1 else ""))
     return 0
 

@@ -22,6 +22,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from ..clock import FRAME_SECONDS
+from ..duplex_metrics import duplex_metrics
 from ..metrics import session_metrics
 from ..pipelines.stack import Mode, Stack
 from ..pipelines.tandem import SessionConfig
@@ -138,6 +139,10 @@ class SessionResult:
     llm_requests: int
     provenance: dict[str, str] = field(default_factory=dict)
     compute_s: float = 0.0
+    #: Full-Duplex-Bench timing per user turn: [took the turn, signed turn-taking latency or None]
+    fd_turns: list[list[Any]] = field(default_factory=list)
+    #: stop latency per user interruption (None: the model never went silent)
+    fd_stops: list[float | None] = field(default_factory=list)
 
     def to_json(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -168,12 +173,15 @@ def describe_result(trace: SessionTrace, source: TurnTakingSource) -> dict[str, 
         oracles.append(final_oracle_text(trace, start * FRAME_SECONDS,
                                          None if end is None else end * FRAME_SECONDS))
     metrics = session_metrics(trace)
+    duplex = duplex_metrics(trace)
     return {
         "spoken": spoken, "final_oracle": oracles, "onset_latency_s": metrics.onset_latency_s,
         "turn_latency_s": [o.latency_s for o in metrics.onsets], "turn_frames": source.turn_frames,
         "waits": source.waits, "duration_s": round(trace.duration, 3),
         "oracle_revisions": metrics.oracle_revisions, "self_corrections": metrics.self_corrections,
         "llm_requests": metrics.llm_requests,
+        "fd_turns": [[t.takeover, None if t.latency_s is None else round(t.latency_s, 3)] for t in duplex.turns],
+        "fd_stops": [None if i.stop_latency_s is None else round(i.stop_latency_s, 3) for i in duplex.interruptions],
         "provenance": {k: " · ".join(p for p in (v.kind, v.model_id, v.label) if p)
                        for k, v in trace.provenance.items()},
     }
