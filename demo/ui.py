@@ -76,7 +76,8 @@ def build_app(gpu: Callable[[Callable], Callable] | None = None) -> gr.Blocks:
                                  info=None if names else library.NO_SCENARIOS.format(folder=library.scenarios_dir()))
             dialogue = gr.Dropdown(dialogues, value=None, label="…or a training dialogue (KAME dataset layout)",
                                    info=None if dialogues else "set KAME_TRAINING_DIR to a folder with audio/ and text/")
-            upload = gr.File(label="…or a scenario file (.kame)", file_types=[".kame"], type="filepath")
+            upload = gr.File(label="…or a scenario file (.kame), or a zipped official KAME server log folder",
+                             file_types=[".kame", ".zip"], type="filepath")
             download = gr.DownloadButton("Download this scenario (.kame)", value=None)
         status = gr.Markdown(elem_id="kame-status")
 

@@ -35,7 +35,8 @@ from .uploads import UploadError, decode_upload
 COMPARE_SLOTS = 3
 TIMELINE_PLAYER = "Conversation audio (user + assistant) — the timeline's playhead follows it"
 _ORIGINS = {"bundled": "bundled scenario file (recorded)", "upload": "uploaded scenario file (recorded)",
-            "training": "imported training dialogue (KAME dataset layout)", "live": "live session (computed now)"}
+            "training": "imported training dialogue (KAME dataset layout)", "live": "live session (computed now)",
+            "official-log": "imported from an official KAME server log (uploaded zip)"}
 
 
 @dataclass
@@ -183,12 +184,13 @@ def open_bundled(name: str | None, state: Any = None):
 
 
 def open_upload(file: str | None, state: Any = None):
-    """Open an uploaded scenario file (validated; an invalid one gives an error naming the field and the
-    session keeps the scenario it had)."""
+    """Open an uploaded scenario file, or a zipped official KAME server log folder (validated; an invalid one
+    gives an error naming the field, or the log file and line, and the session keeps the scenario it had)."""
     session = session_of(state)
     if not file:
-        return _failed(session, "Upload a scenario file (.kame).")
-    return _open(session, f"Invalid scenario file {Path(file).name}", lambda: library.open_file(file))
+        return _failed(session, "Upload a scenario file (.kame) or a zipped official KAME server log folder.")
+    what = "official KAME log" if library.official_log_members(Path(file)) else "scenario file"
+    return _open(session, f"Invalid {what} {Path(file).name}", lambda: library.open_upload(file))
 
 
 def open_training(dialogue_id: str | None, state: Any = None):
