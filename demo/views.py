@@ -292,6 +292,42 @@ COMPARE_HEADERS = ["run", "front-end / pipeline (provenance)", "onset latency", 
                    "self-corrections", "final transcript"]
 
 
+# ------------------------------------------------------------------------------------- evolution
+def evolution(state: Any = None):
+    """The oracle's evolution for the opened input: (session, figure, per-level markdown)."""
+    from kame_core.evolution import level_table_markdown
+
+    from .evolution import evolution_figure, scenario_points
+
+    session = session_of(state)
+    if session.loaded is None:
+        return session, None, "Open a scenario first."
+    points = scenario_points(session.loaded.scenario)
+    if not points:
+        return session, None, "No oracle revision with text in this input's runs (only KAME runs have them)."
+    refs = "the scenario's reference answers" if session.loaded.references else "no reference answers in this file"
+    fig = evolution_figure(points, f"{session.loaded.title} — the oracle's evolution ({len(points)} revisions)")
+    return session, fig, f"Per hint level ({refs}):\n\n" + level_table_markdown(points)
+
+
+def evolution_bundled(state: Any = None):
+    """The oracle's evolution pooled over every scenario of the scenarios folder: (session, figure, markdown)."""
+    from kame_core.evolution import level_table_markdown
+
+    from .evolution import evolution_figure, folder_points
+
+    session = session_of(state)
+    names = library.bundled_names()
+    if not names:
+        return session, None, library.NO_SCENARIOS.format(folder=library.scenarios_dir())
+    try:
+        points = folder_points(library.scenarios_dir() / f"{name}.kame" for name in names)
+    except ScenarioError as err:
+        return session, None, _error("Cannot read the scenarios folder", err)
+    fig = evolution_figure(points, f"The oracle's evolution over {len(names)} scenarios ({len(points)} revisions)")
+    return session, fig, level_table_markdown(points)
+
+
 # ------------------------------------------------------------------------------------- forced delay
 def _kame_run(session: AppSession) -> SessionTrace:
     if session.loaded is None:
