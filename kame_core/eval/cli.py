@@ -24,6 +24,7 @@ from tqdm import tqdm
 
 from ..llm import SPEC_HELP
 from ..llm.base import MissingAPIKey
+from ..oracle import OracleConfig
 from ..pipelines.stack import MODES, Stack
 from .cache import ResultCache
 from .judge import DEFAULT_JUDGE, Judge, judge_id, judge_model_name, make_judge_llm
@@ -78,6 +79,10 @@ def build_parser() -> argparse.ArgumentParser:
                         "$OPENAI_API_KEY is set, else none)")
     p.add_argument("--delays", default="0,0.5,1,2,3", help="forced delays in seconds for the sweep")
     p.add_argument("--sweep-modes", default="kame", help="tandem modes the sweep runs (kame, moshi)")
+    p.add_argument("--oracle-policy", choices=("restart", "emission"), default="restart",
+                   help="oracle policy: restart (original) or emission (the official repository's newer adoption)")
+    p.add_argument("--prompt-layout", choices=("official", "chat"), default="official",
+                   help="how the oracle LLM is asked: official (one message of user:/moshi: lines) or chat turns")
     p.add_argument("--no-control", action="store_true", help="skip grading the back-end LLM's text alone")
     p.add_argument("--max-concurrency", type=int, default=4, help="concurrent judge calls")
     p.add_argument("--retries", type=int, default=4, help="retries of a judge call (rate limit, 5xx, timeout)")
@@ -117,7 +122,7 @@ def _make_judge(spec: str, args: argparse.Namespace) -> Judge:
 def stack_identity(args: argparse.Namespace) -> dict[str, str]:
     """What identifies the stack in the session cache keys (key-like text removed from specs)."""
     return {"oracle_llm": judge_id(args.oracle_llm), "tts": args.tts, "whisper": args.whisper_model or "default",
-            "front_end": "cpu-stand-in"}
+            "front_end": "cpu-stand-in", "oracle_policy": args.oracle_policy, "prompt_layout": args.prompt_layout}
 
 
 def run_mtbench(args: argparse.Namespace) -> int:
@@ -164,7 +169,8 @@ def run_mtbench(args: argparse.Namespace) -> int:
         bar.update(1)
 
     try:
-        results = run_sessions(items, stack, stack_id, cache, taking, on_done=session_done)
+        oracle = OracleConfig(policy=args.oracle_policy, prompt_layout=args.prompt_layout)
+        results = run_sessions(items, stack, stack_id, cache, taking, on_done=session_done, oracle=oracle)
     finally:
         bar.close()
     answers = answers_to_grade(results, data.questions, control=not args.no_control)
@@ -204,7 +210,8 @@ def run_mtbench(args: argparse.Namespace) -> int:
 
 def _notes(results: Sequence, grader: object, stack_box: list, stack_id: dict, spec: str | None) -> list[str]:
     notes = ["Front-end: CPU stand-in (imitates KAME; NOT the trained KAME model). Sessions on the virtual clock; "
-             f"oracle LLM {stack_id['oracle_llm']}.",
+             f"oracle LLM {stack_id['oracle_llm']}; oracle policy {stack_id.get('oracle_policy', 'restart')}, "
+             f"prompt layout {stack_id.get('prompt_layout', 'chat')}.",
              "Latency: median first-turn response onset (kame_core.metrics; negative = started before the user "
              "finished).",
              "Control: the back-end LLM's final oracle text of each KAME session, graded alone (text, no speech).",

@@ -15,6 +15,7 @@ from typing import Callable, Iterable, Protocol, Sequence
 
 import numpy as np
 
+from ..oracle import OracleConfig
 from ..pipelines.stack import Mode, Stack
 from ..protocols import ChatMessage
 from .cache import ResultCache
@@ -56,10 +57,12 @@ def session_fields(item: SessionItem, stack_id: dict[str, str], taking: TurnTaki
 def run_sessions(items: Sequence[SessionItem], stack: Callable[[], Stack], stack_id: dict[str, str],
                  cache: ResultCache, taking: TurnTaking = TurnTaking(),
                  on_done: Callable[[SessionItem, bool], None] | None = None,
-                 runner: Callable[..., tuple[SessionResult, object]] | None = None) -> list[SessionResult]:
+                 runner: Callable[..., tuple[SessionResult, object]] | None = None,
+                 oracle: OracleConfig | None = None) -> list[SessionResult]:
     """Run each session the cache lacks, caching each result at once. ``stack`` is called only if one must
     run (the local models load then, once); ``on_done(item, was_cached)`` after each. ``runner`` defaults to
-    :func:`~kame_core.eval.sessions.run_session`."""
+    :func:`~kame_core.eval.sessions.run_session`; ``oracle`` (prompt layout, policy) goes to it when given
+    (it must then be part of ``stack_id``, the cache key)."""
     runner = runner or run_session
     results: list[SessionResult] = []
     built: list[Stack] = []
@@ -73,8 +76,9 @@ def run_sessions(items: Sequence[SessionItem], stack: Callable[[], Stack], stack
             qid = item.question.question_id
             if qid not in audio:
                 audio[qid] = synthesize_turns(built[0].tts, item.question)
+            extra = {} if oracle is None else {"oracle": oracle}
             result, _ = runner(built[0], item.mode, item.question, audio[qid], seed=item.seed,
-                               delay_s=item.delay_s, taking=taking)
+                               delay_s=item.delay_s, taking=taking, **extra)
             cache.put("session", fields, result.to_json())
         else:
             result = SessionResult.from_json(hit)

@@ -25,6 +25,7 @@ from ..clock import FRAME_SECONDS
 from ..duplex_metrics import duplex_metrics
 from ..metrics import session_metrics
 from ..pipelines.stack import Mode, Stack
+from ..oracle import OracleConfig
 from ..pipelines.tandem import SessionConfig
 from ..protocols import TTS
 from ..trace import SessionTrace, iter_frames, silence
@@ -187,20 +188,21 @@ def describe_result(trace: SessionTrace, source: TurnTakingSource) -> dict[str, 
     }
 
 
-def session_config(mode: Mode, seed: int, delay_s: float) -> SessionConfig:
-    return SessionConfig(forced_delay_ms=int(round(delay_s * 1000)), seed=seed,
+def session_config(mode: Mode, seed: int, delay_s: float, oracle: OracleConfig | None = None) -> SessionConfig:
+    """The session configuration of one eval session (``oracle``: prompt layout and policy; default KAME's)."""
+    return SessionConfig(forced_delay_ms=int(round(delay_s * 1000)), seed=seed, oracle=oracle or OracleConfig(),
                          title=f"spoken MT-Bench ({mode}, seed {seed}, forced delay {delay_s:g} s)")
 
 
 def run_session(stack: Stack, mode: Mode, question: Question, turns_audio: Sequence[np.ndarray], *,
-                seed: int = 0, delay_s: float = 0.0,
-                taking: TurnTaking = TurnTaking()) -> tuple[SessionResult, SessionTrace]:
+                seed: int = 0, delay_s: float = 0.0, taking: TurnTaking = TurnTaking(),
+                oracle: OracleConfig | None = None) -> tuple[SessionResult, SessionTrace]:
     """One two-turn session on a fresh virtual clock: the result and the full trace."""
     if mode == "cascade" and delay_s:
         raise ValueError("the forced delay applies to the tandem front-end (kame, moshi), not the cascade")
     source = TurnTakingSource(turns_audio, taking)
     started = time.perf_counter()
-    trace = stack.runner(mode, session=session_config(mode, seed, delay_s)).run_sync(source)
+    trace = stack.runner(mode, session=session_config(mode, seed, delay_s, oracle)).run_sync(source)
     result = SessionResult(question_id=question.question_id, mode=mode, seed=seed, delay_s=delay_s,
                            compute_s=round(time.perf_counter() - started, 2), **describe_result(trace, source))
     return result, trace
