@@ -81,6 +81,8 @@ def test_categories_cover_the_promised_set(scenarios):
     for scenario in two_turn:
         for run_id, trace in scenario.runs.items():
             assert len(user_turns(trace)) == 2, (scenario.name, run_id)
+            if SPECS[scenario.name].expect_interruption:
+                continue  # the user cuts in: a mode may not have started answering the first turn yet
             onsets = session_metrics(trace).onsets
             assert all(o.latency_s is not None for o in onsets), f"{scenario.name}/{run_id} answered both turns"
 
@@ -97,10 +99,24 @@ def test_self_correction_scenario_really_corrects_itself(scenarios):
         assert session_metrics(kame).oracle_revisions >= 2
 
 
+def test_interruption_scenario_cuts_in_on_speech_that_stops(scenarios):
+    from kame_core.duplex_metrics import duplex_metrics
+
+    cut_in = [s for s in scenarios.values() if SPECS[s.name].expect_interruption]
+    assert cut_in, "a bundled scenario where the user interrupts the assistant"
+    for scenario in cut_in:
+        d = duplex_metrics(scenario.runs["kame"])
+        assert d.interruptions and d.interruptions[0].turn == 1, scenario.name
+        assert d.mean_stop_latency_s is not None and 0 <= d.mean_stop_latency_s < 2.0, scenario.name
+
+
 @pytest.mark.parametrize("path", BUNDLED, ids=lambda p: p.stem)
 def test_cascade_starts_later_than_kame(path, scenarios):
     runs = scenarios[path.stem].runs
     kame, cascade = session_metrics(runs["kame"]), session_metrics(runs["cascade"])
+    if SPECS[path.stem].expect_interruption:  # the user cut in before the cascade had begun its first answer
+        assert kame.onset_latency_s is not None and cascade.onset_latency_s is None
+        return
     assert kame.onset_latency_s is not None and cascade.onset_latency_s is not None
     assert cascade.onset_latency_s > kame.onset_latency_s
 
