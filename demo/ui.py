@@ -132,8 +132,10 @@ def build_app(gpu: Callable[[Callable], Callable] | None = None) -> gr.Blocks:
                             "and the page says which components ran.")
                 with gr.Row():
                     live_in = gr.Audio(sources=["upload"], type="filepath", label="Your recording")
-                    modes = gr.CheckboxGroup([("KAME (tandem)", "kame"), ("Moshi mode", "moshi"),
-                                              ("cascade", "cascade")], value=["kame", "cascade"], label="Run")
+                    modes = gr.CheckboxGroup([("KAME (tandem)", "kame"),
+                                              ("KAME, emission-based adoption", "kame-emission"),
+                                              ("Moshi mode", "moshi"), ("cascade", "cascade")],
+                                             value=["kame", "cascade"], label="Run")
                 live_btn = gr.Button("Run", variant="primary")
                 gr.Markdown("…or talk: KAME runs **live on the real-time clock** while you speak (the microphone "
                             "streams every 0.5 s; the timeline redraws as it grows). When you stop, the cascade (if "

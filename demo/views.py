@@ -257,8 +257,8 @@ def seek(t: float | None, state: Any = None):
 # ----------------------------------------------------------------------------------------- compare
 def _ordered_runs(loaded: library.LoadedScenario) -> list[tuple[str, SessionTrace]]:
     runs = loaded.scenario.runs
-    order = [k for k in ("kame", "moshi", "cascade") if k in runs] + [k for k in runs if k not in
-                                                                       ("kame", "moshi", "cascade")]
+    known = ("kame", "kame-emission", "moshi", "cascade")
+    order = [k for k in known if k in runs] + [k for k in runs if k not in known]
     return [(k, runs[k]) for k in order]
 
 

@@ -67,3 +67,4 @@ def test_app_views_per_input_and_over_the_folder() -> None:
     assert fig is not None and f"over {len(library.bundled_names())} scenarios" in fig.layout.title.text
     level5 = next(line for line in text.splitlines() if line.startswith("| 5 |"))
     assert int(level5.split("|")[2]) > 0
+

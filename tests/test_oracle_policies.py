@@ -17,7 +17,7 @@ from kame_core.protocols import ChatMessage
 from kame_core.trace import EventKind, SessionTrace
 from kame_core.trace_query import llm_requests, oracle_revisions
 
-from .doubles import DOUBLE, EchoFrontEnd, ScriptedSTT, WordTokenizer, speech_like, words_at
+from .doubles import DOUBLE, EchoFrontEnd, ScriptedLLM, ScriptedSTT, WordTokenizer, speech_like, words_at
 
 
 def conversation() -> Conversation:
@@ -159,7 +159,6 @@ def test_both_policies_and_layouts_run_through_the_runner_and_are_recorded() -> 
     spoken = {}
     for policy in ("restart", "emission"):
         for layout in ("official", "chat"):
-            from .doubles import ScriptedLLM
             llm = ScriptedLLM(lambda u: "paris" if "france" in u else "hmm let me think about that one")
             config = SessionConfig(oracle=OracleConfig(policy=policy, prompt_layout=layout))  # type: ignore[arg-type]
             trace = TandemRunner(EchoFrontEnd(), ScriptedSTT([words]), llm, config, VirtualClock()).run_sync(audio)
@@ -190,3 +189,27 @@ def test_run_loop_polls_on_the_cadence_and_shutdown_cancels_everything() -> None
     starts = h.trace.events_of(EventKind.LLM_REQUEST_START)
     assert [round(e.t, 3) for e in starts] == [0.5, 1.0]
     assert not h.manager.busy and len(h.trace.events_of(EventKind.LLM_REQUEST_CANCEL)) == 2
+
+
+def test_a_live_run_can_put_both_oracle_policies_side_by_side(tmp_path) -> None:
+    from demo.live import run_audio
+    from demo.views import compare, session_of
+    from kame_core.pipelines import make_runner
+
+    words = words_at("what is the capital city of france", 0.5)
+    audio = speech_like([(0.5, words[-1].end)], words[-1].end + 1.5)
+
+    class Stack:
+        def runner(self, mode, *, session=None):
+            return make_runner(mode, stt=ScriptedSTT([words]), llm=ScriptedLLM(lambda u: "paris"),
+                               front_end=EchoFrontEnd(), session=session, clock=VirtualClock())
+
+    steps = list(run_audio(Stack(), audio, ["kame", "kame-emission"], tmp_path, components="doubles", source="test"))
+    loaded = steps[-1].loaded
+    assert list(loaded.scenario.runs) == ["kame", "kame-emission"]
+    policies = {k: t.config["oracle"]["policy"] for k, t in loaded.scenario.runs.items()}
+    assert policies == {"kame": "restart", "kame-emission": "emission"}
+    session = session_of(None)
+    session.loaded = loaded
+    _, fig, rows, *_ = compare(session)
+    assert [r[0] for r in rows] == ["KAME", "KAME (emission policy)"] and fig is not None
