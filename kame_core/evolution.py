@@ -73,7 +73,8 @@ def evolution_points(trace: SessionTrace, references: Sequence[str] = (), run: s
         reference = references[k] if k < len(references) and references[k].strip() else None
         out.append(EvolutionPoint(
             run=run, revision=r.revision, turn=k, text=r.text, spoken_ratio=r.spoken_ratio, hint_level=r.hint_level,
-            to_final=similarity(r.text, final.text), to_reference=None if reference is None else similarity(r.text, reference),
+            to_final=similarity(r.text, final.text),
+            to_reference=None if reference is None else similarity(r.text, reference),
             reached_t=None if r.start_frame is None else r.start_frame * FRAME_SECONDS,
             switched=r.revision in switched_to, is_final=r is final))
     return out

@@ -179,8 +179,8 @@ class ScriptedLLM:
     """Streams an answer chunk by chunk with virtual latency.
 
     ``answer`` maps the user's current turn (:func:`last_user_turn`, in either prompt layout) to the reply.
-    ``ignore_cancel`` makes it an adversarial back-end that swallows cancellation and keeps streaming late chunks. ``fail_after`` raises
-    an :class:`LLMError` after that many chunks (once per ``fail_times``).
+    ``ignore_cancel`` makes it an adversarial back-end that swallows cancellation and keeps streaming late
+    chunks. ``fail_after`` raises an :class:`LLMError` after that many chunks (once per ``fail_times``).
     """
 
     answer: Callable[[str], str]

@@ -79,7 +79,8 @@ def test_cli_writes_a_scenario_that_loads(tmp_path: Path, capsys: pytest.Capture
 
 @pytest.mark.parametrize(("file", "lines", "message"), [
     ("user_words.txt", [(2000, "fine"), (None, "no time here")], "user_words.txt:2: expected '<unix time in ms>"),
-    ("oracle_stream.txt", [(900, "[RESET]"), (950, "Hi"), (990, "[FLUSH]")], r"oracle_stream.txt:3: unknown marker \[FLUSH\]"),
+    ("oracle_stream.txt", [(900, "[RESET]"), (950, "Hi"), (990, "[FLUSH]")],
+     r"oracle_stream.txt:3: unknown marker \[FLUSH\]"),
     ("llm_stream_words.txt", [(600, "[TIMEOUT] Hi")], r"llm_stream_words.txt:1: unknown marker \[TIMEOUT\]"),
     ("oracle_stream.txt", [(950, "Hi")], "oracle_stream.txt:1: an oracle chunk before any"),
 ])

@@ -220,7 +220,8 @@ def duplex_markdown(results: Iterable["SessionResultLike"]) -> str:
         stops.extend(r.fd_stops)
     lines = ["Full-Duplex-Bench timing (v1/v1.5 definitions), measured here", "",
              "| system | forced delay (s) | turns | takeover rate | turn-taking latency, signed (s) | "
-             "turn-taking latency, clipped at 0 (s) | n (takeovers) | stop latency (s) | interruptions | never stopped |",
+             "turn-taking latency, clipped at 0 (s) | n (takeovers) | stop latency (s) | interruptions | "
+             "never stopped |",
              "|---|---|---|---|---|---|---|---|---|---|"]
     for (system, delay), (turns, stops) in groups.items():
         took = [t for t in turns if t[0] and t[1] is not None]
