@@ -171,7 +171,7 @@ def run_batch(kame, moshi, mimi: MimiModel, batch: int, device: torch.device, fr
                               "allocated_bytes": grown}
         finally:
             pool.close()
-            del pool
+            pool = None  # drop the last reference (pool_step's cell too) before freeing the memory
             _release(device)
     return result
 

@@ -8,6 +8,7 @@ from typing import Any
 
 import numpy as np
 
+from kame_core.duplex_metrics import DuplexSummary, duplex_metrics
 from kame_core.metrics import session_metrics
 from kame_core.scenario import Scenario
 from kame_core.trace import PROVENANCE_KINDS, SessionTrace
@@ -15,15 +16,32 @@ from kame_core.trace_query import revision_at
 
 
 def run_summary_rows(scenario: Scenario) -> list[list[Any]]:
-    """One row per run: run id, mode, front-end provenance, onset latency, revisions, corrections, text."""
+    """One row per run: run id, mode, front-end provenance, onset latency, Full-Duplex-Bench timing,
+    revisions, corrections, text."""
     rows = []
     for run_id, trace in scenario.runs.items():
         m = session_metrics(trace)
         origin = _origin(trace)
         latency = "n/a" if m.onset_latency_s is None else f"{m.onset_latency_s:+.2f} s"
-        rows.append([run_id, trace.mode, origin, latency, m.oracle_revisions, m.self_corrections,
-                     trace.spoken_text()])
+        rows.append([run_id, trace.mode, origin, latency, duplex_text(duplex_metrics(trace)), m.oracle_revisions,
+                     m.self_corrections, trace.spoken_text()])
     return rows
+
+
+def duplex_text(d: DuplexSummary) -> str:
+    """Full-Duplex-Bench timing in one line: takeovers, turn-taking latency signed and clipped (with its
+    denominator), stop latency when the user interrupted."""
+    if not d.turns:
+        return "no user turn"
+    parts = [f"takeover {d.takeovers}/{len(d.turns)}"]
+    if d.mean_latency_s is not None and d.mean_clipped_latency_s is not None:
+        parts.append(f"turn-taking {d.mean_latency_s:+.2f} s (clipped {d.mean_clipped_latency_s:.2f} s, "
+                     f"n={d.takeovers})")
+    if d.interruptions:
+        stop = "n/a" if d.mean_stop_latency_s is None else f"{d.mean_stop_latency_s:.2f} s"
+        parts.append(f"stop {stop} ({len(d.interruptions)} interruption(s)"
+                     + (f", {d.never_stopped} never stopped" if d.never_stopped else "") + ")")
+    return " · ".join(parts)
 
 
 def _origin(trace: SessionTrace) -> str:
@@ -37,7 +55,7 @@ def _origin(trace: SessionTrace) -> str:
     return "not recorded in this trace: " + (", ".join(parts) or "no component provenance")
 
 
-RUN_SUMMARY_HEADERS = ["run", "mode", "front-end (provenance)", "onset latency", "oracle revisions",
+RUN_SUMMARY_HEADERS = ["run", "mode", "front-end (provenance)", "onset latency", "FD-Bench timing", "oracle revisions",
                        "self-corrections", "what the assistant said"]
 
 

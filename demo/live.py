@@ -15,12 +15,20 @@ from typing import Iterable, Iterator
 
 import numpy as np
 
-from kame_core.pipelines.stack import MODES, Stack
+from kame_core.oracle import OracleConfig
+from kame_core.pipelines.stack import Mode, Stack
+from kame_core.pipelines.tandem import SessionConfig
 from kame_core.scenario import Scenario, save_scenario
 
 from .library import LoadedScenario
 
-MODE_LABELS = {"kame": "KAME (tandem)", "moshi": "Moshi mode", "cascade": "cascade (STT → LLM → TTS)"}
+MODE_LABELS = {"kame": "KAME (tandem)", "kame-emission": "KAME, emission-based adoption", "moshi": "Moshi mode",
+               "cascade": "cascade (STT → LLM → TTS)"}
+#: run id -> (pipeline mode, session configuration; None: the stack's default); ``kame`` uses the original
+#: restart policy, ``kame-emission`` the official repository's newer emission-based adoption, side by side
+RUNS: dict[str, tuple[Mode, SessionConfig | None]] = {
+    "kame": ("kame", None), "kame-emission": ("kame", SessionConfig(oracle=OracleConfig(policy="emission"))),
+    "moshi": ("moshi", None), "cascade": ("cascade", None)}
 
 
 @dataclass
@@ -39,15 +47,17 @@ def session_name() -> str:
 def run_audio(stack: Stack, audio: np.ndarray, modes: Iterable[str], out_dir: Path, *, components: str,
               source: str) -> Iterator[LiveProgress]:
     """Run ``audio`` through each of ``modes``; yields progress, the last item carries the scenario."""
-    chosen = [m for m in MODES if m in set(modes)]
+    chosen = [m for m in RUNS if m in set(modes)]
     if not chosen:
-        raise ValueError("choose at least one of: " + ", ".join(MODE_LABELS[m] for m in MODES))
+        raise ValueError("choose at least one of: " + ", ".join(MODE_LABELS[m] for m in RUNS))
     name = session_name()
     runs = {}
     for k, mode in enumerate(chosen):
         yield LiveProgress(f"running {MODE_LABELS[mode]} ({k + 1}/{len(chosen)}) on {len(audio) / 24000:.1f} s of "
                            f"{source} …")
-        runs[mode] = stack.runner(mode).run_sync(audio)  # type: ignore[arg-type]
+        pipeline_mode, config = RUNS[mode]
+        runner = stack.runner(pipeline_mode) if config is None else stack.runner(pipeline_mode, session=config)
+        runs[mode] = runner.run_sync(audio)
     scenario = Scenario(name=name, runs=runs, title=f"Live session ({source})",
                         description=f"Recorded live by KAME studio. Components: {components}", tags=["live"])
     path = save_scenario(scenario, out_dir / f"{name}.kame")

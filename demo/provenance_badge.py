@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from kame_core.trace import PROVENANCE_KINDS, Provenance, SessionTrace
 
 #: kinds that describe how a whole run reached us rather than one of its components
-_ORIGIN_KINDS = ("imported-training-dialogue", "recorded", "replay")
+_ORIGIN_KINDS = ("imported-training-dialogue", "imported-official-log", "recorded", "replay")
 #: component keys shown in the detail line, in pipeline order
 _COMPONENTS = (("front_end", "front-end"), ("stt", "STT"), ("llm", "LLM"), ("tts", "TTS"), ("vad", "VAD"))
 
@@ -22,6 +22,7 @@ _COMPONENTS = (("front_end", "front-end"), ("stt", "STT"), ("llm", "LLM"), ("tts
 _TINTS = {
     "neural-kame": "#e3f1ea", "neural-moshi": "#e3f1ea", "neural-random": "#fbeee0",
     "cpu-stand-in": "#fbf3dc", "recorded": "#e6eef8", "imported-training-dialogue": "#e6eef8",
+    "imported-official-log": "#e6eef8",
     "test-double": "#eeeeee",
 }
 

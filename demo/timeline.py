@@ -675,7 +675,8 @@ def _subtitle(traces: dict[str, SessionTrace]) -> str:
 
 
 #: how a trace's mode is named on its panel when the caller gives no run name
-RUN_NAMES = {"kame": "KAME", "moshi": "Moshi mode", "cascade": "cascade", "imported": "imported dialogue"}
+RUN_NAMES = {"kame": "KAME", "kame-emission": "KAME (emission policy)", "moshi": "Moshi mode", "cascade": "cascade",
+             "imported": "imported dialogue"}
 
 
 def timeline_figure(trace: SessionTrace, *, title: str | None = None, playhead_s: float | None = None,

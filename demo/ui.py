@@ -85,7 +85,8 @@ def build_app(gpu: Callable[[Callable], Callable] | None = None, hardware: hw.Ha
                                  info=None if names else library.NO_SCENARIOS.format(folder=library.scenarios_dir()))
             dialogue = gr.Dropdown(dialogues, value=None, label="…or a training dialogue (KAME dataset layout)",
                                    info=None if dialogues else "set KAME_TRAINING_DIR to a folder with audio/ and text/")
-            upload = gr.File(label="…or a scenario file (.kame)", file_types=[".kame"], type="filepath")
+            upload = gr.File(label="…or a scenario file (.kame), or a zipped official KAME server log folder",
+                             file_types=[".kame", ".zip"], type="filepath")
             download = gr.DownloadButton("Download this scenario (.kame)", value=None)
         status = gr.Markdown(elem_id="kame-status")
 
@@ -98,7 +99,7 @@ def build_app(gpu: Callable[[Callable], Callable] | None = None, hardware: hw.Ha
                 audio = _player()
                 details = gr.Markdown()
                 table = gr.Dataframe(headers=RUN_SUMMARY_HEADERS, interactive=False, wrap=True, label="Runs",
-                                     column_widths=["7%", "8%", "24%", "9%", "9%", "9%", "34%"])
+                                     column_widths=["7%", "7%", "19%", "8%", "17%", "8%", "8%", "26%"])
             with gr.Tab("Compare", id="compare"):
                 compare_btn = gr.Button("Compare every mode of this input", variant="primary")
                 compare_plot = gr.Plot(label="KAME · Moshi mode · cascade", elem_id="kame-plot-compare")
@@ -107,10 +108,19 @@ def build_app(gpu: Callable[[Callable], Callable] | None = None, hardware: hw.Ha
                     slots = [_player() for _ in range(views.COMPARE_SLOTS)]
                 compare_table = gr.Dataframe(headers=views.COMPARE_HEADERS, interactive=False, wrap=True,
                                              label="Measured on this input",
-                                             column_widths=["9%", "25%", "9%", "9%", "9%", "39%"])
+                                             column_widths=["9%", "21%", "8%", "17%", "8%", "8%", "29%"])
                 gr.Dataframe(value=PAPER_TABLE_ROWS, headers=PAPER_TABLE_HEADERS, interactive=False,
                              label="Reference: the paper's Table 2 (quoted, not measured here)")
                 gr.Markdown(f"<small>{PAPER_NOTE}</small>")
+            with gr.Tab("Evolution", id="evolution"):
+                gr.Markdown("Each oracle revision: how much of the user's utterance its request had heard (spoken "
+                            "ratio → hint level) against how close its text is to the turn's final oracle and to "
+                            "the reference answer — the oracle sharpening as more of the question is heard.")
+                with gr.Row():
+                    evo_btn = gr.Button("This input", variant="primary")
+                    evo_all_btn = gr.Button("All scenarios of the folder")
+                evo_plot = gr.Plot(label="Oracle evolution", elem_id="kame-plot-evolution")
+                evo_text = gr.Markdown()
             with gr.Tab("Forced delay", id="delay"):
                 gr.Markdown("Re-run this input's KAME run with the front-end held silent until *delay* after the "
                             "user stops. The STT and the oracle LLM are **replayed from the recording** (they do not "
@@ -131,8 +141,10 @@ def build_app(gpu: Callable[[Callable], Callable] | None = None, hardware: hw.Ha
                             "and the page says which components ran.")
                 with gr.Row():
                     live_in = gr.Audio(sources=["upload"], type="filepath", label="Your recording")
-                    modes = gr.CheckboxGroup([("KAME (tandem)", "kame"), ("Moshi mode", "moshi"),
-                                              ("cascade", "cascade")], value=["kame", "cascade"], label="Run")
+                    modes = gr.CheckboxGroup([("KAME (tandem)", "kame"),
+                                              ("KAME, emission-based adoption", "kame-emission"),
+                                              ("Moshi mode", "moshi"), ("cascade", "cascade")],
+                                             value=["kame", "cascade"], label="Run")
                 live_btn = gr.Button("Run", variant="primary")
                 gr.Markdown("…or talk: KAME runs **live on the real-time clock** while you speak (the microphone "
                             "streams every 0.5 s; the timeline redraws as it grows). When you stop, the cascade (if "
@@ -173,6 +185,8 @@ def build_app(gpu: Callable[[Callable], Callable] | None = None, hardware: hw.Ha
         download.click(views.download_scenario, state, [state, download], api_name="download_scenario")
         compare_btn.click(views.compare, state, [state, compare_plot, compare_table, *slots, compare_names],
                           api_name="compare")
+        evo_btn.click(views.evolution, state, [state, evo_plot, evo_text], api_name="evolution")
+        evo_all_btn.click(views.evolution_bundled, state, [state, evo_plot, evo_text], api_name="evolution_bundled")
         delay_btn.click(views.forced_delay, [delay, state], [state, delay_plot, delay_text], api_name="forced_delay")
         delay.release(views.forced_delay, [delay, state], [state, delay_plot, delay_text], api_visibility="private")
         curve_btn.click(views.delay_curve, state, [state, curve_plot, curve_text], api_name="delay_curve")

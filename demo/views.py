@@ -14,6 +14,7 @@ from typing import Any, Callable, Iterator
 
 import numpy as np
 
+from kame_core.duplex_metrics import duplex_metrics
 from kame_core.metrics import session_metrics
 from kame_core.trace_query import problems
 from kame_core.pipelines.replay import REPLAY_LABEL, ReplayUnavailable
@@ -22,7 +23,7 @@ from kame_core.trace import SessionTrace
 
 from . import library
 from .delay_sweep import DELAYS_S, DelayOutcome, curve_figure, describe_outcome, reference_answers, run_delay
-from .inspector import frame_details, run_summary_rows
+from .inspector import duplex_text, frame_details, run_summary_rows
 from . import session_files
 from .player import player_html, write_mix
 from .provenance_badge import provenance_badge
@@ -34,7 +35,8 @@ from .uploads import UploadError, decode_upload
 COMPARE_SLOTS = 3
 TIMELINE_PLAYER = "Conversation audio (user + assistant) — the timeline's playhead follows it"
 _ORIGINS = {"bundled": "bundled scenario file (recorded)", "upload": "uploaded scenario file (recorded)",
-            "training": "imported training dialogue (KAME dataset layout)", "live": "live session (computed now)"}
+            "training": "imported training dialogue (KAME dataset layout)", "live": "live session (computed now)",
+            "official-log": "imported from an official KAME server log (uploaded zip)"}
 
 
 @dataclass
@@ -182,12 +184,13 @@ def open_bundled(name: str | None, state: Any = None):
 
 
 def open_upload(file: str | None, state: Any = None):
-    """Open an uploaded scenario file (validated; an invalid one gives an error naming the field and the
-    session keeps the scenario it had)."""
+    """Open an uploaded scenario file, or a zipped official KAME server log folder (validated; an invalid one
+    gives an error naming the field, or the log file and line, and the session keeps the scenario it had)."""
     session = session_of(state)
     if not file:
-        return _failed(session, "Upload a scenario file (.kame).")
-    return _open(session, f"Invalid scenario file {Path(file).name}", lambda: library.open_file(file))
+        return _failed(session, "Upload a scenario file (.kame) or a zipped official KAME server log folder.")
+    what = "official KAME log" if library.official_log_members(Path(file)) else "scenario file"
+    return _open(session, f"Invalid {what} {Path(file).name}", lambda: library.open_upload(file))
 
 
 def open_training(dialogue_id: str | None, state: Any = None):
@@ -254,15 +257,16 @@ def seek(t: float | None, state: Any = None):
 # ----------------------------------------------------------------------------------------- compare
 def _ordered_runs(loaded: library.LoadedScenario) -> list[tuple[str, SessionTrace]]:
     runs = loaded.scenario.runs
-    order = [k for k in ("kame", "moshi", "cascade") if k in runs] + [k for k in runs if k not in
-                                                                       ("kame", "moshi", "cascade")]
+    known = ("kame", "kame-emission", "moshi", "cascade")
+    order = [k for k in known if k in runs] + [k for k in runs if k not in known]
     return [(k, runs[k]) for k in order]
 
 
 def compare(state: Any = None):
     """All runs of the opened input on one time axis: (session, figure, rows, slot audio ×3, transcripts).
 
-    Each row: run, what produced it, onset latency, oracle revisions, self-corrections, final transcript."""
+    Each row: run, what produced it, onset latency, FD-Bench timing, oracle revisions, self-corrections, final
+    transcript."""
     session = session_of(state)
     if session.loaded is None:
         return (session, None, [], *([None] * COMPARE_SLOTS), "Open a scenario first.")
@@ -274,7 +278,8 @@ def compare(state: Any = None):
     for k, t in ordered:
         m = session_metrics(t)
         rows.append([run_label(k, t), provenance_badge(t, recorded=session.loaded.recorded).headline,
-                     "n/a" if m.onset_latency_s is None else f"{m.onset_latency_s:+.2f} s", m.oracle_revisions,
+                     "n/a" if m.onset_latency_s is None else f"{m.onset_latency_s:+.2f} s",
+                     duplex_text(duplex_metrics(t)), m.oracle_revisions,
                      m.self_corrections, t.spoken_text()])
     audio = [player(session, k, t, f"compare-{i}", f"{run_label(k, t)} — conversation audio")
              for i, (k, t) in enumerate(ordered[:COMPARE_SLOTS])]
@@ -283,8 +288,44 @@ def compare(state: Any = None):
     return (session, fig, rows, *audio, names)
 
 
-COMPARE_HEADERS = ["run", "front-end / pipeline (provenance)", "onset latency", "oracle revisions",
+COMPARE_HEADERS = ["run", "front-end / pipeline (provenance)", "onset latency", "FD-Bench timing", "oracle revisions",
                    "self-corrections", "final transcript"]
+
+
+# ------------------------------------------------------------------------------------- evolution
+def evolution(state: Any = None):
+    """The oracle's evolution for the opened input: (session, figure, per-level markdown)."""
+    from kame_core.evolution import level_table_markdown
+
+    from .evolution import evolution_figure, scenario_points
+
+    session = session_of(state)
+    if session.loaded is None:
+        return session, None, "Open a scenario first."
+    points = scenario_points(session.loaded.scenario)
+    if not points:
+        return session, None, "No oracle revision with text in this input's runs (only KAME runs have them)."
+    refs = "the scenario's reference answers" if session.loaded.references else "no reference answers in this file"
+    fig = evolution_figure(points, f"{session.loaded.title} — the oracle's evolution ({len(points)} revisions)")
+    return session, fig, f"Per hint level ({refs}):\n\n" + level_table_markdown(points)
+
+
+def evolution_bundled(state: Any = None):
+    """The oracle's evolution pooled over every scenario of the scenarios folder: (session, figure, markdown)."""
+    from kame_core.evolution import level_table_markdown
+
+    from .evolution import evolution_figure, folder_points
+
+    session = session_of(state)
+    names = library.bundled_names()
+    if not names:
+        return session, None, library.NO_SCENARIOS.format(folder=library.scenarios_dir())
+    try:
+        points = folder_points(library.scenarios_dir() / f"{name}.kame" for name in names)
+    except ScenarioError as err:
+        return session, None, _error("Cannot read the scenarios folder", err)
+    fig = evolution_figure(points, f"The oracle's evolution over {len(names)} scenarios ({len(points)} revisions)")
+    return session, fig, level_table_markdown(points)
 
 
 # ------------------------------------------------------------------------------------- forced delay

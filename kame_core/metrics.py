@@ -25,15 +25,18 @@ from .clock import FRAME_SECONDS, SAMPLES_PER_FRAME
 from .protocols import Word
 from .session.turns import TurnConfig, UserTurn
 from .trace import EventKind, SessionTrace
+from .hint_levels import hint_level
 from .trace_query import (
     llm_requests,
     oracle_revisions,
+    request_spoken_ratios,
     self_corrections,
     speech_segments,
     user_turns,
 )
 
-__all__ = ["CARRY_OVER_GAP_S", "SILENCE_RMS", "SessionMetrics", "TurnOnset", "UserTurn", "annotate_onsets",
+__all__ = ["CARRY_OVER_GAP_S", "SILENCE_RMS", "SessionMetrics", "TurnOnset", "UserTurn", "annotate_hint_levels",
+           "annotate_onsets",
            "median_onset_latency", "session_metrics", "speech_segments", "stt_word_lags", "transcript_to_oracle",
            "turn_onsets", "user_turns"]
 
@@ -118,6 +121,27 @@ def annotate_onsets(trace: SessionTrace, turn_gap_s: float = TurnConfig.turn_gap
                         audio_latency_s=None if onset.audio_latency_s is None
                         else round(onset.audio_latency_s, 3))
     trace.events.sort(key=lambda e: e.t)
+
+
+def annotate_hint_levels(trace: SessionTrace) -> int:
+    """Store ``hint_level`` and ``spoken_ratio`` on every ORACLE_RESET whose request's utterance has its final
+    transcript (:func:`~kame_core.trace_query.request_spoken_ratios`); a value stored earlier, while the turn
+    was still going on, is brought up to date. Resets without a request (imported training dialogues) keep
+    theirs. Events are replaced, not edited in place, so a reader on another thread never sees a dict change.
+    Returns how many resets carry a level afterwards."""
+    ratios = request_spoken_ratios(trace)
+    carried = 0
+    for i, e in enumerate(trace.events):
+        if e.kind is not EventKind.ORACLE_RESET:
+            continue
+        request = e.data.get("request")
+        ratio = ratios.get(request) if isinstance(request, int) else None
+        if ratio is not None:
+            level = hint_level(ratio)
+            if e.data.get("hint_level") != level or e.data.get("spoken_ratio") != ratio:
+                trace.events[i] = type(e)(e.t, e.kind, {**e.data, "hint_level": level, "spoken_ratio": ratio})
+        carried += isinstance(trace.events[i].data.get("hint_level"), int)
+    return carried
 
 
 def transcript_to_oracle(trace: SessionTrace) -> list[float]:

@@ -15,6 +15,14 @@ Official KAME semantics (the rules this module implements, each covered by a vir
 * The newest stream always wins: a chunk from a cancelled or superseded stream is dropped, even if the
   back-end ignores cancellation.
 * After a back-end error the stream is retried at the next poll.
+
+Two things are options of :class:`OracleConfig`, recorded in the trace config:
+
+* ``prompt_layout``: ``"official"`` (KAME's default; the official server's layout) sends the system prompt and
+  ONE user message holding the conversation as ``user: ...`` / ``moshi: ...`` lines, the pending partial as a
+  last ``user: ...`` line, cut to its last ``max_prompt_chars`` characters; ``"chat"`` sends chat turns.
+* ``policy``: ``"restart"`` is the original policy above; ``"emission"`` is the official repository's newer
+  emission-based adoption (:mod:`kame_core.oracle_emission`).
 """
 from __future__ import annotations
 
@@ -22,7 +30,7 @@ import asyncio
 import dataclasses
 from collections import deque
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 from .clock import Clock
 from .protocols import ChatMessage, LLMError, StreamingLLM, TextTokenizer
@@ -36,24 +44,67 @@ DEFAULT_SYSTEM_PROMPT = (
 )
 
 
+#: The official server's system prompt for its line layout, in our words (the facts in KAME_OFFICIAL_SERVER.md).
+OFFICIAL_SYSTEM_PROMPT = (
+    "You are Moshi, in the middle of a spoken conversation with the user. The conversation so far is given as "
+    "lines 'user: ...' and 'moshi: ...'; the last user line may still be unfinished. Predict where the user's "
+    "dialogue is going and say Moshi's next response. No commentary. Speak confidently, briefly, at most 30 "
+    "words. Do not start with 'moshi:'. Give correct information, consistent with what the user said. Use no "
+    "symbols that are not spoken."
+)
+PROMPT_LAYOUTS = ("official", "chat")
+POLICIES = ("restart", "emission")
+
+
 @dataclass
 class OracleConfig:
-    """Configuration of the oracle manager (all of it is recorded in the trace)."""
+    """Configuration of the oracle manager (all of it is recorded in the trace).
+
+    An empty ``system_prompt`` means the layout's default (:data:`OFFICIAL_SYSTEM_PROMPT` for the official
+    layout, :data:`DEFAULT_SYSTEM_PROMPT` for chat turns); the trace records the prompt actually used.
+    """
 
     interval_s: float = 0.5
     restart_word_delta: int = 2
     max_starts_per_window: int = 5
     rate_window_s: float = 2.0
-    system_prompt: str = DEFAULT_SYSTEM_PROMPT
+    system_prompt: str = ""
+    prompt_layout: Literal["official", "chat"] = "official"
+    policy: Literal["restart", "emission"] = "restart"
+    #: emission policy: most streams running at once (the official ``--max-concurrent-streams``)
+    max_concurrent_streams: int = 7
+    #: official layout: the user message is cut to its last this many characters (``--max-prompt-chars``)
+    max_prompt_chars: int = 6000
+
+    def __post_init__(self) -> None:
+        if self.prompt_layout not in PROMPT_LAYOUTS:
+            raise ValueError(f"unknown prompt layout {self.prompt_layout!r}: expected one of {PROMPT_LAYOUTS}")
+        if self.policy not in POLICIES:
+            raise ValueError(f"unknown oracle policy {self.policy!r}: expected one of {POLICIES}")
+        if self.max_concurrent_streams < 1 or self.max_prompt_chars < 1:
+            raise ValueError("max_concurrent_streams and max_prompt_chars must be at least 1")
+        if not self.system_prompt:
+            self.system_prompt = OFFICIAL_SYSTEM_PROMPT if self.prompt_layout == "official" else DEFAULT_SYSTEM_PROMPT
 
     def to_json(self) -> dict[str, object]:
         return dict(self.__dict__)
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> "OracleConfig":
-        """Inverse of :meth:`to_json`; unknown keys are ignored, missing ones take their defaults."""
+        """Inverse of :meth:`to_json`; unknown keys are ignored. A trace recorded before the layout and policy
+        were options used chat turns and the restart policy: missing keys say so, not today's defaults."""
         known = {f.name for f in dataclasses.fields(cls)}
-        return cls(**{k: v for k, v in data.items() if k in known})
+        values = {k: v for k, v in data.items() if k in known}
+        if data:
+            values.setdefault("prompt_layout", "chat")
+            values.setdefault("policy", "restart")
+        return cls(**values)
+
+    def messages(self, conversation: "Conversation") -> list[ChatMessage]:
+        """What the LLM is sent for ``conversation`` in this configuration's layout."""
+        if self.prompt_layout == "official":
+            return conversation.official_messages(self.system_prompt, self.max_prompt_chars)
+        return conversation.messages(self.system_prompt)
 
 
 @dataclass
@@ -63,19 +114,27 @@ class Conversation:
     turns: list[ChatMessage] = field(default_factory=list)
     pending_user: str = ""
     finals: int = 0
+    #: who spoke last (``user``: a partial or final with words; ``assistant``: a spoken piece); None: nobody
+    last_speaker: str | None = None
     _assistant_buffer: list[str] = field(default_factory=list)
 
     def on_partial(self, text: str) -> None:
         self.pending_user = text.strip()
+        if self.pending_user:
+            self.last_speaker = "user"
 
     def on_final(self, text: str) -> None:
         self.pending_user = ""
         self.finals += 1
         self._commit("user", text.strip())
+        if text.strip():
+            self.last_speaker = "user"
 
     def on_assistant_piece(self, piece: str) -> None:
         """Collect the assistant's spoken text; it is committed at the next user turn."""
         self._assistant_buffer.append(piece)
+        if piece.strip():
+            self.last_speaker = "assistant"
 
     def commit_assistant(self) -> str:
         """Commit what the assistant said since the last commit (called at a turn boundary)."""
@@ -99,6 +158,15 @@ class Conversation:
 
     def user_transcript(self) -> str:
         return " ".join([m.content for m in self.turns if m.role == "user"] + [self.pending_user]).strip()
+
+    def official_messages(self, system_prompt: str, max_chars: int = 6000) -> list[ChatMessage]:
+        """The official server's layout: the system prompt, then ONE user message holding the conversation as
+        ``user: ...`` / ``moshi: ...`` lines (the pending partial as a last ``user:`` line), cut to its last
+        ``max_chars`` characters."""
+        lines = [f"{'user' if m.role == 'user' else 'moshi'}: {m.content}" for m in self.turns]
+        if self.pending_user:
+            lines.append(f"user: {self.pending_user}")
+        return [ChatMessage("system", system_prompt), ChatMessage("user", "\n".join(lines)[-max_chars:])]
 
     def messages(self, system_prompt: str) -> list[ChatMessage]:
         """The committed conversation plus the pending partial, as chat messages for the LLM."""
@@ -222,9 +290,9 @@ class OracleManager:
         self._words_at_start = self._conv.user_word_count()
         self._finals_at_start = self._conv.finals
         self._last_failed = False
-        messages = self._conv.messages(self.config.system_prompt)
+        messages = self.config.messages(self._conv)
         self._trace.add_event(
-            now, EventKind.LLM_REQUEST_START, request=self._request, reason=reason,
+            now, EventKind.LLM_REQUEST_START, request=self._request, reason=reason, policy=self.config.policy,
             transcript=self._conv.user_transcript(), transcript_t=self.last_update_t,
             messages=[{"role": m.role, "content": m.content} for m in messages[1:]],
         )

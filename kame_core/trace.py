@@ -88,6 +88,7 @@ PROVENANCE_KINDS: dict[str, str] = {
     "cpu-stand-in": "CPU stand-in front-end (imitates KAME; not the trained model)",
     "recorded": "recorded scenario (played back, not computed now)",
     "imported-training-dialogue": "imported training dialogue (KAME dataset layout)",
+    "imported-official-log": "imported from an official KAME server log (SakanaAI/kame --log-dir)",
     "paper-quote": "number quoted from the KAME paper (arXiv 2510.02327)",
     "replay": "back-ends (STT, LLM) replayed from a recording; front-end re-run now",
     "stt": "speech-to-text",

@@ -6,7 +6,9 @@ eval, the bundled-scenario recorder and the metrics all do):
 * :func:`llm_requests`     -- each LLM request: start, first chunk, how it ended (finish / cancel / error /
   still open), the text it streamed, the transcript it was asked with, the oracle revision it became;
 * :func:`oracle_revisions` -- each oracle revision: the request behind it, when it reset the stream, the frames
-  its tokens were fed at, its text (all of it, and what was fed), the transcript it came from, its hint level;
+  its tokens were fed at, its text (all of it, and what was fed), the transcript it came from, its hint level
+  (as recorded, else computed by :func:`request_spoken_ratios`);
+* :func:`request_spoken_ratios` -- the spoken ratio of each LLM request (:mod:`kame_core.hint_levels`);
 * :func:`revision_at`      -- the revision the front-end had been fed by a frame, and what of it;
 * :func:`self_corrections` -- each self-correction: its frame, the revision heard, the frames abandoned;
 * :func:`user_turns`       -- the user's turns (speech segments grouped by the one turn rule).
@@ -20,6 +22,8 @@ from dataclasses import dataclass
 from typing import Literal
 
 from .clock import FRAME_SECONDS
+from .hint_levels import hint_level as level_of_ratio
+from .hint_levels import spoken_ratio
 from .session.turns import TurnConfig, UserTurn, group_turns
 from .trace import Event, EventKind, SessionTrace
 
@@ -160,6 +164,7 @@ def oracle_revisions(trace: SessionTrace) -> list[OracleRevision]:
         if isinstance(rev, int):
             appended.setdefault(rev, []).append(str(e.data.get("text", "")))
     requests = {r.request: r for r in llm_requests(trace)}
+    ratios: dict[int, float] | None = None
     out = []
     for e in trace.events_of(EventKind.ORACLE_RESET):
         rev = e.data.get("revision")
@@ -169,6 +174,12 @@ def oracle_revisions(trace: SessionTrace) -> list[OracleRevision]:
         request = requests.get(request_id) if isinstance(request_id, int) else None
         text = "".join(appended.get(rev, [])) or str(e.data.get("text", "") or "")
         frames = fed_frames.get(rev, [])
+        level = e.data.get("hint_level") if isinstance(e.data.get("hint_level"), int) else None
+        ratio = _opt_float(e.data.get("spoken_ratio"))
+        if level is None and isinstance(request_id, int):  # not recorded: derive it from the transcripts
+            ratios = request_spoken_ratios(trace) if ratios is None else ratios
+            ratio = ratios.get(request_id, ratio)
+            level = None if ratio is None else level_of_ratio(ratio)
         out.append(OracleRevision(
             revision=rev, request=request_id if isinstance(request_id, int) else None, reset_t=e.t,
             start_frame=start_frame.get(rev, frames[0] if frames else None),
@@ -176,9 +187,55 @@ def oracle_revisions(trace: SessionTrace) -> list[OracleRevision]:
             fed_text=_clean("".join(fed_text.get(rev, []))),
             transcript=request.transcript if request else str(e.data.get("transcript", "") or ""),
             transcript_t=request.transcript_t if request else None,
-            hint_level=e.data.get("hint_level") if isinstance(e.data.get("hint_level"), int) else None,
-            spoken_ratio=_opt_float(e.data.get("spoken_ratio")),
+            hint_level=level, spoken_ratio=ratio,
             outcome=request.outcome if request else "open"))
+    return out
+
+
+def _utterance_ends(trace: SessionTrace) -> tuple[list[int], list[int]]:
+    """Per STT final in event order: the cumulative user words once it is in; and per utterance the cumulative
+    user words at its end (strictly increasing). Utterances are the user's turns when the trace has
+    voice-activity events (a final belongs to the last turn begun by its time), else single finals."""
+    finals = trace.events_of(EventKind.STT_FINAL)
+    turns = user_turns(trace)
+    cumulative, ends, total = [], [], 0
+    group_of_previous: int | None = None
+    for k, e in enumerate(finals):
+        total += len(str(e.data.get("text", "")).split())
+        cumulative.append(total)
+        group = k if not turns else max(0, sum(turn.start <= e.t for turn in turns) - 1)
+        if ends and group == group_of_previous:
+            ends[-1] = total
+        else:
+            ends.append(total)
+        group_of_previous = group
+    strictly: list[int] = []
+    for end in ends:  # utterances whose finals were all empty add no words: they are no utterance
+        if not strictly or end > strictly[-1]:
+            strictly.append(end)
+    if strictly and strictly[0] == 0:
+        strictly.pop(0)
+    return cumulative, strictly
+
+
+def request_spoken_ratios(trace: SessionTrace) -> dict[int, float]:
+    """Spoken ratio of every LLM request whose utterance has its final transcript in the trace (requests
+    without a recorded transcript, or whose utterance never got a final, are left out); see
+    :mod:`kame_core.hint_levels` for the definition."""
+    cumulative, ends = _utterance_ends(trace)
+    out: dict[int, float] = {}
+    finals_seen = 0
+    for e in trace.events:
+        if e.kind is EventKind.STT_FINAL:
+            finals_seen += 1
+        elif e.kind is EventKind.LLM_REQUEST_START and isinstance(e.data.get("transcript"), str):
+            request = e.data.get("request")
+            if not isinstance(request, int) or request in out:
+                continue
+            committed = cumulative[finals_seen - 1] if finals_seen else 0
+            ratio = spoken_ratio(len(e.data["transcript"].split()), committed, ends)
+            if ratio is not None:
+                out[request] = ratio
     return out
 
 

@@ -10,7 +10,8 @@ Nothing is edited afterwards: a file holds exactly what the stack produced. The 
 traces.
 
 It fails loudly (exit status 1, the file is not written) when a scenario would exceed the size limit
-(2 MB) or when a scenario that promises a self-correction was recorded without one.
+(2 MB), when a scenario that promises a self-correction was recorded without one, or one that promises an
+interruption was recorded without the user cutting in on speech that then stops.
 """
 from __future__ import annotations
 
@@ -58,6 +59,8 @@ class ScenarioSpec:
     #: seconds of silence before each turn after the first (long enough for the previous answer)
     turn_pause_s: float = 9.0
     expect_self_correction: bool = False
+    #: the user's second turn must start while the KAME run's assistant is speaking, and it must stop
+    expect_interruption: bool = False
     seed: int = 0
 
     @property
@@ -115,6 +118,17 @@ def check_self_correction(trace: SessionTrace, name: str) -> None:
         raise BundleError(f"{name}: the KAME run has fewer than two oracle revisions with different content")
 
 
+def check_interruption(trace: SessionTrace, name: str) -> None:
+    """An interruption scenario must show one: a user turn starting over the assistant's speech, which stops."""
+    from kame_core.duplex_metrics import duplex_metrics
+
+    cuts = duplex_metrics(trace).interruptions
+    if not cuts:
+        raise BundleError(f"{name}: no user turn began while the assistant was speaking; shorten the pause")
+    if all(c.model_stop is None for c in cuts):
+        raise BundleError(f"{name}: the assistant never went silent after the user cut in")
+
+
 def save_checked(scenario: Scenario, out_dir: Path, max_bytes: int = MAX_BYTES) -> Path:
     """Save ``scenario`` into ``out_dir`` only if the file stays under ``max_bytes``; else raise, write nothing."""
     target = scenario_path(out_dir, scenario.name)
@@ -142,6 +156,8 @@ def record_one(stack: Any, spec: ScenarioSpec) -> Scenario:
     scenario.references = list(spec.references)
     if spec.expect_self_correction:
         check_self_correction(scenario.runs["kame"], spec.name)
+    if spec.expect_interruption:
+        check_interruption(scenario.runs["kame"], spec.name)
     return scenario
 
 

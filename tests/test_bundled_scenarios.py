@@ -12,6 +12,7 @@ from kame_core.metrics import session_metrics, user_turns
 from kame_core.pipelines.tandem import SessionConfig, TandemRunner
 from kame_core.scenario import Scenario, load_scenario
 from kame_core.trace import EventKind
+from kame_core.trace_query import oracle_revisions
 from scenarios import record_bundled
 from scenarios.record_bundled import BundleError, load_specs, oracle_texts, save_checked
 
@@ -65,6 +66,13 @@ def test_runs_carry_honest_provenance(path, scenarios):
         assert answering.kind == "llm" and "SmolLM2" in answering.model_id, run_id
 
 
+def test_every_kame_revision_has_a_hint_level_and_the_last_of_each_turn_heard_it_all(scenarios):
+    for name, scenario in scenarios.items():
+        revisions = oracle_revisions(scenario.runs["kame"])
+        assert revisions and all(r.hint_level is not None and r.spoken_ratio is not None for r in revisions), name
+        assert revisions[-1].hint_level == 5 and min(r.hint_level for r in revisions) < 5, name
+
+
 def test_categories_cover_the_promised_set(scenarios):
     categories = {s.category for s in scenarios.values()}
     assert {"knowledge", "reasoning", "stem", "humanities"} <= categories
@@ -73,6 +81,8 @@ def test_categories_cover_the_promised_set(scenarios):
     for scenario in two_turn:
         for run_id, trace in scenario.runs.items():
             assert len(user_turns(trace)) == 2, (scenario.name, run_id)
+            if SPECS[scenario.name].expect_interruption:
+                continue  # the user cuts in: a mode may not have started answering the first turn yet
             onsets = session_metrics(trace).onsets
             assert all(o.latency_s is not None for o in onsets), f"{scenario.name}/{run_id} answered both turns"
 
@@ -89,10 +99,24 @@ def test_self_correction_scenario_really_corrects_itself(scenarios):
         assert session_metrics(kame).oracle_revisions >= 2
 
 
+def test_interruption_scenario_cuts_in_on_speech_that_stops(scenarios):
+    from kame_core.duplex_metrics import duplex_metrics
+
+    cut_in = [s for s in scenarios.values() if SPECS[s.name].expect_interruption]
+    assert cut_in, "a bundled scenario where the user interrupts the assistant"
+    for scenario in cut_in:
+        d = duplex_metrics(scenario.runs["kame"])
+        assert d.interruptions and d.interruptions[0].turn == 1, scenario.name
+        assert d.mean_stop_latency_s is not None and 0 <= d.mean_stop_latency_s < 2.0, scenario.name
+
+
 @pytest.mark.parametrize("path", BUNDLED, ids=lambda p: p.stem)
 def test_cascade_starts_later_than_kame(path, scenarios):
     runs = scenarios[path.stem].runs
     kame, cascade = session_metrics(runs["kame"]), session_metrics(runs["cascade"])
+    if SPECS[path.stem].expect_interruption:  # the user cut in before the cascade had begun its first answer
+        assert kame.onset_latency_s is not None and cascade.onset_latency_s is None
+        return
     assert kame.onset_latency_s is not None and cascade.onset_latency_s is not None
     assert cascade.onset_latency_s > kame.onset_latency_s
 

@@ -246,3 +246,57 @@ def test_report_labels_proxy_everywhere_and_quotes_the_paper(tmp_path) -> None:
     sweep = list(csv.reader(open(csv_path, encoding="utf-8")))
     assert PROXY_LABEL in sweep[0][2] and [r[1] for r in sweep[1:]] == ["0.0", "1.0"]
     assert PROXY_LABEL in json.loads(sweep_js.read_text())["layout"]["title"]["text"]
+
+
+def test_duplex_report_pools_turns_per_system_with_its_denominators() -> None:
+    from kame_core.eval.report import duplex_markdown
+
+    a = _result("kame", 101)
+    a.fd_turns, a.fd_stops = [[True, -0.4], [True, 0.6]], [0.5]
+    b = _result("kame", 102)
+    b.fd_turns, b.fd_stops = [[False, None], [True, 0.2]], [None]
+    c = _result("cascade", 101)
+    c.fd_turns = [[True, 1.5], [True, 1.7]]
+    again = SessionResult.from_json(json.loads(json.dumps(a.to_json())))
+    assert again.fd_turns == a.fd_turns and again.fd_stops == [0.5]
+    lines = duplex_markdown([a, b, c]).splitlines()
+    kame = next(line for line in lines if line.startswith("| KAME"))
+    cells = [cell.strip() for cell in kame.strip("|").split("|")]
+    # 4 turns, 3 takeovers; signed mean (-0.4 + 0.6 + 0.2) / 3, clipped (0 + 0.6 + 0.2) / 3; one stop, one never
+    assert cells[2:] == ["4", "0.75", "0.13", "0.27", "3", "0.50", "2", "1"]
+    cascade = next(line for line in lines if line.startswith("| cascade"))
+    assert "1.60" in cascade and cascade.rstrip(" |").endswith("| 0 | 0")
+
+
+def test_oracle_policy_and_layout_reach_the_runner_and_the_cache_key(tmp_path, monkeypatch) -> None:
+    from kame_core.eval.cli import build_parser, stack_identity
+    from kame_core.eval.harness import SessionItem, run_sessions
+    from kame_core.eval.mtbench_data import Question
+    from kame_core.eval.sessions import session_config
+    from kame_core.oracle import OracleConfig
+
+    base = ["mtbench", "--out", str(tmp_path)]
+    default = stack_identity(build_parser().parse_args(base))
+    emission = stack_identity(build_parser().parse_args([*base, "--oracle-policy", "emission",
+                                                          "--prompt-layout", "chat"]))
+    assert (default["oracle_policy"], default["prompt_layout"]) == ("restart", "official")
+    assert (emission["oracle_policy"], emission["prompt_layout"]) == ("emission", "chat")
+    seen = []
+
+    class Stack:
+        tts = None
+
+    def runner(stack, mode, question, audio, **kwargs):
+        seen.append(kwargs.get("oracle"))
+        return _result(mode, question.question_id), None
+
+    question = Question(101, "reasoning", ("one?", "two?"))
+    cache = ResultCache(tmp_path / "cache.jsonl")
+    oracle = OracleConfig(policy="emission", prompt_layout="chat")
+    monkeypatch.setattr("kame_core.eval.harness.synthesize_turns", lambda tts, q: [])  # no TTS needed here
+    for stack_id in (default, emission):
+        run_sessions([SessionItem(question, "kame", 0, 0.0)], Stack, stack_id, cache, runner=runner, oracle=oracle)
+    run_sessions([SessionItem(question, "kame", 0, 0.0)], Stack, emission, cache, runner=runner, oracle=oracle)
+    assert seen == [oracle, oracle]  # two keys, two runs; the third call came from the cache
+    assert session_config("kame", 0, 0.0, oracle).oracle.policy == "emission"
+    assert session_config("kame", 0, 0.0).oracle == OracleConfig()

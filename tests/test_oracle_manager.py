@@ -108,8 +108,8 @@ def test_at_most_five_starts_in_any_two_second_window():
     assert h.trace.events_of(EventKind.NOTE), "rate-limited polls are recorded"
 
 
-def test_llm_gets_committed_conversation_plus_pending_partial():
-    h = Harness()
+def test_llm_gets_committed_conversation_plus_pending_partial_as_chat_turns():
+    h = Harness(prompt_layout="chat")
     def turn(c):
         c.on_final("tell me a joke")
         c.on_assistant_piece(" why not")

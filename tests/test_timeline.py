@@ -102,10 +102,19 @@ def test_one_revision_span_per_oracle_reset_with_consistent_colours(kame, two_mi
     assert revision_colour(3) == revision_colour(3 + 9) != revision_colour(4)
 
 
-def test_revision_labels_show_rev_and_hint_level_when_known(kame):
+def test_revision_labels_show_rev_and_hint_level_of_every_kame_run(kame):
     fig = timeline_figure(kame)
-    labels = " ".join(t for tr in fig.data if (tr.name or "").endswith("· revisions") for t in tr.text)
-    assert "rev 1" in labels and "hint" not in labels
+    (labels,) = [tr for tr in fig.data if (tr.name or "").endswith("· revisions")]
+    assert "rev 1 · hint 0" in labels.text[0]  # asked after 2 of the question's words: level 0
+    assert all("hint level" in h and "spoken ratio" in h for h in labels.hovertext)
+    bare = copy.deepcopy(kame)  # a trace whose levels cannot be known: no final transcript at all
+    bare.events = [e for e in kame.events if e.kind is not EventKind.STT_FINAL]
+    bare.events = [e if e.kind is not EventKind.ORACLE_RESET else
+                   type(e)(e.t, e.kind, {k: v for k, v in e.data.items() if k not in ("hint_level", "spoken_ratio")})
+                   for e in bare.events]
+    fig = timeline_figure(bare)
+    labels_text = " ".join(t for tr in fig.data if (tr.name or "").endswith("· revisions") for t in tr.text)
+    assert "rev 1" in labels_text and "hint" not in labels_text
     hinted = copy.deepcopy(kame)
     hinted.events = [e if e.kind is not EventKind.ORACLE_RESET else
                      type(e)(e.t, e.kind, {**e.data, "hint_level": 2}) for e in kame.events]

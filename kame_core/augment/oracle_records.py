@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Iterator, Mapping, Sequence
 
+from ..hint_levels import hint_level  # the level table lives with every run's levels
 from .transcript import CHANNELS, TranscriptWord
 
 if TYPE_CHECKING:
@@ -26,17 +27,6 @@ RECENT_WINDOW = 5
 UTTERANCE_GAP_S = 1.0
 #: Below or at this spoken ratio the simulator gets no hint, and the stored ``hint`` is blank.
 HINT_RATIO_THRESHOLD = 0.5
-#: Upper bounds (inclusive) of the spoken ratio for hint levels 0..4; above the last one is level 5.
-HINT_LEVEL_BOUNDS = (0.5, 0.65, 0.8, 0.95, 0.99)
-MAX_HINT_LEVEL = len(HINT_LEVEL_BOUNDS)
-
-
-def hint_level(ratio: float) -> int:
-    """Hint level 0..5 for a current spoken ratio (table in ORACLE_RULES.md)."""
-    for level, bound in enumerate(HINT_LEVEL_BOUNDS):
-        if ratio <= bound:
-            return level
-    return MAX_HINT_LEVEL
 
 
 def other_speaker(speaker: str) -> str:

@@ -29,12 +29,14 @@ from tqdm import tqdm
 from ..executors import EXECUTOR_CHOICES, ExecutorError, ExecutorUnavailable, make_executor
 from ..llm import SPEC_HELP
 from ..llm.base import MissingAPIKey
+from ..oracle import OracleConfig
 from ..pipelines.stack import MODES, Stack
 from .cache import ResultCache
 from .judge import DEFAULT_JUDGE, Judge, judge_id, judge_model_name, make_judge_llm
 from .mtbench_data import FASTCHAT_RAW, PAPER_QUESTION_IDS, MTBenchDataError, parse_question_ids, resolve_data
 from .proxy import PROXY_LABEL, proxy_scorer
-from .report import (summarize, table_figure, table_markdown, write_rows, write_sweep, write_table_csv)
+from .report import (duplex_markdown, summarize, table_figure, table_markdown, write_rows, write_sweep,
+                     write_table_csv)
 from .harness import (JudgeGrader, ProxyGrader, SessionsFailed, answers_to_grade, latencies_by_system,
                       plan_sessions, run_sessions)
 from .sessions import TurnTaking
@@ -83,6 +85,10 @@ def build_parser() -> argparse.ArgumentParser:
                         "$OPENAI_API_KEY is set, else none)")
     p.add_argument("--delays", default="0,0.5,1,2,3", help="forced delays in seconds for the sweep")
     p.add_argument("--sweep-modes", default="kame", help="tandem modes the sweep runs (kame, moshi)")
+    p.add_argument("--oracle-policy", choices=("restart", "emission"), default="restart",
+                   help="oracle policy: restart (original) or emission (the official repository's newer adoption)")
+    p.add_argument("--prompt-layout", choices=("official", "chat"), default="official",
+                   help="how the oracle LLM is asked: official (one message of user:/moshi: lines) or chat turns")
     p.add_argument("--no-control", action="store_true", help="skip grading the back-end LLM's text alone")
     p.add_argument("--max-concurrency", type=int, default=4, help="concurrent judge calls")
     p.add_argument("--retries", type=int, default=4, help="retries of a judge call (rate limit, 5xx, timeout)")
@@ -131,7 +137,7 @@ def _make_judge(spec: str, args: argparse.Namespace) -> Judge:
 def stack_identity(args: argparse.Namespace) -> dict[str, str]:
     """What identifies the stack in the session cache keys (key-like text removed from specs)."""
     return {"oracle_llm": judge_id(args.oracle_llm), "tts": args.tts, "whisper": args.whisper_model or "default",
-            "front_end": "cpu-stand-in"}
+            "front_end": "cpu-stand-in", "oracle_policy": args.oracle_policy, "prompt_layout": args.prompt_layout}
 
 
 def run_mtbench(args: argparse.Namespace) -> int:
@@ -194,7 +200,9 @@ def run_mtbench(args: argparse.Namespace) -> int:
         bar.update(1)
 
     try:
-        results = run_sessions(items, stack, stack_id, cache, taking, on_done=session_done, executor=executor)
+        oracle = OracleConfig(policy=args.oracle_policy, prompt_layout=args.prompt_layout)
+        results = run_sessions(items, stack, stack_id, cache, taking, on_done=session_done, executor=executor,
+                               oracle=oracle)
     finally:
         bar.close()
     answers = answers_to_grade(results, data.questions, control=not args.no_control)
@@ -215,24 +223,28 @@ def run_mtbench(args: argparse.Namespace) -> int:
     write_table_csv(args.out / "table2.csv", summaries, label)
     table_figure(summaries, label, args.out / "table2")
     write_rows(args.out / "turns.jsonl", rows, label)
+    duplex = duplex_markdown(results)
+    (args.out / "duplex.md").write_text(duplex, encoding="utf-8")
     if len(delays) > 1:
         write_sweep(summaries, sweep_modes, label, args.out)
     wall = time.perf_counter() - started
     print(table_markdown(summaries, label, notes))
+    print(duplex)
     print(f"sessions: {counts['run']} run, {counts['cached']} from the cache ({executor.name} executor); "
           f"wall time {wall:.1f} s")
     if judge is not None and spec:
         print("judge: " + judge.usage.summary(judge_model_name(spec)))
     else:
         print(f"scores: {PROXY_LABEL} (no API calls)")
-    print(f"outputs in {args.out}: table2.md, table2.csv, table2.html/.json, turns.jsonl"
+    print(f"outputs in {args.out}: table2.md, table2.csv, table2.html/.json, turns.jsonl, duplex.md"
           + (", sweep.csv, sweep.html/.json" if len(delays) > 1 else ""))
     return 0
 
 
 def _notes(results: Sequence, grader: object, stack_box: list, stack_id: dict, spec: str | None) -> list[str]:
     notes = ["Front-end: CPU stand-in (imitates KAME; NOT the trained KAME model). Sessions on the virtual clock; "
-             f"oracle LLM {stack_id['oracle_llm']}.",
+             f"oracle LLM {stack_id['oracle_llm']}; oracle policy {stack_id.get('oracle_policy', 'restart')}, "
+             f"prompt layout {stack_id.get('prompt_layout', 'chat')}.",
              "Latency: median first-turn response onset (kame_core.metrics; negative = started before the user "
              "finished).",
              "Control: the back-end LLM's final oracle text of each KAME session, graded alone (text, no speech).",

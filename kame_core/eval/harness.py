@@ -18,6 +18,7 @@ from typing import Callable, Iterable, Protocol, Sequence
 import numpy as np
 
 from ..executors import Executor, LocalExecutor
+from ..oracle import OracleConfig
 from ..pipelines.stack import Mode, Stack
 from ..protocols import ChatMessage
 from .cache import ResultCache
@@ -62,8 +63,9 @@ class SessionWorker:
     ``runner`` defaults to :func:`~kame_core.eval.sessions.run_session` (looked up at call time)."""
 
     def __init__(self, stack: Callable[[], Stack], taking: TurnTaking = TurnTaking(),
-                 runner: Callable[..., tuple[SessionResult, object]] | None = None) -> None:
-        self.stack_factory, self.taking, self.runner = stack, taking, runner
+                 runner: Callable[..., tuple[SessionResult, object]] | None = None,
+                 oracle: OracleConfig | None = None) -> None:
+        self.stack_factory, self.taking, self.runner, self.oracle = stack, taking, runner, oracle
         self._stack: Stack | None = None
         self._audio: dict[int, list[np.ndarray]] = {}
 
@@ -75,8 +77,9 @@ class SessionWorker:
         if qid not in self._audio:
             self._audio[qid] = synthesize_turns(self._stack.tts, item.question)
         runner = self.runner or run_session
+        extra = {} if self.oracle is None else {"oracle": self.oracle}
         result, _ = runner(self._stack, item.mode, item.question, self._audio[qid], seed=item.seed,
-                           delay_s=item.delay_s, taking=self.taking)
+                           delay_s=item.delay_s, taking=self.taking, **extra)
         return result.to_json()
 
 
@@ -95,13 +98,14 @@ def run_sessions(items: Sequence[SessionItem], stack: Callable[[], Stack], stack
                  cache: ResultCache, taking: TurnTaking = TurnTaking(),
                  on_done: Callable[[SessionItem, bool], None] | None = None,
                  runner: Callable[..., tuple[SessionResult, object]] | None = None,
-                 executor: Executor | None = None) -> list[SessionResult]:
+                 executor: Executor | None = None, oracle: OracleConfig | None = None) -> list[SessionResult]:
     """Run each session the cache lacks on ``executor`` (default: this process), caching each result here as it
     streams back (workers never write the cache). ``stack`` is called only if one must run, once per worker;
     with a Ray executor it must be picklable (e.g. a ``functools.partial`` of ``cpu_stack``).
     ``on_done(item, was_cached)`` after each. ``runner`` defaults to
-    :func:`~kame_core.eval.sessions.run_session`. Raises :class:`SessionsFailed` listing the sessions that
-    still failed after the executor's retries."""
+    :func:`~kame_core.eval.sessions.run_session`; ``oracle`` (prompt layout, policy) goes to it when given (it
+    must then be part of ``stack_id``, the cache key). Raises :class:`SessionsFailed` listing the sessions
+    that still failed after the executor's retries."""
     executor = executor or LocalExecutor(workers=1, retries=0)
     results: dict[int, SessionResult] = {}
     todo: list[tuple[int, SessionItem]] = []
@@ -114,7 +118,7 @@ def run_sessions(items: Sequence[SessionItem], stack: Callable[[], Stack], stack
         if on_done is not None:
             on_done(item, True)
     failures: list[tuple[SessionItem, str]] = []
-    worker = functools.partial(SessionWorker, stack, taking, runner)
+    worker = functools.partial(SessionWorker, stack, taking, runner, oracle)
     for outcome in executor.map(worker, [item for _, item in todo]):
         if not outcome.ok:
             failures.append((outcome.item, outcome.error or "failed"))

@@ -13,9 +13,12 @@ import statistics
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterable, Sequence
+from typing import TYPE_CHECKING, Iterable, Sequence
 
 from .proxy import PROXY_LABEL
+
+if TYPE_CHECKING:
+    from .sessions import SessionResult as SessionResultLike
 
 QUOTED = "quoted from the paper, not measured here"
 #: the paper's averages (spoken MT-Bench: reasoning, STEM, humanities); no per-category numbers are quoted
@@ -204,3 +207,29 @@ def write_rows(path: Path, rows: Iterable[ScoreRow], score_label: str) -> None:
     with open(path, "w", encoding="utf-8") as handle:
         for r in rows:
             handle.write(json.dumps({**r.__dict__, "score_kind": score_label}, ensure_ascii=False) + "\n")
+
+
+def duplex_markdown(results: Iterable["SessionResultLike"]) -> str:
+    """Full-Duplex-Bench timing per (system, forced delay), pooled over sessions' user turns: takeover rate,
+    turn-taking latency signed and clipped at 0 (mean over takeover turns, n = that denominator), stop latency
+    over the turns where the user interrupted (those where the model never went silent are counted apart)."""
+    groups: dict[tuple[str, float], tuple[list[list[object]], list[float | None]]] = {}
+    for r in results:
+        turns, stops = groups.setdefault((r.mode, r.delay_s), ([], []))
+        turns.extend(r.fd_turns)
+        stops.extend(r.fd_stops)
+    lines = ["Full-Duplex-Bench timing (v1/v1.5 definitions), measured here", "",
+             "| system | forced delay (s) | turns | takeover rate | turn-taking latency, signed (s) | "
+             "turn-taking latency, clipped at 0 (s) | n (takeovers) | stop latency (s) | interruptions | "
+             "never stopped |",
+             "|---|---|---|---|---|---|---|---|---|---|"]
+    for (system, delay), (turns, stops) in groups.items():
+        took = [t for t in turns if t[0] and t[1] is not None]
+        signed = [float(t[1]) for t in took]  # type: ignore[arg-type]
+        rate = sum(bool(t[0]) for t in turns) / len(turns) if turns else None
+        stopped = [s for s in stops if s is not None]
+        lines.append("| " + " | ".join([
+            SYSTEM_NAMES.get(system, system), f"{delay:g}", str(len(turns)), _fmt(rate),
+            _fmt(_mean(signed)), _fmt(_mean([max(0.0, v) for v in signed])), str(len(took)),
+            _fmt(_mean(stopped)), str(len(stops)), str(len(stops) - len(stopped))]) + " |")
+    return "\n".join(lines) + "\n"

@@ -22,8 +22,10 @@ from typing import Any, Sequence
 import numpy as np
 
 from ..clock import FRAME_SECONDS
+from ..duplex_metrics import duplex_metrics
 from ..metrics import session_metrics
 from ..pipelines.stack import Mode, Stack
+from ..oracle import OracleConfig
 from ..pipelines.tandem import SessionConfig
 from ..protocols import TTS
 from ..trace import SessionTrace, iter_frames, silence
@@ -138,6 +140,10 @@ class SessionResult:
     llm_requests: int
     provenance: dict[str, str] = field(default_factory=dict)
     compute_s: float = 0.0
+    #: Full-Duplex-Bench timing per user turn: [took the turn, signed turn-taking latency or None]
+    fd_turns: list[list[Any]] = field(default_factory=list)
+    #: stop latency per user interruption (None: the model never went silent)
+    fd_stops: list[float | None] = field(default_factory=list)
 
     def to_json(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -168,31 +174,35 @@ def describe_result(trace: SessionTrace, source: TurnTakingSource) -> dict[str, 
         oracles.append(final_oracle_text(trace, start * FRAME_SECONDS,
                                          None if end is None else end * FRAME_SECONDS))
     metrics = session_metrics(trace)
+    duplex = duplex_metrics(trace)
     return {
         "spoken": spoken, "final_oracle": oracles, "onset_latency_s": metrics.onset_latency_s,
         "turn_latency_s": [o.latency_s for o in metrics.onsets], "turn_frames": source.turn_frames,
         "waits": source.waits, "duration_s": round(trace.duration, 3),
         "oracle_revisions": metrics.oracle_revisions, "self_corrections": metrics.self_corrections,
         "llm_requests": metrics.llm_requests,
+        "fd_turns": [[t.takeover, None if t.latency_s is None else round(t.latency_s, 3)] for t in duplex.turns],
+        "fd_stops": [None if i.stop_latency_s is None else round(i.stop_latency_s, 3) for i in duplex.interruptions],
         "provenance": {k: " · ".join(p for p in (v.kind, v.model_id, v.label) if p)
                        for k, v in trace.provenance.items()},
     }
 
 
-def session_config(mode: Mode, seed: int, delay_s: float) -> SessionConfig:
-    return SessionConfig(forced_delay_ms=int(round(delay_s * 1000)), seed=seed,
+def session_config(mode: Mode, seed: int, delay_s: float, oracle: OracleConfig | None = None) -> SessionConfig:
+    """The session configuration of one eval session (``oracle``: prompt layout and policy; default KAME's)."""
+    return SessionConfig(forced_delay_ms=int(round(delay_s * 1000)), seed=seed, oracle=oracle or OracleConfig(),
                          title=f"spoken MT-Bench ({mode}, seed {seed}, forced delay {delay_s:g} s)")
 
 
 def run_session(stack: Stack, mode: Mode, question: Question, turns_audio: Sequence[np.ndarray], *,
-                seed: int = 0, delay_s: float = 0.0,
-                taking: TurnTaking = TurnTaking()) -> tuple[SessionResult, SessionTrace]:
+                seed: int = 0, delay_s: float = 0.0, taking: TurnTaking = TurnTaking(),
+                oracle: OracleConfig | None = None) -> tuple[SessionResult, SessionTrace]:
     """One two-turn session on a fresh virtual clock: the result and the full trace."""
     if mode == "cascade" and delay_s:
         raise ValueError("the forced delay applies to the tandem front-end (kame, moshi), not the cascade")
     source = TurnTakingSource(turns_audio, taking)
     started = time.perf_counter()
-    trace = stack.runner(mode, session=session_config(mode, seed, delay_s)).run_sync(source)
+    trace = stack.runner(mode, session=session_config(mode, seed, delay_s, oracle)).run_sync(source)
     result = SessionResult(question_id=question.question_id, mode=mode, seed=seed, delay_s=delay_s,
                            compute_s=round(time.perf_counter() - started, 2), **describe_result(trace, source))
     return result, trace

@@ -22,7 +22,9 @@ from typing import Any, Literal
 import numpy as np
 
 from ..clock import Clock
+from ..metrics import annotate_hint_levels
 from ..oracle import OracleConfig, OracleManager, OracleStream
+from ..oracle_emission import make_oracle_manager
 from ..protocols import (
     FrontEnd,
     ListeningFrontEnd,
@@ -107,8 +109,8 @@ class TandemPipeline:
         if self.llm is not None:
             trace.provenance["llm"] = self.llm.provenance
             self._stream = OracleStream(front_end.tokenizer)
-            self._manager = OracleManager(self.config.oracle, self.llm, session.conversation, self._stream,
-                                          front_end.tokenizer, session.clock, trace)
+            self._manager = make_oracle_manager(self.config.oracle, self.llm, session.conversation, self._stream,
+                                                front_end.tokenizer, session.clock, trace)
             self._stop = asyncio.Event()
             session.spawn(self._manager.run(self._stop))
 
@@ -118,6 +120,10 @@ class TandemPipeline:
     def on_stt_event(self, session: Session, event: STTEvent) -> None:
         if self._manager is not None and event.kind in ("partial", "final"):
             self._manager.last_update_t = session.transcript_t
+        if self._manager is not None and event.kind == "final":
+            # the turn's words so far are final: the revisions asked during it get their hint levels now
+            # (refined by a later final of the same turn, and once more when the session ends)
+            annotate_hint_levels(session.trace)
         if isinstance(self.front_end, ListeningFrontEnd):
             self.front_end.observe_stt(event)
 

@@ -25,7 +25,6 @@ from typing import Any, Coroutine, Protocol
 
 import numpy as np
 
-from .. import metrics
 from ..clock import FRAME_SECONDS, Clock, VirtualClock
 from ..oracle import Conversation
 from ..protocols import StreamingSTT, STTEvent
@@ -166,7 +165,10 @@ class SessionDriver:
                 except asyncio.CancelledError:
                     pass
         trace = session.trace.finish()
+        # imported here: metrics reads traces through trace_query, which imports this package's turn model
+        from .. import metrics
         metrics.annotate_onsets(trace)
+        metrics.annotate_hint_levels(trace)
         return trace
 
     def stop(self) -> None:

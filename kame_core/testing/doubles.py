@@ -162,13 +162,28 @@ def words_at(text: str, start: float, per_word: float = 0.4) -> list[Word]:
     return [Word(w, start + i * per_word, start + (i + 1) * per_word - 0.05) for i, w in enumerate(text.split())]
 
 
+def last_user_turn(messages: Sequence[ChatMessage]) -> str:
+    """The user's current turn in either prompt layout: the last user chat message, or -- in the official
+    layout's one message of ``user:`` / ``moshi:`` lines -- its trailing ``user:`` lines joined."""
+    user = next((m.content for m in reversed(messages) if m.role == "user"), "")
+    lines = user.split("\n")
+    if not all(line.startswith(("user: ", "moshi: ")) for line in lines):
+        return user
+    trailing: list[str] = []
+    for line in reversed(lines):
+        if not line.startswith("user: "):
+            break
+        trailing.insert(0, line[len("user: "):])
+    return " ".join(trailing)
+
+
 @dataclass
 class ScriptedLLM:
     """Streams an answer chunk by chunk with virtual latency.
 
-    ``answer`` maps the user transcript (last user message) to the reply. ``ignore_cancel`` makes it an
-    adversarial back-end that swallows cancellation and keeps streaming late chunks. ``fail_after`` raises
-    an :class:`LLMError` after that many chunks (once per ``fail_times``).
+    ``answer`` maps the user's current turn (:func:`last_user_turn`, in either prompt layout) to the reply.
+    ``ignore_cancel`` makes it an adversarial back-end that swallows cancellation and keeps streaming late
+    chunks. ``fail_after`` raises an :class:`LLMError` after that many chunks (once per ``fail_times``).
     """
 
     answer: Callable[[str], str]
@@ -183,8 +198,7 @@ class ScriptedLLM:
 
     async def stream(self, messages: Sequence[ChatMessage], clock: Clock) -> AsyncIterator[str]:
         self.requests.append(list(messages))
-        user = next((m.content for m in reversed(messages) if m.role == "user"), "")
-        words = self.answer(user).split()
+        words = self.answer(last_user_turn(messages)).split()
         chunks = [" ".join(words[i:i + self.words_per_chunk]) + " " for i in range(0, len(words),
                                                                                   self.words_per_chunk)]
         for i, chunk in enumerate(chunks):

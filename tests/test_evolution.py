@@ -1,0 +1,70 @@
+"""The oracle's evolution: similarity, points per revision, per-level numbers, the figure and the app views."""
+from __future__ import annotations
+
+import pytest
+
+from demo import views
+from demo.evolution import LEVEL_COLOURS, evolution_figure
+from kame_core.clock import VirtualClock
+from kame_core.evolution import evolution_points, level_table_markdown, per_level, similarity
+from kame_core.pipelines.tandem import SessionConfig, TandemRunner
+
+from .doubles import EchoFrontEnd, ScriptedLLM, ScriptedSTT, speech_like, words_at
+
+QUESTION = "what is the capital city of france"
+
+
+def test_similarity_is_a_word_level_ratio() -> None:
+    assert similarity("Paris, of course!", "paris of course") == 1.0
+    assert similarity("", "") == 1.0 and similarity("a b", "") == 0.0
+    assert similarity("the capital is paris", "the capital is rome") == pytest.approx(0.75)
+
+
+@pytest.fixture(scope="module")
+def run():
+    words = words_at(QUESTION, 0.5)
+    audio = speech_like([(0.5, words[-1].end)], words[-1].end + 2.0)
+
+    def answer(user: str) -> str:
+        return "the capital of france is paris" if "france" in user else "let me think about that question"
+
+    llm = ScriptedLLM(answer)
+    return TandemRunner(EchoFrontEnd(), ScriptedSTT([words]), llm, SessionConfig(), VirtualClock()).run_sync(audio)
+
+
+def test_points_sharpen_towards_the_final_oracle(run) -> None:
+    points = evolution_points(run, ["paris is the capital of france"], run="kame")
+    assert len(points) >= 2 and points[-1].is_final and points[-1].to_final == 1.0
+    assert points[0].to_final < 0.3 and points[0].hint_level < points[-1].hint_level == 5
+    assert points[0].to_reference < points[-1].to_reference
+    assert all(p.reached_t is not None for p in points) and any(p.switched for p in points)
+    rows = per_level(points)
+    assert sum(r.n for r in rows) == len(points) and rows[5].mean_to_final is not None
+    table = level_table_markdown(points)
+    assert table.count("\n") == 7 and "| 5 |" in table
+
+
+def test_figure_colours_levels_and_draws_the_means(run) -> None:
+    points = evolution_points(run, ["paris is the capital of france"], run="kame")
+    fig = evolution_figure(points, "t")
+    names = {t.name for t in fig.data}
+    assert "mean per level" in names and "hint level 5" in names
+    five = next(t for t in fig.data if t.name == "hint level 5")
+    assert five.marker.color == LEVEL_COLOURS[5] and "to reference" in five.hovertext[0]
+    no_ref = evolution_figure(evolution_points(run, (), run="kame"), "t")
+    assert len(no_ref.layout.annotations) == 1  # one panel without references
+
+
+def test_app_views_per_input_and_over_the_folder() -> None:
+    session, fig, text = views.evolution(None)
+    assert fig is None and "Open a scenario first" in text
+    session = views.open_bundled("01-knowledge-capital-of-france")[0]
+    session, fig, text = views.evolution(session)
+    assert fig is not None and "scenario's reference answers" in text and "| 5 |" in text
+    session, fig, text = views.evolution_bundled(session)
+    from demo import library
+
+    assert fig is not None and f"over {len(library.bundled_names())} scenarios" in fig.layout.title.text
+    level5 = next(line for line in text.splitlines() if line.startswith("| 5 |"))
+    assert int(level5.split("|")[2]) > 0
+

@@ -1,0 +1,133 @@
+"""Hint levels of every oracle revision: the ratio table, the spoken-ratio arithmetic, traces and live runs."""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from kame_core.clock import VirtualClock
+from kame_core.hint_levels import hint_level, spoken_ratio
+from kame_core.metrics import annotate_hint_levels
+from kame_core.pipelines.tandem import SessionConfig, TandemRunner
+from kame_core.trace import EventKind, SessionTrace
+from kame_core.trace_query import oracle_revisions, request_spoken_ratios
+
+from .doubles import EchoFrontEnd, ScriptedLLM, ScriptedSTT, speech_like, words_at
+
+
+@pytest.mark.parametrize(("ratio", "level"), [
+    (0.0, 0), (0.5, 0), (math.nextafter(0.5, 1), 1), (0.65, 1), (math.nextafter(0.65, 1), 2), (0.8, 2),
+    (math.nextafter(0.8, 1), 3), (0.95, 3), (math.nextafter(0.95, 1), 4), (0.99, 4),
+    (math.nextafter(0.99, 1), 5), (1.0, 5),
+])
+def test_level_table_bounds_belong_to_the_lower_level(ratio: float, level: int) -> None:
+    assert hint_level(ratio) == level
+
+
+def test_level_of_nan_is_refused() -> None:
+    with pytest.raises(ValueError, match="NaN"):
+        hint_level(float("nan"))
+
+
+def test_spoken_ratio_pending_words_of_the_open_utterance() -> None:
+    # utterance 1: 4 words (done), utterance 2: 6 words; the request heard 3 of utterance 2
+    assert spoken_ratio(7, 4, [4, 10]) == pytest.approx(3 / 6)
+    # no pending words right after the final of utterance 1: all of it heard
+    assert spoken_ratio(4, 4, [4, 10]) == 1.0
+    # a multi-final utterance: 2 of its 6 words committed by a first final, nothing pending
+    assert spoken_ratio(6, 6, [4, 10]) == pytest.approx(2 / 6)
+    # a partial holding more words than the final is clipped to 1
+    assert spoken_ratio(12, 4, [4, 10]) == 1.0
+    # the open utterance never got its final
+    assert spoken_ratio(12, 10, [4, 10]) is None
+    with pytest.raises(ValueError, match="increasing"):
+        spoken_ratio(1, 0, [3, 3])
+
+
+def _trace(segments: list[tuple[float, float]] | None = None) -> SessionTrace:
+    """Requests asked at 2, 4 and 6 of 8 words, then after the final; a second question after it."""
+    trace = SessionTrace(mode="kame")
+    for start, end in segments or []:
+        trace.add_event(start, EventKind.USER_SPEECH_START, audio_t=start)
+        trace.add_event(end, EventKind.USER_SPEECH_END, audio_t=end)
+    question = "what is the capital city of france please"
+    for k, n in enumerate([2, 4, 6]):
+        t = 1.0 + k
+        trace.add_event(t, EventKind.STT_PARTIAL, text=" ".join(question.split()[:n]))
+        trace.add_event(t + 0.1, EventKind.LLM_REQUEST_START, request=k + 1,
+                        transcript=" ".join(question.split()[:n]))
+        trace.add_event(t + 0.4, EventKind.ORACLE_RESET, request=k + 1, revision=k + 1)
+    trace.add_event(4.5, EventKind.STT_FINAL, text=question)
+    trace.add_event(4.6, EventKind.LLM_REQUEST_START, request=4, transcript=question)
+    trace.add_event(5.0, EventKind.ORACLE_RESET, request=4, revision=4)
+    trace.add_event(9.0, EventKind.LLM_REQUEST_START, request=5, transcript=question + " and of")
+    trace.add_event(9.4, EventKind.ORACLE_RESET, request=5, revision=5)
+    trace.events.sort(key=lambda e: e.t)
+    return trace
+
+
+def test_trace_query_derives_levels_of_a_trace_that_lacks_them() -> None:
+    trace = _trace()
+    revisions = oracle_revisions(trace)
+    assert [r.spoken_ratio for r in revisions[:4]] == pytest.approx([2 / 8, 4 / 8, 6 / 8, 1.0])
+    assert [r.hint_level for r in revisions] == [0, 0, 2, 5, None]  # the last question never got its final
+    assert 5 not in request_spoken_ratios(trace)
+
+
+def test_a_recorded_level_wins_over_the_derived_one() -> None:
+    trace = _trace()
+    trace.events = [type(e)(e.t, e.kind, {**e.data, "hint_level": 3, "spoken_ratio": 0.9})
+                    if e.kind is EventKind.ORACLE_RESET and e.data["revision"] == 1 else e for e in trace.events]
+    assert (oracle_revisions(trace)[0].hint_level, oracle_revisions(trace)[0].spoken_ratio) == (3, 0.9)
+
+
+def test_finals_of_one_turn_make_one_utterance() -> None:
+    trace = _trace(segments=[(0.5, 2.2), (2.6, 4.2)])  # a 0.4 s pause: one turn of two segments
+    trace.add_event(2.5, EventKind.STT_FINAL, text="what is the capital")
+    trace.events.sort(key=lambda e: e.t)
+    trace.events = [type(e)(e.t, e.kind, {**e.data, "text": "city of france please"})
+                    if e.kind is EventKind.STT_FINAL and e.t == 4.5 else e for e in trace.events]
+    ratios = request_spoken_ratios(trace)
+    assert ratios[1] == pytest.approx(2 / 8) and ratios[3] == pytest.approx(6 / 8) and ratios[4] == 1.0
+
+
+def test_annotate_stores_levels_on_the_reset_events() -> None:
+    trace = _trace()
+    assert annotate_hint_levels(trace) == 4
+    stored = [(e.data.get("hint_level"), e.data.get("spoken_ratio")) for e in trace.events_of(EventKind.ORACLE_RESET)]
+    assert stored[:4] == [(0, 0.25), (0, 0.5), (2, 0.75), (5, 1.0)] and stored[4] == (None, None)
+
+
+def test_every_revision_of_a_live_run_carries_its_level_when_the_final_arrives() -> None:
+    question = "what is the capital city of france"
+    segments = [words_at(question, 0.5)]
+    audio = speech_like([(0.5, segments[0][-1].end)], segments[0][-1].end + 1.0)
+    seen_at_final: list[list[object]] = []
+
+    class Watching(TandemRunner):
+        pass
+
+    runner = Watching(EchoFrontEnd(), ScriptedSTT(segments), ScriptedLLM(lambda u: "paris is the capital of france"),
+                      SessionConfig(), VirtualClock())
+    original = runner.pipeline.on_stt_event
+
+    def spy(session, event):  # type: ignore[no-untyped-def]
+        original(session, event)
+        if event.kind == "final":
+            seen_at_final.append([e.data.get("hint_level") for e in session.trace.events_of(EventKind.ORACLE_RESET)])
+
+    runner.pipeline.on_stt_event = spy  # type: ignore[method-assign]
+    trace = runner.run_sync(audio)
+    resets = trace.events_of(EventKind.ORACLE_RESET)
+    assert len(resets) >= 2
+    assert seen_at_final and all(level is not None for level in seen_at_final[0])
+    levels = [e.data["hint_level"] for e in resets]
+    ratios = [e.data["spoken_ratio"] for e in resets]
+    assert all(isinstance(v, int) for v in levels) and ratios == sorted(ratios)
+    assert levels[0] < 5 and levels[-1] == 5
+    words = len(question.split())
+    for r in oracle_revisions(trace):
+        request = next(e for e in trace.events_of(EventKind.LLM_REQUEST_START) if e.data["request"] == r.request)
+        assert r.spoken_ratio == pytest.approx(min(1.0, len(request.data["transcript"].split()) / words))
+    assert np.isfinite(ratios).all()
