@@ -25,10 +25,14 @@ ROUTE = "/api/chat"
 
 @dataclass(frozen=True)
 class ServedStack:
-    """What sessions are built from: ``make_runner(clock)`` -> a fresh KAME runner; ``components`` in words."""
+    """What sessions are built from: ``make_runner(clock)`` -> a fresh KAME runner; ``components`` in words;
+    ``gate`` an optional extra admission shared with other users of the stack (a
+    :class:`demo.gate.SessionGate`-like object with ``try_enter()`` and ``busy_message()``: one session at a
+    time on a single GPU model)."""
 
     make_runner: Callable[[Any], Any]
     components: str = ""
+    gate: Any = None
 
 
 @dataclass
@@ -81,8 +85,15 @@ class ChatServer:
             log.warning("refused a session: %s", reason)
             await websocket.close(code=P.CLOSE_TRY_LATER, reason=reason)
             return
+        ticket = None
         try:
             stack = await self.stack()
+            if stack.gate is not None:
+                ticket = stack.gate.try_enter()
+                if ticket is None:
+                    reason = f"server busy: {stack.gate.busy_message()}; try again later"
+                    await websocket.close(code=P.CLOSE_TRY_LATER, reason=reason[:120])
+                    return
             pcm_out = websocket.query_params.get("audio", "opus") == "pcm"
             session = ChatSession(stack.make_runner, self.sessions_dir, self.limits, pcm_out=pcm_out,
                                   head_start_s=self.head_start_s, components=stack.components)
@@ -90,6 +101,8 @@ class ChatServer:
             self.results.append(result)
             del self.results[:-50]
         finally:
+            if ticket is not None:
+                ticket.release()
             self._leave()
 
     def mount(self, app: Any, path: str = ROUTE) -> None:
