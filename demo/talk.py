@@ -116,7 +116,7 @@ TALK_JS = r"""
       case 'oracle_reset': T.revisions[d.revision] = ''; T.order.push(d.revision); T.current = d.revision; break;
       case 'oracle_append': T.revisions[d.revision] = (T.revisions[d.revision] || '') + d.text; break;
       case 'stt_partial': T.partial = d.text; break;
-      case 'stt_final': T.finals.push(d.text); T.partial = ''; break;
+      case 'stt_final': if ((d.text || '').trim()) T.finals.push(d.text); T.partial = ''; break;
       case 'llm_request_start': T.llm.start++; break;
       case 'llm_request_cancel': T.llm.cancel++; break;
       case 'llm_request_finish': T.llm.finish++; break;
@@ -138,8 +138,9 @@ TALK_JS = r"""
       ' cancelled · ' + T.llm.finish + ' finished · self-corrections: ' + T.corrections + '</div>' +
       T.turns.map(function (t) { return '<div>turn ' + (t.turn + 1) + ': assistant started ' +
         t.delay_s.toFixed(2) + ' s after you stopped</div>'; }).join('');
-    $('kame-talk-meter').textContent = 'sent ' + (T.sent * 0.08).toFixed(1) + ' s of microphone · played ' +
-      (T.played.samples / 24000).toFixed(1) + ' s, RMS ' + T.played.rms.toFixed(3) +
+    $('kame-talk-meter').textContent = 'sent ' + (T.sent * 0.08).toFixed(1) + ' s of microphone · player ran ' +
+      (T.played.samples / 24000).toFixed(1) + ' s, RMS ' + T.played.rms.toFixed(3) + ', peak block RMS ' +
+      T.played.max.toFixed(3) +
       (T.warnings.length ? ' · warnings: ' + T.warnings.slice(-1)[0] : '');
   }
 

@@ -75,6 +75,7 @@ def test_talk_plays_the_answer_shows_the_streams_and_opens_the_session(question_
             browser.wait_for("(document.getElementById('kame-status') || {innerText: ''}).innerText"
                              ".indexOf('Talk session') >= 0", timeout=120)
             session_id = browser.evaluate("window.kameTalk.saved && window.kameTalk.saved.id")
+            browser.wait_for("!!document.querySelector('#kame-plot-timeline .main-svg')", timeout=90)
             timeline_selected = browser.evaluate(
                 "Array.from(document.querySelectorAll('button[role=tab]')).find(function (b) {"
                 " return b.getAttribute('aria-selected') === 'true'; }).textContent.trim()")
