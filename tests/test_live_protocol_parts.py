@@ -69,3 +69,46 @@ def test_the_talk_opener_refuses_a_bad_or_unknown_id(tmp_path):
     assert file is None and "not a session id" in first[1]
     *first, file = views.open_talk_session("talk-unknown", None, sessions_dir=tmp_path)
     assert file is None and "no saved session" in first[1]
+
+
+def test_a_stack_that_cannot_load_closes_with_1011_and_the_server_goes_on(tmp_path):
+    import asyncio
+    import socket
+    import threading
+    import time
+
+    import uvicorn
+    websockets = pytest.importorskip("websockets")
+
+    from kame_core.serve import ChatServer, standalone_app
+
+    calls = []
+
+    def broken():
+        calls.append(1)
+        raise OSError("no model files here")
+
+    server = ChatServer(broken, max_sessions=1, sessions_dir=tmp_path)
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    uv = uvicorn.Server(uvicorn.Config(standalone_app(server), host="127.0.0.1", port=port, log_level="critical"))
+    thread = threading.Thread(target=uv.run, daemon=True)
+    thread.start()
+    while not uv.started:
+        time.sleep(0.05)
+
+    async def connect():
+        async with websockets.connect(f"ws://127.0.0.1:{port}/api/chat") as ws:
+            with pytest.raises(websockets.ConnectionClosed):
+                await asyncio.wait_for(ws.recv(), 10)
+            return ws.close_code, ws.close_reason
+
+    try:
+        for _ in range(2):  # the slot is given back: the second client is told the same, not "busy"
+            code, reason = asyncio.run(connect())
+            assert code == P.CLOSE_INTERNAL and "OSError" in reason
+        assert len(calls) == 2 and server.active == 0
+    finally:
+        uv.should_exit = True
+        thread.join(10)

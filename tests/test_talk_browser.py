@@ -27,11 +27,11 @@ QUESTION = "What is the capital of France?"
 
 @pytest.fixture(scope="module")
 def question_wav(tmp_path_factory) -> Path:
-    """The question then 3 s of silence (Chromium loops the file: the user asks, then listens)."""
+    """The question then 8 s of silence (Chromium loops the file: the user asks, then listens)."""
     from kame_core.tts import make_tts
 
     audio = make_tts("piper").synthesize(QUESTION).audio
-    audio = np.concatenate([np.zeros(12000, np.float32), audio, np.zeros(72000, np.float32)])
+    audio = np.concatenate([np.zeros(12000, np.float32), audio, np.zeros(8 * 24000, np.float32)])
     path = tmp_path_factory.mktemp("talk") / "question.wav"
     sf.write(path, audio, 24000, subtype="PCM_16")
     return path
@@ -62,14 +62,19 @@ def test_talk_plays_the_answer_shows_the_streams_and_opens_the_session(question_
             browser.evaluate("document.getElementById('kame-talk-start').click()")
             browser.wait_for("window.kameTalk.state === 'live' || window.kameTalk.error", timeout=300)
             assert not browser.evaluate("window.kameTalk.error"), browser.evaluate("window.kameTalk.error")
-            got = browser.wait_for(
-                "(function (T) { return T.played.voiced > 0 && T.played.max > 0.02 && T.order.length >= 1 && "
-                "T.words.trim().length > 0 && JSON.stringify({played: T.played, revisions: T.revisions, "
-                "words: T.words, finals: T.finals, turns: T.turns, llm: T.llm, sent: T.sent}); })(window.kameTalk)",
-                timeout=150, every=0.5)
+            state = ("JSON.stringify({played: T.played, revisions: T.revisions, words: T.words, finals: T.finals, "
+                     "turns: T.turns, llm: T.llm, sent: T.sent})")
+            try:
+                got = browser.wait_for(
+                    "(function (T) { return T.played.voiced > 0 && T.played.max > 0.02 && T.order.length >= 1 && "
+                    f"T.words.trim().length > 0 && {state}; }})(window.kameTalk)", timeout=180, every=0.5)
+            except TimeoutError:
+                raise AssertionError("the page did not show it: " +
+                                     str(browser.evaluate(f"(function (T) {{ return {state}; }})(window.kameTalk)")))
             seen = json.loads(got)
-            shown = browser.evaluate("document.getElementById('kame-talk-oracle').innerText + ' | ' + "
-                                     "document.getElementById('kame-talk-words').innerText")
+            shown = browser.wait_for("(function (o, w) { return o.indexOf('rev ') >= 0 && w.trim() && o + ' | ' + w; })"
+                                     "(document.getElementById('kame-talk-oracle').innerText, "
+                                     "document.getElementById('kame-talk-words').innerText)", timeout=5)
             browser.screenshot(_artifacts(tmp_path) / "talk_live.png")
             browser.evaluate("document.getElementById('kame-talk-stop').click()")
             browser.wait_for("(document.getElementById('kame-status') || {innerText: ''}).innerText"

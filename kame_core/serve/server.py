@@ -87,7 +87,13 @@ class ChatServer:
             return
         ticket = None
         try:
-            stack = await self.stack()
+            try:
+                stack = await self.stack()
+            except Exception as err:  # noqa: BLE001 - a stack that cannot load is told to the client
+                log.exception("the stack could not be loaded")
+                await websocket.close(code=P.CLOSE_INTERNAL, reason=f"the stack could not load: "
+                                                                    f"{type(err).__name__}"[:120])
+                return
             if stack.gate is not None:
                 ticket = stack.gate.try_enter()
                 if ticket is None:

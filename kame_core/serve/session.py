@@ -185,7 +185,13 @@ class ChatSession:
         loop = asyncio.get_running_loop()
         outbox: asyncio.Queue[bytes | None] = asyncio.Queue()
         self._driver_done = loop.create_future()
-        self._runner = await asyncio.to_thread(self.make_runner, RealTimeClock())
+        try:
+            self._runner = await asyncio.to_thread(self.make_runner, RealTimeClock())
+        except Exception as err:  # noqa: BLE001 - told to the client; the server goes on
+            log.exception("session %s: the runner could not be built", self.session_id)
+            reason = f"the session could not start: {type(err).__name__}"
+            await conn.close(P.CLOSE_INTERNAL, reason)
+            return SessionResult(self.session_id, None, 0, reason, P.CLOSE_INTERNAL)
 
         def post(messages: list[bytes]) -> None:  # from the session thread
             loop.call_soon_threadsafe(_put_all, outbox, messages)
