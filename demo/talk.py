@@ -36,7 +36,7 @@ TALK_HTML = """
     <div><b>LLM requests · turns (delay before the assistant started)</b>
       <div id="kame-talk-turns" class="kame-talk-box"></div></div>
   </div>
-  <div id="kame-talk-meter" class="kame-small"></div>
+  <div id="kame-talk-meter" class="kame-small" style="white-space:pre-wrap"></div>
 </div>
 """
 
@@ -141,7 +141,8 @@ TALK_JS = r"""
     $('kame-talk-meter').textContent = 'sent ' + (T.sent * 0.08).toFixed(1) + ' s of microphone · player ran ' +
       (T.played.samples / 24000).toFixed(1) + ' s, RMS ' + T.played.rms.toFixed(3) + ', peak block RMS ' +
       T.played.max.toFixed(3) +
-      (T.warnings.length ? ' · warnings: ' + T.warnings.slice(-1)[0] : '');
+      (T.warnings.length ? ' · warnings: ' + T.warnings.slice(-1)[0] : '') +
+      (T.components ? '\nComponents: ' + T.components : '');
   }
 
   async function start() {
