@@ -145,12 +145,16 @@ class _StarletteConnection:
 
 def stack_from_cpu(llm: str = "offline", tts: str = "auto", whisper_model: str | None = None,
                    small_model_openers: bool = True) -> Callable[[], ServedStack]:
-    """A ``load_stack`` for the CPU stack (:func:`kame_core.pipelines.stack.cpu_stack`)."""
+    """A ``load_stack`` for the CPU stack (:func:`kame_core.pipelines.stack.cpu_stack`); a local oracle LLM is
+    loaded with it (the handshake means the models are warm)."""
 
     def load() -> ServedStack:
         from ..pipelines.stack import cpu_stack
 
         stack = cpu_stack(llm=llm, tts=tts, whisper_model=whisper_model, small_model_openers=small_model_openers)
+        warm = getattr(stack.llm, "load", None)  # the local oracle model loads now, not in the first session
+        if callable(warm):
+            warm()
         words = " · ".join(f"{role.replace('_', ' ')}: {what}" for role, what in stack.components.items())
         return ServedStack(make_runner=lambda clock: stack.runner("kame", clock=clock), components=words)
 
