@@ -57,6 +57,9 @@ def chat_server(env: Mapping[str, str] | None = None) -> ChatServer:
         from .stacks import live_stack
 
         live = live_stack()
+        warm = getattr(live.stack.llm, "load", None)  # a local oracle LLM loads before the first handshake
+        if callable(warm):
+            warm()
         return ServedStack(make_runner=lambda clock: live.stack.runner("kame", clock=clock),
                            components=live.summary, gate=live.gate)
 
