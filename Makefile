@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed-stamp
 export GRADIO_ANALYTICS_ENABLED := False
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
 
-.PHONY: install install-ray run test test-fast bench gpu-check space space-smoke clean
+.PHONY: install install-ray run serve test test-fast bench gpu-check space space-smoke clean
 
 install: $(STAMP)
 
@@ -29,6 +29,10 @@ $(STAMP): requirements.txt requirements-nodeps.txt constraints.txt
 
 run: install
 	$(PY) app.py
+
+# the live protocol alone (CPU stack) at ws://127.0.0.1:8998/api/chat; the app serves it too, on its own port
+serve: install
+	HF_HUB_OFFLINE=1 $(PY) -m kame_core.serve
 
 test: install
 	HF_HUB_OFFLINE=1 $(PY) -m pytest -q -p no:cacheprovider tests

@@ -4,6 +4,9 @@
 
 * ``GET /kame/files/<token>/<name>`` -- a file of one session's private folder (:mod:`demo.session_files`);
   nothing else of the machine is served (no ``allowed_paths``);
+* ``ws /api/chat`` -- the live protocol (:mod:`kame_core.serve`) on the app's stack (:func:`chat_server`):
+  at most ``KAME_MAX_SESSIONS`` (default 2) conversations at once, one on a single GPU model; each saved in
+  ``KAME_SESSIONS_DIR`` (the Talk tab opens them from there);
 
 and :func:`serve` runs it with uvicorn. Gradio's file cache is cleaned on a schedule and uploads are capped
 (:data:`MAX_UPLOAD`).
@@ -16,6 +19,9 @@ from typing import Any, Mapping
 import gradio as gr
 from fastapi import FastAPI, HTTPException
 from fastapi.responses import FileResponse
+
+from kame_core.serve import ROUTE as CHAT_ROUTE
+from kame_core.serve import ChatServer, ServedStack, default_sessions_dir
 
 from . import session_files
 
@@ -37,9 +43,34 @@ def server_address(env: Mapping[str, str], default_host: str = "127.0.0.1") -> t
     return host, port
 
 
-def create_app(blocks: gr.Blocks, **gradio_options: Any) -> FastAPI:
-    """A FastAPI app serving ``blocks`` at ``/`` and the session-file route (see the module docstring)."""
+def chat_server(env: Mapping[str, str] | None = None) -> ChatServer:
+    """The live-protocol server of the app: the live stack (:func:`demo.stacks.live_stack`, loaded on the first
+    conversation), ``KAME_MAX_SESSIONS`` at once (0: no limit), saved in ``KAME_SESSIONS_DIR``."""
+    env = os.environ if env is None else env
+    raw = env.get("KAME_MAX_SESSIONS", "2")
+    try:
+        limit = int(raw)
+    except ValueError:
+        raise ValueError(f"KAME_MAX_SESSIONS {raw!r} is not a number") from None
+
+    def load() -> ServedStack:
+        from .stacks import live_stack
+
+        live = live_stack()
+        warm = getattr(live.stack.llm, "load", None)  # a local oracle LLM loads before the first handshake
+        if callable(warm):
+            warm()
+        return ServedStack(make_runner=lambda clock: live.stack.runner("kame", clock=clock),
+                           components=live.summary, gate=live.gate)
+
+    return ChatServer(load, max_sessions=limit if limit > 0 else None, sessions_dir=default_sessions_dir(dict(env)))
+
+
+def create_app(blocks: gr.Blocks, chat: ChatServer | None = None, **gradio_options: Any) -> FastAPI:
+    """A FastAPI app serving ``blocks`` at ``/``, the session-file route and the live protocol at
+    ``/api/chat`` (``chat``, default :func:`chat_server`; see the module docstring)."""
     app = FastAPI(title="KAME studio", docs_url=None, redoc_url=None, openapi_url=None)
+    (chat or chat_server()).mount(app, CHAT_ROUTE)  # before Gradio's mount at "/", which would take the path
 
     @app.get(session_files.ROUTE + "/{token}/{name}", include_in_schema=False)
     def session_file(token: str, name: str) -> FileResponse:

@@ -3,7 +3,8 @@ browser-side playhead that follows the audio players.
 
 Tabs: Timeline (one run, playhead synced to its audio), Compare (every mode of one input on one clock, with
 the paper's Table 2 quoted beside), Forced delay (re-run with a chosen delay; latency–quality curve), Live
-(an uploaded recording through KAME and/or the cascade, downloadable as a scenario file).
+(an uploaded recording through KAME and/or the cascade, downloadable as a scenario file), Talk (full duplex over
+the live protocol at ``/api/chat``: :mod:`demo.talk`).
 """
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ import gradio as gr  # noqa: E402
 from . import hardware as hw  # noqa: E402
 from . import library, views  # noqa: E402
 from .inspector import PAPER_NOTE, PAPER_TABLE_HEADERS, PAPER_TABLE_ROWS, RUN_SUMMARY_HEADERS  # noqa: E402
+from .talk import TALK_CSS, TALK_HTML, TALK_ID_BOX, TALK_JS, TALK_OPEN_BUTTON  # noqa: E402
 from .timeline import LANES, PLAYHEAD_JS  # noqa: E402
 
 #: installed on page load (a <script> in the page head, and Gradio's ``js`` hook; it runs once): moves the playhead of ``#kame-plot-<view>`` with the player in ``#kame-audio-<view>...``
@@ -90,7 +92,7 @@ def build_app(gpu: Callable[[Callable], Callable] | None = None, hardware: hw.Ha
             download = gr.DownloadButton("Download this scenario (.kame)", value=None)
         status = gr.Markdown(elem_id="kame-status")
 
-        with gr.Tabs():
+        with gr.Tabs() as tabs:
             with gr.Tab("Timeline", id="timeline"):
                 with gr.Row():
                     run = gr.Dropdown([], label="Run", scale=1)
@@ -154,6 +156,17 @@ def build_app(gpu: Callable[[Callable], Callable] | None = None, hardware: hw.Ha
                 live_components = gr.Markdown()
                 live_plot = gr.Plot(label="Live session", elem_id="kame-plot-live")
                 live_file = gr.File(label="This session as a scenario file (.kame)")
+            with gr.Tab("Talk", id="talk"):
+                gr.Markdown("Talk to KAME **full duplex**: the page streams your microphone to the live protocol "
+                            "(`/api/chat`, the same one `python -m kame_core.serve` speaks) and plays the answer "
+                            "as it is made. Watch the streams move: what KAME says, the oracle revisions the back-"
+                            "end LLM sends it (it corrects itself when a better one arrives), your words as the "
+                            "STT hears them, and after each of your turns the delay before KAME started. Stop "
+                            "saves the session and opens it in Timeline and Compare (download it above).")
+                gr.HTML(TALK_HTML)
+                talk_id = gr.Textbox(elem_id=TALK_ID_BOX, elem_classes=["kame-hidden"], show_label=False,
+                                     container=False)
+                talk_open = gr.Button("open talk session", elem_id=TALK_OPEN_BUTTON, elem_classes=["kame-hidden"])
 
         def _opened_outputs(result):
             session, text, fig, rows, sound, runs, selected = result
@@ -198,6 +211,13 @@ def build_app(gpu: Callable[[Callable], Callable] | None = None, hardware: hw.Ha
                    concurrency_limit=None, api_visibility="private")
         mic.stop_recording(views.mic_stop, [modes, state], [state, live_status, live_plot, live_components,
                                                             live_file], api_name="mic_stop")
+        def on_talk_open(session_id, st):
+            *opened, file = views.open_talk_session(session_id, st)
+            return (*_opened_outputs(tuple(opened)), file,
+                    gr.Tabs(selected="timeline") if file is not None else gr.skip())
+
+        talk_open.click(on_talk_open, [talk_id, state], [*outs, download, tabs], api_name="open_talk_session").then(
+            views.compare, state, [state, compare_plot, compare_table, *slots, compare_names])
         live_btn.click(live_fn, [live_in, modes, state],
                        [state, live_status, live_plot, live_components, live_file], api_name="live_upload")
     return app
@@ -207,4 +227,5 @@ def launch_options() -> dict:
     """Page options for ``Blocks.launch`` / ``gr.mount_gradio_app`` (Gradio 6 takes the page's JS and CSS there).
 
     No ``allowed_paths``: session files are served by :mod:`demo.server`'s token route only."""
-    return dict(head=f"<script>({SYNC_JS})();</script>", js=SYNC_JS, css=CSS)
+    page_js = f"() => {{ ({SYNC_JS})(); ({TALK_JS})(); }}"
+    return dict(head=f"<script>({page_js})();</script>", js=page_js, css=CSS + TALK_CSS)

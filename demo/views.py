@@ -530,3 +530,30 @@ def mic_stop(modes: list[str] | None, state: Any = None) -> tuple[Any, str, Any,
     traces = {run_label(k, t): t for k, t in _ordered_runs(session.loaded)}
     fig = compare_figure(traces, title=scenario.title, recorded=False)
     return session, outcome_message(f"done: {trace.duration:.1f} s session", runs), fig, ran, str(path)
+
+
+# ------------------------------------------------------------------------------------------------ talk
+def open_talk_session(session_id: str | None, state: Any = None, *, sessions_dir: Path | None = None):
+    """Open a session saved by the live protocol (the Talk tab's Stop fills in its id). Returns (session,
+    status, figure, summary rows, audio, run ids, selected run, scenario file for download); a malformed or
+    unknown id is refused with a message. The file is copied into the user's private folder (served there)."""
+    from kame_core.serve import default_sessions_dir, session_file
+
+    session = session_of(state)
+    folder = sessions_dir or default_sessions_dir()
+    try:
+        path = session_file(folder, (session_id or "").strip())
+        if not path.is_file():
+            raise ScenarioError("session", f"no saved session {session_id!r} in {folder}")
+        copy = session.files() / path.name
+        shutil.copyfile(path, copy)
+    except (ValueError, OSError) as err:
+        return (*_failed(session, _error("Cannot open the talk session", err)), None)
+
+    def opener() -> library.LoadedScenario:
+        loaded = library.open_file(copy, origin="live", key=f"live:{path.stem}")
+        loaded.recorded = False
+        return loaded
+
+    result = _open(session, "Cannot open the talk session", opener)
+    return (*result, str(copy) if session.loaded is not None and session.loaded.path == copy else None)

@@ -19,7 +19,7 @@ CHROMIUM = next((p for p in (shutil.which(n) for n in ("chromium", "chromium-bro
 class Chromium:
     """One headless Chromium with one page; :meth:`evaluate` runs JS there and returns its value."""
 
-    def __init__(self, width: int = 1400, height: int = 1000) -> None:
+    def __init__(self, width: int = 1400, height: int = 1000, extra_args: tuple[str, ...] = ()) -> None:
         if CHROMIUM is None:
             raise RuntimeError("chromium is not installed")
         to_r, to_w = os.pipe()
@@ -35,7 +35,7 @@ class Chromium:
         self.proc = subprocess.Popen(
             [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--remote-debugging-pipe",
              "--disable-background-networking", "--hide-scrollbars", "--autoplay-policy=no-user-gesture-required",
-             "--mute-audio", f"--window-size={width},{height}", "about:blank"],
+             "--mute-audio", f"--window-size={width},{height}", *extra_args, "about:blank"],
             preexec_fn=wire, close_fds=False, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         os.close(to_r)
         os.close(from_w)

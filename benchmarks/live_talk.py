@@ -1,0 +1,114 @@
+"""N live-protocol clients at once, each streaming a spoken question in real time, on the CPU stack.
+
+Starts the standalone server (:mod:`kame_core.serve`, CPU stack: faster-whisper, stand-in front-end, the
+SmolLM2 or ``--llm`` oracle, Piper) in this process on a free port, warms it with one session, then for
+N = 1, 2, 3 ... runs N clients at once (:func:`kame_core.serve.client.talk`: Ogg/Opus frames sent every
+80 ms, the question then ``--tail-s`` of silence) and prints per N:
+
+* missed 80 ms frame deadlines (%): frames the server made more than one frame period late (its ``note``
+  events, sent live), over all frames of all sessions -- goal <= 1 %;
+* assistant audio onset after the end of the question, as the client receives it (first voiced audio
+  received after the last question frame was sent; 0 when the assistant was already speaking): median and
+  p90 over the clients -- goal <= 1.0 s at N = 1.
+
+It stops after the first N that breaks real time (missed > 1 %) or at ``--max-n``. The load average is printed
+before each N: other processes on the same cores inflate every number.
+
+Usage: ``python benchmarks/live_talk.py [--max-n 3] [--ns 1,2] [--tail-s 10] [--llm offline]``
+"""
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import socket
+import statistics
+import sys
+import threading
+import time
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from kame_core.serve import ChatServer, stack_from_cpu, standalone_app  # noqa: E402
+from kame_core.serve.client import TalkResult, talk  # noqa: E402
+
+QUESTIONS = ("What is the capital city of France?", "How many legs does a spider have?",
+             "Who wrote the play Romeo and Juliet?", "What is the boiling point of water?")
+MISSED_GOAL = 1.0
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _p90(values: list[float]) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(round(0.9 * (len(ordered) - 1))))]
+
+
+async def _round(url: str, audios: list[np.ndarray], tail_s: float) -> list[TalkResult]:
+    return await asyncio.gather(*(talk(url, a, tail_s=tail_s, lead_s=0.3 * k) for k, a in enumerate(audios)))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--max-n", type=int, default=3)
+    parser.add_argument("--ns", default="", help="comma-separated N values (default 1..max-n until it breaks)")
+    parser.add_argument("--tail-s", type=float, default=10.0)
+    parser.add_argument("--llm", default="offline")
+    parser.add_argument("--small-model", action="store_true", help="stand-in openers from SmolLM2")
+    args = parser.parse_args()
+
+    import logging
+
+    import uvicorn
+
+    from kame_core.tts import make_tts
+
+    logging.basicConfig(level=logging.WARNING)
+    tts = make_tts("piper")
+    audios = [tts.synthesize(q).audio for q in QUESTIONS]
+    server = ChatServer(stack_from_cpu(args.llm, small_model_openers=args.small_model), max_sessions=None,
+                        sessions_dir=Path(os.environ.get("TMPDIR", "/tmp")) / "kame-live-talk-bench")
+    port = _free_port()
+    uv = uvicorn.Server(uvicorn.Config(standalone_app(server), host="127.0.0.1", port=port, log_level="warning"))
+    thread = threading.Thread(target=uv.run, daemon=True)
+    thread.start()
+    while not uv.started:
+        time.sleep(0.1)
+    url = f"ws://127.0.0.1:{port}/api/chat"
+    print(f"server at {url}; CPU stack, oracle LLM {args.llm!r}; {os.cpu_count()} cores", flush=True)
+    print("warming up (one session) ...", flush=True)
+    asyncio.run(_round(url, audios[:1], 6.0))
+    ns = [int(x) for x in args.ns.split(",") if x.strip()] or list(range(1, args.max_n + 1))
+    print(f"{'N':>2} {'load1':>6} {'frames':>7} {'missed %':>9} {'onset med s':>12} {'onset p90 s':>12} "
+          f"{'no onset':>9}", flush=True)
+    try:
+        for n in ns:
+            load = os.getloadavg()[0]
+            results = asyncio.run(_round(url, [audios[k % len(audios)] for k in range(n)], args.tail_s))
+            frames = sum(r.saved()["frames"] if r.saved() else 0 for r in results)
+            missed = sum(r.missed_deadlines() for r in results)
+            onsets = [o for o in (r.onset_after_question() for r in results) if o is not None]
+            pct = 100.0 * missed / max(1, frames)
+            med = f"{statistics.median(onsets):12.2f}" if onsets else f"{'n/a':>12}"
+            p90 = f"{_p90(onsets):12.2f}" if onsets else f"{'n/a':>12}"
+            print(f"{n:>2} {load:6.2f} {frames:7d} {pct:9.2f} {med} {p90} {n - len(onsets):9d}", flush=True)
+            if pct > MISSED_GOAL and not args.ns:
+                print(f"real time broke at N = {n} (missed > {MISSED_GOAL} %); largest N that held: {n - 1}")
+                break
+    finally:
+        uv.should_exit = True
+        thread.join(30)
+        for other in threading.enumerate():
+            if other.name.startswith("kame-talk-"):
+                other.join(60)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,43 @@
+"""``python -m kame_core.serve``: the live protocol on its own (CPU stack), at ws://HOST:PORT/api/chat."""
+from __future__ import annotations
+
+import argparse
+import logging
+from pathlib import Path
+
+from .protocol import Limits
+from .server import ROUTE, ChatServer, stack_from_cpu, standalone_app
+from .session import default_sessions_dir
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(prog="python -m kame_core.serve", description=__doc__)
+    parser.add_argument("--host", default="127.0.0.1")
+    parser.add_argument("--port", type=int, default=8998)
+    parser.add_argument("--llm", default="offline", help="oracle LLM spec (kame_core.llm.make_llm): offline, "
+                                                         "openai, anthropic, ...")
+    parser.add_argument("--tts", default="auto", help="front-end speech: auto, piper, espeak")
+    parser.add_argument("--whisper-model", default=None, help="faster-whisper model (default: the stack's)")
+    parser.add_argument("--no-small-model", action="store_true", help="content-light openers (no SmolLM2)")
+    parser.add_argument("--max-sessions", type=int, default=2, help="sessions at once (0: no limit)")
+    parser.add_argument("--max-session-s", type=float, default=300.0, help="longest session (s of audio)")
+    parser.add_argument("--sessions-dir", type=Path, default=None,
+                        help=f"where sessions are saved (default: KAME_SESSIONS_DIR or {default_sessions_dir()})")
+    parser.add_argument("--log-level", default="info")
+    args = parser.parse_args(argv)
+    if args.port <= 0 or args.port >= 65536:
+        parser.error(f"--port {args.port} is outside 1..65535")
+    logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(name)s %(levelname)s %(message)s")
+    server = ChatServer(stack_from_cpu(args.llm, args.tts, args.whisper_model, not args.no_small_model),
+                        max_sessions=args.max_sessions or None,
+                        sessions_dir=args.sessions_dir or default_sessions_dir(),
+                        limits=Limits(max_session_s=args.max_session_s))
+    import uvicorn
+
+    print(f"KAME live protocol at ws://{args.host}:{args.port}{ROUTE} (sessions saved in {server.sessions_dir})",
+          flush=True)
+    uvicorn.run(standalone_app(server), host=args.host, port=args.port, log_level=args.log_level.lower())
+
+
+if __name__ == "__main__":
+    main()

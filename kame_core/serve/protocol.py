@@ -1,0 +1,111 @@
+"""The live protocol's messages: what each kind means and how it is encoded (see README, "Live protocol").
+
+Every websocket message is binary; its first byte is the kind, the rest the payload. Kinds 0x00-0x02 are the
+ones of the moshi / official KAME servers, so their clients work unchanged; 0x07 and 0x08 are ours.
+
+========  ===========  =============================================================================
+kind      direction    payload
+========  ===========  =============================================================================
+0x00      server->     handshake, empty: the session is ready (models warm); send audio after it
+0x01      both         Ogg/Opus pages, 24 kHz mono (``sphn.OpusStreamWriter(24000)`` / ``Reader``)
+0x02      server->     one inner-monologue text piece (UTF-8)
+0x07      both         one JSON object: server -> live trace events and session notices;
+                       client -> control (``{"type": "end"}``: stop, save, reply ``saved``, close)
+0x08      both         raw PCM, 16-bit little-endian signed, 24 kHz mono (clients without Opus);
+                       the server answers in PCM when the URL has ``?audio=pcm``
+========  ===========  =============================================================================
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from ..trace import Event, EventKind
+
+HANDSHAKE = 0x00
+AUDIO = 0x01
+TEXT = 0x02
+EVENT = 0x07
+PCM = 0x08
+KIND_NAMES = {HANDSHAKE: "handshake", AUDIO: "audio (Ogg/Opus)", TEXT: "text", EVENT: "event (JSON)",
+              PCM: "audio (raw PCM s16le)"}
+
+#: websocket close codes the server uses (RFC 6455 section 7.4.1)
+CLOSE_NORMAL = 1000
+CLOSE_UNSUPPORTED = 1003      # too much input that is not the protocol
+CLOSE_POLICY = 1008           # the session length limit
+CLOSE_TOO_BIG = 1009          # one message over the size limit
+CLOSE_INTERNAL = 1011         # the session failed on the server
+CLOSE_TRY_LATER = 1013        # the session limit is reached
+
+#: trace-event fields left out of live events (bulky, and in the saved scenario anyway)
+_BULKY = ("messages", "tokens", "words")
+
+
+@dataclass(frozen=True)
+class Limits:
+    """What one connection may send."""
+
+    #: the longest session, in seconds of received audio; past it the session is closed (and saved)
+    max_session_s: float = 300.0
+    #: the largest single message, in bytes
+    max_message_bytes: int = 256 * 1024
+    #: messages that are not the protocol (empty, text frames, unknown kinds, non-Opus bytes) tolerated
+    #: with a warning each before the connection is closed
+    max_bad_messages: int = 20
+
+
+class ProtocolError(ValueError):
+    """A client message that is not the protocol; ``str()`` says what was wrong."""
+
+
+def message(kind: int, payload: bytes = b"") -> bytes:
+    """One wire message."""
+    return bytes([kind]) + payload
+
+
+def json_message(obj: dict[str, Any]) -> bytes:
+    """A 0x07 message carrying ``obj`` as compact JSON."""
+    return message(EVENT, json.dumps(obj, separators=(",", ":"), default=str).encode("utf-8"))
+
+
+def split(data: bytes) -> tuple[int, bytes]:
+    """(kind, payload) of a received message; an empty message raises :class:`ProtocolError`."""
+    if not data:
+        raise ProtocolError("empty message (every message starts with its kind byte)")
+    return data[0], bytes(data[1:])
+
+
+def looks_like_ogg(payload: bytes) -> bool:
+    """Whether ``payload`` starts with an Ogg page (capture pattern ``OggS``, stream structure version 0)."""
+    return len(payload) >= 27 and payload[:4] == b"OggS" and payload[4] == 0
+
+
+def pcm_to_bytes(audio: np.ndarray) -> bytes:
+    """Float samples in [-1, 1] -> 16-bit little-endian PCM."""
+    return (np.clip(np.asarray(audio, np.float32), -1.0, 1.0) * 32767.0).astype("<i2").tobytes()
+
+
+def pcm_from_bytes(payload: bytes) -> np.ndarray:
+    """16-bit little-endian PCM -> float32 in [-1, 1]; an odd byte count raises :class:`ProtocolError`."""
+    if len(payload) % 2:
+        raise ProtocolError(f"raw PCM payload of {len(payload)} bytes is not whole 16-bit samples")
+    return np.frombuffer(payload, "<i2").astype(np.float32) / 32768.0
+
+
+def event_json(event: Event) -> dict[str, Any]:
+    """A trace event as a live 0x07 object: ``{"type": "event", "t", "kind", "data"}`` without bulky fields
+    (an LLM request's messages, token ids, word timings)."""
+    data = {k: v for k, v in event.data.items() if k not in _BULKY}
+    return {"type": "event", "t": round(event.t, 3), "kind": event.kind.value, "data": data}
+
+
+#: the trace events a live client is sent (everything a viewer of the four streams needs)
+LIVE_KINDS = frozenset({EventKind.STT_PARTIAL, EventKind.STT_FINAL, EventKind.USER_SPEECH_START,
+                        EventKind.USER_SPEECH_END, EventKind.LLM_REQUEST_START, EventKind.LLM_FIRST_CHUNK,
+                        EventKind.LLM_REQUEST_CANCEL, EventKind.LLM_REQUEST_FINISH, EventKind.LLM_ERROR,
+                        EventKind.ORACLE_RESET, EventKind.ORACLE_APPEND, EventKind.SELF_CORRECTION,
+                        EventKind.TURN_BOUNDARY, EventKind.HOLD_START, EventKind.HOLD_END, EventKind.NOTE})

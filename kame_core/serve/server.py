@@ -1,0 +1,170 @@
+"""The live protocol's server: ``/api/chat`` on a FastAPI / Starlette app, one :class:`~.session.ChatSession`
+per websocket, admitted by a session limit.
+
+:class:`ChatServer` holds what sessions share read-only (the stack, built once on first use, the sessions
+folder, the limits) and the admission gate; :meth:`ChatServer.mount` adds the route to an app (the studio's
+own app in :func:`demo.server.create_app`, or the standalone one of :func:`standalone_app`). Past the limit a
+client is accepted and closed at once with code 1013 ("try again later") and a reason -- never left hanging.
+"""
+from __future__ import annotations
+
+import asyncio
+import logging
+import threading
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+from . import protocol as P
+from .session import ChatSession, SessionResult, default_sessions_dir
+
+log = logging.getLogger("kame.serve")
+
+ROUTE = "/api/chat"
+
+
+@dataclass(frozen=True)
+class ServedStack:
+    """What sessions are built from: ``make_runner(clock)`` -> a fresh KAME runner; ``components`` in words;
+    ``gate`` an optional extra admission shared with other users of the stack (a
+    :class:`demo.gate.SessionGate`-like object with ``try_enter()`` and ``busy_message()``: one session at a
+    time on a single GPU model)."""
+
+    make_runner: Callable[[Any], Any]
+    components: str = ""
+    gate: Any = None
+
+
+@dataclass
+class ChatServer:
+    """Serves the protocol (see the module docstring). ``load_stack`` is called once, on the first session
+    (off the event loop: models load for seconds); ``max_sessions`` None means no limit."""
+
+    load_stack: Callable[[], ServedStack]
+    max_sessions: int | None = 2
+    sessions_dir: Path = field(default_factory=default_sessions_dir)
+    limits: P.Limits = field(default_factory=P.Limits)
+    head_start_s: float = 0.16
+    #: how each session ended, newest last (for tests and logs; bounded)
+    results: list[SessionResult] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        self._lock = threading.Lock()
+        self._active = 0
+        self._stack: ServedStack | None = None
+        self._stack_lock = asyncio.Lock()
+
+    @property
+    def active(self) -> int:
+        """Sessions running now."""
+        return self._active
+
+    def _admit(self) -> bool:
+        with self._lock:
+            if self.max_sessions is not None and self._active >= self.max_sessions:
+                return False
+            self._active += 1
+            return True
+
+    def _leave(self) -> None:
+        with self._lock:
+            self._active -= 1
+
+    async def stack(self) -> ServedStack:
+        """The stack, loaded on first use."""
+        async with self._stack_lock:
+            if self._stack is None:
+                self._stack = await asyncio.to_thread(self.load_stack)
+            return self._stack
+
+    async def handle(self, websocket: Any) -> None:
+        """One websocket connection (Starlette ``WebSocket``), from accept to close."""
+        await websocket.accept()
+        if not self._admit():
+            reason = f"server busy: {self.max_sessions} live session(s) running, the limit; try again later"
+            log.warning("refused a session: %s", reason)
+            await websocket.close(code=P.CLOSE_TRY_LATER, reason=reason)
+            return
+        ticket = None
+        try:
+            try:
+                stack = await self.stack()
+            except Exception as err:  # noqa: BLE001 - a stack that cannot load is told to the client
+                log.exception("the stack could not be loaded")
+                await websocket.close(code=P.CLOSE_INTERNAL, reason=f"the stack could not load: "
+                                                                    f"{type(err).__name__}"[:120])
+                return
+            if stack.gate is not None:
+                ticket = stack.gate.try_enter()
+                if ticket is None:
+                    reason = f"server busy: {stack.gate.busy_message()}; try again later"
+                    await websocket.close(code=P.CLOSE_TRY_LATER, reason=reason[:120])
+                    return
+            pcm_out = websocket.query_params.get("audio", "opus") == "pcm"
+            session = ChatSession(stack.make_runner, self.sessions_dir, self.limits, pcm_out=pcm_out,
+                                  head_start_s=self.head_start_s, components=stack.components)
+            result = await session.serve(_StarletteConnection(websocket))
+            self.results.append(result)
+            del self.results[:-50]
+        finally:
+            if ticket is not None:
+                ticket.release()
+            self._leave()
+
+    def mount(self, app: Any, path: str = ROUTE) -> None:
+        """Add the websocket route to a FastAPI / Starlette ``app``."""
+        app.router.add_websocket_route(path, self.handle)  # Starlette's route: the handler gets the WebSocket
+
+
+class _StarletteConnection:
+    """A Starlette websocket as a :class:`~.session.Connection`."""
+
+    def __init__(self, websocket: Any) -> None:
+        self._ws = websocket
+        self._closed = False
+
+    async def receive(self) -> bytes | str | None:
+        if self._closed:
+            return None
+        message = await self._ws.receive()
+        if message["type"] == "websocket.disconnect":
+            self._closed = True
+            return None
+        if message.get("bytes") is not None:
+            return message["bytes"]
+        return message.get("text") or ""
+
+    async def send(self, data: bytes) -> None:
+        await self._ws.send_bytes(data)
+
+    async def close(self, code: int, reason: str) -> None:
+        if not self._closed:
+            self._closed = True
+            await self._ws.close(code=code, reason=reason)
+
+
+def stack_from_cpu(llm: str = "offline", tts: str = "auto", whisper_model: str | None = None,
+                   small_model_openers: bool = True) -> Callable[[], ServedStack]:
+    """A ``load_stack`` for the CPU stack (:func:`kame_core.pipelines.stack.cpu_stack`); a local oracle LLM is
+    loaded with it (the handshake means the models are warm)."""
+
+    def load() -> ServedStack:
+        from ..pipelines.stack import cpu_stack
+
+        stack = cpu_stack(llm=llm, tts=tts, whisper_model=whisper_model, small_model_openers=small_model_openers)
+        warm = getattr(stack.llm, "load", None)  # the local oracle model loads now, not in the first session
+        if callable(warm):
+            warm()
+        words = " · ".join(f"{role.replace('_', ' ')}: {what}" for role, what in stack.components.items())
+        return ServedStack(make_runner=lambda clock: stack.runner("kame", clock=clock), components=words)
+
+    return load
+
+
+def standalone_app(server: ChatServer) -> Any:
+    """A FastAPI app serving only the protocol (``python -m kame_core.serve``)."""
+    from fastapi import FastAPI
+
+    app = FastAPI(title="KAME live protocol", docs_url=None, redoc_url=None, openapi_url=None)
+    server.mount(app)
+    return app

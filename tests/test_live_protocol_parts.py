@@ -1,0 +1,114 @@
+"""The live protocol's parts that need no model: message encoding, limits, ids, the sink's messages, the
+Talk tab's opener refusing bad ids."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from kame_core.serve import protocol as P
+from kame_core.serve.session import StreamSink, default_sessions_dir, session_file
+from kame_core.session import FrameOut
+from kame_core.trace import Event, EventKind, FrameRecord
+
+
+def test_messages_split_and_pcm_round_trip():
+    assert P.split(P.message(P.TEXT, b"hi")) == (P.TEXT, b"hi")
+    with pytest.raises(P.ProtocolError, match="empty message"):
+        P.split(b"")
+    audio = np.linspace(-1, 1, 1920, dtype=np.float32)
+    back = P.pcm_from_bytes(P.pcm_to_bytes(audio))
+    assert np.allclose(back, audio, atol=1e-4)
+    with pytest.raises(P.ProtocolError, match="not whole 16-bit"):
+        P.pcm_from_bytes(b"abc")
+
+
+def test_ogg_pages_are_told_from_other_bytes():
+    sphn = pytest.importorskip("sphn")
+    pages = sphn.OpusStreamWriter(24000).append_pcm(np.zeros(1920, np.float32))
+    assert P.looks_like_ogg(pages)
+    assert not P.looks_like_ogg(b"this is not opus at all, no, not at all")
+    assert not P.looks_like_ogg(b"OggS")
+
+
+def test_event_json_leaves_out_bulky_fields():
+    event = Event(1.23456, EventKind.LLM_REQUEST_START, {"request": 3, "messages": [{"x": 1}], "reason": "final"})
+    obj = P.event_json(event)
+    assert obj == {"type": "event", "t": 1.235, "kind": "llm_request_start", "data": {"request": 3, "reason": "final"}}
+
+
+def test_session_ids_never_name_other_paths(tmp_path):
+    assert session_file(tmp_path, "talk-20260101-000000-abcd1234") == tmp_path / "talk-20260101-000000-abcd1234.kame"
+    for bad in ("../etc/passwd", "a/b", "", ".hidden", "x" * 200):
+        with pytest.raises(ValueError, match="not a session id"):
+            session_file(tmp_path, bad)
+    assert default_sessions_dir({"KAME_SESSIONS_DIR": str(tmp_path)}) == tmp_path
+    assert default_sessions_dir({"XDG_CACHE_HOME": "/c"}) == __import__("pathlib").Path("/c/kame/sessions")
+
+
+def test_the_sink_sends_events_text_audio_and_the_turn_onset():
+    pytest.importorskip("sphn")
+    sent: list[bytes] = []
+    sink = StreamSink(sent.extend, pcm_out=True)
+    quiet, loud = np.zeros(1920, np.float32), np.full(1920, 0.2, np.float32)
+    end = Event(0.5, EventKind.USER_SPEECH_END, {"audio_t": 0.4})
+    sink.on_frame(FrameOut(6, 0.56, FrameRecord(), quiet, quiet, (end,)))
+    assert [m[0] for m in sent] == [P.EVENT, P.PCM]
+    sent.clear()
+    sink.on_frame(FrameOut(7, 0.64, FrameRecord(text_piece=" Paris", text_token=5), quiet, loud, ()))
+    kinds = [m[0] for m in sent]
+    assert kinds == [P.TEXT, P.PCM, P.EVENT]
+    assert sent[0][1:] == b" Paris" and len(sent[1]) == 1 + 2 * 1920
+    assert sink.turns == [{"type": "turn_onset", "turn": 0, "user_end": 0.4, "assistant_start": 0.56,
+                           "delay_s": 0.16}]
+
+
+def test_the_talk_opener_refuses_a_bad_or_unknown_id(tmp_path):
+    from demo import views
+
+    *first, file = views.open_talk_session("../../secret", None, sessions_dir=tmp_path)
+    assert file is None and "not a session id" in first[1]
+    *first, file = views.open_talk_session("talk-unknown", None, sessions_dir=tmp_path)
+    assert file is None and "no saved session" in first[1]
+
+
+def test_a_stack_that_cannot_load_closes_with_1011_and_the_server_goes_on(tmp_path):
+    import asyncio
+    import socket
+    import threading
+    import time
+
+    import uvicorn
+    websockets = pytest.importorskip("websockets")
+
+    from kame_core.serve import ChatServer, standalone_app
+
+    calls = []
+
+    def broken():
+        calls.append(1)
+        raise OSError("no model files here")
+
+    server = ChatServer(broken, max_sessions=1, sessions_dir=tmp_path)
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    uv = uvicorn.Server(uvicorn.Config(standalone_app(server), host="127.0.0.1", port=port, log_level="critical"))
+    thread = threading.Thread(target=uv.run, daemon=True)
+    thread.start()
+    while not uv.started:
+        time.sleep(0.05)
+
+    async def connect():
+        async with websockets.connect(f"ws://127.0.0.1:{port}/api/chat") as ws:
+            with pytest.raises(websockets.ConnectionClosed):
+                await asyncio.wait_for(ws.recv(), 10)
+            return ws.close_code, ws.close_reason
+
+    try:
+        for _ in range(2):  # the slot is given back: the second client is told the same, not "busy"
+            code, reason = asyncio.run(connect())
+            assert code == P.CLOSE_INTERNAL and "OSError" in reason
+        assert len(calls) == 2 and server.active == 0
+    finally:
+        uv.should_exit = True
+        thread.join(10)
