@@ -345,9 +345,10 @@ class StandInFrontEnd:
 
     def _maybe_open(self, st: StandInState) -> None:
         """Say a content-light opener, once per user turn, when it is time to answer and nothing is ready."""
-        cfg, user, answer = self.config, st.user, st.answer
+        cfg, answer = self.config, st.answer
         if not cfg.openers or not st.voice.idle():
             return
+        user = self._ears(st)
         if user.heard:  # after the user's turn, as a listener would
             now = st.frame * FRAME_SECONDS
             is_due = (st.opened_turn != user.turn and st.spoken_turn != user.turn and not user.speaking
@@ -366,6 +367,14 @@ class StandInFrontEnd:
         opener = st.rng.choice(cfg.openers).split()
         self._synthesize(st, opener, [False] * len(opener))
 
+    @staticmethod
+    def _ears(st: StandInState) -> UserTurnTracker:
+        """What times the opener: the user's voice as heard on their own audio frames (no transcription lag)
+        when the floor listener has heard them, else the STT's speech events."""
+        if st.floor is not None and st.floor.voice.heard:
+            return st.floor.voice
+        return st.user
+
     def _user_holds_floor(self, st: StandInState) -> bool:
         return st.floor is not None and st.floor.user_holds_floor(st.frame * FRAME_SECONDS, st.user.transcript())
 
@@ -373,7 +382,7 @@ class StandInFrontEnd:
         if not st.voice.can_say(st.frame) or self._user_holds_floor(st):
             return self._output(st, "", None, None)
         utterance = st.voice.say_next(st.frame)
-        st.spoken_turn = st.user.turn
+        st.spoken_turn = self._ears(st).turn
         if utterance.is_answer and st.answer is not None:
             st.answer.said.append(utterance.word.text)
             st.answer.said_frames.append(st.frame)
