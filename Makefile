@@ -38,8 +38,10 @@ test: install
 	HF_HUB_OFFLINE=1 $(PY) -m pytest -q -p no:cacheprovider tests
 
 # the edit loop: everything but the tests marked slow (Whisper, SmolLM2, Piper, browser); under a minute
+# (modules marked slow as a whole are not even imported)
 test-fast: install
-	HF_HUB_OFFLINE=1 $(PY) -m pytest -q -p no:cacheprovider -m "not slow" tests
+	HF_HUB_OFFLINE=1 $(PY) -m pytest -q -p no:cacheprovider -m "not slow" \
+	  $(patsubst %,--ignore=%,$(shell grep -l '^pytestmark = .*slow' tests/test_*.py)) tests
 
 bench: install
 	HF_HUB_OFFLINE=1 $(PY) benchmarks/virtual_clock_throughput.py

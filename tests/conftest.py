@@ -10,4 +10,6 @@ os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
 
 
 def pytest_configure(config) -> None:
-    config.addinivalue_line("markers", "slow: loads Whisper, SmolLM2, Piper or a browser (skipped by make test-fast)")
+    config.addinivalue_line("markers", "slow: loads Whisper, SmolLM2, Piper, the embeddings or a browser; runs a "
+                                       "benchmark, a subprocess app, the real-time clock or seconds of a neural model "
+                                       "(skipped by make test-fast)")

@@ -43,6 +43,7 @@ def test_reasoning_uses_the_reference_prompt(fake) -> None:
     assert "Two plus three is five." in prompt and "Reference" in prompt
 
 
+@pytest.mark.slow  # the proxy loads the MiniLM embeddings
 def test_an_unparsable_verdict_falls_back_to_the_labelled_proxy(monkeypatch) -> None:
     monkeypatch.setenv("KAME_LLM_API_KEY", KEY)
     with FakeJudge(lambda prompt: "I cannot rate this.") as server:

@@ -128,6 +128,7 @@ def test_cascade_is_deterministic_on_the_virtual_clock():
     np.testing.assert_array_equal(a.output_audio, b.output_audio)
 
 
+@pytest.mark.slow  # runs on the real-time clock
 def test_cascade_runs_on_the_real_time_clock():
     segments, audio = user_input(("hi there", 0.1))
     trace = run_cascade(segments, audio, answer="Hello.", clock=RealTimeClock(), first_chunk_s=0.05,

@@ -3,6 +3,8 @@ import pytest
 
 from kame_core.eval.proxy import PROXY_LABEL, ProxyScorer, proxy_scorer
 
+pytestmark = pytest.mark.slow  # loads the MiniLM embeddings
+
 
 def test_relevant_answer_scores_higher_than_unrelated():
     scorer = proxy_scorer()

@@ -15,6 +15,8 @@ from kame_core.neural import KameLM, KameLMGen, upgrade_legacy_state_dict
 from kame_core.neural.configs import tiny_lm_kwargs
 from .shared_data import LM_FIXTURE, needs_lm_fixture
 
+pytestmark = pytest.mark.slow  # many steps of the tiny model per test (make gpu-check and make test run them)
+
 START, PAD = 64, 3
 Schedule = dict[int, Callable[[KameLMGen, int | None], None]]
 

@@ -51,6 +51,7 @@ def test_tokenizer_implements_the_protocol(tokenizer_path: Path) -> None:
     assert tok.is_padding(3) and tok.is_padding(0) and not tok.is_padding(ids[0])
 
 
+@pytest.mark.slow  # seconds of the tiny model with Mimi
 def test_two_seconds_through_the_front_end(front_end: NeuralFrontEnd, tokenizer_path: Path) -> None:
     assert isinstance(front_end, FrontEnd)
     assert front_end.provenance.kind == "neural-random"
@@ -94,6 +95,7 @@ def _session(fe: NeuralFrontEnd, seed: int, hold: list[bool]) -> list:
     return [fe.step(frame, None, h) for frame, h in zip(iter_frames(user), hold)]
 
 
+@pytest.mark.slow  # two sessions of the tiny model with Mimi
 def test_reset_makes_sessions_reproducible(small_front_end: NeuralFrontEnd) -> None:
     first = _session(small_front_end, 7, [False] * 8)
     second = _session(small_front_end, 7, [False] * 8)
@@ -117,6 +119,7 @@ def test_step_checks_the_frame_size(small_front_end: NeuralFrontEnd) -> None:
         small_front_end.step(np.zeros(100, np.float32), None)
 
 
+@pytest.mark.slow  # seconds of the tiny model through the whole runner
 def test_tandem_runner_end_to_end_with_the_neural_front_end(front_end: NeuralFrontEnd) -> None:
     """Tiny random KAME LM + random Mimi through the tandem runner on 2 s of synthesized speech."""
     from kame_core.clock import FRAME_SECONDS, VirtualClock

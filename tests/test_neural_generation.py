@@ -82,6 +82,7 @@ def test_oracle_calls_need_streaming(kame_lm: KameLM) -> None:
         KameLMGen(kame_lm).oracle_reset()
 
 
+@pytest.mark.slow  # long runs of the tiny model against upstream
 @pytest.mark.parametrize("use_sampling", [False, True])
 def test_oracle_off_is_exactly_upstream_lmgen(use_sampling: bool) -> None:
     """The Moshi baseline (oracle stream off) generates exactly what moshi's LMGen generates."""
@@ -96,6 +97,7 @@ def test_oracle_off_is_exactly_upstream_lmgen(use_sampling: bool) -> None:
     assert torch.equal(ours, theirs)
 
 
+@pytest.mark.slow  # long runs of the tiny model against upstream
 @pytest.mark.parametrize("use_sampling", [False, True])
 def test_no_oracle_ever_matches_upstream_when_padding_embeds_to_zero(kame_lm: KameLM, use_sampling: bool) -> None:
     """With the oracle on but never reset, the only change to moshi's generation is the padding id's

@@ -9,6 +9,7 @@ import pytest
 from benchmarks.gpu_step import main
 
 
+@pytest.mark.slow  # runs the benchmark script
 def test_gpu_step_benchmark_runs_tiny_on_cpu(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     out = tmp_path / "gpu_step.json"
     assert main(["--tiny", "--device", "cpu", "--batches", "1,2", "--frames", "3", "--warmup", "1",

@@ -16,6 +16,8 @@ from kame_core.neural.pool import PoolFull, SessionPool, SlotFrontEnd, SlotInput
 from kame_core.neural.tiny import train_tiny_tokenizer
 from kame_core.protocols import FrontEnd
 
+pytestmark = pytest.mark.slow  # many steps of the tiny model per test (make gpu-check and make test run them)
+
 VOCAB = 64
 
 

@@ -109,6 +109,7 @@ def test_virtual_clock_is_deterministic():
     assert a.to_json() == b.to_json()
 
 
+@pytest.mark.slow  # runs on the real-time clock
 def test_same_runner_code_on_the_real_time_clock():
     segments = [words_at("hi there", 0.1, per_word=0.2)]
     trace, _ = run(segments=segments, clock=RealTimeClock(), first_chunk_s=0.05)

@@ -180,6 +180,7 @@ def test_build_refuses_a_front_matter_that_disagrees_with_gradio_and_the_reposit
         builder.build(REPO.parent)
 
 
+@pytest.mark.slow  # imports the whole app in a subprocess
 def test_built_space_imports_from_its_own_folder_and_lists_the_bundled_scenarios(tmp_path):
     out = tmp_path / "space"
     _load_builder().build(out)

@@ -365,6 +365,7 @@ def test_a_new_turn_starts_a_fresh_answer_not_a_correction(runner_cls=TandemRunn
     assert boundary.data["assistant_said"] == "Two plus two is four."
 
 
+@pytest.mark.slow  # runs on the real-time clock
 def test_live_session_on_the_real_time_clock_never_waits_for_the_tts():
     from kame_core.clock import RealTimeClock
 
