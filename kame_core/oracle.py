@@ -227,6 +227,9 @@ async def _close(chunks: object) -> None:
             pass
 
 
+#: why the restart policy drops a stream: a newer request replaced it
+_SUPERSEDED = "superseded"
+
 class OracleManager:
     """Polls the conversation and runs LLM streams into the :class:`OracleStream` (see module docstring)."""
 
@@ -330,23 +333,21 @@ class OracleManager:
             await self.shutdown()
 
     async def _consume(self, request: int, messages: list[ChatMessage]) -> None:
+        """Stream one request into the oracle stream, recording every step; which chunks feed which revision
+        and when the stream is dropped is the policy's (:meth:`_on_chunk`, :meth:`_dropped_after`)."""
         revision: int | None = None
         n_chunks = 0
         text: list[str] = []
+        dropped = ""
         chunks = self._llm.stream(messages, self._clock)
         try:
             async for chunk in chunks:
-                if request != self._request:
-                    break  # superseded: never leak a token of an old stream
-                if revision is None:
-                    if not chunk.strip():
-                        continue
-                    self._revision += 1
-                    revision = self._revision
-                    self._stream.reset(revision)
-                    now = self._clock.now()
-                    self._trace.add_event(now, EventKind.LLM_FIRST_CHUNK, request=request, revision=revision)
-                    self._trace.add_event(now, EventKind.ORACLE_RESET, request=request, revision=revision)
+                fed, dropped = self._on_chunk(request, revision, chunk)
+                if dropped:
+                    break
+                if fed is None:
+                    continue
+                revision = fed
                 ids = self._tokenizer.encode(chunk)
                 if self._stream.append(revision, ids):
                     n_chunks += 1
@@ -355,7 +356,7 @@ class OracleManager:
                                           revision=revision, text=chunk, tokens=ids)
         except asyncio.CancelledError:
             self._trace.add_event(self._clock.now(), EventKind.LLM_REQUEST_CANCEL, request=request,
-                                  revision=revision, text="".join(text))
+                                  revision=revision, text="".join(text), **self._cancel_fields(request))
             raise
         except Exception as err:  # LLMError from a back-end, or anything else: the session goes on
             self._last_failed = True
@@ -364,9 +365,40 @@ class OracleManager:
             return
         finally:
             await _close(chunks)
-        if request != self._request:
+        dropped = dropped or self._dropped_after(request)
+        if dropped:
             self._trace.add_event(self._clock.now(), EventKind.LLM_REQUEST_CANCEL, request=request,
-                                  revision=revision, text="".join(text), late=True)
+                                  revision=revision, text="".join(text), late=True,
+                                  **self._cancel_fields(request, dropped))
             return
         self._trace.add_event(self._clock.now(), EventKind.LLM_REQUEST_FINISH, request=request,
                               revision=revision, text="".join(text), chunks=n_chunks)
+
+    # -- the restart policy's answers to the consume loop (the emission policy overrides them) ----------
+    def _on_chunk(self, request: int, revision: int | None, chunk: str) -> tuple[int | None, str]:
+        """(the revision this chunk feeds, None to skip it; why the stream is dropped, "" to go on).
+        Restart policy: only the newest request feeds, its first non-empty chunk starts a revision."""
+        if request != self._request:
+            return None, _SUPERSEDED  # never leak a token of an old stream
+        if revision is None:
+            if not chunk.strip():
+                return None, ""
+            revision = self._start_revision(request)
+        return revision, ""
+
+    def _dropped_after(self, request: int) -> str:
+        """Why a stream that ended by itself still counts as dropped ("" if it does not)."""
+        return _SUPERSEDED if request != self._request else ""
+
+    def _cancel_fields(self, request: int, why: str = "") -> dict[str, str]:
+        """Extra fields of a request's cancel event (the restart policy records no reason)."""
+        return {}
+
+    def _start_revision(self, request: int) -> int:
+        """A new revision for ``request``: reset the oracle stream and record it."""
+        self._revision += 1
+        self._stream.reset(self._revision)
+        now = self._clock.now()
+        self._trace.add_event(now, EventKind.LLM_FIRST_CHUNK, request=request, revision=self._revision)
+        self._trace.add_event(now, EventKind.ORACLE_RESET, request=request, revision=self._revision)
+        return self._revision

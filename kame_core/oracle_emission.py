@@ -21,8 +21,8 @@ from __future__ import annotations
 import asyncio
 
 from .clock import Clock
-from .oracle import Conversation, OracleConfig, OracleManager, OracleStream, _close
-from .protocols import ChatMessage, LLMError, StreamingLLM, TextTokenizer
+from .oracle import Conversation, OracleConfig, OracleManager, OracleStream
+from .protocols import StreamingLLM, TextTokenizer
 from .trace import EventKind, SessionTrace
 
 
@@ -73,7 +73,7 @@ class EmissionOracleManager(OracleManager):
             now, EventKind.LLM_REQUEST_START, request=request, reason=reason, policy=self.config.policy,
             transcript=self._conv.user_transcript(), transcript_t=self.last_update_t,
             messages=[{"role": m.role, "content": m.content} for m in messages[1:]])
-        task = asyncio.ensure_future(self._consume_emission(request, messages))
+        task = asyncio.ensure_future(self._consume(request, messages))
         self._running[request] = task
         task.add_done_callback(lambda _t, r=request: self._running.pop(r, None))
 
@@ -103,58 +103,30 @@ class EmissionOracleManager(OracleManager):
 
     def _adopt(self, request: int) -> int:
         self._adopted = request
-        self._revision += 1
-        self._stream.reset(self._revision)
-        now = self._clock.now()
-        self._trace.add_event(now, EventKind.LLM_FIRST_CHUNK, request=request, revision=self._revision)
-        self._trace.add_event(now, EventKind.ORACLE_RESET, request=request, revision=self._revision)
+        revision = self._start_revision(request)
         for older in [r for r in self._running if r < request]:
             self._cancel(older, f"request {request} was adopted")
-        return self._revision
+        return revision
 
-    async def _consume_emission(self, request: int, messages: list[ChatMessage]) -> None:
-        revision: int | None = None
-        n_chunks = 0
-        text: list[str] = []
-        chunks = self._llm.stream(messages, self._clock)
-        dropped = ""
-        try:
-            async for chunk in chunks:
-                if revision is None:
-                    if not chunk.strip():
-                        continue
-                    self._emitted.add(request)
-                    if request < self._adopted:
-                        dropped = f"older than the adopted request {self._adopted}"
-                        break
-                    revision = self._adopt(request)
-                elif self._adopted != request:
-                    dropped = f"request {self._adopted} was adopted"
-                    break
-                ids = self._tokenizer.encode(chunk)
-                if self._stream.append(revision, ids):
-                    n_chunks += 1
-                    text.append(chunk)
-                    self._trace.add_event(self._clock.now(), EventKind.ORACLE_APPEND, request=request,
-                                          revision=revision, text=chunk, tokens=ids)
-        except asyncio.CancelledError:
-            self._trace.add_event(self._clock.now(), EventKind.LLM_REQUEST_CANCEL, request=request,
-                                  revision=revision, text="".join(text),
-                                  reason=self._why_cancelled.pop(request, "cancelled"))
-            raise
-        except Exception as err:  # noqa: BLE001 - LLMError from a back-end, or anything else
-            self._last_failed = True
-            detail = str(err) if isinstance(err, LLMError) else f"{type(err).__name__}: {err}"
-            self._trace.add_event(self._clock.now(), EventKind.LLM_ERROR, request=request, error=detail)
-            return
-        finally:
-            await _close(chunks)
-        if dropped:
-            self._trace.add_event(self._clock.now(), EventKind.LLM_REQUEST_CANCEL, request=request,
-                                  revision=revision, text="".join(text), late=True, reason=dropped)
-            return
-        self._trace.add_event(self._clock.now(), EventKind.LLM_REQUEST_FINISH, request=request,
-                              revision=revision, text="".join(text), chunks=n_chunks)
+    def _on_chunk(self, request: int, revision: int | None, chunk: str) -> tuple[int | None, str]:
+        """Emission policy: the first request to emit a non-empty chunk after the adopted one is adopted
+        (older running ones are cancelled); an adopted request feeds until a newer one is adopted."""
+        if revision is None:
+            if not chunk.strip():
+                return None, ""
+            self._emitted.add(request)
+            if request < self._adopted:
+                return None, f"older than the adopted request {self._adopted}"
+            return self._adopt(request), ""
+        if self._adopted != request:
+            return None, f"request {self._adopted} was adopted"
+        return revision, ""
+
+    def _dropped_after(self, request: int) -> str:
+        return ""
+
+    def _cancel_fields(self, request: int, why: str = "") -> dict[str, str]:
+        return {"reason": why or self._why_cancelled.pop(request, "cancelled")}
 
 
 def make_oracle_manager(config: OracleConfig, llm: StreamingLLM, conversation: Conversation,
