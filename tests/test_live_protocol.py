@@ -9,7 +9,6 @@ import asyncio
 import socket
 import threading
 import time
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -84,6 +83,14 @@ async def _open(url: str):
     ws = await websockets.connect(url, max_size=None)
     first = await asyncio.wait_for(ws.recv(), 300)
     return ws, first
+
+
+async def _closed(ws) -> tuple[int | None, str | None]:
+    """Read until the server closes the connection; its close code and reason."""
+    with pytest.raises(websockets.ConnectionClosed):
+        while True:
+            await asyncio.wait_for(ws.recv(), 20)
+    return ws.close_code, ws.close_reason
 
 
 async def _recv_until(ws, predicate, timeout: float = 20.0):
@@ -182,10 +189,7 @@ def test_bad_input_is_refused_with_warnings_then_a_close_and_the_server_goes_on(
         await _recv_until(ws, lambda d: isinstance(d, bytes) and d[:1] == bytes([P.AUDIO]))
         for _ in range(5):  # past max_bad_messages (8): closed with 1003
             await ws.send(b"")
-        with pytest.raises(websockets.ConnectionClosed):
-            while True:
-                await asyncio.wait_for(ws.recv(), 20)
-        return ws.close_code, ws.close_reason
+        return await _closed(ws)
 
     code, reason = _run(scenario())
     assert code == P.CLOSE_UNSUPPORTED and "not the protocol" in reason
@@ -193,10 +197,7 @@ def test_bad_input_is_refused_with_warnings_then_a_close_and_the_server_goes_on(
     async def too_big():
         ws, _ = await _open(url)
         await ws.send(bytes([P.PCM]) + bytes(2 * 200_000))
-        with pytest.raises(websockets.ConnectionClosed):
-            while True:
-                await asyncio.wait_for(ws.recv(), 20)
-        return ws.close_code, ws.close_reason
+        return await _closed(ws)
 
     code, reason = _run(too_big())
     assert code == P.CLOSE_TOO_BIG and "limit" in reason
