@@ -4,14 +4,13 @@ per level; per run or pooled over many scenarios (data: :mod:`kame_core.evolutio
 from __future__ import annotations
 
 import html
-from pathlib import Path
-from typing import Iterable, Sequence
+from typing import Sequence
 
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from kame_core.evolution import EvolutionPoint, evolution_points, per_level
-from kame_core.scenario import Scenario, load_scenario
+from kame_core.scenario import Scenario
 
 #: one colour per hint level 0..5 (viridis-like, dark = vague, light = sharp)
 LEVEL_COLOURS = ("#440154", "#414487", "#2a788e", "#22a884", "#7ad151", "#c9b600")
@@ -23,11 +22,6 @@ def scenario_points(scenario: Scenario) -> list[EvolutionPoint]:
     for run_id, trace in scenario.runs.items():
         out += evolution_points(trace, scenario.references, run=f"{scenario.name}/{run_id}")
     return out
-
-
-def folder_points(paths: Iterable[Path]) -> list[EvolutionPoint]:
-    """The evolution points of several scenario files, pooled."""
-    return [p for path in paths for p in scenario_points(load_scenario(path))]
 
 
 def _hover(p: EvolutionPoint) -> str:

@@ -19,7 +19,7 @@ from kame_core.metrics import session_metrics
 from kame_core.trace_query import problems
 from kame_core.pipelines.replay import REPLAY_LABEL, ReplayUnavailable
 from kame_core.scenario import ScenarioError, save_scenario
-from kame_core.trace import SessionTrace
+from kame_core.trace import EventKind, SessionTrace
 
 from . import library
 from .delay_sweep import DELAYS_S, DelayOutcome, curve_figure, describe_outcome, reference_answers, run_delay
@@ -307,25 +307,36 @@ def evolution(state: Any = None):
         return session, None, "No oracle revision with text in this input's runs (only KAME runs have them)."
     refs = "the scenario's reference answers" if session.loaded.references else "no reference answers in this file"
     fig = evolution_figure(points, f"{session.loaded.title} — the oracle's evolution ({len(points)} revisions)")
-    return session, fig, f"Per hint level ({refs}):\n\n" + level_table_markdown(points)
+    made_by = _made_by([session.loaded.scenario], session.loaded.recorded)
+    return session, fig, f"{made_by}\n\nPer hint level ({refs}):\n\n" + level_table_markdown(points)
 
 
 def evolution_bundled(state: Any = None):
     """The oracle's evolution pooled over every scenario of the scenarios folder: (session, figure, markdown)."""
     from kame_core.evolution import level_table_markdown
 
-    from .evolution import evolution_figure, folder_points
+    from kame_core.scenario import load_scenario
+
+    from .evolution import evolution_figure, scenario_points
 
     session = session_of(state)
     names = library.bundled_names()
     if not names:
         return session, None, library.NO_SCENARIOS.format(folder=library.scenarios_dir())
     try:
-        points = folder_points(library.scenarios_dir() / f"{name}.kame" for name in names)
+        scenarios = [load_scenario(library.scenarios_dir() / f"{name}.kame") for name in names]
     except ScenarioError as err:
         return session, None, _error("Cannot read the scenarios folder", err)
+    points = [p for scenario in scenarios for p in scenario_points(scenario)]
     fig = evolution_figure(points, f"The oracle's evolution over {len(names)} scenarios ({len(points)} revisions)")
-    return session, fig, level_table_markdown(points)
+    return session, fig, _made_by(scenarios, recorded=True) + "\n\n" + level_table_markdown(points)
+
+
+def _made_by(scenarios: list, recorded: bool) -> str:
+    """Where the revisions came from: each distinct provenance of the runs that have oracle revisions."""
+    runs = [t for s in scenarios for t in s.runs.values() if t.events_of(EventKind.ORACLE_RESET)]
+    seen = dict.fromkeys(provenance_badge(t, recorded=recorded).plain() for t in runs)
+    return "**Revisions made by:** " + " | ".join(seen) if seen else ""
 
 
 # ------------------------------------------------------------------------------------- forced delay

@@ -61,10 +61,12 @@ def test_app_views_per_input_and_over_the_folder() -> None:
     session = views.open_bundled("01-knowledge-capital-of-france")[0]
     session, fig, text = views.evolution(session)
     assert fig is not None and "scenario's reference answers" in text and "| 5 |" in text
+    assert "Revisions made by" in text and "not the trained model" in text   # provenance of the points
     session, fig, text = views.evolution_bundled(session)
     from demo import library
 
     assert fig is not None and f"over {len(library.bundled_names())} scenarios" in fig.layout.title.text
+    assert "Revisions made by" in text and "not the trained model" in text and "recorded" in text.lower()
     level5 = next(line for line in text.splitlines() if line.startswith("| 5 |"))
     assert int(level5.split("|")[2]) > 0
 
