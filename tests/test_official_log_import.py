@@ -154,3 +154,22 @@ def test_the_app_opens_a_zipped_log_folder(tmp_path: Path) -> None:
     _, status, *_ = views.open_upload(str(partial), session)
     assert "moshi_words.txt: missing from the log folder partial" in status, status
     assert session.loaded.origin == "official-log"  # the refused upload left the opened one in place
+
+
+def test_a_line_logged_days_later_is_refused_before_any_frame_is_built(tmp_path: Path) -> None:
+    """A session is built frame by frame: a far timestamp once allocated 77 GiB before failing."""
+    log = {name: list(lines) for name, lines in LOG.items()}
+    name = next(iter(log))
+    ms, text = log[name][-1]
+    log[name].append((ms + 10 * 24 * 3600 * 1000, text))
+    with pytest.raises(OfficialLogError, match=rf"{name}:{len(log[name])}: logged 14400 minutes after"):
+        import_official_log(write_log(tmp_path / "far", log))
+
+
+def test_a_recording_longer_than_the_limit_is_refused_before_decoding(tmp_path: Path) -> None:
+    long_wav = tmp_path / "long.wav"
+    with sf.SoundFile(str(long_wav), "w", 8000, 1, "PCM_16") as f:   # 31 minutes of silence at 8 kHz
+        for _ in range(31):
+            f.write(np.zeros(60 * 8000, np.int16))
+    with pytest.raises(OfficialLogError, match="lasts 31 minutes; the limit is 30 minutes"):
+        import_official_log(write_log(tmp_path / "session"), recording=long_wav)

@@ -38,7 +38,7 @@ from ..augment.word_tokenizer import WordTokenizer
 from ..clock import SAMPLE_RATE, SAMPLES_PER_FRAME, frame_of
 from ..metrics import annotate_hint_levels, annotate_onsets
 from ..oracle import OracleStream
-from ..scenario import Scenario
+from ..scenario import MAX_AUDIO_MEMBER_S, Scenario
 from ..trace import EventKind, FrameRecord, OracleToken, Provenance, SessionTrace
 
 PARTIALS, FINALS, STREAMS = "asr_partial.txt", "user_words.txt", "llm_stream_words.txt"
@@ -190,7 +190,13 @@ def _conversation(path: Path) -> list[dict[str, str]]:
 def _recording(path: Path) -> tuple[np.ndarray, np.ndarray | None]:
     """User audio (and the assistant's, for a stereo file: channel 0 user, channel 1 assistant) at 24 kHz."""
     try:
+        seconds = sf.info(str(path)).duration  # checked before a sample is decoded
+        if seconds > MAX_AUDIO_MEMBER_S:
+            raise OfficialLogError(f"{path.name}: the recording lasts {seconds / 60:.0f} minutes; the limit is "
+                                   f"{MAX_AUDIO_MEMBER_S // 60} minutes")
         audio, sr = sf.read(str(path), dtype="float32", always_2d=True)
+    except OfficialLogError:
+        raise
     except Exception as err:  # noqa: BLE001 - libsndfile's errors name no file
         raise OfficialLogError(f"{path.name}: cannot read the recording ({err})") from None
     user = resample(audio[:, 0], int(sr), SAMPLE_RATE)
@@ -217,6 +223,9 @@ def import_official_log(log_dir: str | Path, recording: str | Path | None = None
     for line in every:
         if line.ms < zero_ms:
             raise OfficialLogError(f"{line.where}: logged before the recording's start ({line.ms} < {zero_ms})")
+        if line.ms - zero_ms > MAX_AUDIO_MEMBER_S * 1000:  # a session is built frame by frame: bound it first
+            raise OfficialLogError(f"{line.where}: logged {(line.ms - zero_ms) / 60000:.0f} minutes after the "
+                                   f"session's start; the limit is {MAX_AUDIO_MEMBER_S // 60} minutes")
 
     def t(line: LogLine) -> float:
         return (line.ms - zero_ms) / 1000.0
