@@ -72,11 +72,17 @@ class NeuralCheckpoint:
     model_id: str
     mimi_config: dict[str, Any] | None = None
     lm_gen_config: dict[str, Any] = field(default_factory=dict)
+    #: the folder says its weights are random (``kame_studio.json``, written by :mod:`.tiny`)
+    random_weights: bool = False
+    random_label: str = ""
 
     @property
     def provenance(self) -> Provenance:
-        return Provenance(kind=self.kind, model_id=self.model_id, version=f"moshi {_moshi_version()}",
-                          label="KAME front-end" if self.oracle else "Moshi baseline (oracle stream off)")
+        role = "KAME front-end" if self.oracle else "Moshi baseline (oracle stream off)"
+        if self.random_weights:  # never shown as a trained model
+            return Provenance(kind="neural-random", model_id=self.model_id, version=f"moshi {_moshi_version()}",
+                              label=f"{role}: {self.random_label or 'random weights'}")
+        return Provenance(kind=self.kind, model_id=self.model_id, version=f"moshi {_moshi_version()}", label=role)
 
 
 # ------------------------------------------------------------------------------------------ remedies
@@ -184,7 +190,9 @@ def resolve_local_folder(folder: str | Path, *, mimi_weights: str | Path | None 
     return NeuralCheckpoint(
         lm_weights=paths["LM weights"], mimi_weights=paths["Mimi weights"], tokenizer=paths["tokenizer"],
         lm_kwargs=json.loads(paths["LM kwargs"].read_text()), oracle=oracle,
-        kind="neural-kame" if oracle else "neural-moshi", model_id=str(folder), mimi_config=mimi_config)
+        kind="neural-kame" if oracle else "neural-moshi", model_id=str(folder),
+        mimi_config=mimi_config if mimi_config is not None else _folder_mimi_config(folder),
+        **_folder_marker(folder))
 
 
 def resolve_moshi_baseline(source: str | Path = MOSHI_REPO) -> NeuralCheckpoint:
@@ -210,7 +218,41 @@ def resolve_moshi_baseline(source: str | Path = MOSHI_REPO) -> NeuralCheckpoint:
             break
     return NeuralCheckpoint(lm_weights=paths["LM weights"], mimi_weights=paths["Mimi weights"],
                             tokenizer=paths["tokenizer"], lm_kwargs=lm_kwargs, oracle=False, kind="neural-moshi",
-                            model_id=str(folder), lm_gen_config=lm_gen_config)
+                            model_id=str(folder), lm_gen_config=lm_gen_config,
+                            mimi_config=_folder_mimi_config(folder), **_folder_marker(folder))
+
+
+def resolve_weights(source: str | Path, *, oracle: bool = True) -> NeuralCheckpoint:
+    """``--weights`` / ``--moshi-weights``: a local folder (KAME finetuning layout, or with ``oracle=False`` a
+    Moshi-baseline folder) or a Hugging Face repo id."""
+    if not str(source).strip():
+        raise CheckpointUnavailable("weights", [], "no folder or repo id given",
+                                    [f"give a local checkpoint folder or a repo id such as '{KAME_REPO}'"])
+    if Path(source).expanduser().is_dir():
+        folder = Path(source).expanduser()
+        return resolve_local_folder(folder) if oracle else resolve_moshi_baseline(folder)
+    if oracle:
+        return resolve_hf_repo(str(source))
+    return resolve_moshi_baseline(str(source))
+
+
+def _folder_mimi_config(folder: Path) -> dict[str, Any] | None:
+    """A folder's own Mimi configuration: the file its ``config.json`` names (``mimi_config_name``, as in moshi's
+    hub configs), else ``mimi_config.json`` when present; None (the published Mimi) otherwise."""
+    name = "mimi_config.json"
+    if (folder / HUB_CONFIG).is_file():
+        name = json.loads((folder / HUB_CONFIG).read_text()).get("mimi_config_name") or name
+    path = folder / Path(name).name  # a name, never a path out of the folder
+    return json.loads(path.read_text()) if path.is_file() else None
+
+
+def _folder_marker(folder: Path) -> dict[str, Any]:
+    """What ``kame_studio.json`` says of the weights (random or not)."""
+    path = folder / "kame_studio.json"
+    if not path.is_file():
+        return {}
+    raw = json.loads(path.read_text())
+    return {"random_weights": bool(raw.get("random_weights")), "random_label": str(raw.get("label", ""))}
 
 
 

@@ -9,9 +9,10 @@ on fresh virtual clocks and returns a :class:`~kame_core.scenario.Scenario`.
 """
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 from dataclasses import dataclass, field
-from typing import Callable, Iterable, Literal, Mapping
+from typing import Any, Callable, Iterable, Iterator, Literal, Mapping
 
 import numpy as np
 
@@ -33,20 +34,67 @@ GUESS_SYSTEM = "Answer in one short spoken sentence of at most 15 words. No list
 class Stack:
     """Everything a session needs. ``make_stt`` / ``make_front_end`` give each runner fresh streaming state;
     ``llm`` (the oracle / cascade back-end) and ``tts`` are shared. ``components`` maps a role to what fills
-    it, in words ("front_end": "CPU stand-in front-end (not the trained model) ...")."""
+    it, in words ("front_end": "CPU stand-in front-end (not the trained model) ...").
+
+    ``neural`` (:class:`kame_core.neural.choice.NeuralModels`): the front-end of KAME and Moshi-mode runners
+    is a slot of its session pools instead of ``make_front_end()`` (:func:`with_neural`). A runner owns its
+    front-end: :func:`release_front_end` (or :meth:`session`) gives a pool slot back."""
 
     make_stt: Callable[[], StreamingSTT]
     make_front_end: Callable[[], FrontEnd]
     llm: StreamingLLM
     tts: TTS
     components: Mapping[str, str] = field(default_factory=dict)
+    neural: Any = None
 
     def runner(self, mode: Mode, *, clock: Clock | None = None, session: SessionConfig | None = None,
                cascade: CascadeConfig | None = None) -> SessionDriver:
-        """A fresh runner for ``mode`` on ``clock`` (a new :class:`VirtualClock` by default)."""
-        front_end = self.make_front_end() if mode != "cascade" else None
-        return make_runner(mode, stt=self.make_stt(), llm=self.llm, tts=self.tts, front_end=front_end,
-                           clock=clock or VirtualClock(), session=session, cascade=cascade)
+        """A fresh runner for ``mode`` on ``clock`` (a new :class:`VirtualClock` by default). With ``neural``,
+        a KAME / Moshi runner holds a pool slot (``PoolFull`` when none is free) until it is released."""
+        front_end = None
+        if mode != "cascade":
+            front_end = self.neural.join(mode) if self.neural is not None else self.make_front_end()
+        try:
+            return make_runner(mode, stt=self.make_stt(), llm=self.llm, tts=self.tts, front_end=front_end,
+                               clock=clock or VirtualClock(), session=session, cascade=cascade)
+        except BaseException:
+            _close(front_end)
+            raise
+
+    @contextlib.contextmanager
+    def session(self, mode: Mode, **options: Any) -> Iterator[SessionDriver]:
+        """:meth:`runner` as a context: its front-end (a pool slot) is released on exit, whatever happened."""
+        runner = self.runner(mode, **options)
+        try:
+            yield runner
+        finally:
+            release_front_end(runner)
+
+    def front_end_words(self, mode: Mode) -> str:
+        """What fills the front-end role of a ``mode`` run, in words."""
+        if mode == "cascade":
+            return "none (cascade: STT → LLM → TTS)"
+        if self.neural is not None:
+            return self.neural.describe(mode)
+        return str(self.components.get("front_end", ""))
+
+
+def with_neural(stack: Stack, models: Any) -> Stack:
+    """``stack`` with its KAME and Moshi-mode front-ends taken from ``models``' session pools."""
+    components = dict(stack.components, front_end=models.describe("kame"))
+    components["front_end_moshi_mode"] = models.describe("moshi")
+    return dataclasses.replace(stack, neural=models, components=components)
+
+
+def release_front_end(runner: object) -> None:
+    """Give back what a runner's front-end holds (a pool slot); a no-op for front-ends that hold nothing."""
+    _close(getattr(runner, "front_end", None))
+
+
+def _close(front_end: object) -> None:
+    close = getattr(front_end, "close", None)
+    if front_end is not None and hasattr(front_end, "pool") and callable(close):
+        close()
 
 
 def cpu_stack(llm: str | StreamingLLM = "offline", tts: str | TTS = "auto", *, whisper_model: str | None = None,
@@ -108,5 +156,6 @@ def record_scenario(stack: Stack, user_audio: np.ndarray, *, name: str, title: s
         config = dataclasses.replace(config, title=title)
     runs = {}
     for mode in modes:
-        runs[mode] = stack.runner(mode, session=config, cascade=cascade).run_sync(user_audio)
+        with stack.session(mode, session=config, cascade=cascade) as runner:
+            runs[mode] = runner.run_sync(user_audio)
     return Scenario(name=name, runs=runs, title=title, description=description, tags=list(tags))

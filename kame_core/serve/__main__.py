@@ -1,25 +1,36 @@
-"""``python -m kame_core.serve``: the live protocol on its own (CPU stack), at ws://HOST:PORT/api/chat."""
+"""``python -m kame_core.serve``: the live protocol on its own, at ws://HOST:PORT/api/chat.
+
+The front-end is the neural KAME model with ``--weights REPO|DIR`` (sessions take slots of one pool of
+``--pool-size``; ``--device cuda|cpu``), else the CPU stand-in. Every model is loaded and warmed before the
+port opens.
+"""
 from __future__ import annotations
 
 import argparse
 import logging
+import sys
+import time
 from pathlib import Path
 
+from ..neural.choice import FrontEndChoice
 from .protocol import Limits
 from .server import ROUTE, ChatServer, stack_from_cpu, standalone_app
 from .session import default_sessions_dir
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(prog="python -m kame_core.serve", description=__doc__)
+    parser = argparse.ArgumentParser(prog="python -m kame_core.serve", description=__doc__.split("\n\n")[0])
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=8998)
+    FrontEndChoice.add_arguments(parser)
     parser.add_argument("--llm", default="offline", help="oracle LLM spec (kame_core.llm.make_llm): offline, "
                                                          "openai, anthropic, ...")
-    parser.add_argument("--tts", default="auto", help="front-end speech: auto, piper, espeak")
+    parser.add_argument("--tts", default="auto", help="stand-in speech and the cascade: auto, piper, espeak")
     parser.add_argument("--whisper-model", default=None, help="faster-whisper model (default: the stack's)")
     parser.add_argument("--no-small-model", action="store_true", help="content-light openers (no SmolLM2)")
-    parser.add_argument("--max-sessions", type=int, default=2, help="sessions at once (0: no limit)")
+    parser.add_argument("--max-sessions", type=int, default=None,
+                        help="sessions at once (0: no limit; default 2 on the CPU stack, the pool size with "
+                             "--weights)")
     parser.add_argument("--max-session-s", type=float, default=300.0, help="longest session (s of audio)")
     parser.add_argument("--sessions-dir", type=Path, default=None,
                         help=f"where sessions are saved (default: KAME_SESSIONS_DIR or {default_sessions_dir()})")
@@ -27,15 +38,30 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
     if args.port <= 0 or args.port >= 65536:
         parser.error(f"--port {args.port} is outside 1..65535")
+    try:
+        choice = FrontEndChoice.from_args(args)
+    except ValueError as err:
+        parser.error(str(err))
+    max_sessions = args.max_sessions if args.max_sessions is not None else (None if choice.neural else 2)
     logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(name)s %(levelname)s %(message)s")
-    server = ChatServer(stack_from_cpu(args.llm, args.tts, args.whisper_model, not args.no_small_model),
-                        max_sessions=args.max_sessions or None,
+    server = ChatServer(stack_from_cpu(args.llm, args.tts, args.whisper_model, not args.no_small_model,
+                                       front_end=choice),
+                        max_sessions=max_sessions or None,
                         sessions_dir=args.sessions_dir or default_sessions_dir(),
                         limits=Limits(max_session_s=args.max_session_s))
     import uvicorn
 
-    print(f"KAME live protocol at ws://{args.host}:{args.port}{ROUTE} (sessions saved in {server.sessions_dir})",
-          flush=True)
+    from ..neural.loading import CheckpointUnavailable
+
+    started = time.perf_counter()
+    try:
+        stack = server.preload()
+    except (CheckpointUnavailable, ValueError) as err:
+        print(f"error: {err}", file=sys.stderr)
+        raise SystemExit(2) from None
+    print(f"components: {stack.components}", flush=True)
+    print(f"ready at ws://{args.host}:{args.port}{ROUTE} in {time.perf_counter() - started:.1f} s "
+          f"(sessions saved in {server.sessions_dir})", flush=True)
     uvicorn.run(standalone_app(server), host=args.host, port=args.port, log_level=args.log_level.lower())
 
 

@@ -33,6 +33,8 @@ class ServedStack:
     make_runner: Callable[[Any], Any]
     components: str = ""
     gate: Any = None
+    #: sessions the front-end can hold at once (a neural model's pool size); None: no bound of its own
+    capacity: int | None = None
 
 
 @dataclass
@@ -59,12 +61,17 @@ class ChatServer:
         """Sessions running now."""
         return self._active
 
-    def _admit(self) -> bool:
+    def _admit(self, capacity: int | None) -> str | None:
+        """Take a place (None) or say why there is none."""
         with self._lock:
+            if capacity is not None and self._active >= capacity and \
+                    (self.max_sessions is None or capacity <= self.max_sessions):
+                return (f"server busy: all {capacity} session slots of the model are in use; "
+                        "try again when a session ends")
             if self.max_sessions is not None and self._active >= self.max_sessions:
-                return False
+                return f"server busy: {self.max_sessions} live session(s) running, the limit; try again later"
             self._active += 1
-            return True
+            return None
 
     def _leave(self) -> None:
         with self._lock:
@@ -77,23 +84,29 @@ class ChatServer:
                 self._stack = await asyncio.to_thread(self.load_stack)
             return self._stack
 
+    def preload(self) -> ServedStack:
+        """Load the stack now, before the server listens (a first client is then answered like any other)."""
+        if self._stack is None:
+            self._stack = self.load_stack()
+        return self._stack
+
     async def handle(self, websocket: Any) -> None:
         """One websocket connection (Starlette ``WebSocket``), from accept to close."""
         await websocket.accept()
-        if not self._admit():
-            reason = f"server busy: {self.max_sessions} live session(s) running, the limit; try again later"
-            log.warning("refused a session: %s", reason)
-            await websocket.close(code=P.CLOSE_TRY_LATER, reason=reason)
+        try:
+            stack = await self.stack()
+        except Exception as err:  # noqa: BLE001 - a stack that cannot load is told to the client
+            log.exception("the stack could not be loaded")
+            await websocket.close(code=P.CLOSE_INTERNAL, reason=f"the stack could not load: "
+                                                                f"{type(err).__name__}"[:120])
+            return
+        refused = self._admit(stack.capacity)
+        if refused is not None:
+            log.warning("refused a session: %s", refused)
+            await websocket.close(code=P.CLOSE_TRY_LATER, reason=refused[:120])
             return
         ticket = None
         try:
-            try:
-                stack = await self.stack()
-            except Exception as err:  # noqa: BLE001 - a stack that cannot load is told to the client
-                log.exception("the stack could not be loaded")
-                await websocket.close(code=P.CLOSE_INTERNAL, reason=f"the stack could not load: "
-                                                                    f"{type(err).__name__}"[:120])
-                return
             if stack.gate is not None:
                 ticket = stack.gate.try_enter()
                 if ticket is None:
@@ -144,21 +157,34 @@ class _StarletteConnection:
 
 
 def stack_from_cpu(llm: str = "offline", tts: str = "auto", whisper_model: str | None = None,
-                   small_model_openers: bool = True) -> Callable[[], ServedStack]:
+                   small_model_openers: bool = True, front_end: Any = None) -> Callable[[], ServedStack]:
     """A ``load_stack`` for the CPU stack (:func:`kame_core.pipelines.stack.cpu_stack`); a local oracle LLM is
-    loaded with it (the handshake means the models are warm)."""
+    loaded with it (the handshake means the models are warm). ``front_end`` (a
+    :class:`kame_core.neural.choice.FrontEndChoice` with weights): KAME sessions take slots of its pool instead
+    of the stand-in, and the pool's size bounds the sessions."""
 
     def load() -> ServedStack:
-        from ..pipelines.stack import cpu_stack
+        from ..pipelines.stack import cpu_stack, with_neural
 
-        stack = cpu_stack(llm=llm, tts=tts, whisper_model=whisper_model, small_model_openers=small_model_openers)
-        warm = getattr(stack.llm, "load", None)  # the local oracle model loads now, not in the first session
-        if callable(warm):
-            warm()
-        words = " · ".join(f"{role.replace('_', ' ')}: {what}" for role, what in stack.components.items())
-        return ServedStack(make_runner=lambda clock: stack.runner("kame", clock=clock), components=words)
+        stack = cpu_stack(llm=llm, tts=tts, whisper_model=whisper_model,
+                          small_model_openers=small_model_openers and not (front_end and front_end.neural))
+        if front_end is not None and front_end.neural:
+            stack = with_neural(stack, front_end.load(realtime=True))
+        return served_stack(stack)
 
     return load
+
+
+def served_stack(stack: Any, gate: Any = None) -> ServedStack:
+    """What the protocol serves from a :class:`kame_core.pipelines.stack.Stack`: KAME runners on the session's
+    clock; the local oracle LLM warmed now (not in the first session); a neural stack's pool bounds it."""
+    warm = getattr(stack.llm, "load", None)
+    if callable(warm):
+        warm()
+    words = " · ".join(f"{role.replace('_', ' ')}: {what}" for role, what in stack.components.items())
+    capacity = stack.neural.pool("kame").capacity if stack.neural is not None else None
+    return ServedStack(make_runner=lambda clock: stack.runner("kame", clock=clock), components=words, gate=gate,
+                       capacity=capacity)
 
 
 def standalone_app(server: ChatServer) -> Any:

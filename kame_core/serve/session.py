@@ -31,6 +31,9 @@ from typing import Any, Callable, Protocol
 import numpy as np
 
 from ..clock import FRAME_SECONDS, SAMPLE_RATE, RealTimeClock, frame_of
+from ..neural.choice import NeuralModels
+from ..neural.pool import PoolFull
+from ..pipelines.stack import release_front_end
 from ..scenario import Scenario, save_scenario
 from ..session import FrameOut, LiveSource
 from ..trace import EventKind, SessionTrace
@@ -187,12 +190,23 @@ class ChatSession:
         self._driver_done = loop.create_future()
         try:
             self._runner = await asyncio.to_thread(self.make_runner, RealTimeClock())
+        except PoolFull as err:  # every slot of the model is taken (another door took the last one)
+            reason = f"server busy: {err}"
+            log.warning("session %s refused: %s", self.session_id, reason)
+            await conn.close(P.CLOSE_TRY_LATER, reason[:120])
+            return SessionResult(self.session_id, None, 0, reason, P.CLOSE_TRY_LATER)
         except Exception as err:  # noqa: BLE001 - told to the client; the server goes on
             log.exception("session %s: the runner could not be built", self.session_id)
             reason = f"the session could not start: {type(err).__name__}"
             await conn.close(P.CLOSE_INTERNAL, reason)
             return SessionResult(self.session_id, None, 0, reason, P.CLOSE_INTERNAL)
+        try:
+            return await self._serve(conn, loop, outbox)
+        finally:
+            release_front_end(self._runner)  # the pool slot is free again, however the session ended
 
+    async def _serve(self, conn: Connection, loop: asyncio.AbstractEventLoop,
+                     outbox: "asyncio.Queue[bytes | None]") -> SessionResult:
         def post(messages: list[bytes]) -> None:  # from the session thread
             loop.call_soon_threadsafe(_put_all, outbox, messages)
 
@@ -200,9 +214,12 @@ class ChatSession:
         self._sink = StreamSink(post, self.pcm_out)
         sender = asyncio.ensure_future(self._send_all(conn, outbox))
         await outbox.put(P.message(P.HANDSHAKE))
+        front_end = getattr(self._runner, "front_end", None)
         await outbox.put(P.json_message({"type": "session", "id": self.session_id, "components": self.components,
                                          "audio_out": "pcm" if self.pcm_out else "opus",
-                                         "max_session_s": self.limits.max_session_s}))
+                                         "max_session_s": self.limits.max_session_s,
+                                         "front_end": NeuralModels.info(front_end).to_json()
+                                         if front_end is not None else None}))
         code: int | None
         try:
             code, reason, saved_reply = await self._receive_until_end(conn)

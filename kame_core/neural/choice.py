@@ -1,0 +1,211 @@
+"""Which front-end a door uses, named one way everywhere, and the models it loads: one session pool per model.
+
+:class:`FrontEndChoice` is what ``--weights REPO|DIR``, ``--moshi-weights REPO|DIR``, ``--device cuda|cpu`` and
+``--pool-size N`` say (``python -m kame_core.serve``, ``python -m kame_core.eval mtbench``) and what the app
+reads from ``KAME_WEIGHTS``, ``KAME_MOSHI_WEIGHTS``, ``KAME_DEVICE``, ``KAME_POOL_SIZE``. Without weights
+the door runs the CPU stand-in (never shown as the trained model).
+
+:meth:`FrontEndChoice.load` gives :class:`NeuralModels`: the KAME checkpoint in one :class:`SessionPool`
+and, with ``moshi_weights``, the Moshi baseline in a second one (upstream moshi's LM and generator: the
+oracle-off path is tested equal to ``LMGen``). A session takes a slot with :meth:`NeuralModels.join` and owns
+it until it closes its front-end; past the pool's size :class:`~.pool.PoolFull` says all N slots are in use.
+Without ``moshi_weights``, Moshi mode is the KAME model with its oracle stream off, and every label says it is
+not the Moshi baseline.
+"""
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import threading
+from dataclasses import dataclass
+from typing import Any, Literal, Mapping
+
+from ..trace import Provenance
+
+#: the label of Moshi mode on the KAME checkpoint (no ``--moshi-weights``)
+ORACLE_OFF_LABEL = "KAME front-end, oracle off — not the Moshi baseline"
+DEVICES = ("cuda", "cpu")
+MAX_POOL_SIZE = 256
+NeuralMode = Literal["kame", "moshi"]
+
+
+@dataclass(frozen=True)
+class FrontEndChoice:
+    """The front-end a door runs: ``weights`` empty means the CPU stand-in. ``device`` empty: CUDA when
+    available, else CPU. ``pool_size``: concurrent sessions per loaded model (one batched step per frame)."""
+
+    weights: str = ""
+    moshi_weights: str = ""
+    device: str = ""
+    pool_size: int = 2
+
+    def __post_init__(self) -> None:
+        if self.device not in ("", *DEVICES):
+            raise ValueError(f"device {self.device!r}: choose cuda or cpu")
+        if isinstance(self.pool_size, bool) or not isinstance(self.pool_size, int) \
+                or not 1 <= self.pool_size <= MAX_POOL_SIZE:
+            raise ValueError(f"pool size {self.pool_size!r}: a whole number of sessions from 1 to {MAX_POOL_SIZE}")
+        if self.moshi_weights and not self.weights:
+            raise ValueError("--moshi-weights / KAME_MOSHI_WEIGHTS needs --weights / KAME_WEIGHTS (the KAME "
+                             "checkpoint) too")
+
+    @property
+    def neural(self) -> bool:
+        return bool(self.weights)
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str]) -> "FrontEndChoice":
+        """From ``KAME_WEIGHTS``, ``KAME_MOSHI_WEIGHTS``, ``KAME_DEVICE``, ``KAME_POOL_SIZE``; a malformed value
+        raises ValueError naming the variable."""
+        raw = env.get("KAME_POOL_SIZE", "").strip() or "2"
+        try:
+            size = int(raw)
+        except ValueError:
+            raise ValueError(f"KAME_POOL_SIZE {raw!r} is not a whole number") from None
+        try:
+            return cls(weights=env.get("KAME_WEIGHTS", "").strip(),
+                       moshi_weights=env.get("KAME_MOSHI_WEIGHTS", "").strip(),
+                       device=env.get("KAME_DEVICE", "").strip().lower(), pool_size=size)
+        except ValueError as err:
+            raise ValueError(f"{err} (KAME_WEIGHTS / KAME_MOSHI_WEIGHTS / KAME_DEVICE / KAME_POOL_SIZE)") from None
+
+    @staticmethod
+    def add_arguments(parser: argparse.ArgumentParser) -> None:
+        """The four options, as every command spells them."""
+        parser.add_argument("--weights", default="", metavar="REPO|DIR",
+                            help="KAME checkpoint: a local folder (official finetuning layout; "
+                                 "`python -m kame_core.neural.tiny DIR` makes a random tiny one) or a Hugging Face "
+                                 "repo id (SakanaAI/kame); default: the CPU stand-in (not the trained model)")
+        parser.add_argument("--moshi-weights", default="", metavar="REPO|DIR",
+                            help="the Moshi baseline for Moshi mode (kyutai/moshiko-pytorch-bf16 or a folder); "
+                                 f"without it Moshi mode is labelled '{ORACLE_OFF_LABEL}'")
+        parser.add_argument("--device", default="", choices=("", *DEVICES),
+                            help="where the neural front-end runs (default: cuda when available, else cpu)")
+        parser.add_argument("--pool-size", type=int, default=2,
+                            help="concurrent sessions per loaded model, stepped as one batch (default 2)")
+
+    @classmethod
+    def from_args(cls, args: argparse.Namespace) -> "FrontEndChoice":
+        return cls(weights=args.weights.strip(), moshi_weights=args.moshi_weights.strip(), device=args.device,
+                   pool_size=args.pool_size)
+
+    def device_name(self) -> str:
+        """The device to load on; CUDA asked for but absent is a ValueError."""
+        import torch
+
+        if self.device == "cuda" and not torch.cuda.is_available():
+            raise ValueError("--device cuda / KAME_DEVICE=cuda, but torch sees no CUDA GPU (use --device cpu)")
+        return self.device or ("cuda" if torch.cuda.is_available() else "cpu")
+
+    def load(self, *, realtime: bool = False) -> "NeuralModels":
+        """Resolve and load the checkpoints into session pools, warmed (:class:`~.loading.CheckpointUnavailable`
+        names what is missing).
+
+        ``realtime`` on CPU sets torch to one intra-op thread for the process: live sessions, their STT and
+        oracle LLM and the pool's steps then run side by side instead of fighting over the cores (measured on
+        2 cores, two tiny-checkpoint sessions with SmolLM2 oracles: 40 of 69 frames late with torch's default
+        2 threads, 1 with one thread)."""
+        if not self.neural:
+            raise ValueError("no weights chosen: the CPU stand-in needs no neural models")
+        import torch
+
+        from .loading import load_session_pool, resolve_weights
+
+        device = self.device_name()
+        if realtime and device == "cpu":
+            torch.set_num_threads(1)
+        dtype = torch.bfloat16 if device == "cuda" else torch.float32  # bf16 matmuls are slow on CPUs
+        kame_ckpt = resolve_weights(self.weights, oracle=True)
+        moshi_ckpt = resolve_weights(self.moshi_weights, oracle=False) if self.moshi_weights else None
+        kame = load_session_pool(kame_ckpt, self.pool_size, device, dtype)
+        try:
+            moshi = load_session_pool(moshi_ckpt, self.pool_size, device, dtype) if moshi_ckpt else None
+        except BaseException:
+            kame.close()
+            raise
+        models = NeuralModels(kame=kame, moshi=moshi, device=device, choice=self)
+        models.warm()
+        return models
+
+
+@dataclass(frozen=True)
+class FrontEndInfo:
+    """What a session is told about its front-end (the ``front_end`` of the protocol's ``session`` message)."""
+
+    kind: str
+    model_id: str
+    label: str
+    slot: int | None = None
+    pool_size: int | None = None
+    device: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return {k: v for k, v in dataclasses.asdict(self).items() if v is not None}
+
+
+class NeuralModels:
+    """The loaded neural front-end: one :class:`~.pool.SessionPool` per model (see the module docstring)."""
+
+    def __init__(self, kame: Any, moshi: Any | None, device: str, choice: FrontEndChoice) -> None:
+        self.kame, self.moshi, self.device, self.choice = kame, moshi, device, choice
+        self._lock = threading.Lock()
+
+    def warm(self, frames: int = 3) -> None:
+        """Step each pool a few frames in a slot of its own, then free it: the first batched step costs
+        seconds (allocations, kernel selection), and a live session must not pay it."""
+        import numpy as np
+
+        for pool in (self.kame, self.moshi):
+            if pool is None:
+                continue
+            slot = pool.join()
+            try:
+                for _ in range(frames):
+                    slot.step(np.zeros(pool.mimi.frame_size, np.float32), None)
+            finally:
+                slot.close()
+
+    def pool(self, mode: NeuralMode) -> Any:
+        """The pool ``mode`` runs on (Moshi mode: the baseline's, else KAME's with the oracle off)."""
+        if mode not in ("kame", "moshi"):
+            raise ValueError(f"no neural front-end for mode {mode!r} (the cascade has none)")
+        return self.moshi if mode == "moshi" and self.moshi is not None else self.kame
+
+    def provenance(self, mode: NeuralMode) -> Provenance:
+        """What a ``mode`` session's front-end is, in its trace."""
+        pool = self.pool(mode)
+        if mode == "moshi" and self.moshi is None:
+            return dataclasses.replace(pool.provenance, label=f"{ORACLE_OFF_LABEL} ({pool.provenance.label})")
+        return pool.provenance
+
+    def join(self, mode: NeuralMode = "kame") -> Any:
+        """A slot of ``mode``'s pool as a ``FrontEnd`` (a :class:`~.pool.SlotFrontEnd`; close it to give the
+        slot back); :class:`~.pool.PoolFull` when every slot is taken."""
+        front_end = self.pool(mode).join()
+        front_end.provenance = self.provenance(mode)
+        return front_end
+
+    def free_slots(self, mode: NeuralMode = "kame") -> int:
+        pool = self.pool(mode)
+        return pool.capacity - pool.live
+
+    def describe(self, mode: NeuralMode = "kame") -> str:
+        """One line for the components list."""
+        prov, pool = self.provenance(mode), self.pool(mode)
+        return (f"neural front-end {prov.model_id} ({prov.label}) on {self.device}, "
+                f"pool of {pool.capacity} session slot(s)")
+
+    @staticmethod
+    def info(front_end: Any) -> FrontEndInfo:
+        """The :class:`FrontEndInfo` of any front-end (a pool slot says its slot and the pool's size)."""
+        prov = front_end.provenance
+        pool = getattr(front_end, "pool", None)
+        return FrontEndInfo(kind=prov.kind, model_id=prov.model_id, label=prov.label,
+                            slot=getattr(front_end, "slot", None), pool_size=getattr(pool, "capacity", None),
+                            device=str(pool.device) if pool is not None else None)
+
+    def close(self) -> None:
+        with self._lock:
+            for pool in (self.kame, self.moshi):
+                if pool is not None:
+                    pool.close()
