@@ -35,6 +35,8 @@ class ServedStack:
     gate: Any = None
     #: sessions the front-end can hold at once (a neural model's pool size); None: no bound of its own
     capacity: int | None = None
+    #: the neural models (:class:`kame_core.neural.choice.NeuralModels`) sessions take pool slots of, if any
+    neural: Any = None
 
 
 @dataclass
@@ -184,7 +186,7 @@ def served_stack(stack: Any, gate: Any = None) -> ServedStack:
     words = " · ".join(f"{role.replace('_', ' ')}: {what}" for role, what in stack.components.items())
     capacity = stack.neural.pool("kame").capacity if stack.neural is not None else None
     return ServedStack(make_runner=lambda clock: stack.runner("kame", clock=clock), components=words, gate=gate,
-                       capacity=capacity)
+                       capacity=capacity, neural=stack.neural)
 
 
 def standalone_app(server: ChatServer) -> Any:

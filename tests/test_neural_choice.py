@@ -1,0 +1,146 @@
+"""Naming the front-end (``FrontEndChoice``), the tiny checkpoint anyone can make, and the pools it loads into."""
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from kame_core.neural.choice import ORACLE_OFF_LABEL, FrontEndChoice
+from kame_core.neural.loading import CheckpointUnavailable, resolve_weights
+from kame_core.neural.pool import PoolFull
+from kame_core.neural.tiny import MARKER, TINY_LABEL, write_tiny_checkpoint
+from kame_core.pipelines.stack import Stack, release_front_end, with_neural
+from kame_core.testing import doubles
+from kame_core.trace import EventKind
+from tests.shared_data import REPO
+
+QUESTION = "what is the capital of France"
+ANSWER = "the capital of France is Paris thank you very much for asking"
+
+
+def _doubles_stack() -> Stack:
+    """Scripted STT and LLM (virtual clock); the front-end must come from the pools."""
+
+    def no_stand_in():
+        raise AssertionError("a neural stack must not build a stand-in front-end")
+
+    return Stack(make_stt=lambda: doubles.ScriptedSTT([doubles.words_at(QUESTION, 0.3)]),
+                 make_front_end=no_stand_in, llm=doubles.ScriptedLLM(lambda _turn: ANSWER), tts=doubles.ToneTTS())
+
+
+@pytest.fixture(scope="module")
+def tiny(tmp_path_factory):
+    return write_tiny_checkpoint(tmp_path_factory.mktemp("tiny") / "ckpt")
+
+
+def test_the_command_writes_the_official_finetuning_layout(tmp_path):
+    out = subprocess.run([sys.executable, "-m", "kame_core.neural.tiny", str(tmp_path / "t")], cwd=REPO,
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    names = {p.name for p in (tmp_path / "t").iterdir()}
+    assert {"model.safetensors", "moshi_lm_kwargs.json", "tokenizer-e351c8d8-checkpoint125.safetensors",
+            "tokenizer_spm_32k_3.model", "config.json", "mimi_config.json", MARKER} <= names
+    assert TINY_LABEL in out.stdout and "--weights" in out.stdout
+
+
+def test_a_tiny_checkpoint_is_never_shown_as_trained(tiny):
+    ckpt = resolve_weights(str(tiny))
+    assert ckpt.oracle and ckpt.mimi_config is not None and ckpt.random_weights
+    prov = ckpt.provenance
+    assert prov.kind == "neural-random" and TINY_LABEL in prov.label and prov.model_id == str(tiny)
+    baseline = resolve_weights(str(tiny), oracle=False)
+    assert baseline.provenance.kind == "neural-random" and "Moshi baseline" in baseline.provenance.label
+
+
+def test_choice_from_env_and_args_and_its_refusals():
+    env = {"KAME_WEIGHTS": " /w ", "KAME_DEVICE": "CPU", "KAME_POOL_SIZE": "3"}
+    assert FrontEndChoice.from_env(env) == FrontEndChoice(weights="/w", device="cpu", pool_size=3)
+    assert not FrontEndChoice.from_env({}).neural and FrontEndChoice.from_env({}).pool_size == 2
+    for bad, needle in [({"KAME_POOL_SIZE": "two"}, "KAME_POOL_SIZE"), ({"KAME_POOL_SIZE": "0"}, "pool size"),
+                        ({"KAME_POOL_SIZE": "100000"}, "pool size"), ({"KAME_DEVICE": "tpu"}, "cuda or cpu"),
+                        ({"KAME_MOSHI_WEIGHTS": "/m"}, "needs --weights")]:
+        with pytest.raises(ValueError, match=needle):
+            FrontEndChoice.from_env(bad)
+    parser = argparse.ArgumentParser()
+    FrontEndChoice.add_arguments(parser)
+    args = parser.parse_args(["--weights", "W", "--moshi-weights", "M", "--device", "cpu", "--pool-size", "4"])
+    assert FrontEndChoice.from_args(args) == FrontEndChoice("W", "M", "cpu", 4)
+
+
+def test_missing_weights_are_one_clear_error(tmp_path):
+    with pytest.raises(CheckpointUnavailable, match="model.safetensors"):
+        FrontEndChoice(weights=str(tmp_path), device="cpu").load()
+
+
+def test_pools_hand_out_slots_and_moshi_mode_says_what_it_is(tiny):
+    models = FrontEndChoice(weights=str(tiny), device="cpu", pool_size=2).load()
+    try:
+        assert models.free_slots() == 2  # the warm-up slot was given back
+        a = models.join("kame")
+        b = models.join("moshi")  # no baseline given: the KAME model with its oracle off, labelled so
+        assert {a.slot, b.slot} == {0, 1} and ORACLE_OFF_LABEL in b.provenance.label
+        assert TINY_LABEL in a.provenance.label and ORACLE_OFF_LABEL not in a.provenance.label
+        with pytest.raises(PoolFull, match="all 2 session slots"):
+            models.join("kame")
+        info = models.info(a).to_json()
+        assert info["kind"] == "neural-random" and info["pool_size"] == 2 and info["slot"] == a.slot
+        out = a.step(np.zeros(1920, np.float32), None)
+        assert out.audio.shape == (1920,)
+        b.close()
+        assert models.free_slots() == 1
+    finally:
+        models.close()
+
+
+def test_a_separate_moshi_baseline_gets_its_own_pool(tiny, tmp_path):
+    baseline = write_tiny_checkpoint(tmp_path / "moshi", oracle=False, seed=1)
+    models = FrontEndChoice(weights=str(tiny), moshi_weights=str(baseline), device="cpu", pool_size=1).load()
+    try:
+        kame, moshi = models.join("kame"), models.join("moshi")
+        assert kame.pool is not moshi.pool and not moshi.pool.gen.lm_model.oracle_enabled
+        assert "Moshi baseline" in moshi.provenance.label and ORACLE_OFF_LABEL not in moshi.provenance.label
+    finally:
+        models.close()
+
+
+def test_a_stack_runner_holds_a_slot_until_released(tiny):
+    models = FrontEndChoice(weights=str(tiny), device="cpu", pool_size=1).load()
+    try:
+        stack = with_neural(_doubles_stack(), models)
+        with stack.session("moshi") as runner:
+            assert models.free_slots() == 0
+            with pytest.raises(PoolFull):
+                stack.runner("kame")
+            trace = runner.run_sync(np.zeros(24000, np.float32))
+        assert models.free_slots() == 1 and trace.provenance["front_end"].kind == "neural-random"
+        runner = stack.runner("kame")
+        release_front_end(runner)
+        release_front_end(runner)  # twice is harmless
+        assert models.free_slots() == 1
+        assert "pool of 1" in stack.components["front_end"]
+    finally:
+        models.close()
+
+
+def test_oracle_resets_reach_the_models_oracle_stream_as_tokenizer_ids(tiny):
+    models = FrontEndChoice(weights=str(tiny), device="cpu", pool_size=1).load()
+    try:
+        stack = with_neural(_doubles_stack(), models)
+        with stack.session("kame") as runner:
+            trace = runner.run_sync(np.zeros(24000 * 4, np.float32))
+            tokenizer = runner.front_end.tokenizer
+    finally:
+        models.close()
+    appends = [e for e in trace.events if e.kind is EventKind.ORACLE_APPEND]
+    assert appends, "the scripted LLM's answer never reached the oracle stream"
+    first = appends[0].data["revision"]
+    expected = [i for e in appends if e.data["revision"] == first for i in tokenizer.encode(e.data["text"])]
+    starts = [f for f in trace.frames if f.oracle.revision == first and f.oracle.is_start]
+    fed = [f.oracle.token for f in trace.frames if f.oracle.revision == first and not f.oracle.is_start]
+    assert len(starts) == 1 and starts[0].oracle.token == tokenizer.start_token_id
+    assert fed and fed == expected[:len(fed)]
+    assert trace.provenance["front_end"].kind == "neural-random"
