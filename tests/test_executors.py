@@ -61,3 +61,30 @@ def test_importing_kame_core_does_not_import_ray() -> None:
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "False"
+
+
+def test_local_threads_share_one_worker_and_run_items_at_once() -> None:
+    import threading
+
+    built: list[object] = []
+    barrier = threading.Barrier(3, timeout=10)
+
+    class Meeting:
+        """Each item waits until three are in flight together: only concurrent threads get through."""
+
+        def __init__(self) -> None:
+            built.append(self)
+
+        def __call__(self, item: int) -> int:
+            if item == 4:
+                raise ValueError("bad item")
+            if item < 3:
+                barrier.wait()
+            return item * 10
+
+    outcomes = list(make_executor("local", threads=3, retries=0).map(Meeting, list(range(5))))
+    assert len(built) == 1
+    assert sorted(o.value for o in outcomes if o.ok) == [0, 10, 20, 30]
+    assert [o.error for o in outcomes if not o.ok] == ["ValueError: bad item"]
+    with pytest.raises(ExecutorUnavailable, match="workers = 1"):
+        make_executor("local", workers=2, threads=2)

@@ -29,6 +29,7 @@ from tqdm import tqdm
 from ..executors import EXECUTOR_CHOICES, ExecutorError, ExecutorUnavailable, make_executor
 from ..llm import SPEC_HELP
 from ..llm.base import MissingAPIKey
+from ..neural.choice import FrontEndChoice
 from ..oracle import OracleConfig
 from ..pipelines.stack import MODES, Stack
 from .cache import ResultCache
@@ -80,6 +81,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--seeds", type=int, default=1, help="runs per question and mode, seeds 0..N-1 (paper: 6)")
     p.add_argument("--questions", default=PAPER_QUESTION_IDS, help=f"ids/ranges (default {PAPER_QUESTION_IDS})")
     p.add_argument("--oracle-llm", default="offline", help=f"back-end LLM spec: {SPEC_HELP}")
+    FrontEndChoice.add_arguments(p)  # --weights etc.: sessions run concurrently on one pool per model
     p.add_argument("--judge", default="auto",
                    help=f"judge LLM spec, 'none' (offline proxy score) or 'auto' ({DEFAULT_JUDGE} when "
                         "$OPENAI_API_KEY is set, else none)")
@@ -136,8 +138,11 @@ def _make_judge(spec: str, args: argparse.Namespace) -> Judge:
 
 def stack_identity(args: argparse.Namespace) -> dict[str, str]:
     """What identifies the stack in the session cache keys (key-like text removed from specs)."""
+    front_end = "cpu-stand-in"
+    if getattr(args, "weights", ""):
+        front_end = f"neural {args.weights}" + (f" + moshi {args.moshi_weights}" if args.moshi_weights else "")
     return {"oracle_llm": judge_id(args.oracle_llm), "tts": args.tts, "whisper": args.whisper_model or "default",
-            "front_end": "cpu-stand-in", "oracle_policy": args.oracle_policy, "prompt_layout": args.prompt_layout}
+            "front_end": front_end, "oracle_policy": args.oracle_policy, "prompt_layout": args.prompt_layout}
 
 
 def run_mtbench(args: argparse.Namespace) -> int:
@@ -154,8 +159,26 @@ def run_mtbench(args: argparse.Namespace) -> int:
     if args.session_retries < 0:
         raise CommandError("--session-retries must be >= 0")
     try:
+        choice = FrontEndChoice.from_args(args)
+    except ValueError as exc:
+        raise CommandError(str(exc)) from None
+    if choice.neural and args.executor != "local":
+        raise CommandError("--weights runs every session on one session pool in this process (--pool-size at "
+                           "once); --executor ray runs the CPU stand-in only")
+    if choice.neural:  # missing files stop the run before any work (loading waits for the first session)
+        from ..neural.loading import CheckpointUnavailable, resolve_weights
+
+        try:
+            resolve_weights(choice.weights)
+            if choice.moshi_weights:
+                resolve_weights(choice.moshi_weights, oracle=False)
+            choice.device_name()
+        except (CheckpointUnavailable, ValueError) as exc:
+            raise CommandError(str(exc).replace("\n", " ")) from None
+    try:
         executor = make_executor(args.executor, workers=(args.workers or 2) if args.executor == "ray" else 1,
-                                 retries=args.session_retries, ray_address=args.ray_address, in_flight=1)
+                                 retries=args.session_retries, ray_address=args.ray_address, in_flight=1,
+                                 threads=choice.pool_size if choice.neural else 1)
     except ExecutorUnavailable as exc:
         raise CommandError(str(exc)) from None
     # the judge first: a missing key must stop the run before any (slow or paid) work
@@ -179,9 +202,12 @@ def run_mtbench(args: argparse.Namespace) -> int:
     stack_box: list[Stack] = []
 
     def local_stack() -> Stack:
-        from ..pipelines.stack import cpu_stack
+        from ..pipelines.stack import cpu_stack, with_neural
 
-        stack_box.append(cpu_stack(args.oracle_llm, args.tts, whisper_model=args.whisper_model))
+        stack = cpu_stack(args.oracle_llm, args.tts, whisper_model=args.whisper_model)
+        if choice.neural:  # loaded once the first session must run: a fully cached run loads nothing
+            stack = with_neural(stack, choice.load())
+        stack_box.append(stack)
         return stack_box[-1]
 
     if executor.name == "local":
@@ -242,8 +268,16 @@ def run_mtbench(args: argparse.Namespace) -> int:
 
 
 def _notes(results: Sequence, grader: object, stack_box: list, stack_id: dict, spec: str | None) -> list[str]:
-    notes = ["Front-end: CPU stand-in (imitates KAME; NOT the trained KAME model). Sessions on the virtual clock; "
-             f"oracle LLM {stack_id['oracle_llm']}; oracle policy {stack_id.get('oracle_policy', 'restart')}, "
+    neural = stack_box[0].neural if stack_box else None
+    if neural is not None:
+        front = (f"Front-end: {neural.describe('kame')}; Moshi mode: {neural.describe('moshi')}. Sessions run "
+                 f"{neural.choice.pool_size} at a time on the virtual clock, stepped as one batch of the pool "
+                 "(with sampling, pooled sessions share one random generator).")
+    elif stack_id.get("front_end", "cpu-stand-in") != "cpu-stand-in":
+        front = f"Front-end: {stack_id['front_end']} (every session from the cache)."
+    else:
+        front = "Front-end: CPU stand-in (imitates KAME; NOT the trained KAME model). Sessions on the virtual clock."
+    notes = [f"{front} Oracle LLM {stack_id['oracle_llm']}; oracle policy {stack_id.get('oracle_policy', 'restart')}, "
              f"prompt layout {stack_id.get('prompt_layout', 'chat')}.",
              "Latency: median first-turn response onset (kame_core.metrics; negative = started before the user "
              "finished).",

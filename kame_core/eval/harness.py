@@ -12,6 +12,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import json
+import threading
 from dataclasses import dataclass
 from typing import Callable, Iterable, Protocol, Sequence
 
@@ -60,7 +61,8 @@ def session_fields(item: SessionItem, stack_id: dict[str, str], taking: TurnTaki
 class SessionWorker:
     """Runs sessions with one stack, built on the first session that must run (its models load once per worker:
     this process, or one Ray actor); the user turns of a question are synthesized once per worker.
-    ``runner`` defaults to :func:`~kame_core.eval.sessions.run_session` (looked up at call time)."""
+    ``runner`` defaults to :func:`~kame_core.eval.sessions.run_session` (looked up at call time).
+    Thread-safe: several threads may run sessions at once (a neural stack's sessions then step one batch)."""
 
     def __init__(self, stack: Callable[[], Stack], taking: TurnTaking = TurnTaking(),
                  runner: Callable[..., tuple[SessionResult, object]] | None = None,
@@ -68,17 +70,23 @@ class SessionWorker:
         self.stack_factory, self.taking, self.runner, self.oracle = stack, taking, runner, oracle
         self._stack: Stack | None = None
         self._audio: dict[int, list[np.ndarray]] = {}
+        self._lock = threading.Lock()
+
+    def _prepared(self, question: Question) -> tuple[Stack, list[np.ndarray]]:
+        with self._lock:
+            if self._stack is None:
+                self._stack = self.stack_factory()
+            qid = question.question_id
+            if qid not in self._audio:
+                self._audio[qid] = synthesize_turns(self._stack.tts, question)
+            return self._stack, self._audio[qid]
 
     def __call__(self, item: SessionItem) -> dict:
         """One session's result as cached (``SessionResult.to_json``)."""
-        if self._stack is None:
-            self._stack = self.stack_factory()
-        qid = item.question.question_id
-        if qid not in self._audio:
-            self._audio[qid] = synthesize_turns(self._stack.tts, item.question)
+        stack, audio = self._prepared(item.question)
         runner = self.runner or run_session
         extra = {} if self.oracle is None else {"oracle": self.oracle}
-        result, _ = runner(self._stack, item.mode, item.question, self._audio[qid], seed=item.seed,
+        result, _ = runner(stack, item.mode, item.question, audio, seed=item.seed,
                            delay_s=item.delay_s, taking=self.taking, **extra)
         return result.to_json()
 

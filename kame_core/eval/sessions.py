@@ -202,7 +202,8 @@ def run_session(stack: Stack, mode: Mode, question: Question, turns_audio: Seque
         raise ValueError("the forced delay applies to the tandem front-end (kame, moshi), not the cascade")
     source = TurnTakingSource(turns_audio, taking)
     started = time.perf_counter()
-    trace = stack.runner(mode, session=session_config(mode, seed, delay_s, oracle)).run_sync(source)
+    with stack.session(mode, session=session_config(mode, seed, delay_s, oracle)) as runner:  # a pool slot, if any
+        trace = runner.run_sync(source)
     result = SessionResult(question_id=question.question_id, mode=mode, seed=seed, delay_s=delay_s,
                            compute_s=round(time.perf_counter() - started, 2), **describe_result(trace, source))
     return result, trace

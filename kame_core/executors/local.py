@@ -30,16 +30,24 @@ def run_batch(worker_factory: WorkerFactory, batch: Sequence[tuple[int, Any]], r
 
 
 class LocalExecutor:
-    """``workers <= 1``: one worker in this process (built only if there is an item). Otherwise a spawn process
-    pool (no forked copies of loaded models or threads): each task builds one worker for ``batch_size`` items."""
+    """``workers <= 1``: one worker in this process (built only if there is an item), fed by ``threads`` threads
+    at once (a thread-safe worker: concurrent sessions stepping one model's session pool). Otherwise a spawn
+    process pool (no forked copies of loaded models or threads): each task builds one worker for
+    ``batch_size`` items."""
 
     name = "local"
 
-    def __init__(self, workers: int = 1, batch_size: int = 1, retries: int = 1) -> None:
+    def __init__(self, workers: int = 1, batch_size: int = 1, retries: int = 1, threads: int = 1) -> None:
+        if threads > 1 and workers > 1:
+            raise ExecutorError("threads share one worker in this process: use workers=1 with threads > 1")
         self.workers, self.batch_size, self.retries = workers, max(1, batch_size), retries
+        self.threads = max(1, threads)
 
     def map(self, worker_factory: WorkerFactory, items: Sequence[Any]) -> Iterator[Outcome]:
         if not items:
+            return
+        if self.workers <= 1 and self.threads > 1:
+            yield from self._map_threads(worker_factory(), items)
             return
         if self.workers <= 1:
             worker = worker_factory()
@@ -60,5 +68,16 @@ class LocalExecutor:
                 raise ExecutorError(f"a local worker process died ({exc}); finished items are kept, rerun to "
                                     "resume (or use --executor ray, which replaces dead workers)") from exc
             except BaseException:  # a worker could not start (no TTS, ...), or the driver was interrupted
+                pool.shutdown(cancel_futures=True)
+                raise
+
+    def _map_threads(self, worker: Callable[[Any], Any], items: Sequence[Any]) -> Iterator[Outcome]:
+        with futures.ThreadPoolExecutor(max_workers=self.threads, thread_name_prefix="kame-item") as pool:
+            jobs = {pool.submit(run_item, worker, item, self.retries): index for index, item in enumerate(items)}
+            try:
+                for job in futures.as_completed(jobs):
+                    index = jobs[job]
+                    yield Outcome(index, items[index], *job.result())
+            except BaseException:  # the driver was interrupted: items not started are dropped
                 pool.shutdown(cancel_futures=True)
                 raise
