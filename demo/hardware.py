@@ -14,7 +14,7 @@ Three kinds, as on Hugging Face Spaces (the same words hold for a local machine)
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Mapping
+from typing import Any, Mapping
 
 #: hardware kinds, in the order the notes list them
 KINDS = ("cpu", "zero-gpu", "gpu")
@@ -36,19 +36,30 @@ class Hardware:
         if self.kind not in KINDS:
             raise ValueError(f"unknown hardware kind {self.kind!r}; expected one of {', '.join(KINDS)}")
 
-    def header_line(self) -> str:
-        """One line for the page's header: the hardware, where uploads and talk sessions run, and why."""
+    def header_line(self, front_end: Any = None) -> str:
+        """One line for the page's header: the hardware, where uploads and talk sessions run, and why.
+        ``front_end`` (a :class:`kame_core.neural.choice.FrontEndChoice`) says which front-end they get."""
         where = "this Space" if self.on_space else "this machine"
+        if front_end is not None and front_end.neural and self.kind != "zero-gpu":
+            moshi = (f"the Moshi baseline `{front_end.moshi_weights}`" if front_end.moshi_weights
+                     else "the KAME model with its oracle off (not the Moshi baseline)")
+            device = front_end.device or ("the GPU" if self.kind == "gpu" else "the CPU")
+            return (f"**Hardware:** {'dedicated GPU' if self.kind == 'gpu' else 'CPU'} ({where}) — live uploads, "
+                    f"talk sessions and forced-delay re-runs run the **neural front-end** `{front_end.weights}` on "
+                    f"{device}, up to {front_end.pool_size} sessions at once on one pool (one batched step per "
+                    f"80 ms frame); Moshi mode runs {moshi}. Each run's badge says whether its weights are trained.")
         if self.kind == "cpu":
             return (f"**Hardware:** CPU ({where}) — live uploads and talk sessions run the CPU stack (the CPU "
-                    "stand-in front-end, not the trained KAME model).")
+                    "stand-in front-end, not the trained KAME model; set `KAME_WEIGHTS` to a checkpoint folder or "
+                    "`SakanaAI/kame` for the neural one).")
         if self.kind == "zero-gpu":
             return (f"**Hardware:** ZeroGPU ({where}) — a live upload gets a GPU slot of at most "
                     f"{self.gpu_duration_s} s for the neural front-end; a live talk session runs on the **CPU "
                     "stack**, because it streams for up to 5 minutes and a ZeroGPU slot is lent to one call at "
                     "a time.")
-        return (f"**Hardware:** dedicated GPU ({where}) — live uploads and talk sessions run the neural front-end "
-                "when its weights (KAME_WEIGHTS) resolve, one session at a time on the GPU model.")
+        return (f"**Hardware:** dedicated GPU ({where}) — live uploads and talk sessions run the CPU stand-in "
+                "(not the trained model): set `KAME_WEIGHTS` (a checkpoint folder or `SakanaAI/kame`) for the "
+                "neural front-end.")
 
 
 def detect(env: Mapping[str, str], *, cuda: bool | None = None, gpu_duration_s: int | None = None) -> Hardware:
@@ -83,11 +94,15 @@ is built, before the server starts). A live upload is such a call, bounded by it
 neural front-end. A live talk session streams from the microphone for up to 5 minutes through many short
 calls and cannot hold a slot that long, so it runs on the CPU stack; the header says so.
 
-**A dedicated GPU (T4, A10G, L4, ...).** The neural front-end runs for uploads and talk sessions alike, one
-session at a time on the GPU model; the CPU stack serves when its weights cannot be fetched.
+**A dedicated GPU (T4, A10G, L4, ...).** The neural front-end runs for uploads, talk sessions and forced-delay
+re-runs alike, up to `KAME_POOL_SIZE` (default 2) sessions at once on one session pool per model, stepped as one
+batch every 80 ms; past it a session waits (uploads) or is refused (talk). The CPU stack serves when the weights
+cannot be fetched.
 
-**Weights and keys.** `KAME_WEIGHTS` names a hub repo id or a local folder; a gated or private repo needs an
-`HF_TOKEN` secret. Frontier LLMs need their keys as Space *secrets* (`OPENAI_API_KEY`, `ANTHROPIC_API_KEY`, or
+**Weights and keys.** `KAME_WEIGHTS` names a hub repo id or a local folder (`python -m kame_core.neural.tiny DIR`
+writes a random tiny one, a plumbing check that runs on CPU); `KAME_MOSHI_WEIGHTS` the Moshi baseline for Moshi
+mode (without it, Moshi mode is the KAME model with its oracle off, labelled so); `KAME_DEVICE` cuda|cpu (default
+cuda when available); `KAME_POOL_SIZE` sessions per model. A gated or private repo needs an `HF_TOKEN` secret. Frontier LLMs need their keys as Space *secrets* (`OPENAI_API_KEY`, `ANTHROPIC_API_KEY`, or
 `KAME_LLM_API_KEY` with `KAME_LLM`); keys are read from the environment only and never written to a trace,
 scenario or log.
 

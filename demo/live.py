@@ -56,8 +56,9 @@ def run_audio(stack: Stack, audio: np.ndarray, modes: Iterable[str], out_dir: Pa
         yield LiveProgress(f"running {MODE_LABELS[mode]} ({k + 1}/{len(chosen)}) on {len(audio) / 24000:.1f} s of "
                            f"{source} …")
         pipeline_mode, config = RUNS[mode]
-        runner = stack.runner(pipeline_mode) if config is None else stack.runner(pipeline_mode, session=config)
-        runs[mode] = runner.run_sync(audio)
+        options = {} if config is None else {"session": config}
+        with stack.session(pipeline_mode, **options) as runner:  # a neural pool slot is held for this run only
+            runs[mode] = runner.run_sync(audio)
     scenario = Scenario(name=name, runs=runs, title=f"Live session ({source})",
                         description=f"Recorded live by KAME studio. Components: {components}", tags=["live"])
     path = save_scenario(scenario, out_dir / f"{name}.kame")

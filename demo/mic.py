@@ -16,7 +16,7 @@ import numpy as np
 
 from kame_core.audio_io import StreamResampler, to_mono_float32
 from kame_core.clock import SAMPLE_RATE, RealTimeClock
-from kame_core.pipelines.stack import Stack
+from kame_core.pipelines.stack import Stack, release_front_end
 from kame_core.session import LiveSource
 from kame_core.trace import SessionTrace
 
@@ -63,6 +63,14 @@ class MicSession:
             self._trace = self._runner.run_sync(self.source)
         except Exception as err:  # noqa: BLE001 - reported to the user by finish()
             self.error = f"{type(err).__name__}: {err}"
+        finally:
+            release_front_end(self._runner)  # a neural pool slot is free again
+
+    def close(self) -> None:
+        """End the input and give back what the session holds (its pool slot), without waiting for it."""
+        self.source.close()
+        if not self.started:
+            release_front_end(self._runner)
 
     def snapshot(self) -> SessionTrace | None:
         """The session so far (None before it started)."""

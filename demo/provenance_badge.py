@@ -83,6 +83,8 @@ def provenance_badge(trace: SessionTrace, *, recorded: bool = False) -> Badge:
     front = prov.get("front_end")
     if front is not None:
         headline, kind = describe_kind(front.kind), front.kind
+        if kind.startswith("neural") and front.label:  # which model, and e.g. "oracle off — not the baseline"
+            headline = f"{headline}: {front.label}"
     elif trace.mode == "cascade":
         headline, kind = "cascade pipeline (STT → LLM → TTS; no front-end, no oracle stream)", "cascade"
     else:

@@ -22,6 +22,7 @@ from fastapi.responses import FileResponse
 
 from kame_core.serve import ROUTE as CHAT_ROUTE
 from kame_core.serve import ChatServer, ServedStack, default_sessions_dir
+from kame_core.serve.server import served_stack
 
 from . import session_files
 
@@ -56,12 +57,8 @@ def chat_server(env: Mapping[str, str] | None = None) -> ChatServer:
     def load() -> ServedStack:
         from .stacks import live_stack
 
-        live = live_stack()
-        warm = getattr(live.stack.llm, "load", None)  # a local oracle LLM loads before the first handshake
-        if callable(warm):
-            warm()
-        return ServedStack(make_runner=lambda clock: live.stack.runner("kame", clock=clock),
-                           components=live.summary, gate=live.gate)
+        live = live_stack()  # the local oracle LLM is warmed before the first handshake
+        return served_stack(live.stack, gate=live.gate)
 
     return ChatServer(load, max_sessions=limit if limit > 0 else None, sessions_dir=default_sessions_dir(dict(env)))
 
@@ -89,7 +86,10 @@ def serve(blocks: gr.Blocks, host: str, port: int, **gradio_options: Any) -> Non
     import uvicorn
 
     janitor = session_files.Janitor().start()
-    app = create_app(blocks, **gradio_options)
+    chat = chat_server()
+    if os.environ.get("KAME_WEIGHTS", "").strip():  # the neural model loads and warms before the port opens
+        chat.preload()
+    app = create_app(blocks, chat, **gradio_options)
     try:
         uvicorn.run(app, host=host, port=port, log_level=os.environ.get("KAME_LOG_LEVEL", "warning"),
                     timeout_graceful_shutdown=5)

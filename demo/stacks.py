@@ -1,15 +1,21 @@
 """The components the app computes with, built once per process on first use (loading models takes seconds).
 
-* :func:`live_stack` -- for live sessions: the neural front-end when CUDA and weights (``KAME_WEIGHTS``: a
-  local folder or a Hugging Face repo id) are available, else the CPU stack; the oracle LLM from
-  ``KAME_LLM`` (a :func:`kame_core.llm.make_llm` spec), else a frontier model when its key is set, else the
-  offline SmolLM2. It says, in words, which components it is made of and why.
+* :func:`front_end_choice` -- which front-end: ``KAME_WEIGHTS`` (a local folder or a Hugging Face repo id),
+  ``KAME_MOSHI_WEIGHTS``, ``KAME_DEVICE`` (cuda|cpu; default cuda when available), ``KAME_POOL_SIZE``
+  (:class:`kame_core.neural.choice.FrontEndChoice`); without weights, the CPU stand-in.
+* :func:`live_stack` -- for live sessions (Talk, Live uploads, the microphone): with weights, KAME and Moshi
+  mode take slots of the models' session pools (:func:`neural_models`, loaded once), on CPU or GPU; else the
+  CPU stack. The oracle LLM from ``KAME_LLM`` (a :func:`kame_core.llm.make_llm` spec), else a frontier model
+  when its key is set, else the offline SmolLM2. It says, in words, which components it is made of and why.
 * :func:`cpu_live_stack` -- the same without the neural front-end, for live talk sessions on ZeroGPU
   (:mod:`demo.hardware`).
-* :func:`rerun_front_end` -- the front-end factory for forced-delay re-runs: the CPU stand-in, speaking with
-  the stack's TTS (openers from SmolLM2 unless ``KAME_SMALL_MODEL=0``).
+* :func:`rerun_front_end` -- the front-end factory for forced-delay re-runs: a pool slot of the neural model
+  when weights are set, else the CPU stand-in speaking with the stack's TTS (openers from SmolLM2 unless
+  ``KAME_SMALL_MODEL=0``).
 
-Both are read-only process-wide caches (``lru_cache``): sessions get fresh per-session parts from them.
+All are read-only process-wide caches (``lru_cache``): sessions get fresh per-session parts (or pool slots)
+from them. One admission, :class:`~demo.gate.SessionGate`, per live stack: with a neural front-end its capacity is
+the pool's size, shared by Talk, Live uploads and the microphone.
 """
 from __future__ import annotations
 
@@ -17,12 +23,16 @@ import dataclasses
 import os
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import Callable
+from typing import Any, Callable
 
-from kame_core.pipelines.stack import GUESS_SYSTEM, Stack, cpu_stack
+from kame_core.neural.choice import FrontEndChoice, NeuralModels
+from kame_core.pipelines.stack import GUESS_SYSTEM, Stack, cpu_stack, with_neural
 from kame_core.protocols import FrontEnd
 
 from .gate import SessionGate
+
+#: how long a forced-delay re-run waits for a free slot of the neural model
+RERUN_WAIT_S = 60.0
 
 
 @dataclass(frozen=True)
@@ -53,25 +63,27 @@ def small_model_openers(env: dict[str, str] | None = None) -> bool:
     return env.get("KAME_SMALL_MODEL", "1") not in ("0", "false", "no")
 
 
-def _neural_front_end() -> tuple[Callable[[], FrontEnd] | None, str]:
-    """A loaded neural front-end if CUDA and weights are available; else why not."""
-    weights = os.environ.get("KAME_WEIGHTS", "")
+def front_end_choice(env: dict[str, str] | None = None) -> FrontEndChoice:
+    """The front-end the app's environment names (ValueError naming a malformed variable)."""
+    return FrontEndChoice.from_env(os.environ if env is None else env)
+
+
+@lru_cache(maxsize=1)
+def neural_models() -> tuple[NeuralModels | None, str]:
+    """The neural models (one session pool per model) when ``KAME_WEIGHTS`` is set and loads; else None and
+    why not, in words."""
+    from kame_core.neural.loading import CheckpointUnavailable
+
     try:
-        import torch
-    except ImportError:  # pragma: no cover - torch is a hard dependency
-        return None, "torch missing"
-    if not torch.cuda.is_available():
-        return None, "no CUDA GPU"
-    if not weights:
-        return None, "CUDA present but KAME_WEIGHTS is not set (a local folder or a Hugging Face repo id)"
-    from kame_core.neural.loading import (CheckpointUnavailable, load_front_end, resolve_hf_repo,
-                                          resolve_local_folder)
+        choice = front_end_choice()
+    except ValueError as err:
+        return None, str(err)
+    if not choice.neural:
+        return None, "KAME_WEIGHTS is not set (a local checkpoint folder or a Hugging Face repo id)"
     try:
-        ckpt = resolve_local_folder(weights) if os.path.isdir(weights) else resolve_hf_repo(weights)
-        front_end = load_front_end(ckpt, "cuda")
-    except CheckpointUnavailable as err:
+        return choice.load(realtime=True), ""
+    except (CheckpointUnavailable, ValueError) as err:
         return None, f"weights unavailable: {str(err).splitlines()[0]}"
-    return (lambda: front_end), f"neural front-end {ckpt.model_id} on CUDA"
 
 
 @lru_cache(maxsize=1)
@@ -80,25 +92,25 @@ def _cpu_stack() -> Stack:
     return cpu_stack(llm=llm_spec(), small_model_openers=small_model_openers())
 
 
-def _live(make_neural: Callable[[], FrontEnd] | None, why: str) -> LiveStack:
+def _live(models: NeuralModels | None, why: str) -> LiveStack:
     stack = _cpu_stack()
-    if make_neural is not None:
-        components = dict(stack.components, front_end=why)
-        stack = dataclasses.replace(stack, make_front_end=make_neural, components=components)
+    if models is not None:
+        stack = with_neural(stack, models)
+        size = models.choice.pool_size
+        gate = SessionGate(capacity=size, reason=f"all {size} session slots of the neural model are in use")
     else:
         components = dict(stack.components)
         components["front_end"] = f"{components['front_end']} (neural front-end not used: {why})"
         stack = dataclasses.replace(stack, components=components)
+        gate = SessionGate()
     summary = " · ".join(f"{role.replace('_', ' ')}: {what}" for role, what in stack.components.items())
-    neural = make_neural is not None
-    gate = SessionGate(capacity=1, reason="one live session at a time on the GPU model") if neural else SessionGate()
-    return LiveStack(stack=stack, summary=summary, neural=neural, gate=gate)
+    return LiveStack(stack=stack, summary=summary, neural=models is not None, gate=gate)
 
 
 @lru_cache(maxsize=1)
 def live_stack() -> LiveStack:
-    """The stack live sessions run on (built once per process): neural when CUDA and weights allow."""
-    return _live(*_neural_front_end())
+    """The stack live sessions run on (built once per process): neural when ``KAME_WEIGHTS`` loads."""
+    return _live(*neural_models())
 
 
 #: why a live talk session on ZeroGPU runs the CPU stack (shown in its components line)
@@ -122,7 +134,16 @@ class RerunFrontEnd:
 
 @lru_cache(maxsize=1)
 def rerun_front_end() -> RerunFrontEnd:
-    """The CPU stand-in front-end with Piper (or espeak-ng) speech, for re-runs on the virtual clock."""
+    """The front-end of re-runs on the virtual clock: a slot of the neural model's pool when weights are set
+    (waiting up to :data:`RERUN_WAIT_S` for one), else the CPU stand-in with Piper (or espeak-ng) speech."""
+    models, _why = neural_models()
+    if models is not None:
+        return RerunFrontEnd(make=lambda: models.join("kame", wait_s=RERUN_WAIT_S),
+                             description=models.describe("kame"))
+    return _stand_in_rerun()
+
+
+def _stand_in_rerun() -> RerunFrontEnd:
     from kame_core.frontends import StandInFrontEnd
     from kame_core.tts import make_tts
 

@@ -106,7 +106,7 @@ TALK_JS = r"""
   }
 
   function onEvent(o) {
-    if (o.type === 'session') { T.sessionId = o.id; T.components = o.components; return; }
+    if (o.type === 'session') { T.sessionId = o.id; T.components = o.components; T.frontEnd = o.front_end; return; }
     if (o.type === 'saved') { T.saved = o; return; }
     if (o.type === 'warning') { T.warnings.push(o.message); return; }
     if (o.type === 'turn_onset') { T.turns.push(o); return; }
@@ -142,6 +142,9 @@ TALK_JS = r"""
       (T.played.samples / 24000).toFixed(1) + ' s, RMS ' + T.played.rms.toFixed(3) + ', peak block RMS ' +
       T.played.max.toFixed(3) +
       (T.warnings.length ? ' · warnings: ' + T.warnings.slice(-1)[0] : '') +
+      (T.frontEnd ? '\nFront-end: ' + T.frontEnd.label + ' [' + T.frontEnd.kind + ']' +
+        (T.frontEnd.slot !== undefined ? ', slot ' + T.frontEnd.slot + ' of a pool of ' + T.frontEnd.pool_size : '')
+        : '') +
       (T.components ? '\nComponents: ' + T.components : '');
   }
 

@@ -9,7 +9,7 @@ the live protocol at ``/api/chat``: :mod:`demo.talk`).
 from __future__ import annotations
 
 import os
-from typing import Callable
+from typing import Any, Callable
 
 os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
 
@@ -61,6 +61,16 @@ def _player() -> gr.HTML:
     return gr.HTML("")
 
 
+def _front_end_choice() -> Any:
+    """The front-end the environment names (None when a variable is malformed: the live stack says why)."""
+    from .stacks import front_end_choice
+
+    try:
+        return front_end_choice()
+    except ValueError:
+        return None
+
+
 def build_app(gpu: Callable[[Callable], Callable] | None = None, hardware: hw.Hardware | None = None,
               ) -> gr.Blocks:
     """The whole app (no module-level state: each user's state is a ``gr.State``).
@@ -79,7 +89,7 @@ def build_app(gpu: Callable[[Callable], Callable] | None = None, hardware: hw.Ha
         state = gr.State(None, delete_callback=views.discard_session)  # private files go with the session
         gr.Markdown("# KAME studio\nTandem speech-to-speech (KAME, arXiv 2510.02327): the four token streams of a "
                     "session — " + ", ".join(LANES[1:]) + " — on one clock. Every run carries a provenance badge.")
-        gr.Markdown(hardware.header_line(), elem_id="kame-hardware")
+        gr.Markdown(hardware.header_line(_front_end_choice()), elem_id="kame-hardware")
         with gr.Accordion("About: hardware, weights, keys, settings", open=False):
             gr.Markdown(hw.ABOUT)
         with gr.Row():
@@ -138,8 +148,8 @@ def build_app(gpu: Callable[[Callable], Callable] | None = None, hardware: hw.Ha
                 curve_text = gr.Markdown()
             with gr.Tab("Live", id="live"):
                 gr.Markdown("Upload a recording (any common format and rate; stereo is downmixed; at most 5 minutes). "
-                            "It runs through the available stack — neural front-end if a GPU and weights are "
-                            "present, else the CPU stack; a frontier LLM if a key is set, else the local one — "
+                            "It runs through the available stack — the neural front-end when KAME_WEIGHTS is "
+                            "set (on a GPU or the CPU), else the CPU stack; a frontier LLM if a key is set, else the local one — "
                             "and the page says which components ran.")
                 with gr.Row():
                     live_in = gr.Audio(sources=["upload"], type="filepath", label="Your recording")

@@ -16,6 +16,7 @@ import numpy as np
 
 from kame_core.duplex_metrics import duplex_metrics
 from kame_core.metrics import session_metrics
+from kame_core.neural.pool import PoolFull
 from kame_core.trace_query import problems
 from kame_core.pipelines.replay import REPLAY_LABEL, ReplayUnavailable
 from kame_core.scenario import ScenarioError, save_scenario
@@ -65,7 +66,7 @@ def discard_session(value: Any) -> None:
     if not isinstance(value, AppSession):
         return
     if value.mic is not None:  # a microphone session left running: end its input so its thread ends
-        value.mic.source.close()
+        value.mic.close()
     if value.mic_ticket is not None:
         value.mic_ticket.release()
     if value.folder is not None:
@@ -373,7 +374,7 @@ def forced_delay(delay_s: float, state: Any = None, *, front_end: Any = None):
         refs, note = reference_answers(session.loaded.references, kame)  # type: ignore[union-attr]
         outcome = run_delay(kame, delay, factory.make, refs, cache=session.delay_cache,
                             cache_key=session.loaded.key, judge=_judge(session))  # type: ignore[union-attr]
-    except (ReplayUnavailable, ValueError, TypeError) as err:
+    except (ReplayUnavailable, ValueError, TypeError, PoolFull) as err:
         return session, None, _error("Cannot re-run", err)
     recorded_ms = int(kame.config.get("forced_delay_ms", 0))
     traces = {f"KAME as recorded (forced delay {recorded_ms / 1000:.1f} s)": kame,
@@ -399,7 +400,7 @@ def delay_curve(state: Any = None, *, front_end: Any = None) -> tuple[Any, Any, 
         judge = _judge(session)
         outcomes = [run_delay(kame, d, factory.make, refs, cache=session.delay_cache,
                               cache_key=session.loaded.key, judge=judge) for d in DELAYS_S]  # type: ignore[union-attr]
-    except (ReplayUnavailable, ValueError) as err:
+    except (ReplayUnavailable, ValueError, PoolFull) as err:
         return session, None, _error("Cannot draw the curve", err)
     fig = curve_figure(outcomes, note, session.loaded.title)  # type: ignore[union-attr]
     rows = "\n".join(f"| {o.delay_s:.1f} s | {'n/a' if o.onset_latency_s is None else f'{o.onset_latency_s:+.2f} s'}"
@@ -445,7 +446,7 @@ def live_upload(file: str | None, modes: list[str] | None, state: Any = None, *,
                 fig = compare_figure(traces, title=step.loaded.title, recorded=False)
                 ran = "**Components that ran:** " + live.summary
                 yield session, outcome_message(step.message, step.loaded.scenario.runs), fig, ran, str(step.file)
-    except (UploadError, ValueError) as err:
+    except (UploadError, ValueError, PoolFull) as err:
         yield session, _error("Cannot run this input", err), None, "", None
 
 
@@ -491,7 +492,7 @@ def mic_chunk(chunk: Any, state: Any = None, *, stack: Any = None, cpu_only: boo
                 raise
             session.mic, session.mic_stack, session.mic_ticket, session.mic_shown_s = mic, live, ticket, -1.0
         session.mic.push(np.asarray(samples), int(rate))
-    except (ValueError, TypeError) as err:
+    except (ValueError, TypeError, PoolFull) as err:
         return session, _error("Microphone input refused", err), None
     mic = session.mic
     status = (f"listening — {mic.received_s:.1f} s received"

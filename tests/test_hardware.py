@@ -23,7 +23,7 @@ def test_header_says_where_uploads_and_talk_sessions_run_and_why():
     zero = Hardware("zero-gpu", talk_on_cpu=True, gpu_duration_s=90, on_space=True).header_line()
     assert "ZeroGPU (this Space)" in zero and "at most 90 s" in zero and "**CPU stack**" in zero
     assert "5 minutes" in zero and "one call at a time" in zero
-    assert "neural front-end" in Hardware("gpu", talk_on_cpu=False).header_line()
+    assert "KAME_WEIGHTS" in Hardware("gpu", talk_on_cpu=False).header_line()
     cpu = Hardware("cpu", talk_on_cpu=False).header_line()
     assert "CPU (this machine)" in cpu and "not the trained KAME model" in cpu
     for needed in ("CPU basic", "ZeroGPU", "spaces.GPU", "dedicated GPU", "HF_TOKEN", "OPENAI_API_KEY",

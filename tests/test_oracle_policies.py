@@ -194,17 +194,15 @@ def test_run_loop_polls_on_the_cadence_and_shutdown_cancels_everything() -> None
 def test_a_live_run_can_put_both_oracle_policies_side_by_side(tmp_path) -> None:
     from demo.live import run_audio
     from demo.views import compare, session_of
-    from kame_core.pipelines import make_runner
+    from kame_core.pipelines.stack import Stack
+    from kame_core.testing.doubles import ToneTTS
 
     words = words_at("what is the capital city of france", 0.5)
     audio = speech_like([(0.5, words[-1].end)], words[-1].end + 1.5)
+    stack = Stack(make_stt=lambda: ScriptedSTT([words]), make_front_end=EchoFrontEnd,
+                  llm=ScriptedLLM(lambda u: "paris"), tts=ToneTTS())
 
-    class Stack:
-        def runner(self, mode, *, session=None):
-            return make_runner(mode, stt=ScriptedSTT([words]), llm=ScriptedLLM(lambda u: "paris"),
-                               front_end=EchoFrontEnd(), session=session, clock=VirtualClock())
-
-    steps = list(run_audio(Stack(), audio, ["kame", "kame-emission"], tmp_path, components="doubles", source="test"))
+    steps = list(run_audio(stack, audio, ["kame", "kame-emission"], tmp_path, components="doubles", source="test"))
     loaded = steps[-1].loaded
     assert list(loaded.scenario.runs) == ["kame", "kame-emission"]
     policies = {k: t.config["oracle"]["policy"] for k, t in loaded.scenario.runs.items()}

@@ -43,13 +43,22 @@ def _artifacts(tmp_path: Path) -> Path:
     return folder
 
 
-def test_talk_plays_the_answer_shows_the_streams_and_opens_the_session(question_wav, tmp_path):
+@pytest.mark.parametrize("front_end", ["cpu-stand-in", "neural-tiny"])
+def test_talk_plays_the_answer_shows_the_streams_and_opens_the_session(question_wav, tmp_path, front_end):
+    """On the CPU stand-in, and on the neural front-end with a tiny random checkpoint (KAME_WEIGHTS,
+    KAME_DEVICE=cpu): the same page, the same protocol, a pool slot named on the page."""
+    from kame_core.neural.tiny import TINY_LABEL, write_tiny_checkpoint
+
     sessions = tmp_path / "sessions"
     scenarios = tmp_path / "scenarios"
     scenarios.mkdir()
     flags = ("--use-fake-ui-for-media-stream", "--use-fake-device-for-media-stream",
              f"--use-file-for-fake-audio-capture={question_wav}")
-    with running_app(scenarios, tmp_path / "app.log", KAME_SESSIONS_DIR=str(sessions)) as url:
+    env = {"KAME_SESSIONS_DIR": str(sessions)}
+    if front_end == "neural-tiny":
+        env.update(KAME_WEIGHTS=str(write_tiny_checkpoint(tmp_path / "tiny")), KAME_DEVICE="cpu")
+    suffix = "" if front_end == "cpu-stand-in" else "_neural_tiny"
+    with running_app(scenarios, tmp_path / "app.log", **env) as url:
         browser = Chromium(extra_args=flags)
         try:
             browser.goto(url)
@@ -75,7 +84,9 @@ def test_talk_plays_the_answer_shows_the_streams_and_opens_the_session(question_
             shown = browser.wait_for("(function (o, w) { return o.indexOf('rev ') >= 0 && w.trim() && o + ' | ' + w; })"
                                      "(document.getElementById('kame-talk-oracle').innerText, "
                                      "document.getElementById('kame-talk-words').innerText)", timeout=5)
-            browser.screenshot(_artifacts(tmp_path) / "talk_live.png")
+            browser.screenshot(_artifacts(tmp_path) / f"talk_live{suffix}.png")
+            shown_front_end = browser.evaluate("JSON.stringify(window.kameTalk.frontEnd || null) + ' | ' + "
+                                               "document.getElementById('kame-talk-meter').innerText")
             browser.evaluate("document.getElementById('kame-talk-stop').click()")
             browser.wait_for("(document.getElementById('kame-status') || {innerText: ''}).innerText"
                              ".indexOf('Talk session') >= 0", timeout=120)
@@ -84,7 +95,7 @@ def test_talk_plays_the_answer_shows_the_streams_and_opens_the_session(question_
             timeline_selected = browser.evaluate(
                 "Array.from(document.querySelectorAll('button[role=tab]')).find(function (b) {"
                 " return b.getAttribute('aria-selected') === 'true'; }).textContent.trim()")
-            browser.screenshot(_artifacts(tmp_path) / "talk_saved_timeline.png")
+            browser.screenshot(_artifacts(tmp_path) / f"talk_saved_timeline{suffix}.png")
         finally:
             browser.close()
     assert seen["played"]["max"] > 0.02 and seen["played"]["voiced"] > 0, seen["played"]
@@ -96,3 +107,10 @@ def test_talk_plays_the_answer_shows_the_streams_and_opens_the_session(question_
     trace = scenario.runs["kame"]
     assert trace.n_frames > 0 and float(np.abs(trace.user_audio).max()) > 0.05, "the microphone was recorded"
     assert float(np.abs(trace.output_audio).max()) > 0.02, "the assistant's audio was recorded"
+    if front_end == "neural-tiny":
+        assert '"kind": "neural-random"' in shown_front_end.replace('":"', '": "') or \
+            '"kind":"neural-random"' in shown_front_end, shown_front_end
+        assert TINY_LABEL in shown_front_end and "slot 0 of a pool of 2" in shown_front_end, shown_front_end
+        assert trace.provenance["front_end"].kind == "neural-random"
+    else:
+        assert "cpu-stand-in" in shown_front_end, shown_front_end

@@ -17,10 +17,12 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import threading
+import time
 from dataclasses import dataclass
 from typing import Any, Literal, Mapping
 
 from ..trace import Provenance
+from .pool import PoolFull
 
 #: the label of Moshi mode on the KAME checkpoint (no ``--moshi-weights``)
 ORACLE_OFF_LABEL = "KAME front-end, oracle off — not the Moshi baseline"
@@ -178,10 +180,18 @@ class NeuralModels:
             return dataclasses.replace(pool.provenance, label=f"{ORACLE_OFF_LABEL} ({pool.provenance.label})")
         return pool.provenance
 
-    def join(self, mode: NeuralMode = "kame") -> Any:
+    def join(self, mode: NeuralMode = "kame", *, wait_s: float = 0.0) -> Any:
         """A slot of ``mode``'s pool as a ``FrontEnd`` (a :class:`~.pool.SlotFrontEnd`; close it to give the
-        slot back); :class:`~.pool.PoolFull` when every slot is taken."""
-        front_end = self.pool(mode).join()
+        slot back); :class:`~.pool.PoolFull` when every slot is taken (after waiting up to ``wait_s``)."""
+        deadline = time.monotonic() + wait_s
+        while True:
+            try:
+                front_end = self.pool(mode).join()
+                break
+            except PoolFull:
+                if time.monotonic() >= deadline:
+                    raise
+                time.sleep(0.1)
         front_end.provenance = self.provenance(mode)
         return front_end
 

@@ -28,6 +28,7 @@ from ..protocols import ChatMessage, FrontEnd, LLMError, STTEvent, Word
 from ..trace import Event, EventKind, Provenance, SessionTrace
 from ..trace_query import llm_requests
 from .tandem import SessionConfig, TandemRunner
+from .stack import release_front_end
 
 __all__ = ["ReplayUnavailable", "ReplaySTT", "ReplayLLM", "RecordedRequest", "recorded_input",
            "rerun_front_end", "REPLAY_LABEL"]
@@ -187,7 +188,10 @@ def rerun_front_end(trace: SessionTrace, make_front_end: Callable[[], FrontEnd],
     config = SessionConfig.from_trace(trace, mode="kame", **changes)
     stt = ReplaySTT(trace)
     runner = TandemRunner(make_front_end(), stt, ReplayLLM(trace), config, VirtualClock())
-    out = runner.run_sync(recorded_input(trace))
+    try:
+        out = runner.run_sync(recorded_input(trace))
+    finally:
+        release_front_end(runner)  # a pool slot of the neural model is free again
     note = REPLAY_LABEL + ("" if stt.exact else " (STT times to the frame: the recording has no STT latency)")
     out.provenance["replay"] = Provenance("replay", model_id=trace.title or "", label=note)
     out.config["replayed_from"] = {"mode": trace.mode, "forced_delay_ms": trace.config.get("forced_delay_ms", 0),
