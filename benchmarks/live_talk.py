@@ -1,7 +1,9 @@
-"""N live-protocol clients at once, each streaming a spoken question in real time, on the CPU stack.
+"""N live-protocol clients at once, each streaming a spoken question in real time, on the CPU stack or on
+the neural front-end's session pool (``--weights DIR --device cpu|cuda``).
 
-Starts the standalone server (:mod:`kame_core.serve`, CPU stack: faster-whisper, stand-in front-end, the
-SmolLM2 or ``--llm`` oracle, Piper) in this process on a free port, warms it with one session, then for
+Starts the standalone server (:mod:`kame_core.serve`: faster-whisper, the stand-in front-end or with
+``--weights`` the neural one on one pool of ``--pool-size`` (default: the largest N), the SmolLM2 or ``--llm``
+oracle, Piper) in this process on a free port, loaded before it listens, warms it with one session, then for
 N = 1, 2, 3 ... runs N clients at once (:func:`kame_core.serve.client.talk`: Ogg/Opus frames sent every
 80 ms, the question then ``--tail-s`` of silence) and prints per N:
 
@@ -11,10 +13,14 @@ N = 1, 2, 3 ... runs N clients at once (:func:`kame_core.serve.client.talk`: Ogg
   received after the last question frame was sent; 0 when the assistant was already speaking): median and
   p90 over the clients -- goal <= 1.0 s at N = 1.
 
+* with ``--weights``: the pool's batched step (Mimi encode + LM step + Mimi decode for every session that
+  handed a frame in), median and p99 wall time, and the mean number of sessions per step.
+
 It stops after the first N that breaks real time (missed > 1 %) or at ``--max-n``. The load average is printed
 before each N: other processes on the same cores inflate every number.
 
-Usage: ``python benchmarks/live_talk.py [--max-n 3] [--ns 1,2] [--tail-s 10] [--llm offline]``
+Usage: ``python benchmarks/live_talk.py [--max-n 3] [--ns 1,2] [--tail-s 10] [--llm offline]
+[--weights DIR --device cpu --pool-size N]`` (``python -m kame_core.neural.tiny DIR`` makes a tiny checkpoint)
 """
 from __future__ import annotations
 
@@ -32,6 +38,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from kame_core.neural.choice import FrontEndChoice  # noqa: E402
 from kame_core.serve import ChatServer, stack_from_cpu, standalone_app  # noqa: E402
 from kame_core.serve.client import TalkResult, talk  # noqa: E402
 
@@ -62,7 +69,12 @@ def main() -> None:
     parser.add_argument("--tail-s", type=float, default=10.0)
     parser.add_argument("--llm", default="offline")
     parser.add_argument("--small-model", action="store_true", help="stand-in openers from SmolLM2")
+    FrontEndChoice.add_arguments(parser)
+    parser.set_defaults(pool_size=0)
     args = parser.parse_args()
+    ns = [int(x) for x in args.ns.split(",") if x.strip()] or list(range(1, args.max_n + 1))
+    args.pool_size = args.pool_size or max(ns)
+    choice = FrontEndChoice.from_args(args)
 
     import logging
 
@@ -73,8 +85,13 @@ def main() -> None:
     logging.basicConfig(level=logging.WARNING)
     tts = make_tts("piper")
     audios = [tts.synthesize(q).audio for q in QUESTIONS]
-    server = ChatServer(stack_from_cpu(args.llm, small_model_openers=args.small_model), max_sessions=None,
-                        sessions_dir=Path(os.environ.get("TMPDIR", "/tmp")) / "kame-live-talk-bench")
+    server = ChatServer(stack_from_cpu(args.llm, small_model_openers=args.small_model, front_end=choice),
+                        max_sessions=None, sessions_dir=Path(os.environ.get("TMPDIR", "/tmp")) / "kame-live-talk-bench")
+    started = time.perf_counter()
+    served = server.preload()
+    pool = served.neural.kame if served.neural is not None else None
+    print(f"loaded in {time.perf_counter() - started:.1f} s; front-end: "
+          f"{served.neural.describe('kame') if pool is not None else 'CPU stand-in'}", flush=True)
     port = _free_port()
     uv = uvicorn.Server(uvicorn.Config(standalone_app(server), host="127.0.0.1", port=port, log_level="warning"))
     thread = threading.Thread(target=uv.run, daemon=True)
@@ -82,15 +99,17 @@ def main() -> None:
     while not uv.started:
         time.sleep(0.1)
     url = f"ws://127.0.0.1:{port}/api/chat"
-    print(f"server at {url}; CPU stack, oracle LLM {args.llm!r}; {os.cpu_count()} cores", flush=True)
+    print(f"server at {url}; oracle LLM {args.llm!r}; {os.cpu_count()} cores", flush=True)
     print("warming up (one session) ...", flush=True)
     asyncio.run(_round(url, audios[:1], 6.0))
-    ns = [int(x) for x in args.ns.split(",") if x.strip()] or list(range(1, args.max_n + 1))
+    step_head = f" {'step med ms':>12} {'step p99 ms':>12} {'per step':>9}" if pool is not None else ""
     print(f"{'N':>2} {'load1':>6} {'frames':>7} {'missed %':>9} {'onset med s':>12} {'onset p90 s':>12} "
-          f"{'no onset':>9}", flush=True)
+          f"{'no onset':>9}{step_head}", flush=True)
     try:
         for n in ns:
             load = os.getloadavg()[0]
+            if pool is not None:
+                pool.step_log.clear()
             results = asyncio.run(_round(url, [audios[k % len(audios)] for k in range(n)], args.tail_s))
             frames = sum(r.saved()["frames"] if r.saved() else 0 for r in results)
             missed = sum(r.missed_deadlines() for r in results)
@@ -98,7 +117,13 @@ def main() -> None:
             pct = 100.0 * missed / max(1, frames)
             med = f"{statistics.median(onsets):12.2f}" if onsets else f"{'n/a':>12}"
             p90 = f"{_p90(onsets):12.2f}" if onsets else f"{'n/a':>12}"
-            print(f"{n:>2} {load:6.2f} {frames:7d} {pct:9.2f} {med} {p90} {n - len(onsets):9d}", flush=True)
+            steps = ""
+            if pool is not None and pool.step_log:
+                times = sorted(1000 * t for t, _ in pool.step_log)
+                per = statistics.mean(k for _, k in pool.step_log)
+                steps = (f" {statistics.median(times):12.1f} {times[min(len(times) - 1, int(0.99 * len(times)))]:12.1f}"
+                         f" {per:9.2f}")
+            print(f"{n:>2} {load:6.2f} {frames:7d} {pct:9.2f} {med} {p90} {n - len(onsets):9d}{steps}", flush=True)
             if pct > MISSED_GOAL and not args.ns:
                 print(f"real time broke at N = {n} (missed > {MISSED_GOAL} %); largest N that held: {n - 1}")
                 break
@@ -108,6 +133,8 @@ def main() -> None:
         for other in threading.enumerate():
             if other.name.startswith("kame-talk-"):
                 other.join(60)
+        if served.neural is not None:
+            served.neural.close()
 
 
 if __name__ == "__main__":

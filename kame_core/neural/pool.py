@@ -20,6 +20,7 @@ from __future__ import annotations
 import contextlib
 import threading
 import time
+from collections import deque
 from concurrent.futures import Future
 from dataclasses import dataclass
 from typing import Mapping
@@ -92,6 +93,8 @@ class SessionPool:
         self._worker: threading.Thread | None = None
         self._closed = False
         self.steps_run = 0
+        #: (wall seconds, sessions stepped) of the latest batched steps, for benchmarks and metrics
+        self.step_log: deque[tuple[float, int]] = deque(maxlen=20000)
 
     # -- membership ---------------------------------------------------------------------------------
     @property
@@ -194,6 +197,13 @@ class SessionPool:
             return self._step_locked(inputs)
 
     def _step_locked(self, inputs: Mapping[int, SlotInput]) -> dict[int, FrontEndOutput]:
+        started = time.perf_counter()
+        try:
+            return self._batched_step(inputs)
+        finally:
+            self.step_log.append((time.perf_counter() - started, len(inputs)))
+
+    def _batched_step(self, inputs: Mapping[int, SlotInput]) -> dict[int, FrontEndOutput]:
         executing = [index in inputs for index in range(self.capacity)]
         pcm = np.zeros((self.capacity, 1, SAMPLES_PER_FRAME), np.float32)
         hold = [False] * self.capacity
