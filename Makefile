@@ -48,10 +48,13 @@ bench: install
 	HF_HUB_OFFLINE=1 $(PY) benchmarks/figure_build.py
 
 # the GPU path: CUDA-graph tests (skipped without CUDA), batched-session tests, then the per-frame benchmark
-# (Moshi 7B + Mimi, random bf16 weights, batch 1..32 on CUDA; a tiny configuration on CPU)
+# (Moshi 7B + Mimi, random bf16 weights, batch 1..32 on CUDA; a tiny configuration on CPU), then the live server
+# at that size: N protocol clients at once on one pool (random:moshi-7b, no download)
+GPU_LIVE_NS ?= 1,8,16,32
 gpu-check: install
-	HF_HUB_OFFLINE=1 $(PY) -m pytest -q -p no:cacheprovider tests/test_neural_cuda.py tests/test_neural_batch.py tests/test_neural_pool.py
+	HF_HUB_OFFLINE=1 $(PY) -m pytest -q -p no:cacheprovider tests/test_neural_cuda.py tests/test_neural_batch.py tests/test_neural_pool.py tests/test_neural_choice.py
 	HF_HUB_OFFLINE=1 $(PY) benchmarks/gpu_step.py
+	HF_HUB_OFFLINE=1 $(PY) benchmarks/live_talk.py --weights random:moshi-7b --device cuda --ns $(GPU_LIVE_NS) --tail-s 8
 
 # the Hugging Face Space repository, ready to push as it is (spaces/build.py; deterministic)
 space: install

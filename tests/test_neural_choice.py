@@ -144,3 +144,17 @@ def test_oracle_resets_reach_the_models_oracle_stream_as_tokenizer_ids(tiny):
     assert len(starts) == 1 and starts[0].oracle.token == tokenizer.start_token_id
     assert fed and fed == expected[:len(fed)]
     assert trace.provenance["front_end"].kind == "neural-random"
+
+
+def test_random_weights_at_a_named_size_need_no_files():
+    models = FrontEndChoice(weights="random:tiny", device="cpu", pool_size=1).load()
+    try:
+        slot = models.join("kame")
+        assert slot.provenance.kind == "neural-random" and "not a trained model" in slot.provenance.label
+        assert slot.step(np.zeros(1920, np.float32), slot.tokenizer.start_token_id).audio.shape == (1920,)
+    finally:
+        models.close()
+    with pytest.raises(ValueError, match="random:tiny or random:moshi-7b"):
+        FrontEndChoice(weights="random:13b", device="cpu").load()
+    with pytest.raises(ValueError, match="no Moshi baseline"):
+        FrontEndChoice(weights="random:tiny", moshi_weights="x", device="cpu").load()

@@ -110,11 +110,12 @@ def test_two_clients_share_one_pool_and_a_third_is_refused(served, questions):
         assert fe["kind"] == "neural-random" and TINY_LABEL in fe["label"] and fe["pool_size"] == 2
         slots.add(fe["slot"])
         sent_s = len(question) / SAMPLE_RATE + 5.0
-        # answered in real time: an output frame for (nearly) every input frame, as the input streamed
+        # answered as it streamed: an output frame for (nearly) every input frame (how late each frame was is
+        # the benchmark's business: benchmarks/live_talk.py --weights)
         got_s = len(result.output) / SAMPLE_RATE
         assert got_s >= 0.8 * sent_s, f"{got_s:.1f} s of output for {sent_s:.1f} s of input"
-        frames = result.saved()["frames"]
-        assert result.missed_deadlines() <= 0.1 * frames, f"{result.missed_deadlines()} of {frames} frames late"
+        first_audio = min(at for at, _ in result.audio)
+        assert first_audio < 2.0, f"the first output came {first_audio:.1f} s after the handshake"
     assert slots == {0, 1}
     _wait(lambda: len(server.results) >= before + 2, 30, "the sessions did not end on the server")
     for session in server.results[-2:]:

@@ -169,7 +169,8 @@ def run_mtbench(args: argparse.Namespace) -> int:
         from ..neural.loading import CheckpointUnavailable, resolve_weights
 
         try:
-            resolve_weights(choice.weights)
+            if not choice.weights.startswith("random:"):
+                resolve_weights(choice.weights)
             if choice.moshi_weights:
                 resolve_weights(choice.moshi_weights, oracle=False)
             choice.device_name()

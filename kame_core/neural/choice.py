@@ -27,6 +27,8 @@ from .pool import PoolFull
 #: the label of Moshi mode on the KAME checkpoint (no ``--moshi-weights``)
 ORACLE_OFF_LABEL = "KAME front-end, oracle off — not the Moshi baseline"
 DEVICES = ("cuda", "cpu")
+#: ``--weights random:tiny`` / ``random:moshi-7b``: random weights built in memory (load and speed checks)
+RANDOM_PREFIX = "random:"
 MAX_POOL_SIZE = 256
 NeuralMode = Literal["kame", "moshi"]
 
@@ -76,8 +78,9 @@ class FrontEndChoice:
         """The four options, as every command spells them."""
         parser.add_argument("--weights", default="", metavar="REPO|DIR",
                             help="KAME checkpoint: a local folder (official finetuning layout; "
-                                 "`python -m kame_core.neural.tiny DIR` makes a random tiny one) or a Hugging Face "
-                                 "repo id (SakanaAI/kame); default: the CPU stand-in (not the trained model)")
+                                 "`python -m kame_core.neural.tiny DIR` makes a random tiny one), a Hugging Face "
+                                 "repo id (SakanaAI/kame), or random:moshi-7b / random:tiny (random weights in "
+                                 "memory, no download: a speed check); default: the CPU stand-in")
         parser.add_argument("--moshi-weights", default="", metavar="REPO|DIR",
                             help="the Moshi baseline for Moshi mode (kyutai/moshiko-pytorch-bf16 or a folder); "
                                  f"without it Moshi mode is labelled '{ORACLE_OFF_LABEL}'")
@@ -111,12 +114,19 @@ class FrontEndChoice:
             raise ValueError("no weights chosen: the CPU stand-in needs no neural models")
         import torch
 
-        from .loading import load_session_pool, resolve_weights
+        from .loading import load_session_pool, random_session_pool, resolve_weights
 
         device = self.device_name()
         if realtime and device == "cpu":
             torch.set_num_threads(1)
         dtype = torch.bfloat16 if device == "cuda" else torch.float32  # bf16 matmuls are slow on CPUs
+        if self.weights.startswith(RANDOM_PREFIX):  # no files: random weights at a named size
+            if self.moshi_weights:
+                raise ValueError("random weights have no Moshi baseline: leave --moshi-weights out")
+            pool = random_session_pool(self.weights[len(RANDOM_PREFIX):], self.pool_size, device, dtype)
+            models = NeuralModels(kame=pool, moshi=None, device=device, choice=self)
+            models.warm()
+            return models
         kame_ckpt = resolve_weights(self.weights, oracle=True)
         moshi_ckpt = resolve_weights(self.moshi_weights, oracle=False) if self.moshi_weights else None
         kame = load_session_pool(kame_ckpt, self.pool_size, device, dtype)

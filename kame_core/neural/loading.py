@@ -325,6 +325,39 @@ def load_session_pool(ckpt: NeuralCheckpoint, capacity: int, device: torch.devic
                        tokenizer=load_tokenizer(ckpt, lm), provenance=ckpt.provenance, gather_s=gather_s)
 
 
+#: ``--weights random:SIZE``: random-weight models built in memory, no file and no download
+RANDOM_SIZES = ("tiny", "moshi-7b")
+
+
+def random_session_pool(size: str, capacity: int, device: torch.device | str = "cpu",
+                        dtype: torch.dtype = torch.float32, *, seed: int = 0, gather_s: float = 0.02) -> SessionPool:
+    """A :class:`SessionPool` of random weights at ``size`` (``tiny``: the tiny checkpoint's shapes; ``moshi-7b``:
+    the published Moshi 7B LM with the oracle embedding + the published Mimi), for load and speed checks of the
+    real server at size without any download. Its provenance says the weights are random. The text tokenizer is
+    the tiny one (its ids fit any text card): what such a model says is noise."""
+    import tempfile
+
+    from .configs import mimi_config, moshi_7b_lm_kwargs, small_mimi_config, tiny_lm_kwargs
+    from .tiny import VOCAB, train_tiny_tokenizer
+
+    if size not in RANDOM_SIZES:
+        raise ValueError(f"random:{size}: choose random:{' or random:'.join(RANDOM_SIZES)}")
+    torch.manual_seed(seed)
+    lm_kwargs = tiny_lm_kwargs(text_card=VOCAB) if size == "tiny" else moshi_7b_lm_kwargs()
+    lm = build_lm(lm_kwargs, device=device, dtype=dtype)
+    mimi = loaders.get_mimi(None, small_mimi_config() if size == "tiny" else mimi_config(), device=device,
+                            num_codebooks=mimi_codebooks(lm_kwargs))
+    with tempfile.TemporaryDirectory() as tmp:  # sentencepiece reads the model into memory
+        tokenizer = SentencePieceTokenizer.from_file(train_tiny_tokenizer(f"{tmp}/tok.model"),
+                                                     lm.text_initial_token_id, lm.text_padding_token_id,
+                                                     lm.end_of_text_padding_id)
+    label = f"KAME front-end: random weights, {'tiny' if size == 'tiny' else 'Moshi-7B size'} — a load and speed " \
+            "check, not a trained model"
+    provenance = Provenance(kind="neural-random", model_id=f"random:{size}(seed={seed})",
+                            version=f"moshi {_moshi_version()}", label=label)
+    return SessionPool(KameLMGen(lm), mimi, capacity, tokenizer=tokenizer, provenance=provenance, gather_s=gather_s)
+
+
 def random_front_end(lm_kwargs: dict[str, Any], tokenizer_path: str | Path, *, seed: int = 0,
                      mimi_config: dict[str, Any] | None = None, device: torch.device | str = "cpu",
                      dtype: torch.dtype = torch.float32, **sampling: Any) -> NeuralFrontEnd:
