@@ -7,8 +7,6 @@ every trace's provenance.
 """
 from __future__ import annotations
 
-import time
-import uuid
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable, Iterator
@@ -18,7 +16,7 @@ import numpy as np
 from kame_core.oracle import OracleConfig
 from kame_core.pipelines.stack import Mode, Stack
 from kame_core.pipelines.tandem import SessionConfig
-from kame_core.scenario import Scenario, save_scenario
+from kame_core.session import SessionStore, new_session_id
 
 from .library import LoadedScenario
 
@@ -40,17 +38,13 @@ class LiveProgress:
     file: Path | None = None
 
 
-def session_name() -> str:
-    return f"live-{time.strftime('%Y%m%d-%H%M%S')}-{uuid.uuid4().hex[:6]}"
-
-
 def run_audio(stack: Stack, audio: np.ndarray, modes: Iterable[str], out_dir: Path, *, components: str,
               source: str) -> Iterator[LiveProgress]:
     """Run ``audio`` through each of ``modes``; yields progress, the last item carries the scenario."""
     chosen = [m for m in RUNS if m in set(modes)]
     if not chosen:
         raise ValueError("choose at least one of: " + ", ".join(MODE_LABELS[m] for m in RUNS))
-    name = session_name()
+    name = new_session_id("live")
     runs = {}
     for k, mode in enumerate(chosen):
         yield LiveProgress(f"running {MODE_LABELS[mode]} ({k + 1}/{len(chosen)}) on {len(audio) / 24000:.1f} s of "
@@ -59,8 +53,7 @@ def run_audio(stack: Stack, audio: np.ndarray, modes: Iterable[str], out_dir: Pa
         options = {} if config is None else {"session": config}
         with stack.session(pipeline_mode, **options) as runner:  # a neural pool slot is held for this run only
             runs[mode] = runner.run_sync(audio)
-    scenario = Scenario(name=name, runs=runs, title=f"Live session ({source})",
-                        description=f"Recorded live by KAME studio. Components: {components}", tags=["live"])
-    path = save_scenario(scenario, out_dir / f"{name}.kame")
-    loaded = LoadedScenario(scenario=scenario, key=f"live:{name}", origin="live", recorded=False, path=path)
-    yield LiveProgress(f"done: {', '.join(MODE_LABELS[m] for m in chosen)}", loaded, path)
+    saved = SessionStore(out_dir).save(name, runs, title=f"Live session ({source})", components=components)
+    loaded = LoadedScenario(scenario=saved.scenario, key=f"live:{name}", origin="live", recorded=False,
+                            path=saved.path)
+    yield LiveProgress(f"done: {', '.join(MODE_LABELS[m] for m in chosen)}", loaded, saved.path)

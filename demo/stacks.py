@@ -14,7 +14,7 @@
   ``KAME_SMALL_MODEL=0``).
 
 All are read-only process-wide caches (``lru_cache``): sessions get fresh per-session parts (or pool slots)
-from them. One admission, :class:`~demo.gate.SessionGate`, per live stack: with a neural front-end its capacity is
+from them. One admission, :class:`~kame_core.session.SessionGate`, per live stack: with a neural front-end its capacity is
 the pool's size, shared by Talk, Live uploads and the microphone.
 """
 from __future__ import annotations
@@ -29,7 +29,8 @@ from kame_core.neural.choice import FrontEndChoice, NeuralModels
 from kame_core.pipelines.stack import GUESS_SYSTEM, Stack, cpu_stack, with_neural
 from kame_core.protocols import FrontEnd
 
-from .gate import SessionGate
+from kame_core.serve.server import pool_gate
+from kame_core.session import SessionGate
 
 #: how long a forced-delay re-run waits for a free slot of the neural model
 RERUN_WAIT_S = 60.0
@@ -96,8 +97,7 @@ def _live(models: NeuralModels | None, why: str) -> LiveStack:
     stack = _cpu_stack()
     if models is not None:
         stack = with_neural(stack, models)
-        size = models.choice.pool_size
-        gate = SessionGate(capacity=size, reason=f"all {size} session slots of the neural model are in use")
+        gate = pool_gate(models.pool("kame").capacity)
     else:
         components = dict(stack.components)
         components["front_end"] = f"{components['front_end']} (neural front-end not used: {why})"

@@ -136,8 +136,10 @@ TALK_JS = r"""
       (T.partial ? '<div><i>… ' + esc(T.partial) + '</i></div>' : '');
     $('kame-talk-turns').innerHTML = '<div>LLM requests: ' + T.llm.start + ' started · ' + T.llm.cancel +
       ' cancelled · ' + T.llm.finish + ' finished · self-corrections: ' + T.corrections + '</div>' +
-      T.turns.map(function (t) { return '<div>turn ' + (t.turn + 1) + ': assistant started ' +
-        t.delay_s.toFixed(2) + ' s after you stopped</div>'; }).join('');
+      T.turns.map(function (t) {
+        var l = (t.latency_s !== undefined) ? t.latency_s : t.delay_s;
+        return '<div>turn ' + (t.turn + 1) + ': first assistant word ' + Math.abs(l).toFixed(2) + ' s ' +
+          (l < 0 ? 'before' : 'after') + ' you stopped (as Timeline measures it)</div>'; }).join('');
     $('kame-talk-meter').textContent = 'sent ' + (T.sent * 0.08).toFixed(1) + ' s of microphone · player ran ' +
       (T.played.samples / 24000).toFixed(1) + ' s, RMS ' + T.played.rms.toFixed(3) + ', peak block RMS ' +
       T.played.max.toFixed(3) +

@@ -50,7 +50,7 @@ class AppSession:
     folder: Path | None = None
     mic: Any = None                 # a running demo.mic.MicSession
     mic_stack: Any = None           # the demo.stacks.LiveStack it runs on
-    mic_ticket: Any = None          # its admission (demo.gate.Ticket) to the stack
+    mic_ticket: Any = None          # its admission (kame_core.session.Ticket) to the stack
     mic_shown_s: float = -1.0       # received seconds at the last live figure
 
     def files(self) -> Path:
@@ -511,9 +511,7 @@ def mic_stop(modes: list[str] | None, state: Any = None) -> tuple[Any, str, Any,
     """The recording ended: finish the KAME session, run the cascade on the same input if chosen (virtual
     clock), save the scenario. Returns (session, status, figure, components, scenario file)."""
     from kame_core.pipelines.replay import recorded_input
-    from kame_core.scenario import Scenario
-
-    from .live import session_name
+    from kame_core.session import SessionStore, new_session_id
 
     session = session_of(state)
     mic, live, ticket = session.mic, session.mic_stack, session.mic_ticket
@@ -525,17 +523,18 @@ def mic_stop(modes: list[str] | None, state: Any = None) -> tuple[Any, str, Any,
         runs = {"kame": trace}
         ran = "**Components that ran:** " + live.summary + " · KAME on the real-time clock"
         if "cascade" in (modes or []):
-            runs["cascade"] = live.stack.runner("cascade").run_sync(recorded_input(trace))
+            with live.stack.session("cascade") as runner:
+                runs["cascade"] = runner.run_sync(recorded_input(trace))
             ran += "; cascade afterwards on the same recording (virtual clock)"
-        name = session_name()
-        scenario = Scenario(name=name, runs=runs, title="Live session (microphone)", tags=["live", "microphone"],
-                            description=f"Recorded live by KAME studio. Components: {live.summary}")
-        path = save_scenario(scenario, session.files() / f"{name}.kame")
+        name = new_session_id("live")
+        saved = SessionStore(session.files()).save(name, runs, title="Live session (microphone)",
+                                                   components=live.summary, tags=("live", "microphone"))
     except (TimeoutError, RuntimeError, ScenarioError, OSError) as err:
         return session, _error("The live session failed", err), None, "", None
     finally:
         if ticket is not None:
             ticket.release()
+    scenario, path = saved.scenario, saved.path
     session.loaded = library.LoadedScenario(scenario=scenario, key=f"live:{name}", origin="live", recorded=False,
                                             path=path)
     session.run_id, session.delay_cache = "kame", {}

@@ -23,8 +23,8 @@ import numpy as np
 
 from .clock import FRAME_SECONDS, SAMPLES_PER_FRAME
 from .protocols import Word
-from .session.turns import TurnConfig, UserTurn
-from .trace import EventKind, SessionTrace
+from .session.turns import TurnConfig, UserTurn, group_turns
+from .trace import Event, EventKind, SessionTrace
 from .hint_levels import hint_level
 from .trace_query import (
     llm_requests,
@@ -35,7 +35,8 @@ from .trace_query import (
     user_turns,
 )
 
-__all__ = ["CARRY_OVER_GAP_S", "SILENCE_RMS", "SessionMetrics", "TurnOnset", "UserTurn", "annotate_hint_levels",
+__all__ = ["CARRY_OVER_GAP_S", "SILENCE_RMS", "LiveOnsets", "SessionMetrics", "TurnOnset", "UserTurn",
+           "annotate_hint_levels", "onset_of",
            "annotate_onsets",
            "median_onset_latency", "session_metrics", "speech_segments", "stt_word_lags", "transcript_to_oracle",
            "turn_onsets", "user_turns"]
@@ -90,24 +91,65 @@ def _first_new_frame(flags: np.ndarray, lo: int, hi: int, gap: int) -> int | Non
 def turn_onsets(trace: SessionTrace, turn_gap_s: float = TurnConfig.turn_gap_s) -> list[TurnOnset]:
     """Per user turn: the first frame where a *new* response starts (text, and audio above -60 dBFS) between
     the turn's start and the next turn's; output carried over from an earlier answer does not count."""
-    turns = user_turns(trace, turn_gap_s)
     n = trace.n_frames
     has_text = np.array([not f.text_is_padding for f in trace.frames], bool)
     out = trace.output_audio[: n * SAMPLES_PER_FRAME].reshape(n, SAMPLES_PER_FRAME)
     rms = np.sqrt(np.mean(out.astype(np.float64) ** 2, axis=1))
-    loud = rms > SILENCE_RMS
+    turns = user_turns(trace, turn_gap_s)
+    return [onset_of(turns, k, has_text, rms > SILENCE_RMS) for k in range(len(turns))]
+
+
+def onset_of(turns: Sequence[UserTurn], k: int, has_text: np.ndarray, loud: np.ndarray) -> TurnOnset:
+    """The onset of turn ``k`` given every frame's flags so far (the rule of :func:`turn_onsets`)."""
     gap = int(round(CARRY_OVER_GAP_S / FRAME_SECONDS))
-    onsets = []
-    for k, turn in enumerate(turns):
-        lo = int(round(turn.start / FRAME_SECONDS))
-        hi = int(round(turns[k + 1].start / FRAME_SECONDS)) if k + 1 < len(turns) else n
-        f_text, f_audio = _first_new_frame(has_text, lo, hi, gap), _first_new_frame(loud, lo, hi, gap)
-        onsets.append(TurnOnset(
-            turn=k, user_end=turn.end,
-            text_onset=None if f_text is None else f_text * FRAME_SECONDS,
-            audio_onset=None if f_audio is None else f_audio * FRAME_SECONDS,
-        ))
-    return onsets
+    turn = turns[k]
+    lo = int(round(turn.start / FRAME_SECONDS))
+    hi = int(round(turns[k + 1].start / FRAME_SECONDS)) if k + 1 < len(turns) else len(has_text)
+    f_text, f_audio = _first_new_frame(has_text, lo, hi, gap), _first_new_frame(loud, lo, hi, gap)
+    return TurnOnset(turn=k, user_end=turn.end, text_onset=None if f_text is None else f_text * FRAME_SECONDS,
+                     audio_onset=None if f_audio is None else f_audio * FRAME_SECONDS)
+
+
+class LiveOnsets:
+    """:func:`turn_onsets` followed frame by frame, for a live session: :meth:`add_frame` gives the onsets that
+    became final with this frame -- a turn's, once the turn is closed (the user has been silent ``turn_gap_s``,
+    or spoke again after a longer pause) and its response has started. The same rule, so the live delay and the
+    Timeline's onset agree."""
+
+    def __init__(self, turn_gap_s: float = TurnConfig.turn_gap_s) -> None:
+        self.turn_gap_s = turn_gap_s
+        self._text: list[bool] = []
+        self._loud: list[bool] = []
+        self._segments: list[tuple[float, float]] = []
+        self._speaking_since: float | None = None
+        self._settled = 0  # turns before this index are reported (or passed without a response)
+
+    def add_frame(self, text: bool, rms: float, events: Iterable[Event] = ()) -> list[TurnOnset]:
+        """Add one output frame (whether it has assistant text, its RMS) and the events that came with it."""
+        self._text.append(bool(text))
+        self._loud.append(rms > SILENCE_RMS)
+        for event in events:
+            if event.kind is EventKind.USER_SPEECH_START:
+                self._speaking_since = float(event.data.get("audio_t", event.t))
+            elif event.kind is EventKind.USER_SPEECH_END and self._speaking_since is not None:
+                self._segments.append((self._speaking_since, float(event.data.get("audio_t", event.t))))
+                self._speaking_since = None
+        turns = group_turns(self._segments, self.turn_gap_s)
+        now = len(self._text) * FRAME_SECONDS
+        found: list[TurnOnset] = []
+        while self._settled < len(turns):
+            k = self._settled
+            later = k + 1 < len(turns) or (self._speaking_since is not None
+                                            and self._speaking_since - turns[k].end >= self.turn_gap_s)
+            if not later and (self._speaking_since is not None or now - turns[k].end < self.turn_gap_s):
+                break  # the turn may still grow
+            onset = onset_of(turns, k, np.array(self._text, bool), np.array(self._loud, bool))
+            if onset.text_onset is None and not later:
+                break  # closed, no response yet: it may still come
+            self._settled += 1
+            if onset.text_onset is not None:
+                found.append(onset)
+        return found
 
 
 def annotate_onsets(trace: SessionTrace, turn_gap_s: float = TurnConfig.turn_gap_s) -> None:

@@ -11,7 +11,7 @@ import soundfile as sf
 
 from demo import library, views
 from demo.delay_sweep import DELAYS_S, oracle_at_onset
-from demo.gate import SessionGate
+from kame_core.session import SessionGate
 from demo.library import LoadedScenario
 from demo.scoring import score_answer
 from demo.stacks import LiveStack, RerunFrontEnd

@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 from demo import stacks, views
-from demo.gate import SessionGate
+from kame_core.session import SessionGate
 from demo.hardware import ABOUT, Hardware, detect
 from demo.stacks import LiveStack
 

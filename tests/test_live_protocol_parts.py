@@ -50,18 +50,44 @@ def test_the_sink_sends_events_text_audio_and_the_turn_onset():
     sent: list[bytes] = []
     sink = StreamSink(sent.extend, pcm_out=True)
     quiet, loud = np.zeros(1920, np.float32), np.full(1920, 0.2, np.float32)
+    start = Event(0.1, EventKind.USER_SPEECH_START, {"audio_t": 0.0})
     end = Event(0.5, EventKind.USER_SPEECH_END, {"audio_t": 0.4})
-    sink.on_frame(FrameOut(6, 0.56, FrameRecord(), quiet, quiet, (end,)))
+    sink.on_frame(FrameOut(0, 0.08, FrameRecord(), quiet, quiet, (start,)))
     assert [m[0] for m in sent] == [P.EVENT, P.PCM]
+    for i in range(1, 6):
+        sink.on_frame(FrameOut(i, (i + 1) * 0.08, FrameRecord(), quiet, quiet, ()))
+    sink.on_frame(FrameOut(6, 0.56, FrameRecord(), quiet, quiet, (end,)))
     sent.clear()
     sink.on_frame(FrameOut(7, 0.64, FrameRecord(text_piece=" Paris", text_token=5), quiet, loud, ()))
-    kinds = [m[0] for m in sent]
-    assert kinds == [P.TEXT, P.PCM, P.EVENT]
+    assert [m[0] for m in sent] == [P.TEXT, P.PCM]
     assert sent[0][1:] == b" Paris" and len(sent[1]) == 1 + 2 * 1920
+    assert sink.turns == []  # the turn may still go on: its onset is told once the user stayed silent 1.5 s
+    for i in range(8, 40):
+        sink.on_frame(FrameOut(i, (i + 1) * 0.08, FrameRecord(text_piece=" x", text_token=5), quiet, loud, ()))
     assert sink.turns == [{"type": "turn_onset", "turn": 0, "user_end": 0.4, "assistant_start": 0.56,
-                           "delay_s": 0.16}]
+                           "latency_s": 0.16, "delay_s": 0.16, "audio_start": 0.56}]
 
 
+def test_the_live_onset_is_the_metrics_onset():
+    """The same rule live and in Timeline: a response that began before the user finished is negative."""
+    from kame_core.metrics import LiveOnsets, turn_onsets
+    from kame_core.trace import SessionTrace
+
+    trace, live, reported = SessionTrace(mode="kame"), LiveOnsets(), []
+    speech = {0: (EventKind.USER_SPEECH_START, 0.0), 10: (EventKind.USER_SPEECH_END, 0.8),
+              40: (EventKind.USER_SPEECH_START, 3.2), 50: (EventKind.USER_SPEECH_END, 4.0)}
+    for i in range(90):
+        events = []
+        if i in speech:
+            kind, at = speech[i]
+            events.append(trace.add_event(at, kind, audio_t=at))
+        talking = 7 <= i < 20 or 52 <= i < 70   # the first answer starts before the user finished
+        out = np.full(1920, 0.1 if talking else 0.0, np.float32)
+        record = FrameRecord(text_piece=" w", text_token=5) if talking else FrameRecord()
+        trace.append_frame(record, np.zeros(1920, np.float32), out)
+        reported += live.add_frame(talking, float(np.sqrt(np.mean(out ** 2))), events)
+    assert reported == turn_onsets(trace.finish())
+    assert [round(o.latency_s, 2) for o in reported] == [-0.24, 0.16]
 def test_the_talk_opener_refuses_a_bad_or_unknown_id(tmp_path):
     from demo import views
 

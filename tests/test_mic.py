@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from demo import library, views
-from demo.gate import SessionGate
+from kame_core.session import SessionGate
 from demo.stacks import LiveStack
 from kame_core.audio_io import resample
 from kame_core.clock import SAMPLE_RATE

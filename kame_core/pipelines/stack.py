@@ -20,6 +20,7 @@ from ..clock import Clock, VirtualClock
 from ..protocols import TTS, FrontEnd, StreamingLLM, StreamingSTT
 from ..scenario import Scenario
 from ..session import SessionDriver
+from ..session.live import release, release_front_end
 from . import CascadeConfig, make_runner
 from .tandem import SessionConfig
 
@@ -58,7 +59,7 @@ class Stack:
             return make_runner(mode, stt=self.make_stt(), llm=self.llm, tts=self.tts, front_end=front_end,
                                clock=clock or VirtualClock(), session=session, cascade=cascade)
         except BaseException:
-            _close(front_end)
+            release(front_end)
             raise
 
     @contextlib.contextmanager
@@ -86,15 +87,6 @@ def with_neural(stack: Stack, models: Any) -> Stack:
     return dataclasses.replace(stack, neural=models, components=components)
 
 
-def release_front_end(runner: object) -> None:
-    """Give back what a runner's front-end holds (a pool slot); a no-op for front-ends that hold nothing."""
-    _close(getattr(runner, "front_end", None))
-
-
-def _close(front_end: object) -> None:
-    close = getattr(front_end, "close", None)
-    if front_end is not None and hasattr(front_end, "pool") and callable(close):
-        close()
 
 
 def cpu_stack(llm: str | StreamingLLM = "offline", tts: str | TTS = "auto", *, whisper_model: str | None = None,

@@ -1,5 +1,6 @@
 """The live protocol's server: ``/api/chat`` on a FastAPI / Starlette app, one :class:`~.session.ChatSession`
-per websocket, admitted by a session limit.
+per websocket, admitted by the server's session limit and the pool's slots (two
+:class:`~kame_core.session.SessionGate` s).
 
 :class:`ChatServer` holds what sessions share read-only (the stack, built once on first use, the sessions
 folder, the limits) and the admission gate; :meth:`ChatServer.mount` adds the route to an app (the studio's
@@ -10,11 +11,11 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
+from ..session import SessionGate
 from . import protocol as P
 from .session import ChatSession, SessionResult, default_sessions_dir
 
@@ -26,15 +27,12 @@ ROUTE = "/api/chat"
 @dataclass(frozen=True)
 class ServedStack:
     """What sessions are built from: ``make_runner(clock)`` -> a fresh KAME runner; ``components`` in words;
-    ``gate`` an optional extra admission shared with other users of the stack (a
-    :class:`demo.gate.SessionGate`-like object with ``try_enter()`` and ``busy_message()``: one session at a
-    time on a single GPU model)."""
+    ``gate`` the admission of what the sessions share (a :class:`~kame_core.session.SessionGate`: the slots of a
+    neural model's pool, shared with the app's other doors); ``neural`` the models, if any."""
 
     make_runner: Callable[[Any], Any]
     components: str = ""
-    gate: Any = None
-    #: sessions the front-end can hold at once (a neural model's pool size); None: no bound of its own
-    capacity: int | None = None
+    gate: SessionGate | None = None
     #: the neural models (:class:`kame_core.neural.choice.NeuralModels`) sessions take pool slots of, if any
     neural: Any = None
 
@@ -53,31 +51,15 @@ class ChatServer:
     results: list[SessionResult] = field(default_factory=list)
 
     def __post_init__(self) -> None:
-        self._lock = threading.Lock()
-        self._active = 0
+        self._limit = SessionGate(capacity=self.max_sessions,
+                                  reason=f"{self.max_sessions} live session(s) running, the server's limit")
         self._stack: ServedStack | None = None
         self._stack_lock = asyncio.Lock()
 
     @property
     def active(self) -> int:
         """Sessions running now."""
-        return self._active
-
-    def _admit(self, capacity: int | None) -> str | None:
-        """Take a place (None) or say why there is none."""
-        with self._lock:
-            if capacity is not None and self._active >= capacity and \
-                    (self.max_sessions is None or capacity <= self.max_sessions):
-                return (f"server busy: all {capacity} session slots of the model are in use; "
-                        "try again when a session ends")
-            if self.max_sessions is not None and self._active >= self.max_sessions:
-                return f"server busy: {self.max_sessions} live session(s) running, the limit; try again later"
-            self._active += 1
-            return None
-
-    def _leave(self) -> None:
-        with self._lock:
-            self._active -= 1
+        return self._limit.active
 
     async def stack(self) -> ServedStack:
         """The stack, loaded on first use."""
@@ -102,19 +84,16 @@ class ChatServer:
             await websocket.close(code=P.CLOSE_INTERNAL, reason=f"the stack could not load: "
                                                                 f"{type(err).__name__}"[:120])
             return
-        refused = self._admit(stack.capacity)
-        if refused is not None:
-            log.warning("refused a session: %s", refused)
-            await websocket.close(code=P.CLOSE_TRY_LATER, reason=refused[:120])
-            return
-        ticket = None
+        tickets = []
         try:
-            if stack.gate is not None:
-                ticket = stack.gate.try_enter()
+            for gate in (stack.gate, self._limit):  # the pool's slots first: its reason says the most
+                ticket = gate.try_enter() if gate is not None else True
                 if ticket is None:
-                    reason = f"server busy: {stack.gate.busy_message()}; try again later"
+                    reason = f"server busy: {gate.reason or 'no free session'}; try again when a session ends"
+                    log.warning("refused a session: %s", reason)
                     await websocket.close(code=P.CLOSE_TRY_LATER, reason=reason[:120])
                     return
+                tickets.append(ticket)
             pcm_out = websocket.query_params.get("audio", "opus") == "pcm"
             session = ChatSession(stack.make_runner, self.sessions_dir, self.limits, pcm_out=pcm_out,
                                   head_start_s=self.head_start_s, components=stack.components)
@@ -122,9 +101,9 @@ class ChatServer:
             self.results.append(result)
             del self.results[:-50]
         finally:
-            if ticket is not None:
-                ticket.release()
-            self._leave()
+            for ticket in tickets:
+                if ticket is not True:
+                    ticket.release()
 
     def mount(self, app: Any, path: str = ROUTE) -> None:
         """Add the websocket route to a FastAPI / Starlette ``app``."""
@@ -184,9 +163,15 @@ def served_stack(stack: Any, gate: Any = None) -> ServedStack:
     if callable(warm):
         warm()
     words = " · ".join(f"{role.replace('_', ' ')}: {what}" for role, what in stack.components.items())
-    capacity = stack.neural.pool("kame").capacity if stack.neural is not None else None
+    if gate is None and stack.neural is not None:
+        gate = pool_gate(stack.neural.pool("kame").capacity)
     return ServedStack(make_runner=lambda clock: stack.runner("kame", clock=clock), components=words, gate=gate,
-                       capacity=capacity, neural=stack.neural)
+                       neural=stack.neural)
+
+
+def pool_gate(size: int) -> SessionGate:
+    """The admission of a neural model's session pool (every door of a process shares one)."""
+    return SessionGate(capacity=size, reason=f"all {size} session slots of the model are in use")
 
 
 def standalone_app(server: ChatServer) -> Any:

@@ -1,15 +1,15 @@
-"""One live conversation over the protocol (:mod:`.protocol`): a :class:`ChatSession` per connection.
+"""One live conversation over the protocol (:mod:`.protocol`): a :class:`ChatSession` per connection, a
+transport around one :class:`~kame_core.session.LiveSession`.
 
-The session owns everything of its conversation -- a :class:`~kame_core.session.LiveSource`, a fresh KAME
-runner from the stack (own STT and front-end state, own trace, oracle manager and LLM streams) on a
-:class:`~kame_core.clock.RealTimeClock` in its own thread -- so sessions never see each other's state.
-
-Flow: the runner is built (models warm), the handshake is sent, then client audio (Opus or raw PCM) is decoded
-into the source; the driver starts once ``head_start_s`` of audio is buffered (a small jitter buffer). Each
-frame the driver makes reaches :class:`StreamSink` at once and goes out as audio (0x01 or 0x08), a text piece
-(0x02) and live trace events (0x07). The session ends when the client disconnects, sends ``{"type": "end"}``,
-passes a limit, or sends too much that is not the protocol; then the driver stops (its LLM streams are
-cancelled) and the trace with both audio tracks is saved as a scenario file in the sessions folder.
+The live session owns the conversation (a :class:`~kame_core.session.LiveSource` with a jitter buffer, a fresh
+KAME runner on a real-time clock in its own thread -- own STT and front-end state or a neural pool slot, own
+trace, oracle manager and LLM streams), so sessions never see each other's state. This adapter sends the
+handshake once the runner is built (models warm), decodes client audio (Opus or raw PCM) into it, and turns
+each frame the driver makes (:class:`StreamSink`) into wire messages: audio (0x01 or 0x08), a text piece (0x02)
+and live trace events (0x07). The session ends when the client disconnects, sends ``{"type": "end"}``, passes
+a limit, or sends too much that is not the protocol; then the driver stops (its LLM streams are cancelled),
+the front-end slot is given back, and the trace with both audio tracks is saved by the
+:class:`~kame_core.session.SessionStore` of the sessions folder.
 
 The transport is a :class:`Connection` (the server adapts a Starlette websocket; tests may pass their own).
 """
@@ -18,52 +18,23 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-import os
-import re
-import threading
-import time
-import uuid
-from collections import deque
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Protocol
 
 import numpy as np
 
-from ..clock import FRAME_SECONDS, SAMPLE_RATE, RealTimeClock, frame_of
+from ..clock import SAMPLE_RATE
+from ..metrics import LiveOnsets
 from ..neural.choice import NeuralModels
 from ..neural.pool import PoolFull
-from ..pipelines.stack import release_front_end
-from ..scenario import Scenario, save_scenario
-from ..session import FrameOut, LiveSource
-from ..trace import EventKind, SessionTrace
+from ..session import FrameOut, LiveSession, SessionStore
+from ..session.store import default_sessions_dir, new_session_id, session_file
 from . import protocol as P
 
+__all__ = ["ChatSession", "Connection", "SessionResult", "StreamSink", "default_sessions_dir", "session_file"]
+
 log = logging.getLogger("kame.serve")
-
-#: an assistant output frame louder than this RMS counts as speech (turn-onset measurement)
-VOICED_RMS = 0.01
-_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,99}$")
-
-
-def default_sessions_dir(env: dict[str, str] | None = None) -> Path:
-    """``KAME_SESSIONS_DIR``, else ``$XDG_CACHE_HOME/kame/sessions`` (``~/.cache/kame/sessions``)."""
-    env = dict(os.environ) if env is None else env
-    if env.get("KAME_SESSIONS_DIR"):
-        return Path(env["KAME_SESSIONS_DIR"]).expanduser()
-    cache = Path(env.get("XDG_CACHE_HOME") or Path.home() / ".cache")
-    return cache / "kame" / "sessions"
-
-
-def session_file(sessions_dir: Path, session_id: str) -> Path:
-    """The scenario file of a saved session; a malformed id raises ValueError (ids never name other paths)."""
-    if not _ID_RE.match(session_id or ""):
-        raise ValueError(f"not a session id: {session_id!r}")
-    return Path(sessions_dir) / f"{session_id}.kame"
-
-
-def new_session_id() -> str:
-    return f"talk-{time.strftime('%Y%m%d-%H%M%S')}-{uuid.uuid4().hex[:8]}"
 
 
 class Connection(Protocol):
@@ -78,15 +49,18 @@ class Connection(Protocol):
 
 class StreamSink:
     """The driver's :class:`~kame_core.session.FrameSink` for one connection: turns each frame into wire
-    messages (called on the session's thread; ``post`` hands them to the connection's event loop)."""
+    messages (called on the session's thread; ``post`` hands them to the connection's event loop).
+
+    ``turn_onset`` messages follow the metrics' rule (:class:`~kame_core.metrics.LiveOnsets`): the first new
+    assistant word of a user turn, once the turn is closed; ``latency_s`` is signed (negative: KAME started
+    before the user finished), ``delay_s`` clipped at 0."""
 
     def __init__(self, post: Callable[[list[bytes]], None], pcm_out: bool) -> None:
         import sphn
 
         self._post = post
         self._opus = None if pcm_out else sphn.OpusStreamWriter(SAMPLE_RATE)
-        self._voiced: deque[tuple[int, bool]] = deque(maxlen=400)   # (frame, voiced) of the last 32 s
-        self._user_end: float | None = None                         # a user turn waiting for its onset
+        self._onsets = LiveOnsets()
         self.turns: list[dict[str, Any]] = []
 
     def on_frame(self, frame: FrameOut) -> None:
@@ -94,7 +68,6 @@ class StreamSink:
         for event in frame.events:
             if event.kind in P.LIVE_KINDS:
                 out.append(P.json_message(P.event_json(event)))
-            self._follow_turns(event.kind, event.t, event.data)
         if frame.record.text_piece:
             out.append(P.message(P.TEXT, frame.record.text_piece.encode("utf-8")))
         if self._opus is None:
@@ -104,33 +77,15 @@ class StreamSink:
             if pages:
                 out.append(P.message(P.AUDIO, pages))
         rms = float(np.sqrt(np.mean(np.square(frame.output, dtype=np.float64)))) if len(frame.output) else 0.0
-        self._voiced.append((frame.index, rms > VOICED_RMS))
-        onset = self._onset()
-        if onset is not None:
-            out.append(P.json_message(onset))
+        for onset in self._onsets.add_frame(not frame.record.text_is_padding, rms, frame.events):
+            message = {"type": "turn_onset", "turn": onset.turn, "user_end": round(onset.user_end, 3),
+                       "assistant_start": round(onset.text_onset or 0.0, 3),
+                       "latency_s": round(onset.latency_s or 0.0, 3),
+                       "delay_s": round(max(0.0, onset.latency_s or 0.0), 3),
+                       "audio_start": None if onset.audio_onset is None else round(onset.audio_onset, 3)}
+            self.turns.append(message)
+            out.append(P.json_message(message))
         self._post(out)
-
-    def _follow_turns(self, kind: EventKind, t: float, data: dict[str, Any]) -> None:
-        if kind is EventKind.USER_SPEECH_START:
-            self._user_end = None
-        elif kind is EventKind.USER_SPEECH_END:
-            self._user_end = float(data.get("audio_t", t))
-
-    def _onset(self) -> dict[str, Any] | None:
-        """The first voiced output frame at or after the pending user turn's end, as a ``turn_onset``."""
-        if self._user_end is None:
-            return None
-        first = frame_of(self._user_end)
-        for index, voiced in self._voiced:
-            if index >= first and voiced:
-                start = index * FRAME_SECONDS
-                onset = {"type": "turn_onset", "turn": len(self.turns), "user_end": round(self._user_end, 3),
-                         "assistant_start": round(start, 3),
-                         "delay_s": round(max(0.0, start - self._user_end), 3)}
-                self.turns.append(onset)
-                self._user_end = None
-                return onset
-        return None
 
 
 @dataclass
@@ -156,10 +111,10 @@ class _End(Exception):
 
 @dataclass
 class ChatSession:
-    """One conversation (see the module docstring). ``make_runner`` builds a fresh KAME runner on the clock it
-    is given (e.g. ``lambda clock: stack.runner("kame", clock=clock)``)."""
+    """One conversation on one connection (see the module docstring). ``make_runner`` builds a fresh KAME runner
+    on the clock it is given (e.g. ``lambda clock: stack.runner("kame", clock=clock)``)."""
 
-    make_runner: Callable[[RealTimeClock], Any]
+    make_runner: Callable[[Any], Any]
     sessions_dir: Path
     limits: P.Limits = field(default_factory=P.Limits)
     pcm_out: bool = False
@@ -170,26 +125,33 @@ class ChatSession:
     def __post_init__(self) -> None:
         import sphn
 
-        self.source = LiveSource()
-        self.received_s = 0.0
+        self.store = SessionStore(Path(self.sessions_dir))
         self.warnings: list[str] = []
         self._opus_in = sphn.OpusStreamReader(SAMPLE_RATE)
         self._bad = 0
-        self._runner: Any = None
-        self._thread: threading.Thread | None = None
-        self._trace: SessionTrace | None = None
-        self._error = ""
-        self._sink: StreamSink | None = None
+        self.live: LiveSession | None = None
         self._post: Callable[[list[bytes]], None] = lambda messages: None
+
+    @property
+    def received_s(self) -> float:
+        return 0.0 if self.live is None else self.live.received_s
 
     # -- the whole session ----------------------------------------------------------------------------
     async def serve(self, conn: Connection) -> SessionResult:
         """Run the conversation on ``conn`` until it ends; returns how it ended (the scenario is saved)."""
         loop = asyncio.get_running_loop()
         outbox: asyncio.Queue[bytes | None] = asyncio.Queue()
-        self._driver_done = loop.create_future()
+        driver_done: asyncio.Future[None] = loop.create_future()
+
+        def post(messages: list[bytes]) -> None:  # from the session thread
+            loop.call_soon_threadsafe(_put_all, outbox, messages)
+
+        self._post = post
+        sink = StreamSink(post, self.pcm_out)
         try:
-            self._runner = await asyncio.to_thread(self.make_runner, RealTimeClock())
+            self.live = await asyncio.to_thread(
+                LiveSession, self.make_runner, head_start_s=self.head_start_s, max_input_s=float("inf"),
+                sink=sink, on_end=lambda: loop.call_soon_threadsafe(_resolve, driver_done))
         except PoolFull as err:  # every slot of the model is taken (another door took the last one)
             reason = f"server busy: {err}"
             log.warning("session %s refused: %s", self.session_id, reason)
@@ -201,20 +163,16 @@ class ChatSession:
             await conn.close(P.CLOSE_INTERNAL, reason)
             return SessionResult(self.session_id, None, 0, reason, P.CLOSE_INTERNAL)
         try:
-            return await self._serve(conn, loop, outbox)
+            return await self._serve(conn, outbox, driver_done)
         finally:
-            release_front_end(self._runner)  # the pool slot is free again, however the session ended
+            self.live.stop()  # idempotent; a driver that never started gives its slot back here
 
-    async def _serve(self, conn: Connection, loop: asyncio.AbstractEventLoop,
-                     outbox: "asyncio.Queue[bytes | None]") -> SessionResult:
-        def post(messages: list[bytes]) -> None:  # from the session thread
-            loop.call_soon_threadsafe(_put_all, outbox, messages)
-
-        self._post = post
-        self._sink = StreamSink(post, self.pcm_out)
+    async def _serve(self, conn: Connection, outbox: "asyncio.Queue[bytes | None]",
+                     driver_done: "asyncio.Future[None]") -> SessionResult:
+        assert self.live is not None
         sender = asyncio.ensure_future(self._send_all(conn, outbox))
         await outbox.put(P.message(P.HANDSHAKE))
-        front_end = getattr(self._runner, "front_end", None)
+        front_end = self.live.front_end
         await outbox.put(P.json_message({"type": "session", "id": self.session_id, "components": self.components,
                                          "audio_out": "pcm" if self.pcm_out else "opus",
                                          "max_session_s": self.limits.max_session_s,
@@ -222,7 +180,7 @@ class ChatSession:
                                          if front_end is not None else None}))
         code: int | None
         try:
-            code, reason, saved_reply = await self._receive_until_end(conn)
+            code, reason, saved_reply = await self._receive_until_end(conn, driver_done)
         except Exception as err:  # noqa: BLE001 - the session fails alone; the server goes on
             log.exception("session %s failed", self.session_id)
             code, reason, saved_reply = P.CLOSE_INTERNAL, f"server error: {type(err).__name__}", False
@@ -252,15 +210,17 @@ class ChatSession:
                 return
             await conn.send(data)
 
-    async def _receive_until_end(self, conn: Connection) -> tuple[int | None, str, bool]:
+    async def _receive_until_end(self, conn: Connection, driver_done: "asyncio.Future[None]"
+                                 ) -> tuple[int | None, str, bool]:
         """Read messages until the session must end: (close code or None if the client left, reason, whether
         to reply ``saved``)."""
         while True:
             receive = asyncio.ensure_future(conn.receive())
-            done, _ = await asyncio.wait({receive, self._driver_done}, return_when=asyncio.FIRST_COMPLETED)
+            done, _ = await asyncio.wait({receive, driver_done}, return_when=asyncio.FIRST_COMPLETED)
             if receive not in done:
                 receive.cancel()
-                return P.CLOSE_INTERNAL, f"the session ended on the server: {self._error or 'no reason'}", False
+                error = self.live.error if self.live is not None else ""
+                return P.CLOSE_INTERNAL, f"the session ended on the server: {error or 'no reason'}", False
             data = receive.result()
             if data is None:
                 return None, "client disconnected", False
@@ -304,13 +264,10 @@ class ChatSession:
         raise _End(P.CLOSE_NORMAL, "the client ended the session")
 
     def _push(self, audio: np.ndarray) -> None:
-        if not len(audio):
+        if not len(audio) or self.live is None:
             return
-        self.source.push(audio)
-        self.received_s += len(audio) / SAMPLE_RATE
-        if self._thread is None and self.received_s >= self.head_start_s:
-            self._start_driver()
-        if self.received_s > self.limits.max_session_s:
+        self.live.push(audio)
+        if self.live.received_s > self.limits.max_session_s:
             raise _End(P.CLOSE_POLICY, f"session length limit of {self.limits.max_session_s:.0f} s reached")
 
     def _bad_input(self, what: str) -> None:
@@ -321,43 +278,23 @@ class ChatSession:
             raise _End(P.CLOSE_UNSUPPORTED, f"too many messages that are not the protocol; last: {what}")
         self._post([P.json_message({"type": "warning", "message": what})])
 
-    # -- the driver thread ----------------------------------------------------------------------------
-    def _start_driver(self) -> None:
-        loop = asyncio.get_running_loop()
-        done = self._driver_done
-
-        def run() -> None:
-            try:
-                self._trace = self._runner.run_sync(self.source, self._sink)
-            except BaseException as err:  # noqa: BLE001 - reported through the close reason
-                log.exception("session %s: the driver failed", self.session_id)
-                self._error = f"{type(err).__name__}: {err}"
-            finally:
-                loop.call_soon_threadsafe(_resolve, done)
-
-        self._thread = threading.Thread(target=run, name=f"kame-{self.session_id}", daemon=True)
-        self._thread.start()
-
     async def _finish(self, timeout_s: float = 60.0) -> tuple[Path | None, int]:
         """Stop the driver (cancelling its LLM streams), wait for it and save the scenario."""
-        self.source.close()
-        if self._thread is None:
+        live = self.live
+        if live is None:
             return None, 0
-        self._runner.stop()
+        live.stop()
         try:
-            await asyncio.wait_for(asyncio.shield(self._driver_done), timeout_s)
-        except asyncio.TimeoutError:
+            trace = await asyncio.to_thread(live.wait, timeout_s)
+        except TimeoutError:
             log.error("session %s: the driver did not stop within %.0f s", self.session_id, timeout_s)
             return None, 0
-        trace = self._trace
         if trace is None or trace.n_frames == 0:
             return None, 0
-        scenario = Scenario(name=self.session_id, runs={"kame": trace}, title="Talk session (live protocol)",
-                            description=f"Recorded live by KAME studio over /api/chat. Components: "
-                                        f"{self.components}", tags=["live", "talk"])
-        path = session_file(self.sessions_dir, self.session_id)
-        await asyncio.to_thread(save_scenario, scenario, path)
-        return path, trace.n_frames
+        saved = await asyncio.to_thread(self.store.save, self.session_id, {"kame": trace},
+                                        title="Talk session (live protocol)", components=self.components,
+                                        tags=("live", "talk"))
+        return saved.path, trace.n_frames
 
 
 def _put_all(queue: "asyncio.Queue[bytes | None]", messages: list[bytes]) -> None:

@@ -5,6 +5,10 @@
 * :mod:`.sources`  -- :class:`ArraySource` (a recording), :class:`LiveSource` (pushed frames, may never end)
 * :mod:`.stt_loop` -- :class:`STTLoop` (recognition off the frame loop, events applied in order)
 * :mod:`.turns`    -- :class:`UserTurnTracker`, :class:`TurnConfig`, :func:`group_turns` (the user's turn)
+* :mod:`.live`     -- :class:`LiveSession`: one live conversation whatever the door (source, jitter buffer,
+  runner thread, front-end slot, stop / finish / errors)
+* :mod:`.store`    -- :class:`SessionStore`: ids, files, titles and saving of live sessions
+* :mod:`.admission` -- :class:`SessionGate`: how many live sessions a shared resource (a pool) admits
 """
 from .driver import (
            FrameOut,
@@ -14,10 +18,14 @@ from .driver import (
            SessionDriver,
            note_missed_deadline,
 )
+from .admission import SessionGate, Ticket
+from .live import LiveSession, release, release_front_end
 from .sources import ArraySource, LiveSource, UserAudioSource, follow_session
+from .store import SessionStore, default_sessions_dir, new_session_id, session_file
 from .stt_loop import STTLoop
 from .turns import TurnConfig, UserTurn, UserTurnTracker, group_turns
 
-__all__ = ["ArraySource", "FrameOut", "FrameSink", "LiveSource", "Pipeline", "STTLoop", "Session",
-           "SessionDriver", "TurnConfig", "UserAudioSource", "UserTurn", "UserTurnTracker", "follow_session",
-           "group_turns", "note_missed_deadline"]
+__all__ = ["ArraySource", "FrameOut", "FrameSink", "LiveSession", "LiveSource", "Pipeline", "STTLoop", "Session",
+           "SessionDriver", "SessionGate", "SessionStore", "Ticket", "TurnConfig", "UserAudioSource", "UserTurn",
+           "UserTurnTracker", "default_sessions_dir", "follow_session", "group_turns", "new_session_id",
+           "note_missed_deadline", "release", "release_front_end", "session_file"]

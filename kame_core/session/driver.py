@@ -135,6 +135,7 @@ class SessionDriver:
         self.stt = stt
         self.clock = clock or VirtualClock()
         self.session: Session | None = None
+        self._stop_before_start = False
 
     @property
     def config(self) -> PipelineConfig:
@@ -149,6 +150,7 @@ class SessionDriver:
         """Run one session on the running event loop and return its finished trace."""
         source = ArraySource(user_audio) if isinstance(user_audio, np.ndarray) else user_audio
         session = self.session = self._new_session()
+        session.stop_requested, self._stop_before_start = self._stop_before_start, False
         follow_session(source, session.trace)
         if session.stt is not None:
             session.spawn(session.stt.run())
@@ -172,9 +174,12 @@ class SessionDriver:
         return trace
 
     def stop(self) -> None:
-        """End the running session at the next frame, whatever it is doing (a live client left)."""
+        """End the running session at the next frame, whatever it is doing (a live client left); called before
+        the session is set up (its thread just started), it ends at its first frame."""
         if self.session is not None:
             self.session.stop_requested = True
+        else:
+            self._stop_before_start = True
 
     # -- set-up -------------------------------------------------------------------------------------
     def _new_session(self) -> Session:

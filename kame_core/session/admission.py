@@ -1,5 +1,6 @@
-"""Admission to what live sessions share: at most ``capacity`` at once on a single GPU model, no limit on the
-CPU stack (its parts are shared read-only and every session builds its own front-end).
+"""Admission to what live sessions share: at most ``capacity`` at once -- the slots of a neural model's session
+pool, or a server's session limit; no limit on the CPU stack (its parts are shared read-only and every session
+builds its own front-end). Every door admits through it: the live protocol, Talk, Live uploads, the microphone.
 
 A :class:`SessionGate` hands out :class:`Ticket` s; a session that must wait is told how many are ahead.
 Tickets are owned: releasing one twice, or a ticket of another session, does nothing to the others.

@@ -1,0 +1,64 @@
+"""Where live sessions are kept: one :class:`SessionStore` per folder owns session ids, file names, titles and
+saving, for every door (the live protocol's sessions folder, the app's private folder per user)."""
+from __future__ import annotations
+
+import os
+import re
+import time
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Mapping, Sequence
+
+from ..scenario import Scenario, save_scenario
+from ..trace import SessionTrace
+
+_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,99}$")
+
+
+def default_sessions_dir(env: Mapping[str, str] | None = None) -> Path:
+    """``KAME_SESSIONS_DIR``, else ``$XDG_CACHE_HOME/kame/sessions`` (``~/.cache/kame/sessions``)."""
+    env = dict(os.environ) if env is None else env
+    if env.get("KAME_SESSIONS_DIR"):
+        return Path(env["KAME_SESSIONS_DIR"]).expanduser()
+    cache = Path(env.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+    return cache / "kame" / "sessions"
+
+
+def session_file(sessions_dir: Path, session_id: str) -> Path:
+    """The scenario file of a saved session; a malformed id raises ValueError (ids never name other paths)."""
+    if not _ID_RE.match(session_id or ""):
+        raise ValueError(f"not a session id: {session_id!r}")
+    return Path(sessions_dir) / f"{session_id}.kame"
+
+
+def new_session_id(kind: str = "talk") -> str:
+    """``KIND-YYYYmmdd-HHMMSS-<32 random bits>``: sortable by time, unguessable enough to be unique."""
+    if not _ID_RE.match(kind):
+        raise ValueError(f"not a session kind: {kind!r}")
+    return f"{kind}-{time.strftime('%Y%m%d-%H%M%S')}-{uuid.uuid4().hex[:8]}"
+
+
+@dataclass(frozen=True)
+class SavedSession:
+    """A saved session: its file and the scenario written there."""
+
+    path: Path
+    scenario: Scenario
+
+
+@dataclass(frozen=True)
+class SessionStore:
+    """A folder of saved sessions (``<id>.kame`` scenario files, written atomically)."""
+
+    folder: Path
+
+    def path(self, session_id: str) -> Path:
+        return session_file(self.folder, session_id)
+
+    def save(self, session_id: str, runs: Mapping[str, SessionTrace], *, title: str, components: str,
+             tags: Sequence[str] = ("live",)) -> SavedSession:
+        """Save ``runs`` (run id -> trace) as one scenario named ``session_id``."""
+        scenario = Scenario(name=session_id, runs=dict(runs), title=title, tags=list(tags),
+                            description=f"Recorded live by KAME studio. Components: {components}")
+        return SavedSession(save_scenario(scenario, self.path(session_id)), scenario)
