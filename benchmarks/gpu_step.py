@@ -47,6 +47,7 @@ from benchmarks.frontend_step import build_pair, device_name  # noqa: E402
 from kame_core.clock import SAMPLES_PER_FRAME  # noqa: E402
 from kame_core.neural import KameLMGen, SessionPool  # noqa: E402
 from kame_core.neural.configs import mimi_config, moshi_7b_lm_kwargs, small_mimi_config, tiny_lm_kwargs  # noqa: E402
+from kame_core.neural.slots import streaming_state_bytes  # noqa: E402
 from kame_core.neural.loading import mimi_codebooks  # noqa: E402
 from kame_core.neural.pool import SlotInput  # noqa: E402
 from kame_core.trace import Provenance  # noqa: E402
@@ -94,14 +95,7 @@ def _sync(device: torch.device) -> None:
 
 def state_bytes(*modules: StreamingModule) -> int:
     """Bytes of every tensor held by the streaming states of ``modules`` (KV caches included), once each."""
-    seen: dict[int, int] = {}
-    for module in modules:
-        for state in module.get_streaming_state().values():
-            for value in vars(state).values():
-                for tensor in (value, getattr(value, "cache", None), getattr(value, "end_offset", None)):
-                    if isinstance(tensor, torch.Tensor):
-                        seen[tensor.data_ptr()] = tensor.numel() * tensor.element_size()
-    return sum(seen.values())
+    return streaming_state_bytes(*modules)
 
 
 def oracle_token(slot: int, frame: int, start: int, text_card: int) -> int | None:

@@ -158,3 +158,23 @@ def test_random_weights_at_a_named_size_need_no_files():
         FrontEndChoice(weights="random:13b", device="cpu").load()
     with pytest.raises(ValueError, match="no Moshi baseline"):
         FrontEndChoice(weights="random:tiny", moshi_weights="x", device="cpu").load()
+
+
+def test_a_shorter_kv_cache_is_a_setting_said_in_the_label_and_costs_less(tiny):
+    from kame_core.neural.slots import streaming_state_bytes
+
+    assert FrontEndChoice.from_env({"KAME_KV_FRAMES": "50"}).kv_frames == 50
+    for bad in ({"KAME_KV_FRAMES": "ten"}, {"KAME_KV_FRAMES": "3"}):
+        with pytest.raises(ValueError, match="KAME_KV_FRAMES|KV cache length"):
+            FrontEndChoice.from_env(bad)
+    sizes = {}
+    for frames in (0, 50):
+        models = FrontEndChoice(weights=str(tiny), device="cpu", pool_size=2, kv_frames=frames).load()
+        try:
+            pool = models.pool("kame")
+            sizes[frames] = streaming_state_bytes(pool.gen, pool.gen.lm_model)
+            label = models.join("kame").provenance.label
+        finally:
+            models.close()
+        assert ("KV cache 50 frames" in label) == (frames == 50) and TINY_LABEL in label
+    assert sizes[50] < sizes[0]  # the tiny checkpoint's own context is 100 frames

@@ -30,6 +30,7 @@ DEVICES = ("cuda", "cpu")
 #: ``--weights random:tiny`` / ``random:moshi-7b``: random weights built in memory (load and speed checks)
 RANDOM_PREFIX = "random:"
 MAX_POOL_SIZE = 256
+MIN_KV_FRAMES, MAX_KV_FRAMES = 25, 100_000
 NeuralMode = Literal["kame", "moshi"]
 
 
@@ -42,6 +43,9 @@ class FrontEndChoice:
     moshi_weights: str = ""
     device: str = ""
     pool_size: int = 2
+    #: frames of history each session's KV cache keeps (0: the checkpoint's own context, 3000 = 4 min for Moshi
+    #: 7B); shorter means less memory per session and more sessions per GPU, and a model that looks back less
+    kv_frames: int = 0
 
     def __post_init__(self) -> None:
         if self.device not in ("", *DEVICES):
@@ -49,6 +53,10 @@ class FrontEndChoice:
         if isinstance(self.pool_size, bool) or not isinstance(self.pool_size, int) \
                 or not 1 <= self.pool_size <= MAX_POOL_SIZE:
             raise ValueError(f"pool size {self.pool_size!r}: a whole number of sessions from 1 to {MAX_POOL_SIZE}")
+        if isinstance(self.kv_frames, bool) or not isinstance(self.kv_frames, int) \
+                or not (self.kv_frames == 0 or MIN_KV_FRAMES <= self.kv_frames <= MAX_KV_FRAMES):
+            raise ValueError(f"KV cache length {self.kv_frames!r}: 0 (the checkpoint's) or {MIN_KV_FRAMES} to "
+                             f"{MAX_KV_FRAMES} frames")
         if self.moshi_weights and not self.weights:
             raise ValueError("--moshi-weights / KAME_MOSHI_WEIGHTS needs --weights / KAME_WEIGHTS (the KAME "
                              "checkpoint) too")
@@ -61,17 +69,21 @@ class FrontEndChoice:
     def from_env(cls, env: Mapping[str, str]) -> "FrontEndChoice":
         """From ``KAME_WEIGHTS``, ``KAME_MOSHI_WEIGHTS``, ``KAME_DEVICE``, ``KAME_POOL_SIZE``; a malformed value
         raises ValueError naming the variable."""
-        raw = env.get("KAME_POOL_SIZE", "").strip() or "2"
-        try:
-            size = int(raw)
-        except ValueError:
-            raise ValueError(f"KAME_POOL_SIZE {raw!r} is not a whole number") from None
+        numbers = {}
+        for name, default in (("KAME_POOL_SIZE", "2"), ("KAME_KV_FRAMES", "0")):
+            raw = env.get(name, "").strip() or default
+            try:
+                numbers[name] = int(raw)
+            except ValueError:
+                raise ValueError(f"{name} {raw!r} is not a whole number") from None
         try:
             return cls(weights=env.get("KAME_WEIGHTS", "").strip(),
                        moshi_weights=env.get("KAME_MOSHI_WEIGHTS", "").strip(),
-                       device=env.get("KAME_DEVICE", "").strip().lower(), pool_size=size)
+                       device=env.get("KAME_DEVICE", "").strip().lower(), pool_size=numbers["KAME_POOL_SIZE"],
+                       kv_frames=numbers["KAME_KV_FRAMES"])
         except ValueError as err:
-            raise ValueError(f"{err} (KAME_WEIGHTS / KAME_MOSHI_WEIGHTS / KAME_DEVICE / KAME_POOL_SIZE)") from None
+            raise ValueError(f"{err} (KAME_WEIGHTS / KAME_MOSHI_WEIGHTS / KAME_DEVICE / KAME_POOL_SIZE / "
+                             "KAME_KV_FRAMES)") from None
 
     @staticmethod
     def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -88,11 +100,14 @@ class FrontEndChoice:
                             help="where the neural front-end runs (default: cuda when available, else cpu)")
         parser.add_argument("--pool-size", type=int, default=2,
                             help="concurrent sessions per loaded model, stepped as one batch (default 2)")
+        parser.add_argument("--kv-frames", type=int, default=0,
+                            help="frames of history each session's KV cache keeps (default: the checkpoint's "
+                                 "context, 3000 = 4 min for Moshi 7B); less memory per session, a shorter memory")
 
     @classmethod
     def from_args(cls, args: argparse.Namespace) -> "FrontEndChoice":
         return cls(weights=args.weights.strip(), moshi_weights=args.moshi_weights.strip(), device=args.device,
-                   pool_size=args.pool_size)
+                   pool_size=args.pool_size, kv_frames=getattr(args, "kv_frames", 0))
 
     def device_name(self) -> str:
         """The device to load on; CUDA asked for but absent is a ValueError."""
@@ -114,7 +129,7 @@ class FrontEndChoice:
             raise ValueError("no weights chosen: the CPU stand-in needs no neural models")
         import torch
 
-        from .loading import load_session_pool, random_session_pool, resolve_weights
+        from .loading import load_session_pool, random_session_pool, resolve_weights, with_kv_frames
 
         device = self.device_name()
         if realtime and device == "cpu":
@@ -123,12 +138,14 @@ class FrontEndChoice:
         if self.weights.startswith(RANDOM_PREFIX):  # no files: random weights at a named size
             if self.moshi_weights:
                 raise ValueError("random weights have no Moshi baseline: leave --moshi-weights out")
-            pool = random_session_pool(self.weights[len(RANDOM_PREFIX):], self.pool_size, device, dtype)
+            pool = random_session_pool(self.weights[len(RANDOM_PREFIX):], self.pool_size, device, dtype,
+                                       kv_frames=self.kv_frames)
             models = NeuralModels(kame=pool, moshi=None, device=device, choice=self)
             models.warm()
             return models
-        kame_ckpt = resolve_weights(self.weights, oracle=True)
-        moshi_ckpt = resolve_weights(self.moshi_weights, oracle=False) if self.moshi_weights else None
+        kame_ckpt = with_kv_frames(resolve_weights(self.weights, oracle=True), self.kv_frames)
+        moshi_ckpt = (with_kv_frames(resolve_weights(self.moshi_weights, oracle=False), self.kv_frames)
+                      if self.moshi_weights else None)
         kame = load_session_pool(kame_ckpt, self.pool_size, device, dtype)
         try:
             moshi = load_session_pool(moshi_ckpt, self.pool_size, device, dtype) if moshi_ckpt else None

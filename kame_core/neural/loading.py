@@ -8,6 +8,7 @@ LM keyword arguments); only the model class differs. Any missing file, offline o
 """
 from __future__ import annotations
 
+import dataclasses
 import importlib.metadata
 import json
 import warnings
@@ -75,10 +76,13 @@ class NeuralCheckpoint:
     #: the folder says its weights are random (``kame_studio.json``, written by :mod:`.tiny`)
     random_weights: bool = False
     random_label: str = ""
+    #: a change to the checkpoint's own settings, said in every label (e.g. a shorter KV cache)
+    note: str = ""
 
     @property
     def provenance(self) -> Provenance:
-        role = "KAME front-end" if self.oracle else "Moshi baseline (oracle stream off)"
+        role = ("KAME front-end" if self.oracle else "Moshi baseline (oracle stream off)") + \
+            (f" ({self.note})" if self.note else "")
         if self.random_weights:  # never shown as a trained model
             return Provenance(kind="neural-random", model_id=self.model_id, version=f"moshi {_moshi_version()}",
                               label=f"{role}: {self.random_label or 'random weights'}")
@@ -236,6 +240,21 @@ def resolve_weights(source: str | Path, *, oracle: bool = True) -> NeuralCheckpo
     return resolve_moshi_baseline(str(source))
 
 
+def with_kv_frames(ckpt: NeuralCheckpoint, frames: int) -> NeuralCheckpoint:
+    """``ckpt`` with each session's KV cache keeping ``frames`` frames of history (0: unchanged); said in its
+    provenance."""
+    own = int(ckpt.lm_kwargs.get("context") or 0)
+    if not frames or frames == own:
+        return ckpt
+    return dataclasses.replace(ckpt, lm_kwargs={**ckpt.lm_kwargs, "context": frames},
+                               note=kv_note(frames, own))
+
+
+def kv_note(frames: int, own: int) -> str:
+    return (f"KV cache {frames} frames = {frames * 0.08:.0f} s of history instead of the trained {own}; "
+            "quality at this length untested")
+
+
 def _folder_mimi_config(folder: Path) -> dict[str, Any] | None:
     """A folder's own Mimi configuration: the file its ``config.json`` names (``mimi_config_name``, as in moshi's
     hub configs), else ``mimi_config.json`` when present; None (the published Mimi) otherwise."""
@@ -330,7 +349,8 @@ RANDOM_SIZES = ("tiny", "moshi-7b")
 
 
 def random_session_pool(size: str, capacity: int, device: torch.device | str = "cpu",
-                        dtype: torch.dtype = torch.float32, *, seed: int = 0, gather_s: float = 0.02) -> SessionPool:
+                        dtype: torch.dtype = torch.float32, *, seed: int = 0, gather_s: float = 0.02,
+                        kv_frames: int = 0) -> SessionPool:
     """A :class:`SessionPool` of random weights at ``size`` (``tiny``: the tiny checkpoint's shapes; ``moshi-7b``:
     the published Moshi 7B LM with the oracle embedding + the published Mimi), for load and speed checks of the
     real server at size without any download. Its provenance says the weights are random. The text tokenizer is
@@ -344,6 +364,10 @@ def random_session_pool(size: str, capacity: int, device: torch.device | str = "
         raise ValueError(f"random:{size}: choose random:{' or random:'.join(RANDOM_SIZES)}")
     torch.manual_seed(seed)
     lm_kwargs = tiny_lm_kwargs(text_card=VOCAB) if size == "tiny" else moshi_7b_lm_kwargs()
+    note = ""
+    if kv_frames and kv_frames != lm_kwargs["context"]:
+        note = f" ({kv_note(kv_frames, lm_kwargs['context'])})"
+        lm_kwargs["context"] = kv_frames
     lm = build_lm(lm_kwargs, device=device, dtype=dtype)
     mimi = loaders.get_mimi(None, small_mimi_config() if size == "tiny" else mimi_config(), device=device,
                             num_codebooks=mimi_codebooks(lm_kwargs))
@@ -351,8 +375,8 @@ def random_session_pool(size: str, capacity: int, device: torch.device | str = "
         tokenizer = SentencePieceTokenizer.from_file(train_tiny_tokenizer(f"{tmp}/tok.model"),
                                                      lm.text_initial_token_id, lm.text_padding_token_id,
                                                      lm.end_of_text_padding_id)
-    label = f"KAME front-end: random weights, {'tiny' if size == 'tiny' else 'Moshi-7B size'} — a load and speed " \
-            "check, not a trained model"
+    label = f"KAME front-end{note}: random weights, {'tiny' if size == 'tiny' else 'Moshi-7B size'} — a load " \
+            "and speed check, not a trained model"
     provenance = Provenance(kind="neural-random", model_id=f"random:{size}(seed={seed})",
                             version=f"moshi {_moshi_version()}", label=label)
     return SessionPool(KameLMGen(lm), mimi, capacity, tokenizer=tokenizer, provenance=provenance, gather_s=gather_s)

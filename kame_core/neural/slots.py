@@ -67,3 +67,17 @@ def reset_entries(module: StreamingModule, entries: torch.Tensor | list[int] | i
         return
     with keep_batch_counters(module, *detached):
         module.reset_streaming(mask)
+
+
+def streaming_state_bytes(*modules: StreamingModule) -> int:
+    """Bytes of every tensor held by the streaming states of ``modules`` (KV caches included), each storage once.
+    Works on the meta device too (tensor shapes, nothing allocated): sizes at 7B scale without the memory."""
+    seen: dict[object, int] = {}
+    for module in modules:
+        for state in module.get_streaming_state().values():
+            for value in vars(state).values():
+                for tensor in (value, getattr(value, "cache", None), getattr(value, "end_offset", None)):
+                    if isinstance(tensor, torch.Tensor):
+                        key = ("meta", id(tensor)) if tensor.is_meta else tensor.data_ptr()
+                        seen[key] = tensor.numel() * tensor.element_size()
+    return sum(seen.values())

@@ -1,0 +1,71 @@
+"""Memory per live session against the KV cache length (``--kv-frames``), at the Moshi-7B size.
+
+Builds the KAME LM (Moshi 7B + oracle embedding, bf16) and the published Mimi on PyTorch's meta device -- tensor
+shapes only, nothing allocated, no GPU needed -- enters streaming mode with a batch of ``--batch`` sessions and
+sums the bytes of every streaming-state tensor (KV caches, delay buffers, Mimi's convolution and transformer
+states) per session. Then projects how many sessions fit on a GPU of ``--gpu-gib`` after the weights and a
+``--reserve-gib`` (CUDA graphs, activations, allocator slack).
+
+The bytes are exact for the shapes; the projection is arithmetic, **not a measurement** (measure with
+``make gpu-check`` on the GPU). A shorter KV cache means the model looks back less than it was trained to:
+whether answers hold up at that length is untested.
+
+Usage: ``python benchmarks/session_state.py [--kv 3000,1500,750,375] [--gpu-gib 78] [--reserve-gib 6]``
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from moshi.models import loaders  # noqa: E402
+
+from kame_core.clock import FRAME_SECONDS  # noqa: E402
+from kame_core.neural.configs import mimi_config, moshi_7b_lm_kwargs  # noqa: E402
+from kame_core.neural.generation import KameLMGen  # noqa: E402
+from kame_core.neural.loading import build_lm, mimi_codebooks  # noqa: E402
+from kame_core.neural.slots import streaming_state_bytes  # noqa: E402
+
+GIB = 2 ** 30
+
+
+def per_session(kv_frames: int, batch: int) -> tuple[float, float, float]:
+    """(weights GiB, LM state GiB per session, Mimi state GiB per session) at ``kv_frames``."""
+    kwargs = moshi_7b_lm_kwargs()
+    kwargs["context"] = kv_frames
+    lm = build_lm(kwargs, device="meta", dtype=torch.bfloat16)
+    mimi = loaders.get_mimi(None, mimi_config(), device="meta", num_codebooks=mimi_codebooks(kwargs))
+    weights = sum(p.numel() * p.element_size() for p in lm.parameters())
+    weights += sum(p.numel() * p.element_size() for p in mimi.parameters())
+    gen = KameLMGen(lm)
+    with gen.streaming(batch), mimi.streaming(batch):
+        lm_state = streaming_state_bytes(gen, lm) / batch
+        mimi_state = streaming_state_bytes(mimi) / batch
+    return weights / GIB, lm_state / GIB, mimi_state / GIB
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--kv", default="3000,1500,750,375", help="KV cache lengths in frames (80 ms each)")
+    parser.add_argument("--batch", type=int, default=4)
+    parser.add_argument("--gpu-gib", type=float, default=78.0, help="GPU memory (H100: about 78; H200: 139)")
+    parser.add_argument("--reserve-gib", type=float, default=6.0, help="kept for graphs, activations, slack")
+    args = parser.parse_args()
+    print("Moshi-7B-size KAME LM + Mimi, bf16, on the meta device (shapes only); projections are arithmetic, "
+          "not measured")
+    print(f"{'kv frames':>9} {'history':>8} {'weights GiB':>12} {'LM state GiB':>13} {'Mimi state GiB':>15} "
+          f"{'per session GiB':>16} {f'sessions in {args.gpu_gib:g} GiB':>20}")
+    for kv in (int(x) for x in args.kv.split(",") if x.strip()):
+        weights, lm_state, mimi_state = per_session(kv, args.batch)
+        session = lm_state + mimi_state
+        fit = int((args.gpu_gib - args.reserve_gib - weights) // session)
+        print(f"{kv:9d} {kv * FRAME_SECONDS:7.0f}s {weights:12.2f} {lm_state:13.3f} {mimi_state:15.4f} "
+              f"{session:16.3f} {fit:20d}", flush=True)
+
+
+if __name__ == "__main__":
+    main()
