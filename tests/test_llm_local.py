@@ -79,3 +79,28 @@ def test_loop_guard_detects_a_repeated_phrase_only():
     looping = "it is a classic written by William Shakespeare and it is a classic written by"
     assert repeats_phrase(looping)
     assert not repeats_phrase("The capital of Australia is Canberra, a planned city chosen in 1908.")
+
+
+def test_answers_are_generated_in_a_nicer_thread_than_the_frames():
+    """The oracle thinks in the background: on a busy CPU the 80 ms frames of live sessions go first."""
+    import os
+    import threading
+
+    from kame_core.llm.local_smollm import _lower_thread_priority
+
+    if not hasattr(os, "setpriority"):
+        pytest.skip("no per-thread priorities here")
+    seen = {}
+
+    def work() -> None:
+        tid = threading.get_native_id()
+        before = os.getpriority(os.PRIO_PROCESS, tid)
+        _lower_thread_priority(10)
+        seen["thread"] = (before, os.getpriority(os.PRIO_PROCESS, tid))
+
+    thread = threading.Thread(target=work)
+    thread.start()
+    thread.join()
+    before, after = seen["thread"]
+    assert after == min(19, before + 10)
+    assert os.getpriority(os.PRIO_PROCESS, threading.get_native_id()) == before  # this thread is untouched
