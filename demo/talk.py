@@ -9,13 +9,20 @@ page load (beside the playhead script of :mod:`demo.ui`). In the page:
 * the answer is asked for in raw PCM (``?audio=pcm``) and played by a second AudioWorklet from a ring buffer
   (low latency, no file per chunk); it reports the RMS it played, which the page keeps in
   ``window.kameTalk.played`` (tests read it);
-* the 0x02 pieces and 0x07 events update the live view (inner-monologue words, oracle revisions with their
-  text, STT partials and finals, LLM requests, the delay before the assistant started after each user turn),
-  redrawn every 200 ms;
+* the 0x02 pieces, the 0x07 events and the audio both ways feed ``window.kameTalk.timeline`` (``now``: session
+  seconds received; ``lanes``: ``user_audio`` and ``output_audio`` levels per 80 ms frame, ``inner_monologue``
+  words at their frames, ``oracle`` revisions; ``revisions``: ``{revision, t, hint_level, text}``; LLM requests,
+  notes, self-corrections, the revision KAME hears, speech ends and turn onsets), drawn on the canvas
+  ``kame-talk-timeline`` 10 times a second: the last 20 s, pausable, scrolled back with the slider or the
+  wheel; the text boxes beside it are redrawn every 200 ms;
 * Stop sends ``{"type": "end"}``; once the server replies ``saved``, the session id goes into a hidden
   textbox and a hidden button opens it in Timeline / Compare (:func:`demo.views.open_talk_session`).
 """
 from __future__ import annotations
+
+import json
+
+from .timeline import LIVE_COLOURS
 
 #: element ids the Python side wires to
 TALK_ID_BOX = "kame-talk-id"
@@ -23,17 +30,30 @@ TALK_OPEN_BUTTON = "kame-talk-open"
 
 TALK_HTML = """
 <div id="kame-talk">
-  <div style="display:flex;gap:8px;align-items:center;margin-bottom:8px">
+  <div style="display:flex;gap:8px;align-items:center;margin-bottom:6px;flex-wrap:wrap">
     <button id="kame-talk-start" class="lg primary" style="padding:6px 16px">Start talking</button>
     <button id="kame-talk-stop" class="lg secondary" style="padding:6px 16px" disabled>Stop</button>
+    <button id="kame-talk-pause" class="lg secondary" style="padding:6px 12px"
+      title="freeze the timeline (the session goes on); scroll back with the slider or the mouse wheel">Pause view</button>
+    <span title="your microphone's level, as sent" class="kame-small">mic
+      <span id="kame-talk-level"><span id="kame-talk-level-bar"></span></span></span>
     <span id="kame-talk-status" class="kame-small">Not connected. Start asks for the microphone
       (use headphones; echo cancellation is on).</span>
   </div>
-  <div style="display:grid;grid-template-columns:1fr 1fr;gap:10px">
+  <canvas id="kame-talk-timeline" height="270"
+    aria-label="live timeline of the four streams: your audio and the STT, the inner monologue, KAME's audio, the oracle"></canvas>
+  <input id="kame-talk-scroll" type="range" min="0" max="1000" value="1000"
+    title="scroll back through the whole session (pauses the view)">
+  <div class="kame-small" id="kame-talk-legend">Last 20 s, 80 ms frames (step numbers below).
+    ▲ LLM request started · ● first chunk · ■ finished · ✕ cancelled · ▼ self-correction (abandoned words struck) ·
+    ⚠ missed frame deadline · ┆ end of your speech → onset of KAME's answer. Oracle spans: one colour per revision,
+    "hint L" = how much of your question had been heard when its request was made (0 little … 5 all; known once your
+    turn's final transcript is in). The band under it: the revision KAME is hearing.</div>
+  <div style="display:grid;grid-template-columns:1fr 1fr;gap:10px;margin-top:6px">
     <div><b>Inner monologue (what KAME says)</b><div id="kame-talk-words" class="kame-talk-box"></div></div>
     <div><b>Oracle revisions (the back-end LLM's hints)</b><div id="kame-talk-oracle" class="kame-talk-box"></div></div>
     <div><b>You (streaming STT: partials, finals)</b><div id="kame-talk-stt" class="kame-talk-box"></div></div>
-    <div><b>LLM requests · turns (delay before the assistant started)</b>
+    <div><b>LLM requests · turns (when KAME's first word came)</b>
       <div id="kame-talk-turns" class="kame-talk-box"></div></div>
   </div>
   <div id="kame-talk-meter" class="kame-small" style="white-space:pre-wrap"></div>
@@ -45,6 +65,12 @@ TALK_CSS = """
   border-radius: 6px; padding: 6px; font-size: 13px; white-space: pre-wrap; }
 .kame-talk-rev { color: #6b7280; } .kame-talk-rev.current { color: #111827; font-weight: 600; }
 .kame-hidden { display: none !important; }
+#kame-talk-timeline { width: 100%; height: 270px; display: block; border: 1px solid #e5e7eb; border-radius: 6px;
+  background: #fff; }
+#kame-talk-scroll { width: 100%; margin: 2px 0; }
+#kame-talk-level { display: inline-block; width: 80px; height: 8px; background: #e5e7eb; border-radius: 4px;
+  vertical-align: middle; overflow: hidden; }
+#kame-talk-level-bar { display: block; height: 100%; width: 0; background: #4477AA; }
 """
 
 TALK_JS = r"""
@@ -92,9 +118,16 @@ TALK_JS = r"""
     }
     registerProcessor('kame-player', KamePlayer);`;
 
+  var COLOURS = KAME_COLOURS, FRAME = 0.08;
+  function newTimeline() {
+    return {now: 0, span: 20, paused: false, viewEnd: null, draws: 0, drawMs: 0, maxDrawMs: 0,
+      lanes: {user_audio: [], inner_monologue: [], output_audio: [], oracle: []},
+      revisions: [], stt: [], llm: [], corrections: [], notes: [], heard: [], speechEnds: [], onsets: []};
+  }
   var T = window.kameTalk = {state: 'idle', words: '', revisions: {}, order: [], current: null, partial: '',
     finals: [], llm: {start: 0, cancel: 0, finish: 0}, turns: [], corrections: 0, warnings: [],
-    played: {rms: 0, max: 0, voiced: 0, samples: 0}, sent: 0, sessionId: null, saved: null, error: ''};
+    played: {rms: 0, max: 0, voiced: 0, samples: 0}, sent: 0, received: 0, inputLevel: 0, sessionId: null,
+    saved: null, error: '', timeline: newTimeline()};
 
   function $(id) { return document.getElementById(id); }
   function esc(s) { return String(s).replace(/[&<>]/g, function (c) { return {'&': '&amp;', '<': '&lt;', '>': '&gt;'}[c]; }); }
@@ -102,26 +135,201 @@ TALK_JS = r"""
   function reset() {
     T.words = ''; T.revisions = {}; T.order = []; T.current = null; T.partial = ''; T.finals = [];
     T.llm = {start: 0, cancel: 0, finish: 0}; T.turns = []; T.corrections = 0; T.warnings = [];
-    T.played = {rms: 0, max: 0, voiced: 0, samples: 0}; T.sent = 0; T.sessionId = null; T.saved = null; T.error = '';
+    T.played = {rms: 0, max: 0, voiced: 0, samples: 0}; T.sent = 0; T.received = 0; T.inputLevel = 0;
+    T.sessionId = null; T.saved = null; T.error = ''; T.timeline = newTimeline();
+    var slider = $('kame-talk-scroll'); if (slider) slider.value = 1000;
+    var pause = $('kame-talk-pause'); if (pause) pause.textContent = 'Pause view';
+  }
+  function rms(f) { var ss = 0; for (var i = 0; i < f.length; i++) ss += f[i] * f[i]; return Math.sqrt(ss / f.length); }
+  function revisionOf(r) {
+    var L = T.timeline.revisions;
+    for (var i = L.length - 1; i >= 0; i--) if (L[i].revision === r) return L[i];
+    return null;
   }
 
   function onEvent(o) {
+    var TL = T.timeline;
     if (o.type === 'session') { T.sessionId = o.id; T.components = o.components; T.frontEnd = o.front_end; return; }
     if (o.type === 'saved') { T.saved = o; return; }
     if (o.type === 'warning') { T.warnings.push(o.message); return; }
-    if (o.type === 'turn_onset') { T.turns.push(o); return; }
+    if (o.type === 'turn_onset') { T.turns.push(o); TL.onsets.push(o); return; }
+    if (o.type === 'oracle_heard') { TL.heard.push({t: o.t, revision: o.revision}); return; }
+    if (o.type === 'hint_level') {
+      var rev = revisionOf(o.revision);
+      if (rev) { rev.hint_level = o.hint_level; rev.spoken_ratio = o.spoken_ratio; }
+      return;
+    }
     if (o.type !== 'event') return;
     var d = o.data || {};
     switch (o.kind) {
-      case 'oracle_reset': T.revisions[d.revision] = ''; T.order.push(d.revision); T.current = d.revision; break;
-      case 'oracle_append': T.revisions[d.revision] = (T.revisions[d.revision] || '') + d.text; break;
-      case 'stt_partial': T.partial = d.text; break;
-      case 'stt_final': if ((d.text || '').trim()) T.finals.push(d.text); T.partial = ''; break;
-      case 'llm_request_start': T.llm.start++; break;
-      case 'llm_request_cancel': T.llm.cancel++; break;
-      case 'llm_request_finish': T.llm.finish++; break;
-      case 'self_correction': T.corrections++; break;
+      case 'oracle_reset':
+        T.revisions[d.revision] = ''; T.order.push(d.revision); T.current = d.revision;
+        var item = {revision: d.revision, t: o.t, hint_level: d.hint_level === undefined ? null : d.hint_level,
+                    text: ''};
+        TL.revisions.push(item); TL.lanes.oracle.push(item); break;
+      case 'oracle_append':
+        T.revisions[d.revision] = (T.revisions[d.revision] || '') + d.text;
+        var r = revisionOf(d.revision); if (r) r.text += d.text; break;
+      case 'stt_partial': T.partial = d.text; TL.stt.push({t: o.t, text: d.text, final: false}); break;
+      case 'stt_final':
+        if ((d.text || '').trim()) T.finals.push(d.text);
+        T.partial = ''; TL.stt.push({t: o.t, text: d.text, final: true}); break;
+      case 'user_speech_end': TL.speechEnds.push(d.audio_t !== undefined ? d.audio_t : o.t); break;
+      case 'llm_request_start': T.llm.start++; TL.llm.push({t: o.t, kind: 'start', request: d.request}); break;
+      case 'llm_first_chunk': TL.llm.push({t: o.t, kind: 'chunk', request: d.request}); break;
+      case 'llm_request_cancel': T.llm.cancel++; TL.llm.push({t: o.t, kind: 'cancel', request: d.request}); break;
+      case 'llm_request_finish': T.llm.finish++; TL.llm.push({t: o.t, kind: 'finish', request: d.request}); break;
+      case 'llm_error': TL.llm.push({t: o.t, kind: 'error', request: d.request}); break;
+      case 'self_correction':
+        T.corrections++; TL.corrections.push({t: o.t, text: d.abandoned_text || '', revision: d.revision}); break;
+      case 'note': TL.notes.push({t: o.t, what: d.what, late_ms: d.late_ms}); break;
     }
+  }
+
+  // ---- the live timeline: a canvas redrawn 10 times a second from T.timeline ----------------------------
+  var LANES = [['events', 34], ['user_audio', 52], ['inner_monologue', 36], ['output_audio', 40], ['oracle', 44],
+               ['heard', 16], ['frames', 24]];
+  var LANE_NAMES = {events: 'LLM · notes', user_audio: 'you (STT)', inner_monologue: 'inner monologue',
+                    output_audio: 'KAME audio', oracle: 'oracle stream', heard: 'KAME hears', frames: 'frames'};
+  function viewEnd() {
+    var TL = T.timeline;
+    return Math.max(TL.span, TL.paused && TL.viewEnd !== null ? TL.viewEnd : TL.now);
+  }
+  function drawTimeline() {
+    var started = performance.now(), c = $('kame-talk-timeline'); if (!c) return;
+    var TL = T.timeline, dpr = window.devicePixelRatio || 1, W = c.clientWidth || 800, H = 270;
+    if (c.width !== Math.round(W * dpr)) { c.width = Math.round(W * dpr); c.height = Math.round(H * dpr); }
+    var g = c.getContext('2d'); g.setTransform(dpr, 0, 0, dpr, 0, 0); g.clearRect(0, 0, W, H);
+    var left = 112, right = 8, plotW = Math.max(50, W - left - right), end = viewEnd(), start = end - TL.span;
+    function x(t) { return left + (t - start) / TL.span * plotW; }
+    function inView(t) { return t >= start - 0.5 && t <= end + 0.5; }
+    var y = {}, top = 4;
+    LANES.forEach(function (l) { y[l[0]] = [top, l[1]]; top += l[1]; });
+    g.font = '11px Inter, "DejaVu Sans", sans-serif'; g.textBaseline = 'middle';
+    LANES.forEach(function (l, i) {
+      var b = y[l[0]];
+      if (i % 2 === 0) { g.fillStyle = '#f8fafc'; g.fillRect(left, b[0], plotW, b[1]); }
+      g.fillStyle = COLOURS.muted; g.fillText(LANE_NAMES[l[0]], 4, b[0] + b[1] / 2);
+    });
+    g.save(); g.beginPath(); g.rect(left, 0, plotW, H); g.clip();
+    // frame ticks with step numbers
+    var f0 = Math.max(0, Math.floor(start / FRAME)), f1 = Math.ceil(end / FRAME), fb = y.frames;
+    g.strokeStyle = '#cbd5e1'; g.fillStyle = COLOURS.muted;
+    for (var f = f0; f <= f1; f++) {
+      var fx = x(f * FRAME), big = f % 25 === 0;
+      g.beginPath(); g.moveTo(fx, fb[0]); g.lineTo(fx, fb[0] + (big ? 9 : 4)); g.stroke();
+      if (big) g.fillText(String(f), fx + 2, fb[0] + 16);
+    }
+    // audio levels
+    function bars(items, lane, colour) {
+      var b = y[lane]; g.fillStyle = colour;
+      items.forEach(function (it) {
+        if (!inView(it.t)) return;
+        var h = Math.min(1, it.level * 6) * (b[1] - 6);
+        g.fillRect(x(it.t), b[0] + b[1] / 2 - h / 2, Math.max(1, plotW / TL.span * FRAME - 1), Math.max(1, h));
+      });
+    }
+    bars(TL.lanes.user_audio, 'user_audio', COLOURS.user);
+    bars(TL.lanes.output_audio, 'output_audio', COLOURS.output);
+    // STT finals (ink) and the newest partial (muted, italic) over your audio
+    var ub = y.user_audio, lastFinal = -1;
+    TL.stt.forEach(function (s, i) { if (s.final) lastFinal = i; });
+    g.fillStyle = COLOURS.ink;
+    TL.stt.forEach(function (s, i) {
+      if (!s.final || !inView(s.t)) return;
+      g.fillText('✔ ' + s.text, x(s.t) + 2, ub[0] + 9);
+    });
+    var partial = null;
+    for (var i = TL.stt.length - 1; i > lastFinal; i--) if (!TL.stt[i].final) { partial = TL.stt[i]; break; }
+    if (partial && inView(partial.t)) {
+      g.fillStyle = COLOURS.muted; g.font = 'italic 11px Inter, "DejaVu Sans", sans-serif';
+      g.fillText('… ' + partial.text, x(partial.t) + 2, ub[0] + ub[1] - 8);
+      g.font = '11px Inter, "DejaVu Sans", sans-serif';
+    }
+    // inner monologue words: each at its frame; a word with no room is drawn as a short mark
+    var ib = y.inner_monologue, lastX = -1e9; g.fillStyle = COLOURS.ink;
+    TL.lanes.inner_monologue.forEach(function (w) {
+      if (!inView(w.t)) return;
+      var wx = x(w.t), text = w.text.replace(/^\s+/, ''), width = g.measureText(text).width;
+      if (wx >= lastX + 2) { g.fillText(text, wx, ib[0] + ib[1] / 2); lastX = wx + width; }
+      else { g.fillRect(wx, ib[0] + ib[1] - 6, 2, 3); }
+    });
+    // self-corrections: ▼ and the abandoned words, struck through
+    TL.corrections.forEach(function (k) {
+      if (!inView(k.t)) return;
+      var kx = x(k.t); g.fillStyle = COLOURS.correction; g.fillText('▼', kx - 4, ib[0] + 6);
+      if (k.text) {
+        var tw = g.measureText(k.text).width, ty = ib[0] + ib[1] - 5;
+        g.fillText(k.text, kx - tw - 6, ty); g.fillRect(kx - tw - 6, ty, tw, 1);
+      }
+    });
+    // oracle revisions: spans from their reset to the next one, with their hint level and text
+    var ob = y.oracle, revs = TL.revisions;
+    revs.forEach(function (r, i) {
+      var t1 = i + 1 < revs.length ? revs[i + 1].t : TL.now;
+      if (t1 < start || r.t > end) return;
+      var x0 = x(r.t), x1 = Math.max(x0 + 2, x(t1)), colour = COLOURS.revisions[(Math.max(1, r.revision) - 1) %
+        COLOURS.revisions.length];
+      g.fillStyle = colour; g.globalAlpha = 0.18; g.fillRect(x0, ob[0] + 2, x1 - x0, ob[1] - 4); g.globalAlpha = 1;
+      g.fillRect(x0, ob[0] + 2, 2, ob[1] - 4);
+      var head = 'rev ' + r.revision + (r.hint_level === null || r.hint_level === undefined ? ' · hint …'
+        : ' · hint ' + r.hint_level);
+      g.save(); g.beginPath(); g.rect(x0, ob[0], x1 - x0, ob[1]); g.clip();
+      g.fillStyle = COLOURS.ink; g.font = '600 11px Inter, "DejaVu Sans", sans-serif';
+      g.fillText(head, x0 + 5, ob[0] + 12);
+      g.font = '11px Inter, "DejaVu Sans", sans-serif'; g.fillText(r.text, x0 + 5, ob[0] + 30);
+      g.restore();
+    });
+    // which revision KAME hears (from the frame its start token was fed)
+    var hb = y.heard;
+    TL.heard.forEach(function (h, i) {
+      var t1 = i + 1 < TL.heard.length ? TL.heard[i + 1].t : TL.now;
+      if (t1 < start || h.t > end) return;
+      g.fillStyle = COLOURS.revisions[(Math.max(1, h.revision) - 1) % COLOURS.revisions.length];
+      g.fillRect(x(h.t), hb[0] + 3, Math.max(2, x(t1) - x(h.t)), hb[1] - 6);
+      g.fillStyle = '#fff'; g.fillText('rev ' + h.revision, x(h.t) + 3, hb[0] + hb[1] / 2);
+    });
+    // LLM requests and notes
+    var eb = y.events, marks = {start: ['▲', COLOURS.llm], chunk: ['●', COLOURS.chunk], finish: ['■', COLOURS.finish],
+      cancel: ['✕', COLOURS.cancel], error: ['!', COLOURS.cancel]};
+    TL.llm.forEach(function (e) {
+      if (!inView(e.t)) return;
+      var m = marks[e.kind]; g.fillStyle = m[1]; g.fillText(m[0], x(e.t) - 4, eb[0] + 10);
+    });
+    TL.notes.forEach(function (n) {
+      if (!inView(n.t)) return;
+      g.fillStyle = COLOURS.cancel;
+      g.fillText('⚠' + (n.late_ms ? ' +' + Math.round(n.late_ms) + ' ms' : ''), x(n.t) - 4, eb[0] + 25);
+    });
+    // end of your speech → onset of the answer, with the latency
+    g.strokeStyle = COLOURS.onset; g.setLineDash([3, 3]);
+    TL.speechEnds.forEach(function (t) {
+      if (!inView(t)) return;
+      g.beginPath(); g.moveTo(x(t), ub[0]); g.lineTo(x(t), ob[0] + ob[1]); g.stroke();
+    });
+    g.setLineDash([]);
+    TL.onsets.forEach(function (o) {
+      if (!inView(o.user_end) && !inView(o.assistant_start)) return;
+      var a = x(o.user_end), b = x(o.assistant_start), yy = ib[0] + 4;
+      g.strokeStyle = COLOURS.onset; g.fillStyle = COLOURS.onset; g.lineWidth = 2;
+      g.beginPath(); g.moveTo(a, yy); g.lineTo(b, yy); g.stroke(); g.lineWidth = 1;
+      var l = o.latency_s !== undefined ? o.latency_s : o.delay_s;
+      g.fillText((l < 0 ? '−' : '+') + Math.abs(l).toFixed(2) + ' s', Math.max(a, b) + 3, yy);
+    });
+    // now
+    if (!TL.paused) { g.strokeStyle = COLOURS.ink; g.beginPath(); g.moveTo(x(TL.now), 0); g.lineTo(x(TL.now), H); g.stroke(); }
+    g.restore();
+    g.fillStyle = COLOURS.muted;
+    g.fillText((TL.paused ? 'paused · ' : '') + start.toFixed(1) + '–' + end.toFixed(1) + ' s', left + 4, H - 6);
+    var bar = $('kame-talk-level-bar');
+    if (bar) bar.style.width = Math.min(100, Math.round(T.inputLevel * 600)) + '%';
+    var ms = performance.now() - started;
+    TL.draws++; TL.drawMs = ms; TL.maxDrawMs = Math.max(TL.maxDrawMs, ms);
+  }
+  function scrollTo(fraction) {
+    var TL = T.timeline;
+    TL.paused = true; TL.viewEnd = TL.span + Math.max(0, TL.now - TL.span) * fraction;
+    $('kame-talk-pause').textContent = 'Follow live'; drawTimeline();
   }
 
   function render() {
@@ -174,18 +382,24 @@ TALK_JS = r"""
         var b = new Uint8Array(m.data); if (!b.length) return;
         var kind = b[0];
         if (kind === 0) { T.state = 'live'; setStatus('live — talk to KAME'); $('kame-talk-stop').disabled = false; }
-        else if (kind === 2) { T.words += new TextDecoder().decode(b.subarray(1)); }
+        else if (kind === 2) {
+          var piece = new TextDecoder().decode(b.subarray(1));
+          T.words += piece; T.timeline.lanes.inner_monologue.push({t: T.received * FRAME, text: piece});
+        }
         else if (kind === 7) { onEvent(JSON.parse(new TextDecoder().decode(b.subarray(1)))); }
         else if (kind === 8) {
           var pcm = new Int16Array(m.data.slice(1)), f = new Float32Array(pcm.length);
           for (var i = 0; i < pcm.length; i++) f[i] = pcm[i] / 32768;
           T.player.port.postMessage(f);
+          T.timeline.lanes.output_audio.push({t: T.received * FRAME, level: rms(f)});
+          T.received++; T.timeline.now = Math.max(T.timeline.now, T.received * FRAME);
         }
       };
       ws.onclose = function (e) { T.closeCode = e.code; T.closeReason = e.reason; finish(); };
       T.capture.port.onmessage = function (e) {
         if (!T.ws || T.ws.readyState !== 1 || T.state !== 'live') return;
         var f = e.data, msg = new Uint8Array(1 + f.length * 2), dv = new DataView(msg.buffer);
+        T.inputLevel = rms(f); T.timeline.lanes.user_audio.push({t: T.sent * FRAME, level: T.inputLevel});
         msg[0] = 8;
         for (var i = 0; i < f.length; i++) dv.setInt16(1 + 2 * i, Math.max(-1, Math.min(1, f[i])) * 32767, true);
         T.ws.send(msg); T.sent++;
@@ -211,7 +425,7 @@ TALK_JS = r"""
   }
 
   function finish() {
-    clearInterval(T.timer); render(); stopMedia(); T.ws = null; T.state = 'idle';
+    clearInterval(T.timer); render(); drawTimeline(); stopMedia(); T.ws = null; T.state = 'idle';
     $('kame-talk-start').disabled = false; $('kame-talk-stop').disabled = true;
     var id = T.saved ? T.saved.id : null;
     if (!id) { setStatus('ended (' + T.closeCode + (T.closeReason ? ': ' + T.closeReason : '') + ')'); return; }
@@ -225,6 +439,32 @@ TALK_JS = r"""
     if (!(e.target instanceof Element)) return;
     if (e.target.closest('#kame-talk-start')) start();
     else if (e.target.closest('#kame-talk-stop')) stop();
+    else if (e.target.closest('#kame-talk-pause')) {
+      var TL = T.timeline; TL.paused = !TL.paused; TL.viewEnd = TL.now;
+      e.target.closest('#kame-talk-pause').textContent = TL.paused ? 'Follow live' : 'Pause view';
+      if (!TL.paused) $('kame-talk-scroll').value = 1000;
+      drawTimeline();
+    }
   }, true);
+  document.addEventListener('input', function (e) {
+    if (e.target instanceof Element && e.target.id === 'kame-talk-scroll') scrollTo(e.target.value / 1000);
+  }, true);
+  document.addEventListener('wheel', function (e) {
+    if (!(e.target instanceof Element) || e.target.id !== 'kame-talk-timeline') return;
+    var TL = T.timeline; if (TL.now <= TL.span) return;
+    e.preventDefault();
+    var endNow = viewEnd() + (e.deltaY > 0 ? 1 : -1) * 1.0;
+    scrollTo(Math.max(0, Math.min(1, (endNow - TL.span) / (TL.now - TL.span))));
+    $('kame-talk-scroll').value = Math.round(1000 * Math.max(0, Math.min(1, (endNow - TL.span) / (TL.now - TL.span))));
+  }, {capture: true, passive: false});
+  // redrawn 10 times a second while a session runs; otherwise only when the canvas changed size (tab shown)
+  var drawnWidth = -1;
+  setInterval(function () {
+    var c = $('kame-talk-timeline'); if (!c) return;
+    if (T.state === 'live' || T.state === 'stopping' || c.clientWidth !== drawnWidth) {
+      drawnWidth = c.clientWidth; drawTimeline();
+    }
+  }, 100);
 }
-""".replace("KAME_ID", TALK_ID_BOX).replace("KAME_OPEN", TALK_OPEN_BUTTON)
+""".replace("KAME_ID", TALK_ID_BOX).replace("KAME_OPEN", TALK_OPEN_BUTTON).replace(
+    "KAME_COLOURS", json.dumps(LIVE_COLOURS))

@@ -83,6 +83,10 @@ _USER_WAVE, _OUTPUT_WAVE = "#4477AA", "#228833"
 _REVISION_PALETTE = ("#CC6677", "#332288", "#DDCC77", "#117733", "#88CCEE", "#882255", "#44AA99",
                      "#999933", "#AA4499")
 _FONT = "Inter, 'Segoe UI', 'DejaVu Sans', Helvetica, Arial, sans-serif"
+#: the colours the Talk tab's live timeline draws with (the same as these figures')
+LIVE_COLOURS = {"revisions": list(_REVISION_PALETTE), "user": _USER_WAVE, "output": _OUTPUT_WAVE, "llm": _BLUE,
+                "cancel": _VERMILLION, "finish": _GREEN, "chunk": _SKY, "correction": _PURPLE, "onset": _ORANGE,
+                "ink": _INK, "muted": _MUTED}
 
 _PANEL_PX, _HEADER_PX, _GAP_PX = 370, 46, 22
 _MARGIN = dict(l=128, r=64, t=78, b=118)

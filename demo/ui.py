@@ -167,13 +167,14 @@ def build_app(gpu: Callable[[Callable], Callable] | None = None, hardware: hw.Ha
                 live_plot = gr.Plot(label="Live session", elem_id="kame-plot-live")
                 live_file = gr.File(label="This session as a scenario file (.kame)")
             with gr.Tab("Talk", id="talk"):
+                gr.HTML(TALK_HTML)  # the live timeline first: in view when the tab opens
                 gr.Markdown("Talk to KAME **full duplex**: the page streams your microphone to the live protocol "
                             "(`/api/chat`, the same one `python -m kame_core.serve` speaks) and plays the answer "
-                            "as it is made. Watch the streams move: what KAME says, the oracle revisions the back-"
-                            "end LLM sends it (it corrects itself when a better one arrives), your words as the "
-                            "STT hears them, and after each of your turns the delay before KAME started. Stop "
-                            "saves the session and opens it in Timeline and Compare (download it above).")
-                gr.HTML(TALK_HTML)
+                            "as it is made. Watch the streams move on the timeline: what KAME says, the oracle "
+                            "revisions the back-end LLM sends it with their hint levels (it corrects itself when a "
+                            "better one arrives), your words as the STT hears them, and after each of your turns "
+                            "when KAME's first word came. Stop saves the session and opens it in Timeline and "
+                            "Compare (download it above).")
                 talk_id = gr.Textbox(elem_id=TALK_ID_BOX, elem_classes=["kame-hidden"], show_label=False,
                                      container=False)
                 talk_open = gr.Button("open talk session", elem_id=TALK_OPEN_BUTTON, elem_classes=["kame-hidden"])

@@ -138,3 +138,32 @@ def test_a_stack_that_cannot_load_closes_with_1011_and_the_server_goes_on(tmp_pa
     finally:
         uv.should_exit = True
         thread.join(10)
+
+
+def test_the_sink_says_which_revision_is_heard_and_its_hint_level_once_known():
+    import json
+
+    from kame_core.trace import OracleToken, SessionTrace
+
+    pytest.importorskip("sphn")
+    sent: list[bytes] = []
+    trace = SessionTrace(mode="kame")
+    sink = StreamSink(sent.extend, pcm_out=True, trace_of=lambda: trace)
+    quiet = np.zeros(1920, np.float32)
+
+    def messages() -> list[dict]:
+        found = [json.loads(m[1:]) for m in sent if m[0] == P.EVENT]
+        sent.clear()
+        return [m for m in found if m.get("type") in ("hint_level", "oracle_heard")]
+
+    reset = trace.add_event(0.5, EventKind.ORACLE_RESET, revision=1, request=1)
+    sink.on_frame(FrameOut(7, 0.64, FrameRecord(oracle=OracleToken(token=64, revision=1, is_start=True)),
+                           quiet, quiet, (reset,)))
+    assert messages() == [{"type": "oracle_heard", "frame": 7, "t": 0.56, "revision": 1}]
+    trace.events[-1] = Event(0.5, EventKind.ORACLE_RESET, {**reset.data, "hint_level": 3, "spoken_ratio": 0.9})
+    final = trace.add_event(1.0, EventKind.STT_FINAL, text="what is it")
+    sink.on_frame(FrameOut(8, 0.72, FrameRecord(), quiet, quiet, (final,)))
+    assert messages() == [{"type": "hint_level", "revision": 1, "hint_level": 3, "spoken_ratio": 0.9}]
+    again = trace.add_event(1.1, EventKind.STT_FINAL, text="")
+    sink.on_frame(FrameOut(9, 0.8, FrameRecord(), quiet, quiet, (again,)))
+    assert messages() == []  # told once; only a changed level is told again

@@ -59,7 +59,7 @@ def test_talk_plays_the_answer_shows_the_streams_and_opens_the_session(question_
         env.update(KAME_WEIGHTS=str(write_tiny_checkpoint(tmp_path / "tiny")), KAME_DEVICE="cpu")
     suffix = "" if front_end == "cpu-stand-in" else "_neural_tiny"
     with running_app(scenarios, tmp_path / "app.log", **env) as url:
-        browser = Chromium(extra_args=flags)
+        browser = Chromium(width=1600, height=1000, extra_args=flags)
         try:
             browser.goto(url)
             browser.wait_for("!!document.getElementById('kame-talk-start') || "
@@ -68,6 +68,10 @@ def test_talk_plays_the_answer_shows_the_streams_and_opens_the_session(question_
             browser.evaluate("Array.from(document.querySelectorAll('button[role=tab]'))"
                              ".find(function (b) { return b.textContent.trim() === 'Talk'; }).click()")
             browser.wait_for("!!document.getElementById('kame-talk-start')", timeout=30)
+            box = json.loads(browser.wait_for(
+                "(function (c) { var r = c && c.getBoundingClientRect(); return r && r.width > 0 && "
+                "JSON.stringify({top: r.top, bottom: r.bottom, height: r.height, width: r.width, "
+                "inner: window.innerHeight}); })(document.getElementById('kame-talk-timeline'))", timeout=10))
             browser.evaluate("document.getElementById('kame-talk-start').click()")
             browser.wait_for("window.kameTalk.state === 'live' || window.kameTalk.error", timeout=300)
             assert not browser.evaluate("window.kameTalk.error"), browser.evaluate("window.kameTalk.error")
@@ -81,6 +85,18 @@ def test_talk_plays_the_answer_shows_the_streams_and_opens_the_session(question_
                 raise AssertionError("the page did not show it: " +
                                      str(browser.evaluate(f"(function (T) {{ return {state}; }})(window.kameTalk)")))
             seen = json.loads(got)
+            timeline = ("JSON.stringify({now: T.timeline.now, draws: T.timeline.draws, maxDrawMs: T.timeline.maxDrawMs,"
+                        " lanes: Object.fromEntries(Object.entries(T.timeline.lanes).map(function (e) {"
+                        " return [e[0], e[1].length]; })), revisions: T.timeline.revisions})")
+            first = json.loads(browser.evaluate(f"(function (T) {{ return {timeline}; }})(window.kameTalk)"))
+            try:
+                later = json.loads(browser.wait_for(
+                    f"(function (T) {{ return T.timeline.now >= {first['now']} + 1.5 && "
+                    "T.timeline.revisions.some(function (r) { return r.hint_level !== null; }) && "
+                    f"{timeline}; }})(window.kameTalk)", timeout=60, every=0.25))
+            except TimeoutError:
+                raise AssertionError("the timeline did not move or got no hint level: " + str(browser.evaluate(
+                    f"(function (T) {{ return {timeline}; }})(window.kameTalk)")))
             shown = browser.wait_for("(function (o, w) { return o.indexOf('rev ') >= 0 && w.trim() && o + ' | ' + w; })"
                                      "(document.getElementById('kame-talk-oracle').innerText, "
                                      "document.getElementById('kame-talk-words').innerText)", timeout=5)
@@ -98,6 +114,13 @@ def test_talk_plays_the_answer_shows_the_streams_and_opens_the_session(question_
             browser.screenshot(_artifacts(tmp_path) / f"talk_saved_timeline{suffix}.png")
         finally:
             browser.close()
+    # the live timeline: in view when Talk opens at 1600x1000, moving, its four lanes filled, hint levels in
+    assert box["top"] >= 0 and box["bottom"] <= box["inner"] and box["height"] >= 200, box
+    assert later["now"] > first["now"] and all(later["lanes"][k] > 0 for k in
+                                                ("user_audio", "inner_monologue", "output_audio", "oracle")), later
+    drawn_per_s = (later["draws"] - first["draws"]) / (later["now"] - first["now"])
+    assert drawn_per_s >= 8 and later["maxDrawMs"] < 100, later  # 10 per second, each well under its 100 ms
+    assert any(r["hint_level"] is not None and r["text"] for r in later["revisions"]), later["revisions"]
     assert seen["played"]["max"] > 0.02 and seen["played"]["voiced"] > 0, seen["played"]
     assert seen["revisions"] and any(text.strip() for text in seen["revisions"].values()), seen
     assert seen["words"].strip(), seen

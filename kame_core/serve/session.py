@@ -24,12 +24,13 @@ from typing import Any, Callable, Protocol
 
 import numpy as np
 
-from ..clock import SAMPLE_RATE
+from ..clock import FRAME_SECONDS, SAMPLE_RATE
 from ..metrics import LiveOnsets
 from ..neural.choice import NeuralModels
 from ..neural.pool import PoolFull
 from ..session import FrameOut, LiveSession, SessionStore
 from ..session.store import default_sessions_dir, new_session_id, session_file
+from ..trace import EventKind, SessionTrace
 from . import protocol as P
 
 __all__ = ["ChatSession", "Connection", "SessionResult", "StreamSink", "default_sessions_dir", "session_file"]
@@ -53,14 +54,19 @@ class StreamSink:
 
     ``turn_onset`` messages follow the metrics' rule (:class:`~kame_core.metrics.LiveOnsets`): the first new
     assistant word of a user turn, once the turn is closed; ``latency_s`` is signed (negative: KAME started
-    before the user finished), ``delay_s`` clipped at 0."""
+    before the user finished), ``delay_s`` clipped at 0. ``oracle_heard`` says from which frame the front-end
+    hears a revision (its start token was fed); ``hint_level`` gives a revision's hint level as soon as the
+    server knows it (the user's turn got its final transcript), read from the trace (``trace_of``)."""
 
-    def __init__(self, post: Callable[[list[bytes]], None], pcm_out: bool) -> None:
+    def __init__(self, post: Callable[[list[bytes]], None], pcm_out: bool,
+                 trace_of: Callable[[], SessionTrace | None] = lambda: None) -> None:
         import sphn
 
         self._post = post
         self._opus = None if pcm_out else sphn.OpusStreamWriter(SAMPLE_RATE)
         self._onsets = LiveOnsets()
+        self._trace_of = trace_of
+        self._hints: dict[int, tuple[Any, Any]] = {}
         self.turns: list[dict[str, Any]] = []
 
     def on_frame(self, frame: FrameOut) -> None:
@@ -68,6 +74,12 @@ class StreamSink:
         for event in frame.events:
             if event.kind in P.LIVE_KINDS:
                 out.append(P.json_message(P.event_json(event)))
+        oracle = frame.record.oracle
+        if oracle.is_start and oracle.revision is not None:
+            out.append(P.json_message({"type": "oracle_heard", "frame": frame.index,
+                                       "t": round(frame.index * FRAME_SECONDS, 3), "revision": oracle.revision}))
+        if any(e.kind in (EventKind.STT_FINAL, EventKind.ORACLE_RESET) for e in frame.events):
+            out.extend(self._hint_levels())
         if frame.record.text_piece:
             out.append(P.message(P.TEXT, frame.record.text_piece.encode("utf-8")))
         if self._opus is None:
@@ -86,6 +98,22 @@ class StreamSink:
             self.turns.append(message)
             out.append(P.json_message(message))
         self._post(out)
+
+    def _hint_levels(self) -> list[bytes]:
+        """``hint_level`` messages for revisions whose level is new or changed (a later final refines it)."""
+        trace = self._trace_of()
+        if trace is None:
+            return []
+        out = []
+        for event in trace.events_of(EventKind.ORACLE_RESET):
+            revision, level = event.data.get("revision"), event.data.get("hint_level")
+            known = (level, event.data.get("spoken_ratio"))
+            if revision is None or level is None or self._hints.get(revision) == known:
+                continue
+            self._hints[revision] = known
+            out.append(P.json_message({"type": "hint_level", "revision": revision, "hint_level": level,
+                                       "spoken_ratio": known[1]}))
+        return out
 
 
 @dataclass
@@ -147,7 +175,7 @@ class ChatSession:
             loop.call_soon_threadsafe(_put_all, outbox, messages)
 
         self._post = post
-        sink = StreamSink(post, self.pcm_out)
+        sink = StreamSink(post, self.pcm_out, trace_of=lambda: self.live.source.trace if self.live else None)
         try:
             self.live = await asyncio.to_thread(
                 LiveSession, self.make_runner, head_start_s=self.head_start_s, max_input_s=float("inf"),
