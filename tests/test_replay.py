@@ -57,7 +57,7 @@ def test_forced_delay_rerun_holds_the_front_end_and_keeps_the_back_ends(recorded
     delayed = rerun_front_end(recorded, EchoFrontEnd, forced_delay_ms=1500)
     assert delayed.config["forced_delay_ms"] == 1500
     base, late = session_metrics(recorded).onset_latency_s, session_metrics(delayed).onset_latency_s
-    assert late is not None and base is not None and late >= 1.5 - 0.08 and late > base
+    assert late is not None and base is not None and late >= 1.5 and late > base
     assert any(f.held for f in delayed.frames)
     back = (EventKind.STT_FINAL, EventKind.LLM_REQUEST_START, EventKind.ORACLE_RESET)
     assert _kinds(delayed, *back) == _kinds(recorded, *back)

@@ -21,7 +21,7 @@ from typing import Any, Literal
 
 import numpy as np
 
-from ..clock import Clock
+from ..clock import FRAME_SECONDS, Clock
 from ..metrics import annotate_hint_levels
 from ..oracle import OracleConfig, OracleManager, OracleStream
 from ..oracle_emission import make_oracle_manager
@@ -130,7 +130,9 @@ class TandemPipeline:
     async def frame(self, session: Session, user_frame: np.ndarray) -> tuple[FrameRecord, np.ndarray]:
         clock, trace = session.clock, session.trace
         now = clock.now()
-        hold = session.user.holding(now, self.config.forced_delay_ms / 1000.0)
+        # the frame's audio starts at frame x 80 ms (where the metrics put it): held while that start is within
+        # the delay, so the onset is never below it
+        hold = session.user.holding(session.frame * FRAME_SECONDS, self.config.forced_delay_ms / 1000.0)
         if hold != self._held:
             trace.add_event(now, EventKind.HOLD_START if hold else EventKind.HOLD_END,
                             delay_ms=self.config.forced_delay_ms)
@@ -144,6 +146,8 @@ class TandemPipeline:
         return record, silence() if hold else np.asarray(out.audio, np.float32)
 
     def busy(self, session: Session) -> bool:
+        if self._held and session.user.heard:
+            return True  # the forced delay still holds an answer back: the session is not over before it comes
         if isinstance(self.front_end, ListeningFrontEnd) and self.front_end.busy:
             return True
         if self._manager is not None and self._manager.busy:
