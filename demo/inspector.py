@@ -59,6 +59,32 @@ RUN_SUMMARY_HEADERS = ["run", "mode", "front-end (provenance)", "onset latency",
                        "self-corrections", "what the assistant said"]
 
 
+def latency_markdown(trace: SessionTrace) -> str:
+    """Markdown: per user turn, when each anchor of the response came (seconds after the end of the user's
+    speech; negative = before), and the LLM requests of the turn with why they started and how they ended."""
+    from kame_core.metrics import latency_breakdown
+
+    turns = latency_breakdown(trace)
+    if not turns:
+        return "_No user turn: no latency to break down._"
+    parts = []
+    for turn in turns:
+        cells = " | ".join("—" if turn.since_end(s) is None else f"{turn.since_end(s):+.2f} s" for s in turn.steps)
+        head = " | ".join(s.name for s in turn.steps)
+        note = ""
+        audible = turn.since_end(turn.steps[-1])
+        if turn.forced_delay_s and audible is not None and audible < turn.forced_delay_s:
+            note = (f"\n\n⚠ audible output {audible:+.2f} s came before the forced delay of "
+                    f"{turn.forced_delay_s:.1f} s ended: the front-end was already speaking from before this turn "
+                    "ended (output carried over) or the user's end of speech was recognised late.")
+        reqs = "; ".join(
+            f"#{r.request} {r.start_t - turn.user_end:+.2f} s ({r.reason or 'no reason recorded'}) → {r.outcome}"
+            + (" late" if r.late else "") for r in turn.requests) or "none"
+        parts.append(f"**Turn {turn.turn + 1}** (user stopped at {turn.user_end:.2f} s)\n\n| {head} |\n|"
+                     + "---|" * len(turn.steps) + f"\n| {cells} |\n\nLLM requests: {reqs}{note}")
+    return "\n\n".join(parts)
+
+
 def frame_details(trace: SessionTrace, t: float) -> str:
     """Markdown: what the four streams held at session time ``t`` (the playhead), for one run."""
     from kame_core.clock import FRAME_SECONDS, frame_of

@@ -24,7 +24,7 @@ from kame_core.trace import EventKind, SessionTrace
 
 from . import library
 from .delay_sweep import DELAYS_S, DelayOutcome, curve_figure, describe_outcome, reference_answers, run_delay
-from .inspector import duplex_text, frame_details, run_summary_rows
+from .inspector import duplex_text, frame_details, latency_markdown, run_summary_rows
 from . import session_files
 from .player import player_html, write_mix
 from .provenance_badge import provenance_badge
@@ -234,7 +234,14 @@ def show_run(run_id: str | None, state: Any = None):
     trace = session.loaded.scenario.runs[run_id]
     fig = timeline_figure(trace, title=f"{session.loaded.title} — {run_label(run_id, trace)}",
                           recorded=session.loaded.recorded)
-    return session, fig, player(session, run_id, trace, "timeline", TIMELINE_PLAYER), frame_details(trace, 0.0)
+    return (session, fig, player(session, run_id, trace, "timeline", TIMELINE_PLAYER),
+            _details_with_latency(trace, 0.0))
+
+
+def _details_with_latency(trace: SessionTrace, t: float) -> str:
+    """What the streams held at ``t``, then where the time went in each user turn."""
+    return f"{frame_details(trace, t)}\n\n**Latency per user turn** (after the end of the user's speech)\n\n" \
+           f"{latency_markdown(trace)}"
 
 
 def seek(t: float | None, state: Any = None):
@@ -252,7 +259,7 @@ def seek(t: float | None, state: Any = None):
     t = min(max(t, 0.0), trace.duration)
     fig = timeline_figure(trace, title=f"{session.loaded.title} — {run_label(session.run_id or '', trace)}",
                           recorded=session.loaded.recorded)
-    return session, with_playhead(fig, t), frame_details(trace, t)
+    return session, with_playhead(fig, t), _details_with_latency(trace, t)
 
 
 # ----------------------------------------------------------------------------------------- compare
@@ -286,6 +293,8 @@ def compare(state: Any = None):
              for i, (k, t) in enumerate(ordered[:COMPARE_SLOTS])]
     audio += [""] * (COMPARE_SLOTS - len(audio))
     names = " · ".join(f"player {i + 1}: {run_label(k, t)}" for i, (k, t) in enumerate(ordered[:COMPARE_SLOTS]))
+    names += "\n\n### Latency per user turn, run by run (after the end of the user's speech)\n\n" + "\n\n".join(
+        f"#### {run_label(k, t)}\n\n{latency_markdown(t)}" for k, t in ordered)
     return (session, fig, rows, *audio, names)
 
 

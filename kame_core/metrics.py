@@ -27,6 +27,7 @@ from .session.turns import TurnConfig, UserTurn, group_turns
 from .trace import Event, EventKind, SessionTrace
 from .hint_levels import hint_level
 from .trace_query import (
+    LLMRequest,
     llm_requests,
     oracle_revisions,
     request_spoken_ratios,
@@ -35,7 +36,8 @@ from .trace_query import (
     user_turns,
 )
 
-__all__ = ["CARRY_OVER_GAP_S", "SILENCE_RMS", "LiveOnsets", "SessionMetrics", "TurnOnset", "UserTurn",
+__all__ = ["CARRY_OVER_GAP_S", "SILENCE_RMS", "LatencyStep", "LiveOnsets", "SessionMetrics", "TurnLatency",
+           "TurnOnset", "UserTurn", "latency_breakdown",
            "annotate_hint_levels", "onset_of",
            "annotate_onsets",
            "median_onset_latency", "session_metrics", "speech_segments", "stt_word_lags", "transcript_to_oracle",
@@ -150,6 +152,59 @@ class LiveOnsets:
             if onset.text_onset is not None:
                 found.append(onset)
         return found
+
+
+@dataclass(frozen=True)
+class LatencyStep:
+    """One anchor of a turn's response: what happened and when (session time; None: it never happened)."""
+
+    name: str
+    t: float | None
+
+
+@dataclass(frozen=True)
+class TurnLatency:
+    """Where the time went in answering one user turn: the anchors from the end of the user's speech to the first
+    audible output (KAME: STT final, LLM request, first chunk, oracle reset; the cascade: STT final, LLM
+    request, first token, TTS audio), and every LLM request made during the turn (the oracle's decisions)."""
+
+    turn: int
+    user_end: float
+    steps: tuple[LatencyStep, ...]
+    requests: tuple[LLMRequest, ...]
+    forced_delay_s: float = 0.0
+
+    def since_end(self, step: LatencyStep) -> float | None:
+        return None if step.t is None else step.t - self.user_end
+
+
+def latency_breakdown(trace: SessionTrace, turn_gap_s: float = TurnConfig.turn_gap_s) -> list[TurnLatency]:
+    """Per user turn, the response's anchors (see :class:`TurnLatency`). The request an answer is traced through
+    is the first one started at or after the turn's final transcript (the one made from the whole turn)."""
+    onsets = turn_onsets(trace, turn_gap_s)
+    turns = user_turns(trace, turn_gap_s)
+    finals = [e for e in trace.events_of(EventKind.STT_FINAL) if str(e.data.get("text", "")).strip()]
+    requests = llm_requests(trace)
+    resets = {r.revision: r for r in oracle_revisions(trace)}
+    delay = float(trace.config.get("forced_delay_ms", 0) or 0) / 1000
+    out = []
+    for k, (turn, onset) in enumerate(zip(turns, onsets)):
+        lo, hi = turn.start, turns[k + 1].start if k + 1 < len(turns) else float("inf")
+        final = next((e.t for e in finals if turn.end - FRAME_SECONDS <= e.t < hi), None)
+        during = tuple(r for r in requests if lo <= r.start_t < hi)
+        after = next((r for r in during if final is not None and r.start_t >= final - 1e-9), None)
+        first_chunk = after.first_chunk_t if after is not None else None
+        steps = [LatencyStep("end of user speech", turn.end), LatencyStep("STT final", final),
+                 LatencyStep("LLM request", None if after is None else after.start_t)]
+        if trace.mode == "cascade":
+            steps += [LatencyStep("LLM first token", first_chunk), LatencyStep("TTS first audio", onset.audio_onset)]
+        else:
+            reset = resets.get(after.revision) if after is not None and after.revision is not None else None
+            steps += [LatencyStep("first chunk", first_chunk),
+                      LatencyStep("oracle reset", None if reset is None else reset.reset_t),
+                      LatencyStep("first audible output", onset.audio_onset)]
+        out.append(TurnLatency(k, turn.end, tuple(steps), during, delay))
+    return out
 
 
 def annotate_onsets(trace: SessionTrace, turn_gap_s: float = TurnConfig.turn_gap_s) -> None:

@@ -189,3 +189,38 @@ def test_live_source_reads_silence_on_underrun_and_ends_when_closed():
     again.read_frame(0)
     with pytest.raises(ValueError, match="in order"):
         again.read_frame(0)
+
+
+def test_latency_breakdown_follows_the_answer_from_the_end_of_speech():
+    from kame_core.metrics import latency_breakdown
+    from demo.inspector import latency_markdown
+
+    trace, _ = run(delay_ms=1500)
+    (turn,) = latency_breakdown(trace)
+    names = [s.name for s in turn.steps]
+    assert names == ["end of user speech", "STT final", "LLM request", "first chunk", "oracle reset",
+                     "first audible output"]
+    times = [s.t for s in turn.steps]
+    assert None not in times and times == sorted(times), times  # each anchor after the one before
+    (start, end), = speech_segments(trace)
+    assert turn.user_end == end and turn.since_end(turn.steps[-1]) >= 1.5  # the forced delay held it
+    assert turn.requests and all(r.reason for r in turn.requests)
+    table = latency_markdown(trace)
+    assert "| end of user speech | STT final |" in table and "LLM requests: #" in table and "⚠" not in table
+
+
+def test_latency_breakdown_of_the_cascade():
+    from kame_core.metrics import latency_breakdown
+    from kame_core.pipelines import make_runner
+    from kame_core.testing.doubles import ToneTTS
+
+    words = words_at(QUESTION, 0.5)
+    audio = speech_like([(words[0].start, words[-1].end)], words[-1].end + 1.0)
+    trace = make_runner("cascade", stt=ScriptedSTT([words]), llm=ScriptedLLM(lambda u: "paris it is"),
+                        tts=ToneTTS(), clock=VirtualClock()).run_sync(audio)
+    (turn,) = latency_breakdown(trace)
+    assert [s.name for s in turn.steps] == ["end of user speech", "STT final", "LLM request", "LLM first token",
+                                            "TTS first audio"]
+    times = [s.t for s in turn.steps]
+    assert None not in times and times == sorted(times), times
+    assert [r.reason for r in turn.requests] == ["end of user turn"]
