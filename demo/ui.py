@@ -94,6 +94,7 @@ def build_app(gpu: Callable[[Callable], Callable] | None = None, hardware: hw.Ha
             gr.Markdown(hw.ABOUT)
         with gr.Row():
             choice = gr.Dropdown(names, value=names[0] if names else None, label="Scenario (scenarios folder)",
+                                 elem_id="kame-picker",
                                  info=None if names else library.NO_SCENARIOS.format(folder=library.scenarios_dir()))
             dialogue = gr.Dropdown(dialogues, value=None, label="…or a training dialogue (KAME dataset layout)",
                                    info=None if dialogues else "set KAME_TRAINING_DIR to a folder with audio/ and text/")
@@ -152,12 +153,13 @@ def build_app(gpu: Callable[[Callable], Callable] | None = None, hardware: hw.Ha
                             "set (on a GPU or the CPU), else the CPU stack; a frontier LLM if a key is set, else the local one — "
                             "and the page says which components ran.")
                 with gr.Row():
-                    live_in = gr.Audio(sources=["upload"], type="filepath", label="Your recording")
+                    live_in = gr.Audio(sources=["upload"], type="filepath", label="Your recording",
+                                       elem_id="kame-live-input")
                     modes = gr.CheckboxGroup([("KAME (tandem)", "kame"),
                                               ("KAME, emission-based adoption", "kame-emission"),
                                               ("Moshi mode", "moshi"), ("cascade", "cascade")],
-                                             value=["kame", "cascade"], label="Run")
-                live_btn = gr.Button("Run", variant="primary")
+                                             value=["kame", "cascade"], label="Run", elem_id="kame-live-modes")
+                live_btn = gr.Button("Run", variant="primary", elem_id="kame-live-run")
                 gr.Markdown("…or talk: KAME runs **live on the real-time clock** while you speak (the microphone "
                             "streams every 0.5 s; the timeline redraws as it grows). When you stop, the cascade (if "
                             "ticked) runs on the same recording, and the session becomes a scenario file.")
@@ -183,6 +185,8 @@ def build_app(gpu: Callable[[Callable], Callable] | None = None, hardware: hw.Ha
             session, text, fig, rows, sound, runs, selected = result
             return session, text, fig, rows, sound, gr.update(choices=runs, value=selected)
 
+        picker_label = "Scenario (scenarios folder)"
+
         def on_bundled(name, st):
             return _opened_outputs(views.open_bundled(name, st))
 
@@ -192,6 +196,13 @@ def build_app(gpu: Callable[[Callable], Callable] | None = None, hardware: hw.Ha
         def on_training(dialogue_id, st):
             return _opened_outputs(views.open_training(dialogue_id, st))
 
+        def picker(st):
+            """The scenario picker names what is open when it is not one of its own files."""
+            loaded = views.session_of(st).loaded
+            if loaded is None or loaded.origin == "bundled":
+                return gr.update(label=picker_label)
+            return gr.update(value=None, label=f"{picker_label} — open now: {loaded.title} ({loaded.origin})")
+
         def on_default(st):
             return _opened_outputs(views.open_default(st))
 
@@ -199,7 +210,7 @@ def build_app(gpu: Callable[[Callable], Callable] | None = None, hardware: hw.Ha
         for trigger, fn, inp, api in ((choice.input, on_bundled, choice, "open_scenario"),
                                       (upload.upload, on_upload, upload, "upload_scenario"),
                                       (dialogue.input, on_training, dialogue, "open_training")):
-            trigger(fn, [inp, state], outs, api_name=api).then(
+            trigger(fn, [inp, state], outs, api_name=api).then(picker, state, choice, api_visibility="private").then(
                 views.compare, state, [state, compare_plot, compare_table, *slots, compare_names])
         app.load(on_default, state, outs, api_name="open_default").then(
             views.compare, state, [state, compare_plot, compare_table, *slots, compare_names])
@@ -220,17 +231,31 @@ def build_app(gpu: Callable[[Callable], Callable] | None = None, hardware: hw.Ha
 
         mic.stream(on_mic, [mic, state], [state, live_status, live_plot], stream_every=0.5, time_limit=310,
                    concurrency_limit=None, api_visibility="private")
-        mic.stop_recording(views.mic_stop, [modes, state], [state, live_status, live_plot, live_components,
-                                                            live_file], api_name="mic_stop")
+        mic_stopped = mic.stop_recording(views.mic_stop, [modes, state], [state, live_status, live_plot,
+                                                                          live_components, live_file],
+                                         api_name="mic_stop")
         def on_talk_open(session_id, st):
             *opened, file = views.open_talk_session(session_id, st)
             return (*_opened_outputs(tuple(opened)), file,
                     gr.Tabs(selected="timeline") if file is not None else gr.skip())
 
         talk_open.click(on_talk_open, [talk_id, state], [*outs, download, tabs], api_name="open_talk_session").then(
+            picker, state, choice, api_visibility="private").then(
             views.compare, state, [state, compare_plot, compare_table, *slots, compare_names])
+        def on_made(st):
+            """A Live upload or microphone session made a scenario: open it in every tab."""
+            session = views.session_of(st)
+            if session.loaded is None or session.loaded.origin != "live":
+                return (st, *([gr.skip()] * (len(outs) - 1)))
+            return _opened_outputs(views.show_opened(session))
+
         live_btn.click(live_fn, [live_in, modes, state],
-                       [state, live_status, live_plot, live_components, live_file], api_name="live_upload")
+                       [state, live_status, live_plot, live_components, live_file], api_name="live_upload").then(
+            on_made, state, outs, api_visibility="private").then(picker, state, choice, api_visibility="private").then(
+            views.compare, state, [state, compare_plot, compare_table, *slots, compare_names])
+        mic_stopped.then(on_made, state, outs, api_visibility="private").then(
+            picker, state, choice, api_visibility="private").then(
+            views.compare, state, [state, compare_plot, compare_table, *slots, compare_names])
     return app
 
 

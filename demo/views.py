@@ -174,6 +174,15 @@ def _open(session: AppSession, title: str, opener: Callable[[], library.LoadedSc
         return _failed(session, _error(title, ScenarioError(type(err).__name__, str(err)[:300])))
 
 
+def show_opened(state: Any = None):
+    """Show the session's open scenario in every view (after a Live upload or a microphone session made it):
+    the same outputs as :func:`open_bundled`."""
+    session = session_of(state)
+    if session.loaded is None:
+        return _failed(session, "Nothing is open yet.")
+    return _opened(session, session.loaded)
+
+
 def open_bundled(name: str | None, state: Any = None):
     """Open a scenario of the scenarios folder. Returns (session, status, figure, summary rows, audio,
     run ids, selected run)."""

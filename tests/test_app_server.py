@@ -216,3 +216,39 @@ def test_uploads_over_the_size_limit_are_refused(app_url):
                         timeout=60)
     small = requests.post(app_url + "gradio_api/upload", files={"files": ("small.kame", b"\0" * 1024)}, timeout=60)
     assert big.status_code == 413 and small.status_code == 200, (big.status_code, big.text[:200])
+
+
+@browser
+def test_a_live_upload_opens_in_timeline_and_compare_and_the_picker_says_so(app_url, tmp_path):
+    """What a user makes opens everywhere: the Live upload's scenario becomes the open one in every tab."""
+    import soundfile as sf
+
+    from kame_core.tts import make_tts
+
+    wav = tmp_path / "question.wav"
+    sf.write(str(wav), make_tts("piper").synthesize(QUESTIONS["sky"][0]).audio, 24000)
+    chrome = Chromium(1600, 1000)
+    try:
+        chrome.goto(app_url)
+        chrome.wait_for(f"{LANE_TEXT}.length >= {len(LANES)}", timeout=120)
+        chrome.evaluate("Array.from(document.querySelectorAll('button[role=tab]'))"
+                        ".find(b => b.textContent.trim() === 'Live').click()")
+        chrome.wait_for("!!document.querySelector('#kame-live-input input[type=file]')", timeout=30)
+        root = chrome.send("DOM.getDocument", chrome.session, depth=-1, pierce=True)["root"]["nodeId"]
+        node = chrome.send("DOM.querySelector", chrome.session, nodeId=root,
+                           selector="#kame-live-input input[type=file]")["nodeId"]
+        chrome.send("DOM.setFileInputFiles", chrome.session, nodeId=node, files=[str(wav)])
+        chrome.wait_for("(a => !!a && (a.getAttribute('href') || '').indexOf('file=') >= 0)(document.querySelector("
+                        "'#kame-live-input a[data-testid=download-link]'))", timeout=60)  # uploaded: served back
+        chrome.evaluate("document.querySelector('#kame-live-run').click()")
+        status = chrome.wait_for("(s => s.indexOf('Live session') >= 0 && s)"
+                                 "(document.querySelector('#kame-status').innerText)", timeout=600, every=1.0)
+        picker = chrome.wait_for("(l => l.indexOf('open now') >= 0 && l)(document.querySelector('#kame-picker')"
+                                 ".innerText)", timeout=30)
+        chrome.evaluate("Array.from(document.querySelectorAll('button[role=tab]'))"
+                        ".find(b => b.textContent.trim() === 'Timeline').click()")
+        title = chrome.wait_for("(t => t.indexOf('Live session') >= 0 && t)(Array.from(document.querySelectorAll("
+                                "'#kame-plot-timeline .gtitle')).map(t => t.textContent).join(' '))", timeout=30)
+    finally:
+        chrome.close()
+    assert "Live session (uploaded 'question.wav')" in status and "Live session" in picker and title
