@@ -30,12 +30,14 @@ def _hover(p: EvolutionPoint) -> str:
     reached = "never reached the front-end" if p.reached_t is None else f"reached the front-end at {p.reached_t:.2f} s"
     return (f"<b>{html.escape(p.run)} · rev {p.revision}</b> (turn {p.turn + 1})<br>hint level {p.hint_level} · "
             f"spoken ratio {ratio} · to final {p.to_final:.2f}{ref}<br>{reached}"
-            + (" · the front-end switched to it" if p.switched else "") + f"<br>“{html.escape(p.text[:160])}”")
+            + (" · the front-end spoke from it" if p.spoke else " · the front-end said nothing from it")
+            + (" · it corrected itself to it" if p.switched else "") + f"<br>“{html.escape(p.text[:160])}”")
 
 
 def evolution_figure(points: Sequence[EvolutionPoint], title: str) -> go.Figure:
     """Spoken ratio (x) vs similarity to the final oracle / the reference (y); marker colour = hint level,
-    ◆ = the front-end switched to it, ○ = never reached the front-end; the line joins each level's mean."""
+    ◆ = the front-end spoke from it (larger: it corrected itself to it), ● = reached it but said nothing from it,
+    ○ = never reached the front-end; the line joins each level's mean."""
     with_ref = any(p.to_reference is not None for p in points)
     fig = make_subplots(rows=1, cols=2 if with_ref else 1, shared_yaxes=True, horizontal_spacing=0.06,
                         subplot_titles=["similarity to the turn's final oracle"]
@@ -50,9 +52,10 @@ def evolution_figure(points: Sequence[EvolutionPoint], title: str) -> go.Figure:
             fig.add_trace(go.Scatter(
                 x=[p.spoken_ratio for p in mine], y=[getattr(p, attr) for p in mine], mode="markers",
                 name=f"hint level {level}", legendgroup=f"level{level}", showlegend=col == 1,
-                marker=dict(color=colour, size=[13 if p.switched else 9 for p in mine], opacity=0.85,
-                            symbol=["diamond" if p.switched else "circle" if p.reached_t is not None
-                                    else "circle-open" for p in mine], line=dict(width=0.6, color="white")),
+                marker=dict(color=colour, size=[14 if p.switched else 11 if p.spoke else 9 for p in mine],
+                            opacity=0.85, symbol=["diamond" if p.spoke else "circle" if p.reached_t is not None
+                                                  else "circle-open" for p in mine],
+                            line=dict(width=0.6, color="white")),
                 hovertext=[_hover(p) for p in mine], hoverinfo="text"), row=1, col=col)
         means = [(r.mean_ratio, r.mean_to_final if attr == "to_final" else r.mean_to_reference, r.level, r.n)
                  for r in per_level(points) if r.n and r.mean_ratio is not None]

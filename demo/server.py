@@ -90,6 +90,11 @@ def serve(blocks: gr.Blocks, host: str, port: int, **gradio_options: Any) -> Non
     if os.environ.get("KAME_WEIGHTS", "").strip():  # the neural model loads and warms before the port opens
         chat.preload()
     app = create_app(blocks, chat, **gradio_options)
+    shown = "127.0.0.1" if host in ("0.0.0.0", "::") else host
+    front = (f"the neural front-end {os.environ['KAME_WEIGHTS'].strip()}" if os.environ.get("KAME_WEIGHTS", "").strip()
+             else "the CPU stand-in (not the trained model; set KAME_WEIGHTS for the neural front-end)")
+    print(f"KAME studio at http://{shown}:{port}/ (live protocol at ws://{shown}:{port}/api/chat); live sessions "
+          f"run {front}", flush=True)
     try:
         uvicorn.run(app, host=host, port=port, log_level=os.environ.get("KAME_LOG_LEVEL", "warning"),
                     timeout_graceful_shutdown=5)

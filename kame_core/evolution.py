@@ -53,6 +53,8 @@ class EvolutionPoint:
     #: the front-end took back words to switch to it (a self-correction names it)
     switched: bool
     is_final: bool
+    #: the front-end said words while this was the newest revision it had heard (it spoke from it)
+    spoke: bool = False
 
 
 def evolution_points(trace: SessionTrace, references: Sequence[str] = (), run: str = "") -> list[EvolutionPoint]:
@@ -60,7 +62,16 @@ def evolution_points(trace: SessionTrace, references: Sequence[str] = (), run: s
     turns = user_turns(trace)
     starts = {r.request: r.start_t for r in llm_requests(trace)}
     switched_to = {c.revision for c in self_corrections(trace) if c.revision is not None}
-    revisions = [r for r in oracle_revisions(trace) if r.text.strip()]
+    every = oracle_revisions(trace)
+    revisions = [r for r in every if r.text.strip()]
+    heard_from = sorted(r.start_frame for r in every if r.start_frame is not None)
+    has_text = [not f.text_is_padding for f in trace.frames]
+
+    def spoke_from(start: int | None) -> bool:
+        if start is None:
+            return False
+        later = [f for f in heard_from if f > start]
+        return any(has_text[start:later[0] if later else len(has_text)])
 
     def turn_of(t: float) -> int:
         return max(0, sum(turn.start <= t for turn in turns) - 1) if turns else 0
@@ -76,7 +87,7 @@ def evolution_points(trace: SessionTrace, references: Sequence[str] = (), run: s
             to_final=similarity(r.text, final.text),
             to_reference=None if reference is None else similarity(r.text, reference),
             reached_t=None if r.start_frame is None else r.start_frame * FRAME_SECONDS,
-            switched=r.revision in switched_to, is_final=r is final))
+            switched=r.revision in switched_to, is_final=r is final, spoke=spoke_from(r.start_frame)))
     return out
 
 
@@ -92,6 +103,7 @@ class LevelRow:
     n_reference: int
     reached: int
     switched: int
+    spoke: int = 0
 
 
 def _mean(values: Iterable[float]) -> float | None:
@@ -110,7 +122,7 @@ def per_level(points: Iterable[EvolutionPoint]) -> list[LevelRow]:
                                                                          if p.spoken_ratio is not None),
                              mean_to_final=_mean(p.to_final for p in mine), mean_to_reference=_mean(refs),
                              n_reference=len(refs), reached=sum(p.reached_t is not None for p in mine),
-                             switched=sum(p.switched for p in mine)))
+                             switched=sum(p.switched for p in mine), spoke=sum(p.spoke for p in mine)))
     return rows
 
 
@@ -119,8 +131,10 @@ def level_table_markdown(points: Iterable[EvolutionPoint]) -> str:
     def f(v: float | None) -> str:
         return "—" if v is None else f"{v:.2f}"
     lines = ["| hint level | revisions | mean spoken ratio | similarity to final oracle | similarity to reference "
-             "(n) | reached the front-end | front-end switched to it |", "|---|---|---|---|---|---|---|"]
+             "(n) | reached the front-end (start token fed) | front-end spoke from it | self-corrected to it |",
+             "|---|---|---|---|---|---|---|---|"]
     for row in per_level(points):
         lines.append(f"| {row.level} | {row.n} | {f(row.mean_ratio)} | {f(row.mean_to_final)} | "
-                     f"{f(row.mean_to_reference)} ({row.n_reference}) | {row.reached} | {row.switched} |")
+                     f"{f(row.mean_to_reference)} ({row.n_reference}) | {row.reached} | {row.spoke} | "
+                     f"{row.switched} |")
     return "\n".join(lines)

@@ -38,10 +38,14 @@ def test_points_sharpen_towards_the_final_oracle(run) -> None:
     assert points[0].to_final < 0.3 and points[0].hint_level < points[-1].hint_level == 5
     assert points[0].to_reference < points[-1].to_reference
     assert all(p.reached_t is not None for p in points) and any(p.switched for p in points)
+    # the front-end spoke from the first revision ("let me think") before it corrected itself to the final one:
+    # "spoke from it" counts both, "self-corrected to it" only the final
+    assert points[0].spoke and not points[0].switched and points[-1].spoke and points[-1].switched
     rows = per_level(points)
+    assert sum(r.spoke for r in rows) >= 2 and sum(r.switched for r in rows) < sum(r.spoke for r in rows)
     assert sum(r.n for r in rows) == len(points) and rows[5].mean_to_final is not None
     table = level_table_markdown(points)
-    assert table.count("\n") == 7 and "| 5 |" in table
+    assert table.count("\n") == 7 and "| 5 |" in table and "front-end spoke from it" in table
 
 
 def test_figure_colours_levels_and_draws_the_means(run) -> None:
