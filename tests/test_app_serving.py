@@ -122,11 +122,14 @@ def test_a_shorter_prefix_keeps_the_longer_tail():
     assert d.switch_at is None and d.words == words
 
 
-def test_a_contradiction_switches_at_the_first_contradicted_word():
+def test_a_contradiction_restarts_the_sentence_of_the_first_contradicted_word():
     d = decide("mont blanc at four thousand".split(), ["mont", "blanc", "at"], "mount elbrus at five".split())
     assert d.switch_at == 0 and d.said == [] and d.words == "mount elbrus at five".split()
     d = decide("it is paris".split(), ["It", "is,", "paris"], "it is lyon".split())
-    assert d.switch_at == 2 and d.said == ["it", "is"]          # case and punctuation do not contradict
+    assert d.switch_at == 0 and d.said == []   # a clean sentence: "it is paris — no, wait, it is lyon"
+    old = "Paris is big. It has a river".split()
+    d = decide(old, old[:5], "Paris is big. Lyon has two rivers".split())
+    assert d.switch_at == 3 and d.said == ["Paris", "is", "big."]  # the finished sentence stays said
 
 
 def test_prefix_helpers():

@@ -97,12 +97,13 @@ def test_self_corrects_when_a_newer_oracle_contradicts_what_was_said():
     assert correction.revision == 2
     assert correction.abandoned_text.startswith("The capital of Australia is Sydney,")
     assert "Canberra" in correction.new_text
-    # it switches mid-sentence: a repair, then the new oracle from the first contradicted word on
+    # it switches mid-sentence: a repair, then the new oracle's sentence again from its start (a clean sentence,
+    # not "... no, wait, Canberra, in the south east.")
     before, after = d.text().split("Sydney,", 1)
     assert before.strip() == "The capital of Australia is"
     words_after = after.split()
-    assert words_after[-5:] == "Canberra, in the south east.".split()
-    assert len(words_after) - 5 <= 4, "at most a word already under way and a short repair"
+    assert words_after[-10:] == "The capital of Australia is Canberra, in the south east.".split()
+    assert len(words_after) - 10 <= 4, "at most a word already under way and a short repair"
     switch = d.outputs[frame].text_piece.strip()  # reported at the audible switch: the repair's first word
     assert switch in {r.split()[0] for r in StandInConfig().repairs}
 

@@ -69,11 +69,21 @@ def common_prefix(a: Sequence[str], b: Sequence[str]) -> int:
     return n
 
 
+def sentence_start(words: Sequence[str], k: int) -> int:
+    """Index of the first word of the sentence that holds ``words[k]`` (0 when no sentence ended before it)."""
+    for i in range(min(k, len(words)), 0, -1):
+        if words[i - 1].rstrip("\"')»”").endswith((".", "!", "?")):
+            return i
+    return 0
+
+
 def decide(words: Sequence[str], said: Sequence[str], new: Sequence[str]) -> Decision:
     """Take in a newer (possibly still partial) answer ``new`` for an answer ``words`` of which ``said`` was said.
 
-    If ``new`` contradicts a word already said, switch there (the caller says a repair and goes on from the
-    first contradicted word). Otherwise carry on: the unsaid rest becomes ``new``'s, except where ``new`` is
+    If ``new`` contradicts a word already said, switch: the caller takes back the words said from the start of
+    the sentence that holds the first contradicted word, says a repair and restarts that sentence cleanly from
+    ``new`` ("The toys are — no, wait, the tallest mountain is …", not "… no, wait, tallest mountain").
+    Otherwise carry on: the unsaid rest becomes ``new``'s, except where ``new`` is
     only a shorter prefix of the old answer, whose longer tail stays (the oracle may have been cut by a
     restart; nothing contradicts the tail).
     """
@@ -81,4 +91,5 @@ def decide(words: Sequence[str], said: Sequence[str], new: Sequence[str]) -> Dec
     if k is None:
         keep = list(words) if common_prefix(words, new) >= len(new) else list(new)
         return Decision(words=keep, said=list(said), switch_at=None)
-    return Decision(words=list(new), said=list(new[:k]), switch_at=k)
+    start = sentence_start(new, k)
+    return Decision(words=list(new), said=list(new[:start]), switch_at=start)
