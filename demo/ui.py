@@ -87,20 +87,22 @@ def build_app(gpu: Callable[[Callable], Callable] | None = None, hardware: hw.Ha
     dialogues = library.training_dialogue_ids()
     with gr.Blocks(title="KAME studio", analytics_enabled=False, delete_cache=(1800, 7200)) as app:
         state = gr.State(None, delete_callback=views.discard_session)  # private files go with the session
-        gr.Markdown("# KAME studio\nTandem speech-to-speech (KAME, arXiv 2510.02327): the four token streams of a "
-                    "session — " + ", ".join(LANES[1:]) + " — on one clock. Every run carries a provenance badge.")
+        gr.Markdown("**KAME studio** · tandem speech-to-speech (KAME, arXiv 2510.02327): the four token streams — "
+                    + ", ".join(LANES[1:]) + " — on one clock; every run carries a provenance badge.",
+                    elem_id="kame-title")
         gr.Markdown(hardware.header_line(_front_end_choice()), elem_id="kame-hardware")
-        with gr.Accordion("About: hardware, weights, keys, settings", open=False):
-            gr.Markdown(hw.ABOUT)
-        with gr.Row():
+        with gr.Row(equal_height=True, elem_id="kame-bar"):  # one compact bar: the plot stays in view
             choice = gr.Dropdown(names, value=names[0] if names else None, label="Scenario (scenarios folder)",
-                                 elem_id="kame-picker",
+                                 elem_id="kame-picker", scale=3,
                                  info=None if names else library.NO_SCENARIOS.format(folder=library.scenarios_dir()))
             dialogue = gr.Dropdown(dialogues, value=None, label="…or a training dialogue (KAME dataset layout)",
+                                   scale=2,
                                    info=None if dialogues else "set KAME_TRAINING_DIR to a folder with audio/ and text/")
-            upload = gr.File(label="…or a scenario file (.kame), or a zipped official KAME server log folder",
-                             file_types=[".kame", ".zip"], type="filepath")
-            download = gr.DownloadButton("Download this scenario (.kame)", value=None)
+            upload = gr.UploadButton("Open a .kame file or an official KAME log (.zip)", file_types=[".kame", ".zip"],
+                                     type="filepath", scale=1, elem_id="kame-upload")
+            download = gr.DownloadButton("Download this scenario (.kame)", value=None, scale=1)
+        with gr.Accordion("About: hardware, weights, keys, settings", open=False):
+            gr.Markdown(hw.ABOUT)
         status = gr.Markdown(elem_id="kame-status")
 
         with gr.Tabs() as tabs:

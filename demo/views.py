@@ -95,16 +95,15 @@ def _default_run(loaded: library.LoadedScenario) -> str:
 
 def status_markdown(loaded: library.LoadedScenario) -> str:
     s = loaded.scenario
-    lines = [f"### {loaded.title}", f"**{_ORIGINS.get(loaded.origin, loaded.origin)}** · {len(s.runs)} run(s): "
-             + ", ".join(f"{run_label(k, t)} — *{provenance_badge(t, recorded=loaded.recorded).headline}*"
-                         for k, t in s.runs.items())]
-    if s.description:
-        lines.append(s.description)
+    runs = ", ".join(f"{run_label(k, t)} — *{provenance_badge(t, recorded=loaded.recorded).headline}*"
+                     for k, t in s.runs.items())
+    head = f"**{loaded.title}** · {_ORIGINS.get(loaded.origin, loaded.origin)} · {len(s.runs)} run(s): {runs}"
+    more = [s.description] if s.description else []
     if loaded.category:
-        lines.append(f"Category: {loaded.category}")
+        more.append(f"category: {loaded.category}")
     if loaded.questions:
-        lines.append("Question(s): " + " · ".join(f"“{q}”" for q in loaded.questions))
-    return "\n\n".join(lines)
+        more.append("question(s): " + " · ".join(f"“{q}”" for q in loaded.questions))
+    return head + (f"\n\n<small>{' · '.join(more)}</small>" if more else "")
 
 
 def _error(title: str, err: Exception) -> str:

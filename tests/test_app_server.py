@@ -231,6 +231,11 @@ def test_a_live_upload_opens_in_timeline_and_compare_and_the_picker_says_so(app_
     try:
         chrome.goto(app_url)
         chrome.wait_for(f"{LANE_TEXT}.length >= {len(LANES)}", timeout=120)
+        plot = json.loads(chrome.evaluate("(r => JSON.stringify({top: r.top, height: r.height}))(document"
+                                          ".querySelector('#kame-plot-timeline .main-svg').getBoundingClientRect())"))
+        folder = Path(os.environ.get("KAME_TEST_ARTIFACTS") or REPO / "artifacts")
+        folder.mkdir(parents=True, exist_ok=True)
+        chrome.screenshot(folder / "app_first_page_1600x1000.png", full_page=False)
         chrome.evaluate("Array.from(document.querySelectorAll('button[role=tab]'))"
                         ".find(b => b.textContent.trim() === 'Live').click()")
         chrome.wait_for("!!document.querySelector('#kame-live-input input[type=file]')", timeout=30)
@@ -252,3 +257,4 @@ def test_a_live_upload_opens_in_timeline_and_compare_and_the_picker_says_so(app_
     finally:
         chrome.close()
     assert "Live session (uploaded 'question.wav')" in status and "Live session" in picker and title
+    assert plot["top"] + 450 <= 1000, f"the timeline plot is not in view at 1600x1000: {plot}"
