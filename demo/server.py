@@ -14,6 +14,7 @@ and :func:`serve` runs it with uvicorn. Gradio's file cache is cleaned on a sche
 from __future__ import annotations
 
 import os
+import time
 from typing import Any, Mapping
 
 import gradio as gr
@@ -87,14 +88,14 @@ def serve(blocks: gr.Blocks, host: str, port: int, **gradio_options: Any) -> Non
 
     janitor = session_files.Janitor().start()
     chat = chat_server()
-    if os.environ.get("KAME_WEIGHTS", "").strip():  # the neural model loads and warms before the port opens
-        chat.preload()
+    started = time.perf_counter()
+    chat.preload()  # every model of live sessions loads and warms before the port opens: /readyz is true then
     app = create_app(blocks, chat, **gradio_options)
     shown = "127.0.0.1" if host in ("0.0.0.0", "::") else host
     front = (f"the neural front-end {os.environ['KAME_WEIGHTS'].strip()}" if os.environ.get("KAME_WEIGHTS", "").strip()
              else "the CPU stand-in (not the trained model; set KAME_WEIGHTS for the neural front-end)")
-    print(f"KAME studio at http://{shown}:{port}/ (live protocol at ws://{shown}:{port}/api/chat); live sessions "
-          f"run {front}", flush=True)
+    print(f"KAME studio ready at http://{shown}:{port}/ in {time.perf_counter() - started:.1f} s (live protocol at "
+          f"ws://{shown}:{port}/api/chat; /healthz, /readyz, /metrics); live sessions run {front}", flush=True)
     try:
         uvicorn.run(app, host=host, port=port, log_level=os.environ.get("KAME_LOG_LEVEL", "warning"),
                     timeout_graceful_shutdown=5)

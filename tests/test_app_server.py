@@ -208,6 +208,15 @@ def test_only_session_files_are_served_and_the_api_lists_no_unnamed_endpoint(app
     assert all(name.strip("/") and name != "/False" for name in endpoints)
 
 
+def test_the_app_was_ready_when_it_listened_and_reports_metrics(app_url):
+    """The live stack loads before the port opens: the first request already finds it ready."""
+    status, body = _http_get(app_url + "readyz")
+    assert status == 200 and b'"ready":true' in body.replace(b" ", b"")
+    status, body = _http_get(app_url + "metrics")
+    assert status == 200 and b"kame_sessions_active" in body and b"kame_frames_total" in body
+    assert _http_get(app_url + "healthz")[0] == 200
+
+
 def test_uploads_over_the_size_limit_are_refused(app_url):
     """Bug 7: anonymous uploads are capped (demo.server.MAX_UPLOAD)."""
     import requests

@@ -31,13 +31,25 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--max-sessions", type=int, default=None,
                         help="sessions at once (0: no limit; default 2 on the CPU stack, the pool size with "
                              "--weights)")
-    parser.add_argument("--max-session-s", type=float, default=300.0, help="longest session (s of audio)")
+    defaults = Limits()
+    parser.add_argument("--max-session-s", type=float, default=defaults.max_session_s,
+                        help="longest session (s of audio received)")
+    parser.add_argument("--first-audio-s", type=float, default=defaults.first_audio_s,
+                        help="close a session that sends no audio this long after the handshake")
+    parser.add_argument("--idle-s", type=float, default=defaults.idle_s,
+                        help="close a session whose audio stops this long")
+    parser.add_argument("--max-wall-s", type=float, default=defaults.max_wall_s,
+                        help="longest session in wall-clock seconds, whatever the client sends")
     parser.add_argument("--sessions-dir", type=Path, default=None,
                         help=f"where sessions are saved (default: KAME_SESSIONS_DIR or {default_sessions_dir()})")
     parser.add_argument("--log-level", default="info")
     args = parser.parse_args(argv)
     if args.port <= 0 or args.port >= 65536:
         parser.error(f"--port {args.port} is outside 1..65535")
+    for name in ("max_session_s", "first_audio_s", "idle_s", "max_wall_s"):
+        value = getattr(args, name)
+        if not 0 < value < 86400:  # NaN fails too
+            parser.error(f"--{name.replace('_', '-')} {value}: a number of seconds above 0 and below a day")
     try:
         choice = FrontEndChoice.from_args(args)
     except ValueError as err:
@@ -48,7 +60,8 @@ def main(argv: list[str] | None = None) -> None:
                                        front_end=choice),
                         max_sessions=max_sessions or None,
                         sessions_dir=args.sessions_dir or default_sessions_dir(),
-                        limits=Limits(max_session_s=args.max_session_s))
+                        limits=Limits(max_session_s=args.max_session_s, first_audio_s=args.first_audio_s,
+                                      idle_s=args.idle_s, max_wall_s=args.max_wall_s))
     import uvicorn
 
     from ..neural.loading import CheckpointUnavailable

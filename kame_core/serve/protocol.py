@@ -56,6 +56,14 @@ class Limits:
     #: messages that are not the protocol (empty, text frames, unknown kinds, non-Opus bytes) tolerated
     #: with a warning each before the connection is closed
     max_bad_messages: int = 20
+    #: after the handshake, the first audio must come within this many seconds (else close 1008)
+    first_audio_s: float = 10.0
+    #: once audio came, a pause in it longer than this closes the session (1008; it is saved)
+    idle_s: float = 20.0
+    #: the longest session in wall-clock seconds, whatever the client sends (1008; it is saved)
+    max_wall_s: float = 330.0
+    #: the most audio one message may decode to (an Opus packet can claim far more than it weighs)
+    max_message_audio_s: float = 10.0
 
 
 class ProtocolError(ValueError):

@@ -17,6 +17,7 @@ from typing import Any, Callable
 
 from ..session import SessionGate
 from . import protocol as P
+from .metrics import CONTENT_TYPE_LATEST, ServerMetrics
 from .session import ChatSession, SessionResult, default_sessions_dir
 
 log = logging.getLogger("kame.serve")
@@ -55,6 +56,21 @@ class ChatServer:
                                   reason=f"{self.max_sessions} live session(s) running, the server's limit")
         self._stack: ServedStack | None = None
         self._stack_lock = asyncio.Lock()
+        self.metrics = ServerMetrics()
+        self.metrics.active.set_function(lambda: self._limit.active)
+
+    def readiness(self) -> tuple[bool, dict[str, Any]]:
+        """(a session can start now, what ``/readyz`` says): models loaded and a free place in every gate."""
+        if self._stack is None:
+            return False, {"ready": False, "why": "the models are not loaded yet"}
+        free: list[int] = []
+        for gate in (self._stack.gate, self._limit):
+            if gate is not None and gate.capacity is not None:
+                free.append(max(0, gate.capacity - gate.active))
+        slots = min(free) if free else None
+        ready = slots is None or slots > 0
+        return ready, {"ready": ready, "free_slots": slots, "active": self.active,
+                       **({} if ready else {"why": "every session slot is in use"})}
 
     @property
     def active(self) -> int:
@@ -62,16 +78,21 @@ class ChatServer:
         return self._limit.active
 
     async def stack(self) -> ServedStack:
-        """The stack, loaded on first use."""
+        """The stack, loaded on first use (if :meth:`preload` did not)."""
         async with self._stack_lock:
             if self._stack is None:
-                self._stack = await asyncio.to_thread(self.load_stack)
+                await asyncio.to_thread(self.preload)
+            assert self._stack is not None
             return self._stack
 
     def preload(self) -> ServedStack:
-        """Load the stack now, before the server listens (a first client is then answered like any other)."""
+        """Load (and warm) the stack now, before the server listens: a first client is then answered like any
+        other, and ``/readyz`` says ready."""
         if self._stack is None:
             self._stack = self.load_stack()
+            if self._stack.neural is not None:
+                for pool in (self._stack.neural.kame, self._stack.neural.moshi):
+                    self.metrics.watch_pool(pool)
         return self._stack
 
     async def handle(self, websocket: Any) -> None:
@@ -91,13 +112,18 @@ class ChatServer:
                 if ticket is None:
                     reason = f"server busy: {gate.reason or 'no free session'}; try again when a session ends"
                     log.warning("refused a session: %s", reason)
+                    self.metrics.refused.labels("pool full" if gate is stack.gate else "server limit").inc()
                     await websocket.close(code=P.CLOSE_TRY_LATER, reason=reason[:120])
                     return
                 tickets.append(ticket)
             pcm_out = websocket.query_params.get("audio", "opus") == "pcm"
             session = ChatSession(stack.make_runner, self.sessions_dir, self.limits, pcm_out=pcm_out,
-                                  head_start_s=self.head_start_s, components=stack.components)
+                                  head_start_s=self.head_start_s, components=stack.components,
+                                  metrics=self.metrics.tap())
+            self.metrics.started.inc()
             result = await session.serve(_StarletteConnection(websocket))
+            self.metrics.closed.labels(str(result.close_code) if result.close_code is not None
+                                       else "client gone").inc()
             self.results.append(result)
             del self.results[:-50]
         finally:
@@ -106,8 +132,24 @@ class ChatServer:
                     ticket.release()
 
     def mount(self, app: Any, path: str = ROUTE) -> None:
-        """Add the websocket route to a FastAPI / Starlette ``app``."""
+        """Add the websocket route and ``GET /healthz`` (alive), ``/readyz`` (200 only when a session can start
+        now; JSON with the free slots), ``/metrics`` (Prometheus text) to a FastAPI / Starlette ``app``."""
+        from starlette.responses import JSONResponse, PlainTextResponse, Response
+
+        async def healthz(request: Any) -> Any:
+            return PlainTextResponse("alive\n")
+
+        async def readyz(request: Any) -> Any:
+            ready, body = self.readiness()
+            return JSONResponse(body, status_code=200 if ready else 503)
+
+        async def metrics(request: Any) -> Any:
+            return Response(self.metrics.exposition(), media_type=CONTENT_TYPE_LATEST)
+
         app.router.add_websocket_route(path, self.handle)  # Starlette's route: the handler gets the WebSocket
+        app.router.add_route("/healthz", healthz, methods=["GET"], include_in_schema=False)
+        app.router.add_route("/readyz", readyz, methods=["GET"], include_in_schema=False)
+        app.router.add_route("/metrics", metrics, methods=["GET"], include_in_schema=False)
 
 
 class _StarletteConnection:
@@ -159,14 +201,25 @@ def stack_from_cpu(llm: str = "offline", tts: str = "auto", whisper_model: str |
 def served_stack(stack: Any, gate: Any = None) -> ServedStack:
     """What the protocol serves from a :class:`kame_core.pipelines.stack.Stack`: KAME runners on the session's
     clock; the local oracle LLM warmed now (not in the first session); a neural stack's pool bounds it."""
-    warm = getattr(stack.llm, "load", None)
-    if callable(warm):
-        warm()
+    warm_stack(stack)
     words = " · ".join(f"{role.replace('_', ' ')}: {what}" for role, what in stack.components.items())
     if gate is None and stack.neural is not None:
         gate = pool_gate(stack.neural.pool("kame").capacity)
     return ServedStack(make_runner=lambda clock: stack.runner("kame", clock=clock), components=words, gate=gate,
                        neural=stack.neural)
+
+
+def warm_stack(stack: Any) -> None:
+    """Load and warm every model before the first session: the local oracle LLM, the TTS (one word), and one
+    second of silence through a KAME session (STT, front-end; a pool slot is taken and given back)."""
+    import numpy as np
+
+    warm = getattr(stack.llm, "load", None)
+    if callable(warm):
+        warm()
+    stack.tts.synthesize("Hello.")
+    with stack.session("kame") as runner:
+        runner.run_sync(np.zeros(24000, np.float32))
 
 
 def pool_gate(size: int) -> SessionGate:

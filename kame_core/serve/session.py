@@ -59,9 +59,10 @@ class StreamSink:
     server knows it (the user's turn got its final transcript), read from the trace (``trace_of``)."""
 
     def __init__(self, post: Callable[[list[bytes]], None], pcm_out: bool,
-                 trace_of: Callable[[], SessionTrace | None] = lambda: None) -> None:
+                 trace_of: Callable[[], SessionTrace | None] = lambda: None, metrics: Any = None) -> None:
         import sphn
 
+        self._metrics = metrics  # a SessionMetricsTap, or None
         self._post = post
         self._opus = None if pcm_out else sphn.OpusStreamWriter(SAMPLE_RATE)
         self._onsets = LiveOnsets()
@@ -97,6 +98,10 @@ class StreamSink:
                        "audio_start": None if onset.audio_onset is None else round(onset.audio_onset, 3)}
             self.turns.append(message)
             out.append(P.json_message(message))
+            if self._metrics is not None:
+                self._metrics.on_onset(onset.latency_s or 0.0)
+        if self._metrics is not None:
+            self._metrics.on_frame(frame)
         self._post(out)
 
     def _hint_levels(self) -> list[bytes]:
@@ -149,6 +154,8 @@ class ChatSession:
     head_start_s: float = 0.16
     components: str = ""
     session_id: str = field(default_factory=new_session_id)
+    #: a :class:`~.metrics.SessionMetricsTap` the session's frames are reported to (None: not reported)
+    metrics: Any = None
 
     def __post_init__(self) -> None:
         import sphn
@@ -175,7 +182,8 @@ class ChatSession:
             loop.call_soon_threadsafe(_put_all, outbox, messages)
 
         self._post = post
-        sink = StreamSink(post, self.pcm_out, trace_of=lambda: self.live.source.trace if self.live else None)
+        sink = StreamSink(post, self.pcm_out, trace_of=lambda: self.live.source.trace if self.live else None,
+                          metrics=self.metrics)
         try:
             self.live = await asyncio.to_thread(
                 LiveSession, self.make_runner, head_start_s=self.head_start_s, max_input_s=float("inf"),
@@ -241,10 +249,25 @@ class ChatSession:
     async def _receive_until_end(self, conn: Connection, driver_done: "asyncio.Future[None]"
                                  ) -> tuple[int | None, str, bool]:
         """Read messages until the session must end: (close code or None if the client left, reason, whether
-        to reply ``saved``)."""
+        to reply ``saved``). The time limits (:class:`~.protocol.Limits`) end it whatever the client sends."""
+        loop = asyncio.get_running_loop()
+        started = last_audio = loop.time()
+        limits = self.limits
         while True:
+            now = loop.time()
+            heard = self.received_s > 0
+            deadline = min(started + limits.max_wall_s,
+                           (last_audio + limits.idle_s) if heard else (started + limits.first_audio_s))
             receive = asyncio.ensure_future(conn.receive())
-            done, _ = await asyncio.wait({receive, driver_done}, return_when=asyncio.FIRST_COMPLETED)
+            done, _ = await asyncio.wait({receive, driver_done}, timeout=max(0.0, deadline - now),
+                                         return_when=asyncio.FIRST_COMPLETED)
+            if not done:  # a time limit
+                receive.cancel()
+                if loop.time() >= started + limits.max_wall_s:
+                    return P.CLOSE_POLICY, f"session wall-clock limit of {limits.max_wall_s:.0f} s reached", True
+                if heard:
+                    return P.CLOSE_POLICY, f"no audio for {limits.idle_s:.0f} s: the session was closed", True
+                return P.CLOSE_POLICY, f"no audio within {limits.first_audio_s:.0f} s of the handshake", True
             if receive not in done:
                 receive.cancel()
                 error = self.live.error if self.live is not None else ""
@@ -252,10 +275,13 @@ class ChatSession:
             data = receive.result()
             if data is None:
                 return None, "client disconnected", False
+            before = self.received_s
             try:
                 self._on_message(data)
             except _End as end:
-                return end.code, end.reason, end.code == P.CLOSE_NORMAL
+                return end.code, end.reason, end.code in (P.CLOSE_NORMAL, P.CLOSE_POLICY)
+            if self.received_s > before:
+                last_audio = loop.time()
 
     # -- one message ----------------------------------------------------------------------------------
     def _on_message(self, data: bytes | str) -> None:
@@ -271,7 +297,20 @@ class ChatSession:
         if kind == P.AUDIO:
             if not P.looks_like_ogg(payload):
                 return self._bad_input(f"kind 0x01 payload of {len(payload)} bytes is not an Ogg/Opus page")
-            self._push(np.asarray(self._opus_in.append_bytes(payload), np.float32))
+            try:  # any decoder failure is the client's problem: a warning, a fresh decoder, the session goes on
+                audio = np.asarray(self._opus_in.append_bytes(payload), np.float32).reshape(-1)
+            except Exception as err:  # noqa: BLE001 - sphn raises plain exceptions for bad streams
+                import sphn
+
+                self._opus_in = sphn.OpusStreamReader(SAMPLE_RATE)
+                return self._bad_input(f"Ogg/Opus data that does not decode ({type(err).__name__}: "
+                                       f"{str(err)[:80]}); the decoder was reset")
+            limit = int(self.limits.max_message_audio_s * SAMPLE_RATE)
+            if len(audio) > limit:
+                self._bad_input(f"one message decoded to {len(audio) / SAMPLE_RATE:.1f} s of audio, over "
+                                f"{self.limits.max_message_audio_s:g} s; the rest was dropped")
+                audio = audio[:limit]
+            self._push(audio)
         elif kind == P.PCM:
             try:
                 self._push(P.pcm_from_bytes(payload))

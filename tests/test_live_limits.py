@@ -1,0 +1,200 @@
+"""The live server's limits against hostile clients, on a stack of doubles (no models, real sockets, the
+real-time clock): clients that never send, go quiet, never stop, or send valid but abusive Opus. Each is closed
+with a clear reason and its place given back; the server goes on serving the next user."""
+from __future__ import annotations
+
+import asyncio
+import json
+import socket
+import threading
+import time
+
+import numpy as np
+import pytest
+
+from kame_core.pipelines.stack import Stack
+from kame_core.serve import ChatServer, Limits, standalone_app
+from kame_core.serve import protocol as P
+from kame_core.serve.server import served_stack
+from kame_core.testing.doubles import EchoFrontEnd, ScriptedLLM, ScriptedSTT, ToneTTS, words_at
+
+websockets = pytest.importorskip("websockets")
+sphn = pytest.importorskip("sphn")
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def served(tmp_path_factory):
+    import uvicorn
+
+    stack = Stack(make_stt=lambda: ScriptedSTT([words_at("what is the capital of france", 0.2)]),
+                  make_front_end=EchoFrontEnd, llm=ScriptedLLM(lambda _: "paris"), tts=ToneTTS())
+    server = ChatServer(lambda: served_stack(stack), max_sessions=2, sessions_dir=tmp_path_factory.mktemp("s"),
+                        limits=Limits(first_audio_s=1.0, idle_s=1.0, max_wall_s=3.0, max_bad_messages=50,
+                                      max_message_audio_s=2.0))
+    port = _free_port()
+    uv = uvicorn.Server(uvicorn.Config(standalone_app(server), host="127.0.0.1", port=port, log_level="critical"))
+    thread = threading.Thread(target=uv.run, daemon=True)
+    thread.start()
+    while not uv.started:
+        time.sleep(0.05)
+    yield f"ws://127.0.0.1:{port}/api/chat", server
+    uv.should_exit = True
+    thread.join(30)
+
+
+async def _session(url: str, feed=None) -> tuple[int | None, str, list[dict]]:
+    """Connect, run ``feed(ws)`` (if any) while reading until the server closes; (code, reason, JSON messages)."""
+    seen: list[dict] = []
+    async with websockets.connect(url, max_size=None) as ws:
+        assert await asyncio.wait_for(ws.recv(), 10) == bytes([P.HANDSHAKE])
+
+        async def read() -> None:
+            try:
+                while True:
+                    data = await asyncio.wait_for(ws.recv(), 20)
+                    if isinstance(data, bytes) and data[:1] == bytes([P.EVENT]):
+                        seen.append(json.loads(data[1:]))
+            except websockets.ConnectionClosed:
+                pass
+
+        reader = asyncio.ensure_future(read())
+        if feed is not None:
+            try:
+                await feed(ws)
+            except websockets.ConnectionClosed:
+                pass
+        await reader
+        return ws.close_code, ws.close_reason or "", seen
+
+
+def _wait_idle(server: ChatServer) -> None:
+    end = time.monotonic() + 20
+    while server.active:
+        assert time.monotonic() < end, "a session kept its place"
+        time.sleep(0.05)
+
+
+def test_an_idle_pair_cannot_lock_out_a_talker(served):
+    url, server = served
+
+    async def scenario():
+        idle = [asyncio.ensure_future(_session(url)) for _ in range(2)]
+        await asyncio.sleep(0.3)
+        first = await asyncio.gather(*idle)
+        talker = await _session(url, lambda ws: ws.send(P.message(P.PCM, P.pcm_to_bytes(np.zeros(4800, np.float32)))))
+        return first, talker
+
+    first, talker = asyncio.run(scenario())
+    for code, reason, _ in first:
+        assert code == P.CLOSE_POLICY and "no audio within 1 s" in reason
+    assert talker[0] == P.CLOSE_POLICY and "no audio for 1 s" in talker[1]  # admitted; then it went quiet
+    assert any(m.get("type") == "saved" for m in talker[2]), "a session closed by a limit is saved"
+    _wait_idle(server)
+
+
+def test_a_client_that_never_stops_meets_the_wall_clock_limit(served):
+    url, server = served
+
+    async def forever(ws):
+        t0 = time.monotonic()
+        try:
+            while time.monotonic() - t0 < 10:
+                await ws.send(P.message(P.PCM, P.pcm_to_bytes(np.zeros(1920, np.float32))))
+                await asyncio.sleep(0.08)
+        except websockets.ConnectionClosed:
+            pass
+
+    started = time.monotonic()
+    code, reason, _ = asyncio.run(_session(url, forever))
+    assert code == P.CLOSE_POLICY and "wall-clock limit of 3 s" in reason and time.monotonic() - started < 8
+    _wait_idle(server)
+
+
+def test_valid_but_abusive_opus_is_a_warning_not_a_dead_session(served):
+    url, server = served
+    writer = sphn.OpusStreamWriter(24000)
+    batch = b"".join(writer.append_pcm(np.zeros(1920, np.float32)) for _ in range(100))  # ~8 s in one message
+    other = sphn.OpusStreamWriter(24000)
+    pages = [other.append_pcm(np.zeros(1920, np.float32)) for _ in range(5)]
+    out_of_order = b"".join(p for p in (pages[3], pages[0], pages[4]) if p)
+    garbage = b"OggS" + bytes(range(200))
+
+    async def abuse(ws):
+        for payload in (batch, out_of_order, garbage):
+            await ws.send(P.message(P.AUDIO, payload))
+        await ws.send(P.message(P.PCM, P.pcm_to_bytes(np.zeros(4800, np.float32))))  # still a session
+        await asyncio.sleep(0.5)
+        await ws.send(P.json_message({"type": "end"}))
+
+    code, reason, seen = asyncio.run(_session(url, abuse))
+    warnings = [m["message"] for m in seen if m.get("type") == "warning"]
+    assert code == P.CLOSE_NORMAL, (code, reason, warnings)
+    assert any("over 2 s" in w for w in warnings) or any("does not decode" in w for w in warnings), warnings
+    assert any(m.get("type") == "saved" and m["frames"] > 0 for m in seen)
+    _wait_idle(server)
+
+
+def test_health_readiness_and_metrics_follow_the_sessions(tmp_path):
+    import urllib.error
+    import urllib.request
+
+    import uvicorn
+
+    stack = Stack(make_stt=lambda: ScriptedSTT([words_at("hello there", 0.2)]), make_front_end=EchoFrontEnd,
+                  llm=ScriptedLLM(lambda _: "hi"), tts=ToneTTS())
+    server = ChatServer(lambda: served_stack(stack), max_sessions=2, sessions_dir=tmp_path,
+                        limits=Limits(first_audio_s=1.5, idle_s=1.0))
+    port = _free_port()
+    uv = uvicorn.Server(uvicorn.Config(standalone_app(server), host="127.0.0.1", port=port, log_level="critical"))
+    thread = threading.Thread(target=uv.run, daemon=True)
+    thread.start()
+    while not uv.started:
+        time.sleep(0.05)
+    base = f"http://127.0.0.1:{port}"
+
+    def get(path: str) -> tuple[int, str]:
+        try:
+            with urllib.request.urlopen(base + path, timeout=5) as reply:
+                return reply.status, reply.read().decode()
+        except urllib.error.HTTPError as err:
+            return err.code, err.read().decode()
+
+    try:
+        assert get("/healthz") == (200, "alive\n")
+        code, body = get("/readyz")
+        assert code == 503 and "not loaded" in body  # listening, but no model loaded yet: not ready
+        server.preload()
+        code, body = get("/readyz")
+        assert code == 200 and json.loads(body)["free_slots"] == 2
+
+        async def two_idle():
+            idle = [asyncio.ensure_future(_session(f"ws://127.0.0.1:{port}/api/chat")) for _ in range(2)]
+            await asyncio.sleep(0.5)
+            busy = await asyncio.to_thread(get, "/readyz")
+            return busy, await asyncio.gather(*idle)
+
+        busy, closed = asyncio.run(two_idle())
+        assert busy[0] == 503 and json.loads(busy[1])["free_slots"] == 0
+        assert all(c[0] == P.CLOSE_POLICY for c in closed)
+        _wait_idle(server)
+        assert get("/readyz")[0] == 200
+        talk = asyncio.run(_session(f"ws://127.0.0.1:{port}/api/chat", lambda ws: ws.send(
+            P.message(P.PCM, P.pcm_to_bytes(np.zeros(24000, np.float32))))))
+        assert talk[0] == P.CLOSE_POLICY
+        _wait_idle(server)
+        code, text = get("/metrics")
+        assert code == 200
+        values = {line.rsplit(" ", 1)[0]: float(line.rsplit(" ", 1)[1]) for line in text.splitlines()
+                  if line and not line.startswith("#")}
+        assert values["kame_sessions_started_total"] == 3 and values["kame_sessions_active"] == 0
+        assert values['kame_sessions_closed_total{code="1008"}'] == 3
+        assert values["kame_frames_total"] >= 12  # the talker's second of audio, frame by frame
+    finally:
+        uv.should_exit = True
+        thread.join(30)
