@@ -23,6 +23,7 @@ from fastapi.responses import FileResponse
 
 from kame_core.serve import ROUTE as CHAT_ROUTE
 from kame_core.serve import ChatServer, ServedStack, default_sessions_dir
+from kame_core.serve.access import Access
 from kame_core.serve.server import served_stack
 
 from . import session_files
@@ -61,7 +62,8 @@ def chat_server(env: Mapping[str, str] | None = None) -> ChatServer:
         live = live_stack()  # the local oracle LLM is warmed before the first handshake
         return served_stack(live.stack, gate=live.gate)
 
-    return ChatServer(load, max_sessions=limit if limit > 0 else None, sessions_dir=default_sessions_dir(dict(env)))
+    return ChatServer(load, max_sessions=limit if limit > 0 else None, sessions_dir=default_sessions_dir(dict(env)),
+                      access=Access.from_env(env))
 
 
 def create_app(blocks: gr.Blocks, chat: ChatServer | None = None, **gradio_options: Any) -> FastAPI:
@@ -88,6 +90,9 @@ def serve(blocks: gr.Blocks, host: str, port: int, **gradio_options: Any) -> Non
 
     janitor = session_files.Janitor().start()
     chat = chat_server()
+    if host not in ("127.0.0.1", "localhost", "::1") and not chat.access.token:
+        print(f"warning: listening on {host} without KAME_TOKEN: any program that reaches this port can open "
+              "/api/chat (cross-site browser pages are refused; set KAME_TOKEN for other clients)", flush=True)
     started = time.perf_counter()
     chat.preload()  # every model of live sessions loads and warms before the port opens: /readyz is true then
     app = create_app(blocks, chat, **gradio_options)

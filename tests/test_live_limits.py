@@ -198,3 +198,65 @@ def test_health_readiness_and_metrics_follow_the_sessions(tmp_path):
     finally:
         uv.should_exit = True
         thread.join(30)
+
+
+def test_access_refuses_cross_site_pages_and_clients_without_the_token():
+    from kame_core.serve.access import Access
+
+    open_ = Access()
+    assert open_.refusal({}, {}) is None                                            # a program: no Origin
+    assert open_.refusal({"origin": "http://127.0.0.1:7860", "host": "127.0.0.1:7860"}, {}) is None  # its page
+    assert "cross-site" in open_.refusal({"origin": "https://evil.example", "host": "127.0.0.1:7860"}, {})
+    allowed = Access(allowed_origins=frozenset({"https://lab.example"}))
+    assert allowed.refusal({"origin": "https://lab.example/", "host": "x:1"}, {}) is None
+    locked = Access(token="s3cret")
+    assert "token" in locked.refusal({}, {})
+    assert "token" in locked.refusal({}, {"token": "s3cre"})
+    assert locked.refusal({}, {"token": "s3cret"}) is None
+    assert locked.refusal({"x-kame-token": "s3cret"}, {}) is None
+    assert locked.refusal({"authorization": "Bearer s3cret"}, {}) is None
+    assert locked.refusal({"origin": "http://h:1", "host": "h:1"}, {}) is None       # the app's own page
+    assert Access.from_env({"KAME_TOKEN": " t ", "KAME_ALLOWED_ORIGINS": "https://A.example/, "}) == \
+        Access(token="t", allowed_origins=frozenset({"https://a.example"}))
+
+
+def test_a_cross_site_page_and_a_wrong_token_are_closed_before_any_session(tmp_path):
+    import uvicorn
+
+    from kame_core.serve.access import Access
+
+    stack = Stack(make_stt=lambda: ScriptedSTT([words_at("hello", 0.2)]), make_front_end=EchoFrontEnd,
+                  llm=ScriptedLLM(lambda _: "hi"), tts=ToneTTS())
+    server = ChatServer(lambda: served_stack(stack), max_sessions=1, sessions_dir=tmp_path,
+                        access=Access(token="s3cret"))
+    server.preload()
+    port = _free_port()
+    uv = uvicorn.Server(uvicorn.Config(standalone_app(server), host="127.0.0.1", port=port, log_level="critical"))
+    thread = threading.Thread(target=uv.run, daemon=True)
+    thread.start()
+    while not uv.started:
+        time.sleep(0.05)
+    url = f"ws://127.0.0.1:{port}/api/chat"
+
+    async def closed(target: str, **headers) -> tuple[int | None, str]:
+        async with websockets.connect(target, additional_headers=headers or None) as ws:
+            with pytest.raises(websockets.ConnectionClosed):
+                while True:
+                    await asyncio.wait_for(ws.recv(), 10)
+            return ws.close_code, ws.close_reason or ""
+
+    try:
+        code, reason = asyncio.run(closed(url + "?token=s3cret", Origin="https://evil.example"))
+        assert code == P.CLOSE_POLICY and "cross-site" in reason
+        code, reason = asyncio.run(closed(url + "?token=wrong"))
+        assert code == P.CLOSE_POLICY and "token" in reason
+        assert server.active == 0 and server.results == []  # no session was ever started
+
+        async def with_token():
+            async with websockets.connect(url + "?token=s3cret") as ws:
+                return await asyncio.wait_for(ws.recv(), 10)
+
+        assert asyncio.run(with_token()) == bytes([P.HANDSHAKE])
+    finally:
+        uv.should_exit = True
+        thread.join(30)

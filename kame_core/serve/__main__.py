@@ -13,6 +13,7 @@ import time
 from pathlib import Path
 
 from ..neural.choice import FrontEndChoice
+from .access import Access
 from .protocol import Limits
 from .server import ROUTE, ChatServer, stack_from_cpu, standalone_app
 from .session import default_sessions_dir
@@ -42,6 +43,11 @@ def main(argv: list[str] | None = None) -> None:
                         help="longest session in wall-clock seconds, whatever the client sends")
     parser.add_argument("--sessions-dir", type=Path, default=None,
                         help=f"where sessions are saved (default: KAME_SESSIONS_DIR or {default_sessions_dir()})")
+    parser.add_argument("--token", default=None,
+                        help="shared token clients must send (?token=, X-KAME-Token or Authorization: Bearer); "
+                             "default KAME_TOKEN; cross-site browser pages are refused either way")
+    parser.add_argument("--allow-origin", action="append", default=[],
+                        help="a web origin allowed to connect (repeatable; also KAME_ALLOWED_ORIGINS)")
     parser.add_argument("--log-level", default="info")
     args = parser.parse_args(argv)
     if args.port <= 0 or args.port >= 65536:
@@ -56,12 +62,23 @@ def main(argv: list[str] | None = None) -> None:
         parser.error(str(err))
     max_sessions = args.max_sessions if args.max_sessions is not None else (None if choice.neural else 2)
     logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(name)s %(levelname)s %(message)s")
+    import os
+
+    env_access = Access.from_env(os.environ)
+    access = Access(token=(args.token if args.token is not None else env_access.token).strip(),
+                    allowed_origins=env_access.allowed_origins | {o.strip().rstrip("/").lower()
+                                                                  for o in args.allow_origin if o.strip()})
+    if args.host not in ("127.0.0.1", "localhost", "::1") and not access.token:
+        logging.getLogger("kame.serve").warning(
+            "listening on %s without a token: anyone who can reach this port can talk to the model "
+            "(set --token or KAME_TOKEN)", args.host)
     server = ChatServer(stack_from_cpu(args.llm, args.tts, args.whisper_model, not args.no_small_model,
                                        front_end=choice),
                         max_sessions=max_sessions or None,
                         sessions_dir=args.sessions_dir or default_sessions_dir(),
                         limits=Limits(max_session_s=args.max_session_s, first_audio_s=args.first_audio_s,
-                                      idle_s=args.idle_s, max_wall_s=args.max_wall_s))
+                                      idle_s=args.idle_s, max_wall_s=args.max_wall_s),
+                        access=access)
     import uvicorn
 
     from ..neural.loading import CheckpointUnavailable

@@ -17,6 +17,7 @@ from typing import Any, Callable
 
 from ..session import SessionGate
 from . import protocol as P
+from .access import Access
 from .metrics import CONTENT_TYPE_LATEST, ServerMetrics
 from .session import ChatSession, SessionResult, default_sessions_dir
 
@@ -48,6 +49,8 @@ class ChatServer:
     sessions_dir: Path = field(default_factory=default_sessions_dir)
     limits: P.Limits = field(default_factory=P.Limits)
     head_start_s: float = 0.16
+    #: who may connect (cross-site pages never; a token when set)
+    access: Access = field(default_factory=Access)
     #: how each session ended, newest last (for tests and logs; bounded)
     results: list[SessionResult] = field(default_factory=list)
 
@@ -97,7 +100,13 @@ class ChatServer:
 
     async def handle(self, websocket: Any) -> None:
         """One websocket connection (Starlette ``WebSocket``), from accept to close."""
+        refused = self.access.refusal(websocket.headers, websocket.query_params)
         await websocket.accept()
+        if refused is not None:
+            log.warning("refused a connection: %s", refused)
+            self.metrics.refused.labels("access").inc()
+            await websocket.close(code=P.CLOSE_POLICY, reason=refused[:120])
+            return
         try:
             stack = await self.stack()
         except Exception as err:  # noqa: BLE001 - a stack that cannot load is told to the client
