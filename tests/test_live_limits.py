@@ -260,3 +260,30 @@ def test_a_cross_site_page_and_a_wrong_token_are_closed_before_any_session(tmp_p
     finally:
         uv.should_exit = True
         thread.join(30)
+
+
+def test_a_raw_connection_that_never_sends_a_request_is_closed(tmp_path):
+    import uvicorn
+
+    from kame_core.serve.server import http_protocol
+
+    server = ChatServer(lambda: None, sessions_dir=tmp_path)  # never loaded: nobody gets that far
+    port = _free_port()
+    uv = uvicorn.Server(uvicorn.Config(standalone_app(server), host="127.0.0.1", port=port, log_level="critical",
+                                       http=http_protocol(), timeout_keep_alive=1))
+    thread = threading.Thread(target=uv.run, daemon=True)
+    thread.start()
+    while not uv.started:
+        time.sleep(0.05)
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=10) as raw:
+            started = time.monotonic()
+            assert raw.recv(1) == b""  # the server closed it (a timeout here would raise)
+            assert time.monotonic() - started < 5
+        import urllib.request
+
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz", timeout=5) as reply:
+            assert reply.status == 200  # ordinary requests are served as before
+    finally:
+        uv.should_exit = True
+        thread.join(30)

@@ -236,6 +236,21 @@ def pool_gate(size: int) -> SessionGate:
     return SessionGate(capacity=size, reason=f"all {size} session slots of the model are in use")
 
 
+def http_protocol() -> type:
+    """uvicorn's h11 HTTP protocol, closing a connection that sends no request within uvicorn's keep-alive
+    timeout (``timeout_keep_alive``, 5 s by default) -- uvicorn arms that timer only after a first response, so a
+    raw TCP connection that never sends a request would stay open. Pass it as ``uvicorn.run(..., http=...)``."""
+    from uvicorn.protocols.http.h11_impl import H11Protocol
+
+    class FirstRequestTimeoutH11(H11Protocol):
+        def connection_made(self, transport: Any) -> None:  # type: ignore[override]
+            super().connection_made(transport)
+            self.timeout_keep_alive_task = self.loop.call_later(self.timeout_keep_alive,
+                                                                self.timeout_keep_alive_handler)
+
+    return FirstRequestTimeoutH11
+
+
 def standalone_app(server: ChatServer) -> Any:
     """A FastAPI app serving only the protocol (``python -m kame_core.serve``)."""
     from fastapi import FastAPI
