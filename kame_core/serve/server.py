@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from ..session import SessionGate
+from ..session import SessionGate, SessionStore
 from . import protocol as P
 from .access import Access
 from .metrics import CONTENT_TYPE_LATEST, ServerMetrics
@@ -92,6 +92,10 @@ class ChatServer:
         """Load (and warm) the stack now, before the server listens: a first client is then answered like any
         other, and ``/readyz`` says ready."""
         if self._stack is None:
+            recovered = SessionStore(Path(self.sessions_dir)).recover()  # what a crash left, saved first
+            if recovered:
+                log.warning("recovered %d session(s) a crash had left unfinished: %s", len(recovered),
+                            ", ".join(p.name for p in recovered))
             self._stack = self.load_stack()
             if self._stack.neural is not None:
                 for pool in (self._stack.neural.kame, self._stack.neural.moshi):

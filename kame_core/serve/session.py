@@ -29,6 +29,7 @@ from ..metrics import LiveOnsets
 from ..neural.choice import NeuralModels
 from ..neural.pool import PoolFull
 from ..session import FrameOut, LiveSession, SessionStore
+from ..session.journal import SessionJournal
 from ..session.store import default_sessions_dir, new_session_id, session_file
 from ..trace import EventKind, SessionTrace
 from . import protocol as P
@@ -36,6 +37,9 @@ from . import protocol as P
 __all__ = ["ChatSession", "Connection", "SessionResult", "StreamSink", "default_sessions_dir", "session_file"]
 
 log = logging.getLogger("kame.serve")
+
+#: the title of a session saved by the protocol
+TITLE = "Talk session (live protocol)"
 
 
 class Connection(Protocol):
@@ -184,10 +188,13 @@ class ChatSession:
         self._post = post
         sink = StreamSink(post, self.pcm_out, trace_of=lambda: self.live.source.trace if self.live else None,
                           metrics=self.metrics)
+        journal = SessionJournal(self.store.journal(self.session_id), session_id=self.session_id, title=TITLE,
+                                 components=self.components,
+                                 trace_of=lambda: self.live.source.trace if self.live else None)
         try:
             self.live = await asyncio.to_thread(
                 LiveSession, self.make_runner, head_start_s=self.head_start_s, max_input_s=float("inf"),
-                sink=sink, on_end=lambda: loop.call_soon_threadsafe(_resolve, driver_done))
+                sink=sink, on_end=lambda: loop.call_soon_threadsafe(_resolve, driver_done), journal=journal)
         except PoolFull as err:  # every slot of the model is taken (another door took the last one)
             reason = f"server busy: {err}"
             log.warning("session %s refused: %s", self.session_id, reason)
@@ -357,10 +364,13 @@ class ChatSession:
             log.error("session %s: the driver did not stop within %.0f s", self.session_id, timeout_s)
             return None, 0
         if trace is None or trace.n_frames == 0:
+            if live.journal is not None:
+                live.journal.discard()
             return None, 0
-        saved = await asyncio.to_thread(self.store.save, self.session_id, {"kame": trace},
-                                        title="Talk session (live protocol)", components=self.components,
-                                        tags=("live", "talk"))
+        saved = await asyncio.to_thread(self.store.save, self.session_id, {"kame": trace}, title=TITLE,
+                                        components=self.components, tags=("live", "talk"))
+        if live.journal is not None:
+            live.journal.discard()  # saved: the journal that covered a crash is no longer needed
         return saved.path, trace.n_frames
 
 

@@ -45,10 +45,12 @@ class LiveSession:
 
     def __init__(self, make_runner: Callable[[Clock], SessionDriver], *, head_start_s: float = 0.16,
                  max_input_s: float = MAX_INPUT_S, sink: FrameSink | None = None,
-                 on_end: Callable[[], None] | None = None) -> None:
+                 on_end: Callable[[], None] | None = None, journal: Any = None) -> None:
         self.runner = make_runner(RealTimeClock())
         self.head_start_s, self.max_input_s = head_start_s, max_input_s
         self.sink, self.on_end = sink, on_end
+        #: a :class:`~.journal.SessionJournal` the frames are also written to (flushed when the driver ends)
+        self.journal = journal
         self.source = LiveSource()
         self.received_s = 0.0
         self.error = ""
@@ -127,12 +129,21 @@ class LiveSession:
             self._thread = threading.Thread(target=self._run, name="kame-talk-session", daemon=True)
             self._thread.start()
 
+    def on_frame(self, frame: Any) -> None:
+        """The runner's sink: the transport's, then the journal."""
+        if self.sink is not None:
+            self.sink.on_frame(frame)
+        if self.journal is not None:
+            self.journal.on_frame(frame)
+
     def _run(self) -> None:
         try:
-            self.trace = self.runner.run_sync(self.source, self.sink)
+            self.trace = self.runner.run_sync(self.source, self)
         except BaseException as err:  # noqa: BLE001 - reported through ``error`` (and the transport)
             self.error = f"{type(err).__name__}: {err}"
         finally:
             release_front_end(self.runner)  # the pool slot is free again, however the session ended
+            if self.journal is not None:
+                self.journal.close()
             if self.on_end is not None:
                 self.on_end()

@@ -56,6 +56,26 @@ class SessionStore:
     def path(self, session_id: str) -> Path:
         return session_file(self.folder, session_id)
 
+    @property
+    def journal_root(self) -> Path:
+        """Where live sessions are journaled while they run (``.journal``: never a session id)."""
+        return Path(self.folder) / ".journal"
+
+    def journal(self, session_id: str) -> Path:
+        self.path(session_id)  # validates the id
+        return self.journal_root / session_id
+
+    def recover(self) -> list[Path]:
+        """Save every session a crash left in the journal, marked incomplete; their files."""
+        from .journal import INCOMPLETE_NOTE, recover_journals
+
+        def save(session_id: str, trace: SessionTrace, head: dict) -> Path:
+            title = f"{head.get('title') or 'Live session'} ({INCOMPLETE_NOTE})"
+            return self.save(session_id, {"kame": trace}, title=title, components=str(head.get("components", "")),
+                             tags=("live", "incomplete")).path
+
+        return recover_journals(self.journal_root, save)
+
     def save(self, session_id: str, runs: Mapping[str, SessionTrace], *, title: str, components: str,
              tags: Sequence[str] = ("live",)) -> SavedSession:
         """Save ``runs`` (run id -> trace) as one scenario named ``session_id``."""
