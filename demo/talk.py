@@ -361,6 +361,9 @@ TALK_JS = r"""
   async function start() {
     if (T.state !== 'idle') return;
     reset(); T.state = 'starting'; setStatus('asking for the microphone …');
+    // this page's secret for the session it makes: only it can open the saved session again (256 random bits)
+    T.claim = Array.from(crypto.getRandomValues(new Uint8Array(32)), function (b) {
+      return b.toString(16).padStart(2, '0'); }).join('');
     $('kame-talk-start').disabled = true;
     try {
       T.stream = await navigator.mediaDevices.getUserMedia({audio: {echoCancellation: true,
@@ -374,7 +377,7 @@ TALK_JS = r"""
       T.ctx.createMediaStreamSource(T.stream).connect(T.capture);
       await T.ctx.resume();
       var url = (location.protocol === 'https:' ? 'wss://' : 'ws://') + location.host +
-        location.pathname.replace(/\/[^\/]*$/, '') + '/api/chat?audio=pcm';
+        location.pathname.replace(/\/[^\/]*$/, '') + '/api/chat?audio=pcm&claim=' + T.claim;
       setStatus('connecting (the first session loads the models) …');
       var ws = T.ws = new WebSocket(url);
       ws.binaryType = 'arraybuffer';
@@ -431,7 +434,7 @@ TALK_JS = r"""
     if (!id) { setStatus('ended (' + T.closeCode + (T.closeReason ? ': ' + T.closeReason : '') + ')'); return; }
     setStatus('saved as ' + id + ' — opening it in Timeline');
     var box = document.querySelector('#KAME_ID textarea, #KAME_ID input');
-    box.value = id; box.dispatchEvent(new Event('input', {bubbles: true}));
+    box.value = id + ' ' + T.claim; box.dispatchEvent(new Event('input', {bubbles: true}));
     setTimeout(function () { document.querySelector('#KAME_OPEN').click(); }, 300);
   }
 

@@ -562,17 +562,22 @@ def mic_stop(modes: list[str] | None, state: Any = None) -> tuple[Any, str, Any,
 
 # ------------------------------------------------------------------------------------------------ talk
 def open_talk_session(session_id: str | None, state: Any = None, *, sessions_dir: Path | None = None):
-    """Open a session saved by the live protocol (the Talk tab's Stop fills in its id). Returns (session,
+    """Open a session saved by the live protocol: ``"ID CLAIM"`` (the Talk tab's Stop fills both in; the claim is
+    the page's secret, so only the browser session that made a talk session can open it). Returns (session,
     status, figure, summary rows, audio, run ids, selected run, scenario file for download); a malformed or
-    unknown id is refused with a message. The file is copied into the user's private folder (served there)."""
+    unknown id, or a wrong claim, is refused with a message. The file is copied into the user's private folder."""
     from kame_core.serve import default_sessions_dir, session_file
+    from kame_core.session import SessionStore
 
     session = session_of(state)
     folder = sessions_dir or default_sessions_dir()
     try:
-        path = session_file(folder, (session_id or "").strip())
+        sid, _, claim = (session_id or "").strip().partition(" ")
+        path = session_file(folder, sid)
         if not path.is_file():
-            raise ScenarioError("session", f"no saved session {session_id!r} in {folder}")
+            raise ScenarioError("session", f"no saved session {sid!r} in {folder}")
+        if not SessionStore(Path(folder)).owns(sid, claim.strip()):
+            raise ScenarioError("session", f"talk session {sid!r} was not made in this browser session")
         copy = session.files() / path.name
         shutil.copyfile(path, copy)
     except (ValueError, OSError) as err:

@@ -167,3 +167,26 @@ def test_the_sink_says_which_revision_is_heard_and_its_hint_level_once_known():
     again = trace.add_event(1.1, EventKind.STT_FINAL, text="")
     sink.on_frame(FrameOut(9, 0.8, FrameRecord(), quiet, quiet, (again,)))
     assert messages() == []  # told once; only a changed level is told again
+
+
+def test_a_talk_session_opens_only_with_the_claim_of_the_page_that_made_it(tmp_path):
+    from demo import views
+    from kame_core.pipelines.stack import Stack
+    from kame_core.session import SessionStore
+    from kame_core.testing.doubles import EchoFrontEnd, ScriptedLLM, ScriptedSTT, ToneTTS, words_at
+
+    stack = Stack(make_stt=lambda: ScriptedSTT([words_at("hello there", 0.2)]), make_front_end=EchoFrontEnd,
+                  llm=ScriptedLLM(lambda _: "hi"), tts=ToneTTS())
+    with stack.session("kame") as runner:
+        trace = runner.run_sync(np.zeros(24000, np.float32))
+    store, sid, claim = SessionStore(tmp_path), "talk-20260101-000000-abcdef01", "ab" * 32
+    store.save(sid, {"kame": trace}, title="Talk session (live protocol)", components="doubles")
+    store.save_claim(sid, claim)
+    assert (tmp_path / f"{sid}.claim").read_text() != claim  # only its hash is kept
+    for wrong in (sid, f"{sid} {'cd' * 32}", f"{sid} {claim[:-2]}", f"{sid} not-hex"):
+        *first, file = views.open_talk_session(wrong, None, sessions_dir=tmp_path)
+        assert file is None and "not made in this browser session" in first[1], wrong
+    *opened, file = views.open_talk_session(f"{sid} {claim}", None, sessions_dir=tmp_path)
+    assert file is not None and opened[0].loaded.origin == "live"
+    with pytest.raises(ValueError, match="hex"):
+        store.save_claim(sid, "short")

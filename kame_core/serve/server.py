@@ -132,7 +132,7 @@ class ChatServer:
             pcm_out = websocket.query_params.get("audio", "opus") == "pcm"
             session = ChatSession(stack.make_runner, self.sessions_dir, self.limits, pcm_out=pcm_out,
                                   head_start_s=self.head_start_s, components=stack.components,
-                                  metrics=self.metrics.tap())
+                                  metrics=self.metrics.tap(), claim=websocket.query_params.get("claim", "")[:128])
             self.metrics.started.inc()
             result = await session.serve(_StarletteConnection(websocket))
             self.metrics.closed.labels(str(result.close_code) if result.close_code is not None

@@ -160,6 +160,8 @@ class ChatSession:
     session_id: str = field(default_factory=new_session_id)
     #: a :class:`~.metrics.SessionMetricsTap` the session's frames are reported to (None: not reported)
     metrics: Any = None
+    #: the claim of the page that opened the session (``?claim=``): only it can open the saved session in the app
+    claim: str = ""
 
     def __post_init__(self) -> None:
         import sphn
@@ -371,6 +373,11 @@ class ChatSession:
                                         components=self.components, tags=("live", "talk"))
         if live.journal is not None:
             live.journal.discard()  # saved: the journal that covered a crash is no longer needed
+        if self.claim:
+            try:
+                self.store.save_claim(self.session_id, self.claim)
+            except ValueError as err:
+                log.warning("session %s: claim not kept: %s", self.session_id, err)
         return saved.path, trace.n_frames
 
 

@@ -2,6 +2,8 @@
 saving, for every door (the live protocol's sessions folder, the app's private folder per user)."""
 from __future__ import annotations
 
+import hashlib
+import hmac
 import os
 import re
 import time
@@ -14,6 +16,8 @@ from ..scenario import Scenario, save_scenario
 from ..trace import SessionTrace
 
 _ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,99}$")
+#: a claim: what the page that made a session holds to open it again (>= 128 random bits, hex)
+_CLAIM_RE = re.compile(r"^[0-9a-f]{32,128}$")
 
 
 def default_sessions_dir(env: Mapping[str, str] | None = None) -> Path:
@@ -55,6 +59,19 @@ class SessionStore:
 
     def path(self, session_id: str) -> Path:
         return session_file(self.folder, session_id)
+
+    def save_claim(self, session_id: str, claim: str) -> None:
+        """Remember (as its SHA-256) the claim of the page that made ``session_id``; a malformed claim raises."""
+        if not _CLAIM_RE.match(claim or ""):
+            raise ValueError("a claim is 32 to 128 lowercase hex digits")
+        self.path(session_id).with_suffix(".claim").write_text(hashlib.sha256(claim.encode()).hexdigest())
+
+    def owns(self, session_id: str, claim: str) -> bool:
+        """Whether ``claim`` is the one ``session_id`` was made with (constant-time); False without a claim."""
+        stored = self.path(session_id).with_suffix(".claim")
+        if not _CLAIM_RE.match(claim or "") or not stored.is_file():
+            return False
+        return hmac.compare_digest(stored.read_text().strip(), hashlib.sha256(claim.encode()).hexdigest())
 
     @property
     def journal_root(self) -> Path:
