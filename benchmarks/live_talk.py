@@ -25,12 +25,11 @@ Usage: ``python benchmarks/live_talk.py [--max-n 3] [--ns 1,2] [--tail-s 10] [--
 from __future__ import annotations
 
 import argparse
+import contextlib
 import asyncio
 import os
-import socket
 import statistics
 import sys
-import threading
 import time
 from pathlib import Path
 
@@ -41,16 +40,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from kame_core.neural.choice import FrontEndChoice  # noqa: E402
 from kame_core.serve import ChatServer, stack_from_cpu, standalone_app  # noqa: E402
 from kame_core.serve.client import TalkResult, talk  # noqa: E402
+from kame_core.testing.servers import serving  # noqa: E402
 
 QUESTIONS = ("What is the capital city of France?", "How many legs does a spider have?",
              "Who wrote the play Romeo and Juliet?", "What is the boiling point of water?")
 MISSED_GOAL = 1.0
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def _p90(values: list[float]) -> float:
@@ -78,8 +72,6 @@ def main() -> None:
 
     import logging
 
-    import uvicorn
-
     from kame_core.tts import make_tts
 
     logging.basicConfig(level=logging.WARNING)
@@ -92,49 +84,43 @@ def main() -> None:
     pool = served.neural.kame if served.neural is not None else None
     print(f"loaded in {time.perf_counter() - started:.1f} s; front-end: "
           f"{served.neural.describe('kame') if pool is not None else 'CPU stand-in'}", flush=True)
-    port = _free_port()
-    uv = uvicorn.Server(uvicorn.Config(standalone_app(server), host="127.0.0.1", port=port, log_level="warning"))
-    thread = threading.Thread(target=uv.run, daemon=True)
-    thread.start()
-    while not uv.started:
-        time.sleep(0.1)
-    url = f"ws://127.0.0.1:{port}/api/chat"
-    print(f"server at {url}; oracle LLM {args.llm!r}; {os.cpu_count()} cores", flush=True)
-    print("warming up (one session) ...", flush=True)
-    asyncio.run(_round(url, audios[:1], 6.0))
+    with contextlib.ExitStack() as held:
+        if served.neural is not None:
+            held.enter_context(served.neural)  # the pools close after the server stopped
+        port = held.enter_context(serving(standalone_app(server), log_level="warning"))
+        url = f"ws://127.0.0.1:{port}/api/chat"
+        print(f"server at {url}; oracle LLM {args.llm!r}; {os.cpu_count()} cores", flush=True)
+        print("warming up (one session) ...", flush=True)
+        asyncio.run(_round(url, audios[:1], 6.0))
+        _rounds(url, ns, audios, args.tail_s, pool, stop_when_broken=not args.ns)
+
+
+def _rounds(url: str, ns: list[int], audios: list[np.ndarray], tail_s: float, pool, stop_when_broken: bool) -> None:
+    """One round of N clients at once per N, a table row each."""
     step_head = f" {'step med ms':>12} {'step p99 ms':>12} {'per step':>9}" if pool is not None else ""
     print(f"{'N':>2} {'load1':>6} {'frames':>7} {'missed %':>9} {'onset med s':>12} {'onset p90 s':>12} "
           f"{'no onset':>9}{step_head}", flush=True)
-    try:
-        for n in ns:
-            load = os.getloadavg()[0]
-            if pool is not None:
-                pool.step_log.clear()
-            results = asyncio.run(_round(url, [audios[k % len(audios)] for k in range(n)], args.tail_s))
-            frames = sum(r.saved()["frames"] if r.saved() else 0 for r in results)
-            missed = sum(r.missed_deadlines() for r in results)
-            onsets = [o for o in (r.onset_after_question() for r in results) if o is not None]
-            pct = 100.0 * missed / max(1, frames)
-            med = f"{statistics.median(onsets):12.2f}" if onsets else f"{'n/a':>12}"
-            p90 = f"{_p90(onsets):12.2f}" if onsets else f"{'n/a':>12}"
-            steps = ""
-            if pool is not None and pool.step_log:
-                times = sorted(1000 * t for t, _ in pool.step_log)
-                per = statistics.mean(k for _, k in pool.step_log)
-                steps = (f" {statistics.median(times):12.1f} {times[min(len(times) - 1, int(0.99 * len(times)))]:12.1f}"
-                         f" {per:9.2f}")
-            print(f"{n:>2} {load:6.2f} {frames:7d} {pct:9.2f} {med} {p90} {n - len(onsets):9d}{steps}", flush=True)
-            if pct > MISSED_GOAL and not args.ns:
-                print(f"real time broke at N = {n} (missed > {MISSED_GOAL} %); largest N that held: {n - 1}")
-                break
-    finally:
-        uv.should_exit = True
-        thread.join(30)
-        for other in threading.enumerate():
-            if other.name.startswith("kame-talk-"):
-                other.join(60)
-        if served.neural is not None:
-            served.neural.close()
+    for n in ns:
+        load = os.getloadavg()[0]
+        if pool is not None:
+            pool.step_log.clear()
+        results = asyncio.run(_round(url, [audios[k % len(audios)] for k in range(n)], tail_s))
+        frames = sum(r.saved()["frames"] if r.saved() else 0 for r in results)
+        missed = sum(r.missed_deadlines() for r in results)
+        onsets = [o for o in (r.onset_after_question() for r in results) if o is not None]
+        pct = 100.0 * missed / max(1, frames)
+        med = f"{statistics.median(onsets):12.2f}" if onsets else f"{'n/a':>12}"
+        p90 = f"{_p90(onsets):12.2f}" if onsets else f"{'n/a':>12}"
+        steps = ""
+        if pool is not None and pool.step_log:
+            times = sorted(1000 * t for t, _ in pool.step_log)
+            per = statistics.mean(k for _, k in pool.step_log)
+            steps = (f" {statistics.median(times):12.1f} {times[min(len(times) - 1, int(0.99 * len(times)))]:12.1f}"
+                     f" {per:9.2f}")
+        print(f"{n:>2} {load:6.2f} {frames:7d} {pct:9.2f} {med} {p90} {n - len(onsets):9d}{steps}", flush=True)
+        if pct > MISSED_GOAL and stop_when_broken:
+            print(f"real time broke at N = {n} (missed > {MISSED_GOAL} %); largest N that held: {n - 1}")
+            break
 
 
 if __name__ == "__main__":

@@ -23,7 +23,7 @@ import dataclasses
 import os
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import Any, Callable
+from typing import Callable
 
 from kame_core.neural.choice import FrontEndChoice, NeuralModels
 from kame_core.pipelines.stack import GUESS_SYSTEM, Stack, cpu_stack, with_neural

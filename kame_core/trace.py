@@ -126,6 +126,12 @@ class FrameRecord:
     def text_is_padding(self) -> bool:
         return self.text_piece == "" and self.text_token is None
 
+    def to_row(self) -> dict[str, Any]:
+        """The frame as the trace file stores it: one value per name of :data:`FRAME_COLUMNS`."""
+        return {"text_piece": self.text_piece, "text_token": self.text_token, "oracle_token": self.oracle.token,
+                "oracle_piece": self.oracle.piece, "oracle_revision": self.oracle.revision,
+                "oracle_is_start": self.oracle.is_start, "held": self.held}
+
 
 _FRAME_COLUMNS = ("text_piece", "text_token", "oracle_token", "oracle_piece", "oracle_revision",
                   "oracle_is_start", "held")
@@ -218,13 +224,8 @@ class SessionTrace:
         """The trace without audio, as JSON-ready data (columnar frames for compactness)."""
         columns: dict[str, list[Any]] = {name: [] for name in _FRAME_COLUMNS}
         for f in self.frames:
-            columns["text_piece"].append(f.text_piece)
-            columns["text_token"].append(f.text_token)
-            columns["oracle_token"].append(f.oracle.token)
-            columns["oracle_piece"].append(f.oracle.piece)
-            columns["oracle_revision"].append(f.oracle.revision)
-            columns["oracle_is_start"].append(f.oracle.is_start)
-            columns["held"].append(f.held)
+            for name, value in f.to_row().items():
+                columns[name].append(value)
         return {
             "schema_version": SCHEMA_VERSION,
             "mode": self.mode,

@@ -4,7 +4,6 @@ oracle off (not the Moshi baseline) and the cascade, side by side in Compare; a 
 neural front-end; every slot is given back."""
 from __future__ import annotations
 
-import numpy as np
 import pytest
 import soundfile as sf
 

@@ -19,6 +19,7 @@ from kame_core.pipelines.stack import Stack
 from kame_core.scenario import load_scenario
 from kame_core.session import SessionStore
 from kame_core.session.journal import INCOMPLETE_NOTE, SessionJournal
+from kame_core.testing.servers import free_port
 from kame_core.trace import EventKind
 from kame_core.testing.doubles import EchoFrontEnd, ScriptedLLM, ScriptedSTT, ToneTTS, words_at
 from tests.shared_data import REPO
@@ -62,12 +63,6 @@ def test_an_unreadable_journal_is_kept_and_does_not_stop_recovery(tmp_path):
     assert store.recover() == [] and bad.is_dir()
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def _start(port: int, sessions, log) -> subprocess.Popen:
     proc = subprocess.Popen([sys.executable, "-m", "kame_core.serve", "--port", str(port), "--sessions-dir",
                              str(sessions), "--no-small-model"], cwd=REPO, stdout=log, stderr=subprocess.STDOUT,
@@ -87,7 +82,7 @@ def test_kill_9_mid_conversation_loses_at_most_the_last_second(tmp_path):
     from kame_core.serve.client import talk
     from kame_core.tts import make_tts
 
-    sessions, port = tmp_path / "sessions", _free_port()
+    sessions, port = tmp_path / "sessions", free_port()
     question = make_tts("piper").synthesize("What is the capital of France?").audio
     with open(tmp_path / "server.log", "wb") as log:
         proc = _start(port, sessions, log)

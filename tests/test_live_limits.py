@@ -6,8 +6,9 @@ from __future__ import annotations
 import asyncio
 import json
 import socket
-import threading
 import time
+import urllib.error
+import urllib.request
 
 import numpy as np
 import pytest
@@ -17,35 +18,26 @@ from kame_core.serve import ChatServer, Limits, standalone_app
 from kame_core.serve import protocol as P
 from kame_core.serve.server import served_stack
 from kame_core.testing.doubles import EchoFrontEnd, ScriptedLLM, ScriptedSTT, ToneTTS, words_at
+from kame_core.testing.servers import serving
 
 websockets = pytest.importorskip("websockets")
 sphn = pytest.importorskip("sphn")
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+def _doubles(question: str = "what is the capital of france") -> Stack:
+    """Scripted STT and LLM, the echoing front-end, tone speech: no model anywhere."""
+    return Stack(make_stt=lambda: ScriptedSTT([words_at(question, 0.2)]), make_front_end=EchoFrontEnd,
+                 llm=ScriptedLLM(lambda _: "paris"), tts=ToneTTS())
 
 
 @pytest.fixture(scope="module")
 def served(tmp_path_factory):
-    import uvicorn
-
-    stack = Stack(make_stt=lambda: ScriptedSTT([words_at("what is the capital of france", 0.2)]),
-                  make_front_end=EchoFrontEnd, llm=ScriptedLLM(lambda _: "paris"), tts=ToneTTS())
+    stack = _doubles()
     server = ChatServer(lambda: served_stack(stack), max_sessions=2, sessions_dir=tmp_path_factory.mktemp("s"),
                         limits=Limits(first_audio_s=1.0, idle_s=1.0, max_wall_s=3.0, max_bad_messages=50,
                                       max_message_audio_s=2.0))
-    port = _free_port()
-    uv = uvicorn.Server(uvicorn.Config(standalone_app(server), host="127.0.0.1", port=port, log_level="critical"))
-    thread = threading.Thread(target=uv.run, daemon=True)
-    thread.start()
-    while not uv.started:
-        time.sleep(0.05)
-    yield f"ws://127.0.0.1:{port}/api/chat", server
-    uv.should_exit = True
-    thread.join(30)
+    with serving(standalone_app(server)) as port:
+        yield f"ws://127.0.0.1:{port}/api/chat", server
 
 
 async def _session(url: str, feed=None) -> tuple[int | None, str, list[dict]]:
@@ -141,21 +133,13 @@ def test_valid_but_abusive_opus_is_a_warning_not_a_dead_session(served):
 
 
 def test_health_readiness_and_metrics_follow_the_sessions(tmp_path):
-    import urllib.error
-    import urllib.request
-
-    import uvicorn
-
-    stack = Stack(make_stt=lambda: ScriptedSTT([words_at("hello there", 0.2)]), make_front_end=EchoFrontEnd,
-                  llm=ScriptedLLM(lambda _: "hi"), tts=ToneTTS())
-    server = ChatServer(lambda: served_stack(stack), max_sessions=2, sessions_dir=tmp_path,
+    server = ChatServer(lambda: served_stack(_doubles("hello there")), max_sessions=2, sessions_dir=tmp_path,
                         limits=Limits(first_audio_s=1.5, idle_s=1.0))
-    port = _free_port()
-    uv = uvicorn.Server(uvicorn.Config(standalone_app(server), host="127.0.0.1", port=port, log_level="critical"))
-    thread = threading.Thread(target=uv.run, daemon=True)
-    thread.start()
-    while not uv.started:
-        time.sleep(0.05)
+    with serving(standalone_app(server)) as port:
+        _check_health_readiness_and_metrics(server, port)
+
+
+def _check_health_readiness_and_metrics(server: ChatServer, port: int) -> None:
     base = f"http://127.0.0.1:{port}"
 
     def get(path: str) -> tuple[int, str]:
@@ -165,39 +149,35 @@ def test_health_readiness_and_metrics_follow_the_sessions(tmp_path):
         except urllib.error.HTTPError as err:
             return err.code, err.read().decode()
 
-    try:
-        assert get("/healthz") == (200, "alive\n")
-        code, body = get("/readyz")
-        assert code == 503 and "not loaded" in body  # listening, but no model loaded yet: not ready
-        server.preload()
-        code, body = get("/readyz")
-        assert code == 200 and json.loads(body)["free_slots"] == 2
+    assert get("/healthz") == (200, "alive\n")
+    code, body = get("/readyz")
+    assert code == 503 and "not loaded" in body  # listening, but no model loaded yet: not ready
+    server.preload()
+    code, body = get("/readyz")
+    assert code == 200 and json.loads(body)["free_slots"] == 2
 
-        async def two_idle():
-            idle = [asyncio.ensure_future(_session(f"ws://127.0.0.1:{port}/api/chat")) for _ in range(2)]
-            await asyncio.sleep(0.5)
-            busy = await asyncio.to_thread(get, "/readyz")
-            return busy, await asyncio.gather(*idle)
+    async def two_idle():
+        idle = [asyncio.ensure_future(_session(f"ws://127.0.0.1:{port}/api/chat")) for _ in range(2)]
+        await asyncio.sleep(0.5)
+        busy = await asyncio.to_thread(get, "/readyz")
+        return busy, await asyncio.gather(*idle)
 
-        busy, closed = asyncio.run(two_idle())
-        assert busy[0] == 503 and json.loads(busy[1])["free_slots"] == 0
-        assert all(c[0] == P.CLOSE_POLICY for c in closed)
-        _wait_idle(server)
-        assert get("/readyz")[0] == 200
-        talk = asyncio.run(_session(f"ws://127.0.0.1:{port}/api/chat", lambda ws: ws.send(
-            P.message(P.PCM, P.pcm_to_bytes(np.zeros(24000, np.float32))))))
-        assert talk[0] == P.CLOSE_POLICY
-        _wait_idle(server)
-        code, text = get("/metrics")
-        assert code == 200
-        values = {line.rsplit(" ", 1)[0]: float(line.rsplit(" ", 1)[1]) for line in text.splitlines()
-                  if line and not line.startswith("#")}
-        assert values["kame_sessions_started_total"] == 3 and values["kame_sessions_active"] == 0
-        assert values['kame_sessions_closed_total{code="1008"}'] == 3
-        assert values["kame_frames_total"] >= 12  # the talker's second of audio, frame by frame
-    finally:
-        uv.should_exit = True
-        thread.join(30)
+    busy, closed = asyncio.run(two_idle())
+    assert busy[0] == 503 and json.loads(busy[1])["free_slots"] == 0
+    assert all(c[0] == P.CLOSE_POLICY for c in closed)
+    _wait_idle(server)
+    assert get("/readyz")[0] == 200
+    talk = asyncio.run(_session(f"ws://127.0.0.1:{port}/api/chat", lambda ws: ws.send(
+        P.message(P.PCM, P.pcm_to_bytes(np.zeros(24000, np.float32))))))
+    assert talk[0] == P.CLOSE_POLICY
+    _wait_idle(server)
+    code, text = get("/metrics")
+    assert code == 200
+    values = {line.rsplit(" ", 1)[0]: float(line.rsplit(" ", 1)[1]) for line in text.splitlines()
+              if line and not line.startswith("#")}
+    assert values["kame_sessions_started_total"] == 3 and values["kame_sessions_active"] == 0
+    assert values['kame_sessions_closed_total{code="1008"}'] == 3
+    assert values["kame_frames_total"] >= 12  # the talker's second of audio, frame by frame
 
 
 def test_access_refuses_cross_site_pages_and_clients_without_the_token():
@@ -221,23 +201,16 @@ def test_access_refuses_cross_site_pages_and_clients_without_the_token():
 
 
 def test_a_cross_site_page_and_a_wrong_token_are_closed_before_any_session(tmp_path):
-    import uvicorn
-
     from kame_core.serve.access import Access
 
-    stack = Stack(make_stt=lambda: ScriptedSTT([words_at("hello", 0.2)]), make_front_end=EchoFrontEnd,
-                  llm=ScriptedLLM(lambda _: "hi"), tts=ToneTTS())
-    server = ChatServer(lambda: served_stack(stack), max_sessions=1, sessions_dir=tmp_path,
+    server = ChatServer(lambda: served_stack(_doubles("hello")), max_sessions=1, sessions_dir=tmp_path,
                         access=Access(token="s3cret"))
     server.preload()
-    port = _free_port()
-    uv = uvicorn.Server(uvicorn.Config(standalone_app(server), host="127.0.0.1", port=port, log_level="critical"))
-    thread = threading.Thread(target=uv.run, daemon=True)
-    thread.start()
-    while not uv.started:
-        time.sleep(0.05)
-    url = f"ws://127.0.0.1:{port}/api/chat"
+    with serving(standalone_app(server)) as port:
+        _check_access(server, f"ws://127.0.0.1:{port}/api/chat")
 
+
+def _check_access(server: ChatServer, url: str) -> None:
     async def closed(target: str, **headers) -> tuple[int | None, str]:
         async with websockets.connect(target, additional_headers=headers or None) as ws:
             with pytest.raises(websockets.ConnectionClosed):
@@ -245,45 +218,27 @@ def test_a_cross_site_page_and_a_wrong_token_are_closed_before_any_session(tmp_p
                     await asyncio.wait_for(ws.recv(), 10)
             return ws.close_code, ws.close_reason or ""
 
-    try:
-        code, reason = asyncio.run(closed(url + "?token=s3cret", Origin="https://evil.example"))
-        assert code == P.CLOSE_POLICY and "cross-site" in reason
-        code, reason = asyncio.run(closed(url + "?token=wrong"))
-        assert code == P.CLOSE_POLICY and "token" in reason
-        assert server.active == 0 and server.results == []  # no session was ever started
+    code, reason = asyncio.run(closed(url + "?token=s3cret", Origin="https://evil.example"))
+    assert code == P.CLOSE_POLICY and "cross-site" in reason
+    code, reason = asyncio.run(closed(url + "?token=wrong"))
+    assert code == P.CLOSE_POLICY and "token" in reason
+    assert server.active == 0 and server.results == []  # no session was ever started
 
-        async def with_token():
-            async with websockets.connect(url + "?token=s3cret") as ws:
-                return await asyncio.wait_for(ws.recv(), 10)
+    async def with_token():
+        async with websockets.connect(url + "?token=s3cret") as ws:
+            return await asyncio.wait_for(ws.recv(), 10)
 
-        assert asyncio.run(with_token()) == bytes([P.HANDSHAKE])
-    finally:
-        uv.should_exit = True
-        thread.join(30)
+    assert asyncio.run(with_token()) == bytes([P.HANDSHAKE])
 
 
 def test_a_raw_connection_that_never_sends_a_request_is_closed(tmp_path):
-    import uvicorn
-
     from kame_core.serve.server import http_protocol
 
     server = ChatServer(lambda: None, sessions_dir=tmp_path)  # never loaded: nobody gets that far
-    port = _free_port()
-    uv = uvicorn.Server(uvicorn.Config(standalone_app(server), host="127.0.0.1", port=port, log_level="critical",
-                                       http=http_protocol(), timeout_keep_alive=1))
-    thread = threading.Thread(target=uv.run, daemon=True)
-    thread.start()
-    while not uv.started:
-        time.sleep(0.05)
-    try:
+    with serving(standalone_app(server), http=http_protocol(), timeout_keep_alive=1) as port:
         with socket.create_connection(("127.0.0.1", port), timeout=10) as raw:
             started = time.monotonic()
             assert raw.recv(1) == b""  # the server closed it (a timeout here would raise)
             assert time.monotonic() - started < 5
-        import urllib.request
-
         with urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz", timeout=5) as reply:
             assert reply.status == 200  # ordinary requests are served as before
-    finally:
-        uv.should_exit = True
-        thread.join(30)

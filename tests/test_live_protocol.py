@@ -6,8 +6,6 @@ Questions are spoken by Piper and streamed in real time, as a microphone would.
 from __future__ import annotations
 
 import asyncio
-import socket
-import threading
 import time
 
 import numpy as np
@@ -17,6 +15,7 @@ from kame_core.scenario import load_scenario
 from kame_core.serve import ChatServer, Limits, stack_from_cpu, standalone_app
 from kame_core.serve import protocol as P
 from kame_core.serve.client import talk
+from kame_core.testing.servers import serving
 from kame_core.trace_query import llm_requests
 
 pytestmark = pytest.mark.slow  # Whisper, SmolLM2, Piper, real time
@@ -29,35 +28,14 @@ SPIDER = "How many legs does a spider have?"
 MAX_SESSION_S = 40.0
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.fixture(scope="module")
 def served(tmp_path_factory):
     """(ws url, ChatServer) of a server on a free port; at most 2 sessions; sessions saved in a tmp folder."""
-    import uvicorn
-
     server = ChatServer(stack_from_cpu(small_model_openers=False), max_sessions=2,
                         sessions_dir=tmp_path_factory.mktemp("sessions"),
                         limits=Limits(max_session_s=MAX_SESSION_S, max_bad_messages=8))
-    port = _free_port()
-    config = uvicorn.Config(standalone_app(server), host="127.0.0.1", port=port, log_level="warning")
-    uv = uvicorn.Server(config)
-    thread = threading.Thread(target=uv.run, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 30
-    while not uv.started:
-        assert time.monotonic() < deadline and thread.is_alive(), "the server did not start"
-        time.sleep(0.1)
-    yield f"ws://127.0.0.1:{port}/api/chat", server
-    uv.should_exit = True
-    thread.join(30)
-    for other in threading.enumerate():  # sessions' driver threads end before the interpreter does
-        if other.name.startswith("kame-talk-"):
-            other.join(60)
+    with serving(standalone_app(server), log_level="warning") as port:
+        yield f"ws://127.0.0.1:{port}/api/chat", server
 
 
 @pytest.fixture(scope="module")

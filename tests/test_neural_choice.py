@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import argparse
-import json
 import subprocess
 import sys
 
@@ -77,8 +76,7 @@ def test_missing_weights_are_one_clear_error(tmp_path):
 
 
 def test_pools_hand_out_slots_and_moshi_mode_says_what_it_is(tiny):
-    models = FrontEndChoice(weights=str(tiny), device="cpu", pool_size=2).load()
-    try:
+    with FrontEndChoice(weights=str(tiny), device="cpu", pool_size=2).load() as models:
         assert models.free_slots() == 2  # the warm-up slot was given back
         a = models.join("kame")
         b = models.join("moshi")  # no baseline given: the KAME model with its oracle off, labelled so
@@ -92,24 +90,18 @@ def test_pools_hand_out_slots_and_moshi_mode_says_what_it_is(tiny):
         assert out.audio.shape == (1920,)
         b.close()
         assert models.free_slots() == 1
-    finally:
-        models.close()
 
 
 def test_a_separate_moshi_baseline_gets_its_own_pool(tiny, tmp_path):
     baseline = write_tiny_checkpoint(tmp_path / "moshi", oracle=False, seed=1)
-    models = FrontEndChoice(weights=str(tiny), moshi_weights=str(baseline), device="cpu", pool_size=1).load()
-    try:
+    with FrontEndChoice(weights=str(tiny), moshi_weights=str(baseline), device="cpu", pool_size=1).load() as models:
         kame, moshi = models.join("kame"), models.join("moshi")
         assert kame.pool is not moshi.pool and not moshi.pool.gen.lm_model.oracle_enabled
         assert "Moshi baseline" in moshi.provenance.label and ORACLE_OFF_LABEL not in moshi.provenance.label
-    finally:
-        models.close()
 
 
 def test_a_stack_runner_holds_a_slot_until_released(tiny):
-    models = FrontEndChoice(weights=str(tiny), device="cpu", pool_size=1).load()
-    try:
+    with FrontEndChoice(weights=str(tiny), device="cpu", pool_size=1).load() as models:
         stack = with_neural(_doubles_stack(), models)
         with stack.session("moshi") as runner:
             assert models.free_slots() == 0
@@ -122,19 +114,14 @@ def test_a_stack_runner_holds_a_slot_until_released(tiny):
         release_front_end(runner)  # twice is harmless
         assert models.free_slots() == 1
         assert "pool of 1" in stack.components["front_end"]
-    finally:
-        models.close()
 
 
 def test_oracle_resets_reach_the_models_oracle_stream_as_tokenizer_ids(tiny):
-    models = FrontEndChoice(weights=str(tiny), device="cpu", pool_size=1).load()
-    try:
+    with FrontEndChoice(weights=str(tiny), device="cpu", pool_size=1).load() as models:
         stack = with_neural(_doubles_stack(), models)
         with stack.session("kame") as runner:
             trace = runner.run_sync(np.zeros(24000 * 4, np.float32))
             tokenizer = runner.front_end.tokenizer
-    finally:
-        models.close()
     appends = [e for e in trace.events if e.kind is EventKind.ORACLE_APPEND]
     assert appends, "the scripted LLM's answer never reached the oracle stream"
     first = appends[0].data["revision"]
@@ -147,13 +134,10 @@ def test_oracle_resets_reach_the_models_oracle_stream_as_tokenizer_ids(tiny):
 
 
 def test_random_weights_at_a_named_size_need_no_files():
-    models = FrontEndChoice(weights="random:tiny", device="cpu", pool_size=1).load()
-    try:
+    with FrontEndChoice(weights="random:tiny", device="cpu", pool_size=1).load() as models:
         slot = models.join("kame")
         assert slot.provenance.kind == "neural-random" and "not a trained model" in slot.provenance.label
         assert slot.step(np.zeros(1920, np.float32), slot.tokenizer.start_token_id).audio.shape == (1920,)
-    finally:
-        models.close()
     with pytest.raises(ValueError, match="random:tiny or random:moshi-7b"):
         FrontEndChoice(weights="random:13b", device="cpu").load()
     with pytest.raises(ValueError, match="no Moshi baseline"):
@@ -169,12 +153,9 @@ def test_a_shorter_kv_cache_is_a_setting_said_in_the_label_and_costs_less(tiny):
             FrontEndChoice.from_env(bad)
     sizes = {}
     for frames in (0, 50):
-        models = FrontEndChoice(weights=str(tiny), device="cpu", pool_size=2, kv_frames=frames).load()
-        try:
+        with FrontEndChoice(weights=str(tiny), device="cpu", pool_size=2, kv_frames=frames).load() as models:
             pool = models.pool("kame")
             sizes[frames] = streaming_state_bytes(pool.gen, pool.gen.lm_model)
             label = models.join("kame").provenance.label
-        finally:
-            models.close()
         assert ("KV cache 50 frames" in label) == (frames == 50) and TINY_LABEL in label
     assert sizes[50] < sizes[0]  # the tiny checkpoint's own context is 100 frames

@@ -5,10 +5,8 @@ tests check the plumbing (slots, refusals, oracle ids, saving, provenance)."""
 from __future__ import annotations
 
 import asyncio
-import socket
 import subprocess
 import sys
-import threading
 import time
 
 import numpy as np
@@ -21,6 +19,7 @@ from kame_core.scenario import load_scenario
 from kame_core.serve import ChatServer, Limits, stack_from_cpu, standalone_app
 from kame_core.serve import protocol as P
 from kame_core.serve.client import talk
+from kame_core.testing.servers import free_port, serving
 from kame_core.trace import EventKind
 from tests.shared_data import REPO
 
@@ -33,12 +32,6 @@ FRANCE = "What is the capital of France?"
 SPIDER = "How many legs does a spider have?"
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.fixture(scope="module")
 def tiny(tmp_path_factory):
     return write_tiny_checkpoint(tmp_path_factory.mktemp("tiny") / "ckpt")
@@ -47,24 +40,11 @@ def tiny(tmp_path_factory):
 @pytest.fixture(scope="module")
 def served(tiny, tmp_path_factory):
     """(ws url, ChatServer) on the tiny checkpoint, pool of 2, loaded before it listens."""
-    import uvicorn
-
     choice = FrontEndChoice(weights=str(tiny), device="cpu", pool_size=2)
     server = ChatServer(stack_from_cpu(small_model_openers=False, front_end=choice), max_sessions=None,
                         sessions_dir=tmp_path_factory.mktemp("sessions"), limits=Limits(max_session_s=60))
-    server.preload()
-    port = _free_port()
-    uv = uvicorn.Server(uvicorn.Config(standalone_app(server), host="127.0.0.1", port=port, log_level="warning"))
-    thread = threading.Thread(target=uv.run, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 30
-    while not uv.started:
-        assert time.monotonic() < deadline and thread.is_alive(), "the server did not start"
-        time.sleep(0.05)
-    yield f"ws://127.0.0.1:{port}/api/chat", server
-    uv.should_exit = True
-    thread.join(30)
-    server.preload().neural.close()
+    with server.preload().neural, serving(standalone_app(server), log_level="warning") as port:
+        yield f"ws://127.0.0.1:{port}/api/chat", server
 
 
 @pytest.fixture(scope="module")
@@ -144,5 +124,5 @@ def test_a_disconnect_frees_its_slot_within_seconds(served, questions):
 
 def test_the_command_refuses_a_folder_without_a_checkpoint(tmp_path):
     out = subprocess.run([sys.executable, "-m", "kame_core.serve", "--weights", str(tmp_path), "--device", "cpu",
-                          "--port", str(_free_port())], cwd=REPO, capture_output=True, text=True, timeout=300)
+                          "--port", str(free_port())], cwd=REPO, capture_output=True, text=True, timeout=300)
     assert out.returncode == 2 and "checkpoint unavailable" in out.stderr and "model.safetensors" in out.stderr

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import threading
 import time
 from dataclasses import dataclass
 from typing import Any, Literal, Mapping
@@ -177,7 +176,6 @@ class NeuralModels:
 
     def __init__(self, kame: Any, moshi: Any | None, device: str, choice: FrontEndChoice) -> None:
         self.kame, self.moshi, self.device, self.choice = kame, moshi, device, choice
-        self._lock = threading.Lock()
 
     def warm(self, frames: int = 3) -> None:
         """Step each pool a few frames in a slot of its own, then free it: the first batched step costs
@@ -242,7 +240,13 @@ class NeuralModels:
                             device=str(pool.device) if pool is not None else None)
 
     def close(self) -> None:
-        with self._lock:
-            for pool in (self.kame, self.moshi):
-                if pool is not None:
-                    pool.close()
+        """Close every pool (idempotent)."""
+        for pool in (self.kame, self.moshi):
+            if pool is not None:
+                pool.close()
+
+    def __enter__(self) -> "NeuralModels":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

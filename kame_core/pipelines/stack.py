@@ -71,14 +71,6 @@ class Stack:
         finally:
             release_front_end(runner)
 
-    def front_end_words(self, mode: Mode) -> str:
-        """What fills the front-end role of a ``mode`` run, in words."""
-        if mode == "cascade":
-            return "none (cascade: STT → LLM → TTS)"
-        if self.neural is not None:
-            return self.neural.describe(mode)
-        return str(self.components.get("front_end", ""))
-
 
 def with_neural(stack: Stack, models: Any) -> Stack:
     """``stack`` with its KAME and Moshi-mode front-ends taken from ``models``' session pools."""

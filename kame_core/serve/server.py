@@ -120,8 +120,8 @@ class ChatServer:
             return
         tickets = []
         try:
-            for gate in (stack.gate, self._limit):  # the pool's slots first: its reason says the most
-                ticket = gate.try_enter() if gate is not None else True
+            for gate in (g for g in (stack.gate, self._limit) if g is not None):  # the pool's first: it says most
+                ticket = gate.try_enter()
                 if ticket is None:
                     reason = f"server busy: {gate.reason or 'no free session'}; try again when a session ends"
                     log.warning("refused a session: %s", reason)
@@ -141,8 +141,7 @@ class ChatServer:
             del self.results[:-50]
         finally:
             for ticket in tickets:
-                if ticket is not True:
-                    ticket.release()
+                ticket.release()
 
     def mount(self, app: Any, path: str = ROUTE) -> None:
         """Add the websocket route and ``GET /healthz`` (alive), ``/readyz`` (200 only when a session can start

@@ -177,6 +177,10 @@ class ChatSession:
     def received_s(self) -> float:
         return 0.0 if self.live is None else self.live.received_s
 
+    def _trace(self) -> SessionTrace | None:
+        """The trace being built (read on the session's thread by its sink and journal)."""
+        return None if self.live is None else self.live.source.trace
+
     # -- the whole session ----------------------------------------------------------------------------
     async def serve(self, conn: Connection) -> SessionResult:
         """Run the conversation on ``conn`` until it ends; returns how it ended (the scenario is saved)."""
@@ -188,11 +192,9 @@ class ChatSession:
             loop.call_soon_threadsafe(_put_all, outbox, messages)
 
         self._post = post
-        sink = StreamSink(post, self.pcm_out, trace_of=lambda: self.live.source.trace if self.live else None,
-                          metrics=self.metrics)
+        sink = StreamSink(post, self.pcm_out, trace_of=self._trace, metrics=self.metrics)
         journal = SessionJournal(self.store.journal(self.session_id), session_id=self.session_id, title=TITLE,
-                                 components=self.components,
-                                 trace_of=lambda: self.live.source.trace if self.live else None)
+                                 components=self.components, trace_of=self._trace)
         try:
             self.live = await asyncio.to_thread(
                 LiveSession, self.make_runner, head_start_s=self.head_start_s, max_input_s=float("inf"),

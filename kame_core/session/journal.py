@@ -47,11 +47,7 @@ class SessionJournal:
 
     def on_frame(self, frame: FrameOut) -> None:
         """Take in one frame (the session's thread); written out at least every ``flush_every_s``."""
-        record = frame.record
-        line = {"text_piece": record.text_piece, "text_token": record.text_token,
-                "oracle_token": record.oracle.token, "oracle_piece": record.oracle.piece,
-                "oracle_revision": record.oracle.revision, "oracle_is_start": record.oracle.is_start,
-                "held": record.held, "events": [e.to_json() for e in frame.events]}
+        line = {**frame.record.to_row(), "events": [e.to_json() for e in frame.events]}
         with self._lock:
             if not self._started:
                 self._start()
