@@ -120,7 +120,7 @@ TALK_JS = r"""
 
   var COLOURS = KAME_COLOURS, FRAME = 0.08;
   function newTimeline() {
-    return {now: 0, span: 20, paused: false, viewEnd: null, draws: 0, drawMs: 0, maxDrawMs: 0,
+    return {now: 0, span: 20, paused: false, viewEnd: null, draws: 0, drawMs: 0, maxDrawMs: 0, provenance: null,
       lanes: {user_audio: [], inner_monologue: [], output_audio: [], oracle: []},
       revisions: [], stt: [], llm: [], corrections: [], notes: [], heard: [], speechEnds: [], onsets: []};
   }
@@ -149,7 +149,10 @@ TALK_JS = r"""
 
   function onEvent(o) {
     var TL = T.timeline;
-    if (o.type === 'session') { T.sessionId = o.id; T.components = o.components; T.frontEnd = o.front_end; return; }
+    if (o.type === 'session') {
+      T.sessionId = o.id; T.components = o.components; T.frontEnd = o.front_end; TL.provenance = o.front_end;
+      return;
+    }
     if (o.type === 'saved') { T.saved = o; return; }
     if (o.type === 'warning') { T.warnings.push(o.message); return; }
     if (o.type === 'turn_onset') { T.turns.push(o); TL.onsets.push(o); return; }
@@ -321,6 +324,10 @@ TALK_JS = r"""
     g.restore();
     g.fillStyle = COLOURS.muted;
     g.fillText((TL.paused ? 'paused · ' : '') + start.toFixed(1) + '–' + end.toFixed(1) + ' s', left + 4, H - 6);
+    if (TL.provenance) {  // what made these streams, on the plot itself
+      var who = 'front-end: ' + TL.provenance.label + ' [' + TL.provenance.kind + ']';
+      g.textAlign = 'right'; g.fillText(who, W - right - 4, H - 6); g.textAlign = 'left';
+    }
     var bar = $('kame-talk-level-bar');
     if (bar) bar.style.width = Math.min(100, Math.round(T.inputLevel * 600)) + '%';
     var ms = performance.now() - started;

@@ -86,6 +86,7 @@ def test_talk_plays_the_answer_shows_the_streams_and_opens_the_session(question_
                                      str(browser.evaluate(f"(function (T) {{ return {state}; }})(window.kameTalk)")))
             seen = json.loads(got)
             timeline = ("JSON.stringify({now: T.timeline.now, draws: T.timeline.draws, maxDrawMs: T.timeline.maxDrawMs,"
+                        " provenance: T.timeline.provenance,"
                         " lanes: Object.fromEntries(Object.entries(T.timeline.lanes).map(function (e) {"
                         " return [e[0], e[1].length]; })), revisions: T.timeline.revisions})")
             first = json.loads(browser.evaluate(f"(function (T) {{ return {timeline}; }})(window.kameTalk)"))
@@ -121,6 +122,8 @@ def test_talk_plays_the_answer_shows_the_streams_and_opens_the_session(question_
     drawn_per_s = (later["draws"] - first["draws"]) / (later["now"] - first["now"])
     assert drawn_per_s >= 8 and later["maxDrawMs"] < 100, later  # 10 per second, each well under its 100 ms
     assert any(r["hint_level"] is not None and r["text"] for r in later["revisions"]), later["revisions"]
+    expected_kind = "neural-random" if front_end == "neural-tiny" else "cpu-stand-in"
+    assert later["provenance"]["kind"] == expected_kind, later["provenance"]  # drawn on the timeline too
     assert seen["played"]["max"] > 0.02 and seen["played"]["voiced"] > 0, seen["played"]
     assert seen["revisions"] and any(text.strip() for text in seen["revisions"].values()), seen
     assert seen["words"].strip(), seen
