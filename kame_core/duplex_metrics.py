@@ -40,6 +40,14 @@ BACKCHANNEL_WORDS = 3
 SPEECH_GAP_S = 0.32
 
 
+def is_takeover(duration_s: float, words: int) -> bool:
+    """FD-Bench's rule: a response takes the turn unless it is empty, or shorter than 1 s with at most 3 words
+    (a backchannel)."""
+    if words <= 0:
+        return False
+    return not (duration_s < BACKCHANNEL_MAX_S and words <= BACKCHANNEL_WORDS)
+
+
 @dataclass(frozen=True)
 class TurnTaking:
     """The model's response to one user turn."""
@@ -61,9 +69,7 @@ class TurnTaking:
     @property
     def takeover(self) -> bool:
         """It took the turn: it said something, and not a backchannel (< 1 s and <= 3 words)."""
-        if self.response_start is None or self.words == 0:
-            return False
-        return not (self.duration_s < BACKCHANNEL_MAX_S and self.words <= BACKCHANNEL_WORDS)
+        return self.response_start is not None and is_takeover(self.duration_s, self.words)
 
     @property
     def latency_s(self) -> float | None:

@@ -41,6 +41,8 @@ from .report import (duplex_markdown, summarize, table_figure, table_markdown, w
 from .harness import (JudgeGrader, ProxyGrader, SessionsFailed, answers_to_grade, latencies_by_system,
                       plan_sessions, run_sessions)
 from .sessions import TurnTaking
+from . import fdb_cli
+from .fdb import FDBError
 
 EXIT_BAD_INPUT = 2
 EXIT_FAILED = 1
@@ -113,6 +115,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--session-retries", type=int, default=1,
                    help="extra tries of a session whose worker failed or died")
     p.add_argument("--no-progress", action="store_true", help="no progress bars")
+    fdb_cli.add_parser(sub)
     return parser
 
 
@@ -308,8 +311,11 @@ def _notes(results: Sequence, grader: object, stack_box: list, stack_id: dict, s
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
+        if args.command == "fdb":
+            fdb_cli.run(args)
+            return 0
         return run_mtbench(args)
-    except CommandError as exc:
+    except (CommandError, FDBError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT
     except (SessionsFailed, ExecutorError) as exc:

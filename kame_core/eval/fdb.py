@@ -1,0 +1,281 @@
+"""Full-Duplex-Bench v1 / v1.5 in one command: ``python -m kame_core.eval fdb --root DIR``.
+
+Full-Duplex-Bench (DanielLin94144/Full-Duplex-Bench) stores one sample per folder, ``<task>/<id>/input.wav``,
+beside the task's annotation (``turn_taking.json``, ``pause.json``, ``interrupt.json``; v1.5:
+``metadata.json`` and ``clean_input.wav``). A system under test writes ``output.wav`` (its speech, as long
+as the input) and ``output.json`` (its words with times: ``{"text", "chunks": [{"text", "timestamp":
+[start, end]}]}``) beside each input; the benchmark's own scripts score those files. This module writes them:
+
+* **local** (default): the input runs through the live stack on the virtual clock -- the schedule a real-time
+  client sees (one 80 ms frame in, one frame out), faster than real time. Output frame ``i`` is heard from
+  ``(i + 1) x 80 ms`` on: ``output.wav`` starts with one frame of silence, as the benchmark's moshi client
+  writes it.
+* **server** (``--server ws://HOST:PORT/api/chat``): the input is streamed in real time to a running server
+  over the live protocol, as the benchmark's moshi client does (closing 0.5 s after the last frame).
+
+``output.json`` comes from transcribing ``output.wav`` with word timestamps (faster-whisper, its VAD on, so
+silence is not transcribed), as the benchmark transcribes every system's audio with its ASR; the file also
+says which ASR and which front-end made it (extra keys the scoring scripts ignore). :func:`score_sample`
+applies the benchmark's turn-taking rules (:func:`kame_core.duplex_metrics.is_takeover`) to those files, so a
+run reports its takeover rate and latency without the benchmark's repository.
+"""
+from __future__ import annotations
+
+import json
+import os
+import statistics
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Iterable, Sequence
+
+import numpy as np
+import soundfile as sf
+
+from ..audio_io import resample
+from ..clock import SAMPLE_RATE, SAMPLES_PER_FRAME
+from ..duplex_metrics import is_takeover
+
+#: annotation file of each v1 task, as the benchmark names them
+TASK_FILES = {"turn_taking.json": "smooth_turn_taking", "pause.json": "pause_handling",
+              "interrupt.json": "user_interruption"}
+#: the longest input a sample may have (Full-Duplex-Bench's are well under a minute)
+MAX_INPUT_S = 600.0
+OUTPUT_WAV = "output.wav"
+OUTPUT_JSON = "output.json"
+SUMMARY = "kame_fdb.json"
+ASR_SAMPLE_RATE = 16_000
+
+
+class FDBError(ValueError):
+    """A Full-Duplex-Bench folder or sample this runner cannot use; the message says why."""
+
+
+@dataclass(frozen=True)
+class Sample:
+    """One ``<task>/<id>/`` folder with an input to answer."""
+
+    folder: Path
+    input_name: str = "input.wav"
+
+    @property
+    def input(self) -> Path:
+        return self.folder / self.input_name
+
+    @property
+    def task(self) -> str:
+        """The task its annotation names (``smooth_turn_taking`` ...), else its parent folder's name."""
+        for name, task in TASK_FILES.items():
+            if (self.folder / name).is_file():
+                return task
+        if (self.folder / "metadata.json").is_file():
+            return "v1.5:" + self.folder.parent.name
+        return self.folder.parent.name
+
+    def key(self, root: Path) -> str:
+        return self.folder.relative_to(root).as_posix()
+
+
+def find_samples(root: Path, prefix: str = "") -> list[Sample]:
+    """Every folder under ``root`` holding ``{prefix}input.wav``, sorted (symlinked folders are not followed)."""
+    root = Path(root)
+    if not root.is_dir():
+        raise FDBError(f"--root {root}: not a folder")
+    if prefix not in ("", "clean_"):
+        raise FDBError(f"--prefix {prefix!r}: Full-Duplex-Bench inputs are input.wav or clean_input.wav")
+    name = f"{prefix}input.wav"
+    samples = []
+    for dirpath, dirnames, filenames in os.walk(root):  # os.walk does not follow symlinked folders
+        dirnames.sort()
+        if name in filenames:
+            samples.append(Sample(Path(dirpath), name))
+    if not samples:
+        raise FDBError(f"--root {root}: no <task>/<id>/{name} below it (a Full-Duplex-Bench v1/v1.5 folder)")
+    return samples
+
+
+def read_input(path: Path, max_s: float = MAX_INPUT_S) -> np.ndarray:
+    """The input as 24 kHz float32 mono; a file that is not audio, is empty, too long or not finite is refused."""
+    try:
+        info = sf.info(str(path))
+    except (RuntimeError, sf.LibsndfileError) as exc:
+        raise FDBError(f"{path}: not a readable audio file ({exc})") from None
+    if info.frames <= 0 or info.samplerate <= 0:
+        raise FDBError(f"{path}: no audio in it")
+    if info.frames / info.samplerate > max_s:
+        raise FDBError(f"{path}: {info.frames / info.samplerate:.0f} s long; the limit is {max_s:.0f} s")
+    audio, sr = sf.read(str(path), dtype="float32", always_2d=False)
+    if not np.all(np.isfinite(audio)):
+        raise FDBError(f"{path}: holds NaN or infinite samples")
+    return resample(audio, int(sr), SAMPLE_RATE)
+
+
+def fit_output(audio: np.ndarray, n_samples: int) -> np.ndarray:
+    """What the benchmark's client keeps: one frame of silence, then the output, cut or padded to the input's
+    length."""
+    out = np.concatenate([np.zeros(SAMPLES_PER_FRAME, np.float32), np.asarray(audio, np.float32)])
+    if len(out) < n_samples:
+        out = np.concatenate([out, np.zeros(n_samples - len(out), np.float32)])
+    return out[:n_samples]
+
+
+# -- answering ------------------------------------------------------------------------------------------
+@dataclass
+class Answer:
+    """What a system said to one input (24 kHz) and where it came from."""
+
+    audio: np.ndarray
+    front_end: str
+    text: str = ""
+    notes: list[str] = field(default_factory=list)
+
+
+def answer_locally(stack: Any, mode: str, audio: np.ndarray, *, seed: int = 0,
+                   tail_s: float = 0.5) -> Answer:
+    """Run ``audio`` through ``stack`` in ``mode`` on a fresh virtual clock (a pool slot if the stack is neural)."""
+    from ..pipelines import CascadeConfig
+    from ..pipelines.tandem import SessionConfig
+
+    title = "Full-Duplex-Bench input"
+    options: dict[str, Any] = ({"cascade": CascadeConfig(max_tail_s=tail_s)} if mode == "cascade" else
+                               {"session": SessionConfig(seed=seed, max_tail_s=tail_s, title=title)})
+    with stack.session(mode, **options) as runner:
+        trace = runner.run_sync(audio)
+    front = trace.provenance.get("front_end") or trace.provenance.get("tts")
+    label = " · ".join(p for p in (front.kind, front.model_id, front.label) if p) if front else mode
+    notes = [e.data.get("what", "") for e in trace.events if e.kind.value == "note"]
+    return Answer(trace.output_audio, label, trace.spoken_text(), [n for n in notes if n])
+
+
+def answer_from_server(url: str, audio: np.ndarray) -> Answer:
+    """Stream ``audio`` in real time to a live-protocol server, as Full-Duplex-Bench's moshi client does."""
+    import asyncio
+
+    from ..serve.client import talk
+
+    result = asyncio.run(talk(url, audio, tail_s=0.5, end=False))
+    front = result.session.get("front_end") or {}
+    label = " · ".join(str(front[k]) for k in ("kind", "model_id", "label") if front.get(k)) or "server"
+    return Answer(result.output, f"{label} (via {url.split('?')[0]})", result.words)
+
+
+# -- words with times --------------------------------------------------------------------------------
+class WordTimer:
+    """Words with times in a recording: faster-whisper with word timestamps and its VAD (no words in silence)."""
+
+    def __init__(self, model_path: str | None = None) -> None:
+        from ..stt import load_whisper, resolve_whisper_model
+
+        folder = resolve_whisper_model(model_path)
+        self.model = load_whisper(folder)
+        self.label = f"faster-whisper {Path(folder).name} (word timestamps, VAD filter)"
+
+    def words(self, audio: np.ndarray) -> list[tuple[str, float, float]]:
+        """(word, start, end) in seconds of ``audio`` (24 kHz)."""
+        audio16 = resample(audio, SAMPLE_RATE, ASR_SAMPLE_RATE)
+        if not len(audio16) or float(np.max(np.abs(audio16))) < 1e-4:
+            return []
+        segments, _ = self.model.transcribe(audio16, language="en", beam_size=1, word_timestamps=True,
+                                            vad_filter=True, condition_on_previous_text=False)
+        out = []
+        for segment in segments:
+            for w in segment.words or ():
+                if w.word.strip():
+                    out.append((w.word.strip(), round(float(w.start), 3), round(float(w.end), 3)))
+        return out
+
+
+def output_json(words: Sequence[tuple[str, float, float]], *, asr: str, front_end: str) -> dict[str, Any]:
+    """The benchmark's ``output.json`` layout, plus what made it."""
+    return {"text": " ".join(w for w, _, _ in words),
+            "chunks": [{"text": w, "timestamp": [s, e]} for w, s, e in words],
+            "kame_studio": {"asr": asr, "front_end": front_end}}
+
+
+def _write_atomic(path: Path, write: Callable[[Path], None]) -> None:
+    """Write through a temporary sibling and rename: a symlink at ``path`` is replaced, never followed."""
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}-", dir=path.parent)
+    os.close(fd)
+    try:
+        write(Path(tmp))
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def write_outputs(sample: Sample, audio: np.ndarray, doc: dict[str, Any]) -> None:
+    """``output.wav`` (24 kHz, 16-bit, as the moshi client writes it) and ``output.json`` beside the input."""
+    _write_atomic(sample.folder / OUTPUT_WAV,
+                  lambda p: sf.write(str(p), np.clip(audio, -1, 1), SAMPLE_RATE, subtype="PCM_16", format="WAV"))
+    _write_atomic(sample.folder / OUTPUT_JSON,
+                  lambda p: p.write_text(json.dumps(doc, indent=1), encoding="utf-8"))
+
+
+# -- scoring (the benchmark's rules, applied to the files) -----------------------------------------
+@dataclass(frozen=True)
+class SampleScore:
+    """One sample scored as the benchmark's v1 scripts score it (no LLM judge: interruption quality is not)."""
+
+    key: str
+    task: str
+    takeover: bool
+    #: first output word's start minus the end of the user's turn (smooth turn-taking only; signed)
+    latency_s: float | None = None
+    words: int = 0
+
+    def to_json(self) -> dict[str, Any]:
+        return {"key": self.key, "task": self.task, "takeover": self.takeover,
+                "latency_s": None if self.latency_s is None else round(self.latency_s, 3), "words": self.words}
+
+
+def score_sample(sample: Sample, root: Path) -> SampleScore:
+    """Takeover (and, for smooth turn-taking, latency) from ``output.json`` and the task's annotation."""
+    try:
+        chunks = json.loads((sample.folder / OUTPUT_JSON).read_text(encoding="utf-8"))["chunks"]
+        times = [(float(c["timestamp"][0]), float(c["timestamp"][-1] if c["timestamp"][-1] is not None
+                                                   else c["timestamp"][0])) for c in chunks]
+    except (OSError, ValueError, KeyError, TypeError, IndexError) as exc:
+        raise FDBError(f"{sample.folder / OUTPUT_JSON}: not a Full-Duplex-Bench output.json ({exc})") from None
+    took = bool(times) and is_takeover(times[-1][1] - times[0][0], len(times))
+    latency = None
+    if took and sample.task == "smooth_turn_taking":
+        turn = json.loads((sample.folder / "turn_taking.json").read_text(encoding="utf-8"))
+        latency = times[0][0] - float(turn[0]["timestamp"][0])
+    return SampleScore(sample.key(root), sample.task, took, latency, len(times))
+
+
+@dataclass(frozen=True)
+class TaskSummary:
+    task: str
+    samples: int
+    takeover_rate: float
+    #: the benchmark's latency: negative values clipped to 0, mean over takeover samples (n = takeovers)
+    latency_clipped_s: float | None
+    takeovers: int
+    #: the same mean without clipping (negative: the answer began before the user's turn ended)
+    latency_signed_s: float | None = None
+
+    def line(self) -> str:
+        lat = "—" if self.latency_clipped_s is None else f"{self.latency_clipped_s:.3f} s (n={self.takeovers})"
+        signed = "—" if self.latency_signed_s is None else f"{self.latency_signed_s:+.3f} s"
+        return f"| {self.task} | {self.samples} | {self.takeover_rate:.3f} | {lat} | {signed} |"
+
+
+def summarize(scores: Iterable[SampleScore]) -> list[TaskSummary]:
+    """Per task: takeover rate and the benchmark's turn-taking latency."""
+    by_task: dict[str, list[SampleScore]] = {}
+    for s in scores:
+        by_task.setdefault(s.task, []).append(s)
+    out = []
+    for task, group in sorted(by_task.items()):
+        signed = [s.latency_s for s in group if s.latency_s is not None]
+        clipped = [max(0.0, v) for v in signed]
+        out.append(TaskSummary(task, len(group), sum(s.takeover for s in group) / len(group),
+                               statistics.fmean(clipped) if clipped else None, len(clipped),
+                               statistics.fmean(signed) if signed else None))
+    return out
+
+
+TABLE_HEAD = ("| task | samples | takeover rate | turn-taking latency (clipped mean) | signed mean |\n"
+              "|---|---|---|---|---|")

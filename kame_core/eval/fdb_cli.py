@@ -1,0 +1,139 @@
+"""``python -m kame_core.eval fdb``: answer every Full-Duplex-Bench input, write its files, score them.
+
+Example (offline, CPU stand-in; with ``--weights`` the neural front-end)::
+
+    python -m kame_core.eval fdb --root FDB/v1_v1.5/evaluation/example_data
+    python -m kame_core.eval fdb --root DATA --server ws://127.0.0.1:8998/api/chat   # a running server
+
+Writes ``output.wav`` and ``output.json`` beside each ``input.wav`` (existing ones are kept unless
+``--overwrite``), ``ROOT/kame_fdb.json`` (what ran, per-sample scores) and prints the takeover rate and
+turn-taking latency per task by the benchmark's rules. The benchmark's own scripts score the same files
+unchanged: ``python eval_smooth_turn_taking.py --root_dir ROOT/<task>``.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable
+
+from tqdm import tqdm
+
+from ..neural.choice import FrontEndChoice
+from ..pipelines.stack import MODES
+from . import fdb
+
+
+def add_parser(sub: Any) -> None:
+    """The ``fdb`` subcommand's options."""
+    p = sub.add_parser("fdb", help="Full-Duplex-Bench v1/v1.5: write output.wav + output.json per input, score")
+    p.add_argument("--root", type=Path, required=True, help="a Full-Duplex-Bench folder: <task>/<id>/input.wav")
+    p.add_argument("--mode", choices=MODES, default="kame", help="which system answers (local runs)")
+    p.add_argument("--prefix", choices=("", "clean_"), default="",
+                   help="v1.5: answer clean_input.wav instead of input.wav")
+    p.add_argument("--server", default=None,
+                   help="stream each input in real time to this live-protocol server (ws://HOST:PORT/api/chat"
+                        "[?token=...]) instead of running the stack here")
+    p.add_argument("--seed", type=int, default=0, help="sampling seed of each local session")
+    p.add_argument("--overwrite", action="store_true", help="answer inputs that already have output.json")
+    p.add_argument("--oracle-llm", default="offline", help="back-end LLM spec (local runs)")
+    p.add_argument("--tts", default="auto", help="TTS of the stand-in and the cascade: auto | piper | espeak")
+    p.add_argument("--whisper-model", default=None, help="faster-whisper model folder (STT and the word timer)")
+    p.add_argument("--max-input-s", type=float, default=fdb.MAX_INPUT_S, help="refuse longer inputs")
+    FrontEndChoice.add_arguments(p)
+    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+
+
+def _local_answerer(args: argparse.Namespace) -> tuple[Callable[[Any], fdb.Answer], dict[str, str]]:
+    from ..pipelines.stack import cpu_stack, with_neural
+
+    try:
+        choice = FrontEndChoice.from_args(args)
+    except ValueError as exc:
+        raise fdb.FDBError(str(exc)) from None
+    stack = cpu_stack(args.oracle_llm, args.tts, whisper_model=args.whisper_model)
+    if choice.neural:
+        stack = with_neural(stack, choice.load())
+    return (lambda audio: fdb.answer_locally(stack, args.mode, audio, seed=args.seed)), dict(stack.components)
+
+
+@dataclass
+class Parts:
+    """What answers and times the words, loaded once (a benchmark reuses it over passes)."""
+
+    answer: Callable[[Any], fdb.Answer]
+    components: dict[str, str]
+    timer: fdb.WordTimer
+
+
+def prepare(args: argparse.Namespace) -> Parts:
+    """Load the stack (or name the server) and the word timer for ``args``."""
+    if args.server:
+        server = args.server
+        answer: Callable[[Any], fdb.Answer] = lambda audio: fdb.answer_from_server(server, audio)  # noqa: E731
+        components = {"server": server.split("?")[0]}
+    else:
+        answer, components = _local_answerer(args)
+    return Parts(answer, components, fdb.WordTimer(args.whisper_model))
+
+
+def check_args(args: argparse.Namespace) -> None:
+    if args.server and not args.server.startswith(("ws://", "wss://")):
+        raise fdb.FDBError(f"--server {args.server!r}: expected ws://HOST:PORT/api/chat")
+    if not (0 < args.max_input_s <= 3600):
+        raise fdb.FDBError("--max-input-s must be in (0, 3600]")
+
+
+def run(args: argparse.Namespace, say: Callable[[str], None] = print,
+        parts: Parts | None = None) -> list[fdb.SampleScore]:
+    """Answer, write and score every sample under ``args.root``; raises :class:`fdb.FDBError` on bad input."""
+    check_args(args)
+    root = args.root.resolve()
+    samples = fdb.find_samples(root, args.prefix)
+    todo = [s for s in samples if args.overwrite or not (s.folder / fdb.OUTPUT_JSON).is_file()]
+    inputs = {s: fdb.read_input(s.input, args.max_input_s) for s in todo}  # every input checked before any work
+    say(f"Full-Duplex-Bench: {len(samples)} samples under {root} ({len(todo)} to answer"
+        + (f", {len(samples) - len(todo)} already answered; --overwrite redoes them)" if len(todo) < len(samples)
+           else ")"))
+    if todo:
+        parts = parts or prepare(args)
+        answer, timer = parts.answer, parts.timer
+        runs = []
+        for sample in tqdm(todo, desc="samples", unit="sample", disable=args.no_progress):
+            audio = inputs[sample]
+            started = time.perf_counter()
+            got = answer(audio)
+            out = fdb.fit_output(got.audio, len(audio))
+            words = timer.words(out)
+            fdb.write_outputs(sample, out, fdb.output_json(words, asr=timer.label, front_end=got.front_end))
+            runs.append({"key": sample.key(root), "input_s": round(len(audio) / fdb.SAMPLE_RATE, 2),
+                         "compute_s": round(time.perf_counter() - started, 2), "front_end": got.front_end,
+                         "front_end_text": got.text, "notes": got.notes})
+        _write_summary(root, args, parts.components, timer.label, runs)
+    scores = [fdb.score_sample(s, root) for s in samples]
+    say(fdb.TABLE_HEAD)
+    for line in fdb.summarize(scores):
+        say(line.line())
+    say("takeover: the benchmark's rule (no takeover when silent, or < 1 s and <= 3 words); latency: first output "
+        "word minus the end of the user's turn, negatives clipped to 0, over takeover samples. Interruption "
+        "quality needs the benchmark's LLM judge and is not scored here.")
+    return scores
+
+
+def _write_summary(root: Path, args: argparse.Namespace, components: dict[str, str], asr: str,
+                   runs: list[dict[str, Any]]) -> None:
+    path = root / fdb.SUMMARY
+    old: dict[str, Any] = {}
+    if path.is_file():
+        try:
+            old = {r["key"]: r for r in json.loads(path.read_text(encoding="utf-8")).get("samples", [])}
+        except (ValueError, KeyError, TypeError, AttributeError):
+            old = {}
+    old.update({r["key"]: r for r in runs})
+    doc = {"system": {"mode": args.mode, "server": args.server, "seed": args.seed, "components": components,
+                      "word_timer": asr, "schedule": ("real time over the live protocol" if args.server else
+                                                      "virtual clock, one 80 ms frame per step")},
+           "samples": [old[k] for k in sorted(old)]}
+    fdb._write_atomic(path, lambda p: p.write_text(json.dumps(doc, indent=1), encoding="utf-8"))
