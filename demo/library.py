@@ -14,6 +14,7 @@ import tempfile
 import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
+from typing import Callable
 
 from kame_core.scenario import SUFFIX, Scenario, ScenarioError, load_scenario, scenario_path
 
@@ -96,10 +97,12 @@ def manifest_extras(path: Path) -> dict[str, object]:
             "category": category}
 
 
-def open_file(path: str | Path, *, origin: str = "upload", key: str | None = None) -> LoadedScenario:
-    """Open and validate a scenario file; :class:`ScenarioError` names the offending field."""
+def open_file(path: str | Path, *, origin: str = "upload", key: str | None = None,
+              before_decode: Callable[[int], None] | None = None) -> LoadedScenario:
+    """Open and validate a scenario file; :class:`ScenarioError` names the offending field. ``before_decode``:
+    see :func:`kame_core.scenario.load_scenario` (an upload budget)."""
     path = Path(path)
-    scenario = load_scenario(path)  # validates the archive, manifest and traces first
+    scenario = load_scenario(path, before_decode=before_decode)  # archive, manifest and traces first
     extras = manifest_extras(path)
     for name in extras:  # a loader that knows these fields already validated them: prefer its values
         value = getattr(scenario, name, None)
@@ -127,7 +130,8 @@ def official_log_members(path: Path) -> list[str] | None:
     return found or None
 
 
-def open_official_log_zip(path: str | Path) -> LoadedScenario:
+def open_official_log_zip(path: str | Path, before_decode: Callable[[int], None] | None = None
+                          ) -> LoadedScenario:
     """Import a zipped official KAME server log folder (``--log-dir``) as a one-run scenario; a bad archive,
     file or line is refused with a :class:`ScenarioError` that names it."""
     from kame_core.importers.official_log import OfficialLogError, import_official_log
@@ -152,15 +156,24 @@ def open_official_log_zip(path: str | Path) -> LoadedScenario:
             scenario = import_official_log(Path(tmp, path.stem), name=path.stem)
         except OfficialLogError as err:
             raise ScenarioError(f"official KAME log {path.name}", str(err)) from None
+    if before_decode is not None:  # a log's audio is built frame by frame (bounded by the importer): book it
+        before_decode(scenario_audio_bytes(scenario))
     return LoadedScenario(scenario=scenario, key=f"official-log:{_content_digest(path)}", origin="official-log",
                           recorded=True, path=None, questions=list(scenario.questions))
 
 
-def open_upload(path: str | Path) -> LoadedScenario:
-    """An uploaded file: a zipped official KAME server log folder, else a scenario file."""
+def open_upload(path: str | Path, before_decode: Callable[[int], None] | None = None) -> LoadedScenario:
+    """An uploaded file: a zipped official KAME server log folder, else a scenario file. ``before_decode``
+    books the decoded audio's bytes (the app's upload budget) before it is held."""
     if official_log_members(Path(path)):
-        return open_official_log_zip(path)
-    return open_file(path)
+        return open_official_log_zip(path, before_decode)
+    return open_file(path, before_decode=before_decode)
+
+
+def scenario_audio_bytes(scenario: Scenario) -> int:
+    """Bytes the scenario's decoded audio holds (a track shared by several runs counted once)."""
+    arrays = {id(a): a for t in scenario.runs.values() for a in (t.user_audio, t.output_audio)}
+    return sum(a.nbytes for a in arrays.values())
 
 
 def _content_digest(path: Path) -> str:

@@ -24,7 +24,7 @@ from fastapi.responses import FileResponse
 from kame_core.serve import ROUTE as CHAT_ROUTE
 from kame_core.serve import ChatServer, ServedStack, default_sessions_dir
 from kame_core.serve.access import Access
-from kame_core.serve.server import http_protocol, served_stack
+from kame_core.serve.server import served_stack, uvicorn_options
 
 from . import session_files
 
@@ -103,7 +103,7 @@ def serve(blocks: gr.Blocks, host: str, port: int, **gradio_options: Any) -> Non
           f"ws://{shown}:{port}/api/chat; /healthz, /readyz, /metrics); live sessions run {front}", flush=True)
     try:
         uvicorn.run(app, host=host, port=port, log_level=os.environ.get("KAME_LOG_LEVEL", "warning"),
-                    timeout_graceful_shutdown=5, http=http_protocol())
+                    timeout_graceful_shutdown=5, **uvicorn_options(chat))
     finally:
         janitor.stop()
         session_files.remove_process_folder()

@@ -17,6 +17,7 @@ import gradio as gr  # noqa: E402
 
 from . import hardware as hw  # noqa: E402
 from . import library, views  # noqa: E402
+from .upload_budget import UploadBudget  # noqa: E402
 from .inspector import PAPER_NOTE, PAPER_TABLE_HEADERS, PAPER_TABLE_ROWS, RUN_SUMMARY_HEADERS  # noqa: E402
 from .talk import TALK_CSS, TALK_HTML, TALK_ID_BOX, TALK_JS, TALK_OPEN_BUTTON  # noqa: E402
 from .timeline import LANES, PLAYHEAD_JS  # noqa: E402
@@ -71,6 +72,10 @@ def _front_end_choice() -> Any:
         return None
 
 
+#: a user's state (open scenario, booked memory, private files) is dropped after this long without an action
+SESSION_IDLE_S = 3 * 3600
+
+
 def build_app(gpu: Callable[[Callable], Callable] | None = None, hardware: hw.Hardware | None = None,
               ) -> gr.Blocks:
     """The whole app (no module-level state: each user's state is a ``gr.State``).
@@ -83,10 +88,13 @@ def build_app(gpu: Callable[[Callable], Callable] | None = None, hardware: hw.Ha
     if hardware is None:
         hardware = hw.detect(os.environ)
     live_fn = gpu(views.live_upload) if gpu is not None else views.live_upload
+    budget = UploadBudget.from_env(os.environ)  # this app's memory for open uploads, all users together
     names = library.bundled_names()
     dialogues = library.training_dialogue_ids()
     with gr.Blocks(title="KAME studio", analytics_enabled=False, delete_cache=(1800, 7200)) as app:
-        state = gr.State(None, delete_callback=views.discard_session)  # private files go with the session
+        # private files and booked upload memory go with the session: when the tab closes, or after
+        # SESSION_IDLE_S without any action
+        state = gr.State(None, delete_callback=views.discard_session, time_to_live=SESSION_IDLE_S)
         gr.Markdown("**KAME studio** · tandem speech-to-speech (KAME, arXiv 2510.02327): the four token streams — "
                     + ", ".join(LANES[1:]) + " — on one clock; every run carries a provenance badge.",
                     elem_id="kame-title")
@@ -193,7 +201,7 @@ def build_app(gpu: Callable[[Callable], Callable] | None = None, hardware: hw.Ha
             return _opened_outputs(views.open_bundled(name, st))
 
         def on_upload(file, st):
-            return _opened_outputs(views.open_upload(file, st))
+            return _opened_outputs(views.open_upload(file, st, budget))
 
         def on_training(dialogue_id, st):
             return _opened_outputs(views.open_training(dialogue_id, st))

@@ -8,6 +8,7 @@ Every callback turns bad input into a message and leaves the session usable.
 from __future__ import annotations
 
 import shutil
+import weakref
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterator
@@ -52,6 +53,13 @@ class AppSession:
     mic_stack: Any = None           # the demo.stacks.LiveStack it runs on
     mic_ticket: Any = None          # its admission (kame_core.session.Ticket) to the stack
     mic_shown_s: float = -1.0       # received seconds at the last live figure
+    upload: Any = None              # the open upload's demo.upload_budget.Reservation (memory it holds)
+
+    def drop_upload(self) -> None:
+        """Give back the memory booked for the upload this session had open."""
+        if self.upload is not None:
+            self.upload.release()
+            self.upload = None
 
     def files(self) -> Path:
         """The session's private folder (made on first use; marked as in use at every call)."""
@@ -69,6 +77,7 @@ def discard_session(value: Any) -> None:
         value.mic.close()
     if value.mic_ticket is not None:
         value.mic_ticket.release()
+    value.drop_upload()
     if value.folder is not None:
         shutil.rmtree(value.folder, ignore_errors=True)
 
@@ -144,6 +153,10 @@ def _view_of(session: AppSession, loaded: library.LoadedScenario, run_id: str):
 def _opened(session: AppSession, loaded: library.LoadedScenario):
     run_id = _default_run(loaded)
     fig, rows, sound = _view_of(session, loaded, run_id)
+    if session.loaded is None or session.loaded.key != loaded.key:
+        session.delay_cache.clear()  # re-runs of the scenario this session no longer shows
+    if session.loaded is not loaded:
+        session.drop_upload()
     session.loaded, session.run_id = loaded, run_id
     return (session, status_markdown(loaded), fig, rows, sound, list(loaded.scenario.runs), run_id)
 
@@ -192,14 +205,33 @@ def open_bundled(name: str | None, state: Any = None):
     return _open(session, "Cannot open scenario", lambda: library.open_bundled(name))
 
 
-def open_upload(file: str | None, state: Any = None):
+def open_upload(file: str | None, state: Any = None, budget: Any = None):
     """Open an uploaded scenario file, or a zipped official KAME server log folder (validated; an invalid one
-    gives an error naming the field, or the log file and line, and the session keeps the scenario it had)."""
+    gives an error naming the field, or the log file and line, and the session keeps the scenario it had).
+    ``budget`` (:class:`demo.upload_budget.UploadBudget`): its decoded audio is booked before it is decoded,
+    and held while this session keeps it open."""
     session = session_of(state)
     if not file:
         return _failed(session, "Upload a scenario file (.kame) or a zipped official KAME server log folder.")
     what = "official KAME log" if library.official_log_members(Path(file)) else "scenario file"
-    return _open(session, f"Invalid {what} {Path(file).name}", lambda: library.open_upload(file))
+    booked: list[Any] = []
+    opened: list[library.LoadedScenario] = []
+
+    def book(n_bytes: int) -> None:
+        booked.append(budget.reserve(n_bytes, Path(file).name))
+
+    def opener() -> library.LoadedScenario:
+        opened.append(library.open_upload(file, before_decode=book if budget is not None else None))
+        return opened[-1]
+
+    result = _open(session, f"Invalid {what} {Path(file).name}", opener)
+    if booked:
+        if opened and session.loaded is opened[-1]:
+            session.upload = booked[-1]  # _opened gave back the previous upload's booking
+            weakref.finalize(session, booked[-1].release)  # a state Gradio drops without its callback
+        else:
+            booked[-1].release()
+    return result
 
 
 def open_training(dialogue_id: str | None, state: Any = None):
@@ -457,6 +489,7 @@ def live_upload(file: str | None, modes: list[str] | None, state: Any = None, *,
                 if step.loaded is None:
                     yield session, step.message, None, live.summary, None
                     continue
+                session.drop_upload()
                 session.loaded, session.run_id = step.loaded, _default_run(step.loaded)
                 session.delay_cache.clear()
                 traces = {run_label(k, t): t for k, t in _ordered_runs(step.loaded)}
@@ -552,6 +585,7 @@ def mic_stop(modes: list[str] | None, state: Any = None) -> tuple[Any, str, Any,
         if ticket is not None:
             ticket.release()
     scenario, path = saved.scenario, saved.path
+    session.drop_upload()
     session.loaded = library.LoadedScenario(scenario=scenario, key=f"live:{name}", origin="live", recorded=False,
                                             path=path)
     session.run_id, session.delay_cache = "kame", {}

@@ -67,6 +67,11 @@ MAX_AUDIO_MEMBER_BYTES = MAX_AUDIO_MEMBER_S * SAMPLE_RATE * 2 + 1024 * 1024
 MAX_FRAMES = int(MAX_AUDIO_MEMBER_S * SAMPLE_RATE // SAMPLES_PER_FRAME)
 
 
+def decoded_audio_bytes(samples: int) -> int:
+    """Memory that ``samples`` of decoded audio take (float32)."""
+    return int(samples) * 4
+
+
 class ScenarioError(ValueError):
     """A scenario file or name is invalid. ``where`` names the offending field or path."""
 
@@ -237,15 +242,19 @@ def save_scenario(scenario: Scenario, path: str | os.PathLike[str]) -> Path:
 
 
 # ------------------------------------------------------------------------------------------------- load
-def load_scenario(path: str | os.PathLike[str]) -> Scenario:
-    """Read and strictly validate a scenario file (see the module docstring)."""
+def load_scenario(path: str | os.PathLike[str], *, before_decode: Callable[[int], None] | None = None) -> Scenario:
+    """Read and strictly validate a scenario file (see the module docstring).
+
+    ``before_decode(n_bytes)`` is called once every trace is validated and before any audio is decoded, with
+    the bytes the decoded audio will take (float32, each member once); it may refuse by raising
+    :class:`ScenarioError` (a server's memory budget for uploads)."""
     path = Path(path)
     label = path.name
     if not path.is_file():
         raise ScenarioError(label, "no such file")
     try:
         with zipfile.ZipFile(path) as zf:
-            return _load_from_zip(zf, label)
+            return _load_from_zip(zf, label, before_decode)
     except zipfile.BadZipFile as err:
         raise ScenarioError(label, f"not a scenario file, or truncated (zip archive unreadable: {err})") from None
 
@@ -297,7 +306,8 @@ def _kind_name(kind: type | tuple[type, ...]) -> str:
     return " or ".join(names.get(k, k.__name__) for k in kinds)
 
 
-def _load_from_zip(zf: zipfile.ZipFile, label: str) -> Scenario:
+def _load_from_zip(zf: zipfile.ZipFile, label: str, before_decode: Callable[[int], None] | None = None
+                   ) -> Scenario:
     manifest = _json(_member(zf, "scenario.json", f"{label}/scenario.json", MAX_MANIFEST_BYTES),
                      f"{label}/scenario.json")
     where = "scenario.json"
@@ -334,6 +344,8 @@ def _load_from_zip(zf: zipfile.ZipFile, label: str) -> Scenario:
     if total_s > MAX_DECODED_AUDIO_S:
         raise ScenarioError(label, f"{total_s / 60:.0f} minutes of audio in all; the limit is "
                                    f"{MAX_DECODED_AUDIO_S // 60} minutes per scenario file")
+    if before_decode is not None:
+        before_decode(decoded_audio_bytes(sum(max(n for *_, n in used) for used in uses.values())))
     # 2. each audio member decoded once (runs share the user's track), its header checked against every run
     #    that uses it before a sample is decoded
     decoded: dict[str, np.ndarray] = {}

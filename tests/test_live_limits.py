@@ -242,3 +242,25 @@ def test_a_raw_connection_that_never_sends_a_request_is_closed(tmp_path):
             assert time.monotonic() - started < 5
         with urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz", timeout=5) as reply:
             assert reply.status == 200  # ordinary requests are served as before
+
+
+def test_an_oversized_message_is_refused_from_its_header_before_its_payload_arrives(tmp_path):
+    """A frame header announcing 8 MiB (under uvicorn's default 16 MiB limit) is answered with 1009 at once:
+    the server never waits for, nor buffers, the payload."""
+    import struct
+
+    from kame_core.serve.server import uvicorn_options
+
+    server = ChatServer(lambda: served_stack(_doubles()), sessions_dir=tmp_path)
+    with serving(standalone_app(server), **uvicorn_options(server)) as port:
+        async def announce_big() -> tuple[int | None, float]:
+            async with websockets.connect(f"ws://127.0.0.1:{port}/api/chat", max_size=None) as ws:
+                assert await asyncio.wait_for(ws.recv(), 10) == bytes([P.HANDSHAKE])
+                header = bytes([0x82, 0x80 | 127]) + struct.pack("!Q", 8 * 2 ** 20) + b"\x00\x00\x00\x00"
+                ws.transport.write(header + bytes([P.AUDIO]) + b"\x00" * 1024)  # the header and 1 kB, no more
+                started = time.monotonic()
+                await asyncio.wait_for(ws.wait_closed(), 10)
+                return ws.close_code, time.monotonic() - started
+
+        code, after = asyncio.run(announce_big())
+    assert code == P.CLOSE_TOO_BIG and after < 5

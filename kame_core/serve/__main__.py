@@ -15,7 +15,7 @@ from pathlib import Path
 from ..neural.choice import FrontEndChoice
 from .access import Access
 from .protocol import Limits
-from .server import ROUTE, ChatServer, http_protocol, stack_from_cpu, standalone_app
+from .server import ROUTE, ChatServer, stack_from_cpu, standalone_app, uvicorn_options
 from .session import default_sessions_dir
 
 
@@ -93,7 +93,7 @@ def main(argv: list[str] | None = None) -> None:
     print(f"ready at ws://{args.host}:{args.port}{ROUTE} in {time.perf_counter() - started:.1f} s "
           f"(sessions saved in {server.sessions_dir})", flush=True)
     uvicorn.run(standalone_app(server), host=args.host, port=args.port, log_level=args.log_level.lower(),
-                http=http_protocol())
+                **uvicorn_options(server))
 
 
 if __name__ == "__main__":

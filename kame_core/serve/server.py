@@ -254,6 +254,13 @@ def http_protocol() -> type:
     return FirstRequestTimeoutH11
 
 
+def uvicorn_options(server: ChatServer) -> dict[str, Any]:
+    """How uvicorn must run a server of the protocol: the HTTP protocol of :func:`http_protocol`, and the
+    WebSocket library's message limit set to the protocol's (``Limits.max_message_bytes``), so a bigger message
+    is refused with 1009 from its frame header, before its payload is buffered (uvicorn's default: 16 MiB)."""
+    return {"http": http_protocol(), "ws_max_size": server.limits.max_message_bytes}
+
+
 def standalone_app(server: ChatServer) -> Any:
     """A FastAPI app serving only the protocol (``python -m kame_core.serve``)."""
     from fastapi import FastAPI

@@ -2,6 +2,9 @@
 the benchmarks time figures and throughput on them, and the tests check the figures they give."""
 from __future__ import annotations
 
+import os
+from pathlib import Path
+
 from kame_core.clock import VirtualClock
 from kame_core.pipelines.cascade import CascadeRunner
 from kame_core.pipelines.tandem import SessionConfig, TandemRunner
@@ -78,3 +81,22 @@ def mountain_session(mode: str = "kame", delay_ms: int = 0) -> SessionTrace:
     config = SessionConfig(mode=mode, forced_delay_ms=delay_ms, title="Tallest mountain")
     runner = TandemRunner(EchoFrontEnd(), ScriptedSTT(seg), ScriptedLLM(mountain_answer), config, VirtualClock())
     return runner.run_sync(audio)
+
+
+def silent_scenario(path: "str | os.PathLike[str]", minutes: float, runs: int = 3) -> "Path":
+    """A valid scenario file of ``runs`` runs over ``minutes`` of silence (the user's track shared): a few
+    hundred kB on disk that decode to ``(1 + runs) x minutes`` of float32 audio -- the memory attack an
+    upload budget must stop before decoding."""
+    import numpy as np
+
+    from kame_core.clock import SAMPLES_PER_FRAME
+    from kame_core.scenario import Scenario, save_scenario
+    from kame_core.trace import FrameRecord
+
+    n_frames = int(minutes * 60 * 12.5)
+    silence = np.zeros(n_frames * SAMPLES_PER_FRAME, np.float32)
+    traces = {}
+    for run_id in ("kame", "moshi", "cascade", "kame-emission")[:runs]:
+        traces[run_id] = SessionTrace(mode=run_id.split("-")[0], frames=[FrameRecord() for _ in range(n_frames)],
+                                      user_audio=silence, output_audio=silence.copy(), title="silence")
+    return save_scenario(Scenario(name="silence", runs=traces, title=f"{minutes:g} minutes of silence"), path)
