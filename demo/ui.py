@@ -46,7 +46,66 @@ SYNC_JS = "() => {\n  if (window.kameSyncInstalled) return;\n  window.kameSyncIn
     }, true);
   });
   document.addEventListener('play', function (e) {
-    if (e.target instanceof HTMLMediaElement) follow(e.target);
+    if (!(e.target instanceof HTMLMediaElement)) return;
+    peers(e.target).forEach(function (m) { if (!m.paused) m.pause(); });  // one player of a view at a time
+    follow(e.target);
+  }, true);
+  // the players of one view (Compare's three) share its playhead: a seek in one moves the others there
+  function peers(media) {
+    var box = media.closest('[id^="kame-audio-"]');
+    if (!box) return [];
+    var view = box.id.split('-')[2];
+    return Array.from(document.querySelectorAll('[id^="kame-audio-' + view + '"] audio'))
+      .filter(function (m) { return m !== media; });
+  }
+  document.addEventListener('seeked', function (e) {
+    var media = e.target;
+    if (!(media instanceof HTMLMediaElement) || !media.paused) return;
+    peers(media).forEach(function (m) {
+      if (Math.abs(m.currentTime - media.currentTime) > 0.05) m.currentTime = media.currentTime;
+    });
+  }, true);
+  // a click on a plot (not a drag: that zooms) seeks its view's players there; on the Timeline it also
+  // sets "Inspect time" and shows that frame
+  function timeAt(gd, clientX, clientY) {
+    var full = gd && gd._fullLayout;
+    if (!full || !full._size) return null;
+    var box = gd.getBoundingClientRect(), px = clientX - box.left, py = clientY - box.top;
+    if (py < full._size.t || py > full._size.t + full._size.h) return null;
+    var names = Object.keys(full).filter(function (k) { return /^xaxis[0-9]*$/.test(k); });
+    for (var i = 0; i < names.length; i++) {
+      var xa = full[names[i]];
+      if (xa && px >= xa._offset && px <= xa._offset + xa._length) return xa.p2l(px - xa._offset);
+    }
+    return null;
+  }
+  function seekView(host, t) {
+    var view = host.id.slice('kame-plot-'.length);
+    document.querySelectorAll('[id^="kame-audio-' + view + '"] audio').forEach(function (a) {
+      a.currentTime = isFinite(a.duration) ? Math.min(t, a.duration) : t;
+    });
+    kameSetPlayhead(host, t);
+    host.dataset.kamePlayhead = t;
+    var inspect = view === 'timeline' && document.querySelector('#kame-inspect-time input');
+    if (inspect) {
+      inspect.value = t.toFixed(2);
+      inspect.dispatchEvent(new Event('input', {bubbles: true}));
+      inspect.dispatchEvent(new KeyboardEvent('keypress', {key: 'Enter', code: 'Enter', bubbles: true}));
+    }
+  }
+  window.kameSeekView = seekView;
+  var down = null;
+  document.addEventListener('mousedown', function (e) {
+    var host = e.target.closest && e.target.closest('[id^="kame-plot-"]');
+    down = (host && e.button === 0 && !e.target.closest('.legend, .modebar, .annotation')) ?
+      {host: host, x: e.clientX, y: e.clientY, at: Date.now()} : null;
+  }, true);
+  document.addEventListener('mouseup', function (e) {
+    var d = down;
+    down = null;
+    if (!d || Math.abs(e.clientX - d.x) > 4 || Math.abs(e.clientY - d.y) > 4 || Date.now() - d.at > 600) return;
+    var t = timeAt(d.host.querySelector('.js-plotly-plot'), e.clientX, e.clientY);
+    if (t !== null && t >= 0) seekView(d.host, t);
   }, true);
 }
 """
@@ -117,7 +176,8 @@ def build_app(gpu: Callable[[Callable], Callable] | None = None, hardware: hw.Ha
             with gr.Tab("Timeline", id="timeline"):
                 with gr.Row():
                     run = gr.Dropdown([], label="Run", scale=1)
-                    at = gr.Number(value=0.0, label="Inspect time (s)", scale=1, minimum=0)
+                    at = gr.Number(value=0.0, label="Inspect time (s) — or click the plot", scale=1, minimum=0,
+                                   elem_id="kame-inspect-time")
                 plot = gr.Plot(label="Timeline", elem_id="kame-plot-timeline")
                 audio = _player()
                 details = gr.Markdown()

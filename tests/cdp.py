@@ -88,6 +88,11 @@ class Chromium:
                 raise TimeoutError(f"timed out waiting for: {expression}")
             time.sleep(every)
 
+    def click(self, x: float, y: float) -> None:
+        """A left click at page pixel (``x``, ``y``), as a user's mouse makes it (press, release)."""
+        for kind in ("mousePressed", "mouseReleased"):
+            self.send("Input.dispatchMouseEvent", self.session, type=kind, x=x, y=y, button="left", clickCount=1)
+
     def screenshot(self, path: Path, full_page: bool = True) -> Path:
         params: dict[str, Any] = {"format": "png", "captureBeyondViewport": full_page}
         data = self.send("Page.captureScreenshot", self.session, **params)["data"]

@@ -128,6 +128,38 @@ def test_playhead_follows_the_audio_on_seek_play_and_pause(page):
     assert stopped > 2.4
 
 
+@browser
+def test_a_click_on_the_timeline_seeks_the_player_and_sets_inspect_time(page):
+    page.wait_for("(() => { const a = document.querySelector('#kame-audio-timeline audio');"
+                  " return a && a.readyState >= 1 && a.duration > 3; })()", timeout=60)
+    page.evaluate("document.querySelector('#kame-plot-timeline').scrollIntoView({block: 'center'})")
+    where = page.evaluate("""(() => {
+      const gd = document.querySelector('#kame-plot-timeline .js-plotly-plot');
+      const box = gd.getBoundingClientRect(), full = gd._fullLayout, xa = full.xaxis;
+      return {x: box.left + xa._offset + xa.l2p(3.0), y: box.top + full._size.t + full._size.h * 0.5};
+    })()""")
+    before = page.evaluate("document.querySelector('#kame-inspect-time input').value")
+    page.click(where["x"], where["y"])
+    page.wait_for("Math.abs(document.querySelector('#kame-audio-timeline audio').currentTime - 3.0) < 0.05",
+                  timeout=10)
+    page.wait_for("Math.abs(Number(document.querySelector('#kame-plot-timeline').dataset.kamePlayhead) - 3.0)"
+                  " < 0.05", timeout=10)
+    shown = page.wait_for("(() => { const v = document.querySelector('#kame-inspect-time input').value;"
+                          " return Math.abs(Number(v) - 3.0) < 0.05 && v; })()", timeout=10)
+    assert shown != before
+    # the frame inspector below the plot shows the clicked time (the Inspect-time submit ran on the server)
+    page.wait_for(f"document.body.innerText.includes('{float(shown):.2f} s · frame 37')", timeout=20)
+    # a drag is a zoom, not a seek
+    page.evaluate("document.querySelector('#kame-audio-timeline audio').currentTime = 1.0")
+    page.send("Input.dispatchMouseEvent", page.session, type="mousePressed", x=where["x"], y=where["y"],
+              button="left", clickCount=1)
+    page.send("Input.dispatchMouseEvent", page.session, type="mouseMoved", x=where["x"] + 60, y=where["y"],
+              button="left")
+    page.send("Input.dispatchMouseEvent", page.session, type="mouseReleased", x=where["x"] + 60, y=where["y"],
+              button="left", clickCount=1)
+    assert abs(page.evaluate("document.querySelector('#kame-audio-timeline audio').currentTime") - 1.0) < 0.05
+
+
 # ----------------------------------------------------------------------------------------------- API
 def test_api_drives_playback_compare_and_the_forced_delay_slider(app_url):
     from gradio_client import Client
