@@ -59,12 +59,27 @@ RUN_SUMMARY_HEADERS = ["run", "mode", "front-end (provenance)", "onset latency",
                        "self-corrections", "what the assistant said"]
 
 
+def _token_note(request: object, use: dict) -> str:
+    """What became of a request's output, e.g. ' · rev 2: 12 of 22 oracle tokens fed, 10 pending'."""
+    parts = []
+    if use["tokens_fed"] is not None:
+        total = "" if use["tokens_appended"] is None else f" of {use['tokens_appended']}"
+        parts.append(f"rev {getattr(request, 'revision', '?')}: {use['tokens_fed']}{total} oracle tokens fed")
+        if use["tokens_pending"]:
+            parts.append(f"{use['tokens_pending']} pending")
+    if use["words_dropped"]:
+        parts.append(f"{use['words_dropped']} words dropped (arrived after it was superseded)")
+    return " · " + ", ".join(parts) if parts else ""
+
+
 def latency_markdown(trace: SessionTrace) -> str:
     """Markdown: per user turn, when each anchor of the response came (seconds after the end of the user's
     speech; negative = before), and the LLM requests of the turn with why they started and how they ended."""
-    from kame_core.metrics import latency_breakdown
+    from kame_core.metrics import latency_breakdown, request_token_use
+    from kame_core.trace_query import oracle_token_use
 
     turns = latency_breakdown(trace)
+    use = oracle_token_use(trace)
     if not turns:
         return "_No user turn: no latency to break down._"
     parts = []
@@ -79,7 +94,8 @@ def latency_markdown(trace: SessionTrace) -> str:
                     "ended (output carried over) or the user's end of speech was recognised late.")
         reqs = "; ".join(
             f"#{r.request} {r.start_t - turn.user_end:+.2f} s ({r.reason or 'no reason recorded'}) → {r.outcome}"
-            + (" late" if r.late else "") for r in turn.requests) or "none"
+            + (" late" if r.late else "") + _token_note(r, request_token_use(r, use))
+            for r in turn.requests) or "none"
         parts.append(f"**Turn {turn.turn + 1}** (user stopped at {turn.user_end:.2f} s)\n\n| {head} |\n|"
                      + "---|" * len(turn.steps) + f"\n| {cells} |\n\nLLM requests: {reqs}{note}")
     return "\n\n".join(parts)

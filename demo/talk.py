@@ -56,6 +56,9 @@ TALK_HTML = """
     <div><b>LLM requests · turns (when KAME's first word came)</b>
       <div id="kame-talk-turns" class="kame-talk-box"></div></div>
   </div>
+  <div style="margin-top:6px"><b>Latency per turn</b> <span class="kame-small">(seconds after you stopped speaking;
+    negative = before; the same breakdown the Timeline shows once the session is saved)</span>
+    <div id="kame-talk-latency" class="kame-talk-box" style="min-height:40px"><i>after your first turn</i></div></div>
   <div id="kame-talk-meter" class="kame-small" style="white-space:pre-wrap"></div>
 </div>
 """
@@ -65,6 +68,8 @@ TALK_CSS = """
   border-radius: 6px; padding: 6px; font-size: 13px; white-space: pre-wrap; }
 .kame-talk-rev { color: #6b7280; } .kame-talk-rev.current { color: #111827; font-weight: 600; }
 .kame-hidden { display: none !important; }
+.kame-talk-table { border-collapse: collapse; margin: 2px 0; font-size: 12px; }
+.kame-talk-table th, .kame-talk-table td { border: 1px solid #e5e7eb; padding: 1px 6px; text-align: center; }
 #kame-talk-timeline { width: 100%; height: 270px; display: block; border: 1px solid #e5e7eb; border-radius: 6px;
   background: #fff; }
 #kame-talk-scroll { width: 100%; margin: 2px 0; }
@@ -134,7 +139,7 @@ TALK_JS = r"""
   function setStatus(s) { T.status = s; var el = $('kame-talk-status'); if (el) el.textContent = s; }
   function reset() {
     T.words = ''; T.revisions = {}; T.order = []; T.current = null; T.partial = ''; T.finals = [];
-    T.llm = {start: 0, cancel: 0, finish: 0}; T.turns = []; T.corrections = 0; T.warnings = [];
+    T.llm = {start: 0, cancel: 0, finish: 0}; T.turns = []; T.latency = []; T.corrections = 0; T.warnings = [];
     T.played = {rms: 0, max: 0, voiced: 0, samples: 0}; T.sent = 0; T.received = 0; T.inputLevel = 0;
     T.sessionId = null; T.saved = null; T.error = ''; T.timeline = newTimeline();
     var slider = $('kame-talk-scroll'); if (slider) slider.value = 1000;
@@ -156,6 +161,7 @@ TALK_JS = r"""
     if (o.type === 'saved') { T.saved = o; return; }
     if (o.type === 'warning') { T.warnings.push(o.message); return; }
     if (o.type === 'turn_onset') { T.turns.push(o); TL.onsets.push(o); return; }
+    if (o.type === 'turn_latency') { T.latency.push(o); return; }
     if (o.type === 'oracle_heard') { TL.heard.push({t: o.t, revision: o.revision}); return; }
     if (o.type === 'hint_level') {
       var rev = revisionOf(o.revision);
@@ -339,6 +345,23 @@ TALK_JS = r"""
     $('kame-talk-pause').textContent = 'Follow live'; drawTimeline();
   }
 
+  function secs(v) { return v === null || v === undefined ? '—' : (v >= 0 ? '+' : '−') + Math.abs(v).toFixed(2) + ' s'; }
+  function latencyTable(L) {
+    var head = L.steps.map(function (s) { return '<th>' + esc(s.name) + '</th>'; }).join('');
+    var cells = L.steps.map(function (s) { return '<td>' + secs(s.since_end_s) + '</td>'; }).join('');
+    var reqs = L.requests.map(function (r) {
+      var tokens = r.tokens_fed === null ? '' : ' · rev ' + r.revision + ': ' + r.tokens_fed +
+        (r.tokens_appended === null ? '' : ' of ' + r.tokens_appended) + ' oracle tokens fed' +
+        (r.tokens_pending ? ', ' + r.tokens_pending + ' pending' : '');
+      return '#' + r.request + ' ' + secs(r.since_end_s) + ' (' + esc(r.reason || 'no reason recorded') + ') → ' +
+        esc(r.outcome) + (r.late ? ' late' : '') + tokens +
+        (r.words_dropped ? ', ' + r.words_dropped + ' words dropped' : '');
+    }).join('; ');
+    return '<div class="kame-talk-latency-turn"><b>turn ' + (L.turn + 1) + '</b> (you stopped at ' +
+      L.user_end.toFixed(2) + ' s)<table class="kame-talk-table"><tr>' + head + '</tr><tr>' + cells +
+      '</tr></table><div class="kame-small">LLM requests: ' + (reqs || 'none') + '</div></div>';
+  }
+
   function render() {
     var w = $('kame-talk-words'); if (!w) return;
     w.textContent = T.words.slice(-1500);
@@ -355,6 +378,7 @@ TALK_JS = r"""
         var l = (t.latency_s !== undefined) ? t.latency_s : t.delay_s;
         return '<div>turn ' + (t.turn + 1) + ': first assistant word ' + Math.abs(l).toFixed(2) + ' s ' +
           (l < 0 ? 'before' : 'after') + ' you stopped (as Timeline measures it)</div>'; }).join('');
+    if (T.latency.length) $('kame-talk-latency').innerHTML = T.latency.map(latencyTable).join('');
     $('kame-talk-meter').textContent = 'sent ' + (T.sent * 0.08).toFixed(1) + ' s of microphone · player ran ' +
       (T.played.samples / 24000).toFixed(1) + ' s, RMS ' + T.played.rms.toFixed(3) + ', peak block RMS ' +
       T.played.max.toFixed(3) +

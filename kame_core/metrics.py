@@ -17,7 +17,7 @@ from __future__ import annotations
 import re
 import statistics
 from dataclasses import dataclass, field
-from typing import Iterable, Sequence
+from typing import Any, Iterable, Mapping, Sequence
 
 import numpy as np
 
@@ -28,7 +28,9 @@ from .trace import Event, EventKind, SessionTrace
 from .hint_levels import hint_level
 from .trace_query import (
     LLMRequest,
+    TokenUse,
     llm_requests,
+    oracle_token_use,
     oracle_revisions,
     request_spoken_ratios,
     self_corrections,
@@ -176,6 +178,29 @@ class TurnLatency:
 
     def since_end(self, step: LatencyStep) -> float | None:
         return None if step.t is None else step.t - self.user_end
+
+    def to_json(self, token_use: Mapping[int, TokenUse] | None = None) -> dict[str, Any]:
+        """JSON-ready (the live protocol's ``turn_latency`` message): each anchor's session time and seconds
+        after the end of the user's speech; each request of the turn with why it started, how it ended, and what
+        became of its revision's oracle tokens (:func:`request_token_use`)."""
+        def r3(value: float | None) -> float | None:
+            return None if value is None else round(value, 3)
+        return {"turn": self.turn, "user_end": r3(self.user_end), "forced_delay_s": self.forced_delay_s,
+                "steps": [{"name": s.name, "t": r3(s.t), "since_end_s": r3(self.since_end(s))} for s in self.steps],
+                "requests": [{"request": r.request, "since_end_s": r3(r.start_t - self.user_end),
+                              "reason": r.reason, "outcome": r.outcome, "late": r.late, "revision": r.revision,
+                              **request_token_use(r, token_use or {})} for r in self.requests]}
+
+
+def request_token_use(request: LLMRequest, token_use: Mapping[int, TokenUse]) -> dict[str, int | None]:
+    """What became of a request's output: its revision's oracle tokens appended / fed to the front-end / pending
+    (None without a revision or token ids), and the words it streamed that never reached the oracle stream
+    (they came after it was superseded or cancelled)."""
+    use = token_use.get(request.revision) if request.revision is not None else None
+    reached = len("".join(text for _, text in request.chunks).split())
+    return {"tokens_appended": None if use is None else use.appended, "tokens_fed": None if use is None else use.fed,
+            "tokens_pending": None if use is None else use.pending,
+            "words_dropped": max(0, len(request.text.split()) - reached)}
 
 
 def latency_breakdown(trace: SessionTrace, turn_gap_s: float = TurnConfig.turn_gap_s) -> list[TurnLatency]:

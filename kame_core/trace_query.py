@@ -144,6 +144,41 @@ def _opt_float(value: object) -> float | None:
     return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
 
 
+@dataclass(frozen=True)
+class TokenUse:
+    """What became of one revision's oracle tokens: appended by its LLM stream, fed to the front-end (one per
+    frame after its start token), and still pending when the trace ends or a newer revision replaced it."""
+
+    revision: int
+    #: tokens appended (None: the trace recorded the text only, no token ids)
+    appended: int | None
+    fed: int
+
+    @property
+    def pending(self) -> int | None:
+        return None if self.appended is None else max(0, self.appended - self.fed)
+
+
+def oracle_token_use(trace: SessionTrace) -> dict[int, TokenUse]:
+    """Per revision: oracle tokens appended, fed to the front-end, left pending (:class:`TokenUse`)."""
+    appended: dict[int, int | None] = {}
+    for e in trace.events_of(EventKind.ORACLE_RESET):
+        if isinstance(e.data.get("revision"), int):
+            appended.setdefault(e.data["revision"], 0)
+    for e in trace.events_of(EventKind.ORACLE_APPEND):
+        rev, tokens = e.data.get("revision"), e.data.get("tokens")
+        if not isinstance(rev, int):
+            continue
+        known = appended.get(rev, 0)
+        appended[rev] = None if known is None or not isinstance(tokens, list) else known + len(tokens)
+    fed: dict[int, int] = {}
+    for f in trace.frames:
+        o = f.oracle
+        if not o.is_padding and not o.is_start and o.revision is not None:
+            fed[o.revision] = fed.get(o.revision, 0) + 1
+    return {rev: TokenUse(rev, appended.get(rev), fed.get(rev, 0)) for rev in sorted({*appended, *fed})}
+
+
 def oracle_revisions(trace: SessionTrace) -> list[OracleRevision]:
     """Every oracle revision in reset order (live and recorded runs, and imported training dialogues)."""
     fed_frames: dict[int, list[int]] = {}

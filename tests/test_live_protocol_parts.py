@@ -88,6 +88,48 @@ def test_the_live_onset_is_the_metrics_onset():
         reported += live.add_frame(talking, float(np.sqrt(np.mean(out ** 2))), events)
     assert reported == turn_onsets(trace.finish())
     assert [round(o.latency_s, 2) for o in reported] == [-0.24, 0.16]
+def test_each_turn_onset_is_followed_by_its_latency_breakdown_as_the_timeline_computes_it():
+    """``turn_latency``: the anchors and the requests of the closed turn, equal to metrics.latency_breakdown."""
+    import json
+
+    from kame_core.metrics import latency_breakdown
+    from kame_core.trace import OracleToken, SessionTrace
+    from kame_core.trace_query import oracle_token_use
+
+    pytest.importorskip("sphn")
+    trace, sent = SessionTrace(mode="kame"), []
+    sink = StreamSink(sent.extend, pcm_out=True, trace_of=lambda: trace)
+    script = {0: [(EventKind.USER_SPEECH_START, {"audio_t": 0.0})],
+              5: [(EventKind.LLM_REQUEST_START, {"request": 1, "reason": "pending user text", "transcript": "how"})],
+              7: [(EventKind.LLM_FIRST_CHUNK, {"request": 1}),
+                  (EventKind.ORACLE_RESET, {"revision": 1, "request": 1}),
+                  (EventKind.ORACLE_APPEND, {"request": 1, "revision": 1, "text": " it is far",
+                                             "tokens": [11, 12, 13]})],
+              10: [(EventKind.USER_SPEECH_END, {"audio_t": 0.8})],
+              12: [(EventKind.STT_FINAL, {"text": "how far is the moon"})]}
+    for i in range(40):
+        events = tuple(trace.add_event(i * 0.08, kind, **data) for kind, data in script.get(i, ()))
+        talking = 14 <= i < 30
+        oracle = (OracleToken(token=0, revision=1, is_start=True) if i == 8 else
+                  OracleToken(token=11, piece=" it", revision=1) if i == 9 else OracleToken())
+        record = FrameRecord(text_piece=" w" if talking else "", text_token=5 if talking else None, oracle=oracle)
+        out = np.full(1920, 0.1 if talking else 0.0, np.float32)
+        trace.append_frame(record, np.zeros(1920, np.float32), out)
+        sink.on_frame(FrameOut(i, (i + 1) * 0.08, record, np.zeros(1920, np.float32), out, events))
+    messages = [json.loads(m[1:]) for m in sent if m[0] == P.EVENT]
+    kinds = [m["type"] for m in messages]
+    assert "turn_latency" in kinds and kinds.index("turn_latency") == kinds.index("turn_onset") + 1
+    got = next(m for m in messages if m["type"] == "turn_latency")
+    finished = trace.finish()
+    [expected] = latency_breakdown(finished)
+    assert got == {"type": "turn_latency", **expected.to_json(oracle_token_use(finished))}
+    assert [s["name"] for s in got["steps"]][-1] == "first audible output"
+    assert got["steps"][-1]["since_end_s"] == pytest.approx(14 * 0.08 - 0.8, abs=1e-6)
+    [request] = got["requests"]
+    assert (request["reason"], request["tokens_appended"], request["tokens_fed"], request["tokens_pending"]) == \
+        ("pending user text", 3, 1, 2)
+
+
 def test_the_talk_opener_refuses_a_bad_or_unknown_id(tmp_path):
     from demo import views
 

@@ -101,6 +101,14 @@ def test_talk_plays_the_answer_shows_the_streams_and_opens_the_session(question_
             shown = browser.wait_for("(function (o, w) { return o.indexOf('rev ') >= 0 && w.trim() && o + ' | ' + w; })"
                                      "(document.getElementById('kame-talk-oracle').innerText, "
                                      "document.getElementById('kame-talk-words').innerText)", timeout=5)
+            try:
+                latency = json.loads(browser.wait_for(
+                    "(function (T) { return T.latency.length > 0 && JSON.stringify(T.latency); })(window.kameTalk)",
+                    timeout=60, every=0.25))
+            except TimeoutError:
+                raise AssertionError("no turn_latency reached the page: " + str(browser.evaluate(
+                    "JSON.stringify({turns: window.kameTalk.turns, latency: window.kameTalk.latency})")))
+            latency_text = browser.evaluate("document.getElementById('kame-talk-latency').innerText")
             browser.screenshot(_artifacts(tmp_path) / f"talk_live{suffix}.png")
             shown_front_end = browser.evaluate("JSON.stringify(window.kameTalk.frontEnd || null) + ' | ' + "
                                                "document.getElementById('kame-talk-meter').innerText")
@@ -115,6 +123,10 @@ def test_talk_plays_the_answer_shows_the_streams_and_opens_the_session(question_
             browser.screenshot(_artifacts(tmp_path) / f"talk_saved_timeline{suffix}.png")
         finally:
             browser.close()
+    # the live latency breakdown: the Timeline's anchors, the turn's requests and their oracle tokens
+    assert latency[0]["turn"] == 0 and latency[0]["steps"][0]["name"] == "end of user speech", latency
+    assert latency[0]["steps"][-1]["name"] in ("first audible output", "TTS first audio") and latency[0]["requests"]
+    assert "turn 1" in latency_text and latency[0]["steps"][-1]["name"] in latency_text and "LLM requests:" in latency_text
     # the live timeline: in view when Talk opens at 1600x1000, moving, its four lanes filled, hint levels in
     assert box["top"] >= 0 and box["bottom"] <= box["inner"] and box["height"] >= 200, box
     assert later["now"] > first["now"] and all(later["lanes"][k] > 0 for k in

@@ -25,7 +25,8 @@ from typing import Any, Callable, Protocol
 import numpy as np
 
 from ..clock import FRAME_SECONDS, SAMPLE_RATE
-from ..metrics import LiveOnsets
+from ..metrics import LiveOnsets, latency_breakdown
+from ..trace_query import oracle_token_use
 from ..neural.choice import NeuralModels
 from ..neural.pool import PoolFull
 from ..session import FrameOut, LiveSession, SessionStore
@@ -60,7 +61,9 @@ class StreamSink:
     assistant word of a user turn, once the turn is closed; ``latency_s`` is signed (negative: KAME started
     before the user finished), ``delay_s`` clipped at 0. ``oracle_heard`` says from which frame the front-end
     hears a revision (its start token was fed); ``hint_level`` gives a revision's hint level as soon as the
-    server knows it (the user's turn got its final transcript), read from the trace (``trace_of``)."""
+    server knows it (the user's turn got its final transcript), read from the trace (``trace_of``);
+    ``turn_latency`` follows each ``turn_onset`` with the turn's latency breakdown as known then (anchors, the
+    requests of the turn, what became of their oracle tokens)."""
 
     def __init__(self, post: Callable[[list[bytes]], None], pcm_out: bool,
                  trace_of: Callable[[], SessionTrace | None] = lambda: None, metrics: Any = None) -> None:
@@ -102,11 +105,24 @@ class StreamSink:
                        "audio_start": None if onset.audio_onset is None else round(onset.audio_onset, 3)}
             self.turns.append(message)
             out.append(P.json_message(message))
+            latency = self._turn_latency(onset.turn)
+            if latency is not None:
+                out.append(P.json_message({"type": "turn_latency", **latency}))
             if self._metrics is not None:
                 self._metrics.on_onset(onset.latency_s or 0.0)
         if self._metrics is not None:
             self._metrics.on_frame(frame)
         self._post(out)
+
+    def _turn_latency(self, turn: int) -> dict[str, Any] | None:
+        """The turn's latency breakdown as known now (:meth:`TurnLatency.to_json`), from a snapshot of the trace
+        (its audio joined, so audible output is measured as the Timeline does)."""
+        trace = self._trace_of()
+        if trace is None:
+            return None
+        snapshot = trace.snapshot()
+        found = next((t for t in latency_breakdown(snapshot) if t.turn == turn), None)
+        return None if found is None else found.to_json(oracle_token_use(snapshot))
 
     def _hint_levels(self) -> list[bytes]:
         """``hint_level`` messages for revisions whose level is new or changed (a later final refines it)."""
