@@ -165,6 +165,8 @@ def build_app(gpu: Callable[[Callable], Callable] | None = None, hardware: hw.Ha
             dialogue = gr.Dropdown(dialogues, value=None, label="…or a training dialogue (KAME dataset layout)",
                                    scale=2,
                                    info=None if dialogues else "set KAME_TRAINING_DIR to a folder with audio/ and text/")
+            made = gr.Dropdown([], value=None, label="Made in this browser session", elem_id="kame-made", scale=2,
+                               info="your Talk, Live and microphone sessions: pick one to reopen it")
             upload = gr.UploadButton("Open a .kame file or an official KAME log (.zip)", file_types=[".kame", ".zip"],
                                      type="filepath", scale=1, elem_id="kame-upload")
             download = gr.DownloadButton("Download this scenario (.kame)", value=None, scale=1)
@@ -267,11 +269,20 @@ def build_app(gpu: Callable[[Callable], Callable] | None = None, hardware: hw.Ha
             return _opened_outputs(views.open_training(dialogue_id, st))
 
         def picker(st):
-            """The scenario picker names what is open when it is not one of its own files."""
-            loaded = views.session_of(st).loaded
+            """The scenario picker names what is open when it is not one of its own files; the list of what
+            this browser session made follows (and selects the open one)."""
+            session = views.session_of(st)
+            loaded = session.loaded
+            labels = [m.label for m in reversed(session.made)]
+            current = next((m.label for m in session.made if loaded is not None and m.key == loaded.key), None)
+            made_update = gr.update(choices=labels, value=current)
             if loaded is None or loaded.origin == "bundled":
-                return gr.update(label=picker_label)
-            return gr.update(value=None, label=f"{picker_label} — open now: {loaded.title} ({loaded.origin})")
+                return gr.update(label=picker_label), made_update
+            return (gr.update(value=None, label=f"{picker_label} — open now: {loaded.title} ({loaded.origin})"),
+                    made_update)
+
+        def on_made_pick(label, st):
+            return _opened_outputs(views.open_made(label, st))
 
         def on_default(st):
             return _opened_outputs(views.open_default(st))
@@ -279,8 +290,9 @@ def build_app(gpu: Callable[[Callable], Callable] | None = None, hardware: hw.Ha
         outs = [state, status, plot, table, audio, run]
         for trigger, fn, inp, api in ((choice.input, on_bundled, choice, "open_scenario"),
                                       (upload.upload, on_upload, upload, "upload_scenario"),
-                                      (dialogue.input, on_training, dialogue, "open_training")):
-            trigger(fn, [inp, state], outs, api_name=api).then(picker, state, choice, api_visibility="private").then(
+                                      (dialogue.input, on_training, dialogue, "open_training"),
+                                      (made.input, on_made_pick, made, "open_made")):
+            trigger(fn, [inp, state], outs, api_name=api).then(picker, state, [choice, made], api_visibility="private").then(
                 views.compare, state, [state, compare_plot, compare_table, *slots, compare_names])
         app.load(on_default, state, outs, api_name="open_default").then(
             views.compare, state, [state, compare_plot, compare_table, *slots, compare_names])
@@ -310,7 +322,7 @@ def build_app(gpu: Callable[[Callable], Callable] | None = None, hardware: hw.Ha
                     gr.Tabs(selected="timeline") if file is not None else gr.skip())
 
         talk_open.click(on_talk_open, [talk_id, state], [*outs, download, tabs], api_name="open_talk_session").then(
-            picker, state, choice, api_visibility="private").then(
+            picker, state, [choice, made], api_visibility="private").then(
             views.compare, state, [state, compare_plot, compare_table, *slots, compare_names])
         def on_made(st):
             """A Live upload or microphone session made a scenario: open it in every tab."""
@@ -321,10 +333,10 @@ def build_app(gpu: Callable[[Callable], Callable] | None = None, hardware: hw.Ha
 
         live_btn.click(live_fn, [live_in, modes, state],
                        [state, live_status, live_plot, live_components, live_file], api_name="live_upload").then(
-            on_made, state, outs, api_visibility="private").then(picker, state, choice, api_visibility="private").then(
+            on_made, state, outs, api_visibility="private").then(picker, state, [choice, made], api_visibility="private").then(
             views.compare, state, [state, compare_plot, compare_table, *slots, compare_names])
         mic_stopped.then(on_made, state, outs, api_visibility="private").then(
-            picker, state, choice, api_visibility="private").then(
+            picker, state, [choice, made], api_visibility="private").then(
             views.compare, state, [state, compare_plot, compare_table, *slots, compare_names])
     return app
 

@@ -41,6 +41,27 @@ _ORIGINS = {"bundled": "bundled scenario file (recorded)", "upload": "uploaded s
             "official-log": "imported from an official KAME server log (uploaded zip)"}
 
 
+#: how many sessions made in one browser session the list keeps (the oldest go first)
+MAX_MADE = 50
+
+
+@dataclass(frozen=True)
+class MadeSession:
+    """A session this browser session made: its label in the list, and the file to reopen."""
+
+    key: str
+    label: str
+    path: Path
+
+    @classmethod
+    def of(cls, loaded: library.LoadedScenario) -> "MadeSession":
+        import time
+
+        stamp = time.strftime("%H:%M:%S")
+        return cls(loaded.key, f"{stamp} · {loaded.title or loaded.key} · {', '.join(loaded.scenario.runs)}",
+                   Path(loaded.path))
+
+
 @dataclass
 class AppSession:
     """One user's state (kept in a ``gr.State``; never shared)."""
@@ -54,6 +75,19 @@ class AppSession:
     mic_ticket: Any = None          # its admission (kame_core.session.Ticket) to the stack
     mic_shown_s: float = -1.0       # received seconds at the last live figure
     upload: Any = None              # the open upload's demo.upload_budget.Reservation (memory it holds)
+    made: list["MadeSession"] = field(default_factory=list)  # made in this browser session, oldest first
+
+    def show(self, loaded: library.LoadedScenario, run_id: str) -> None:
+        """Make ``loaded`` the open scenario: re-runs of another scenario and the memory booked for an upload
+        no longer shown are dropped; what this browser session made (Live uploads, microphone and Talk
+        sessions) is remembered in :attr:`made` to reopen."""
+        if self.loaded is None or self.loaded.key != loaded.key:
+            self.delay_cache.clear()
+        if self.loaded is not loaded:
+            self.drop_upload()
+        self.loaded, self.run_id = loaded, run_id
+        if loaded.origin == "live" and loaded.path is not None and all(m.key != loaded.key for m in self.made):
+            self.made = self.made[-(MAX_MADE - 1):] + [MadeSession.of(loaded)]
 
     def drop_upload(self) -> None:
         """Give back the memory booked for the upload this session had open."""
@@ -153,11 +187,7 @@ def _view_of(session: AppSession, loaded: library.LoadedScenario, run_id: str):
 def _opened(session: AppSession, loaded: library.LoadedScenario):
     run_id = _default_run(loaded)
     fig, rows, sound = _view_of(session, loaded, run_id)
-    if session.loaded is None or session.loaded.key != loaded.key:
-        session.delay_cache.clear()  # re-runs of the scenario this session no longer shows
-    if session.loaded is not loaded:
-        session.drop_upload()
-    session.loaded, session.run_id = loaded, run_id
+    session.show(loaded, run_id)
     return (session, status_markdown(loaded), fig, rows, sound, list(loaded.scenario.runs), run_id)
 
 
@@ -240,6 +270,22 @@ def open_training(dialogue_id: str | None, state: Any = None):
     if not dialogue_id:
         return _failed(session, "Choose a training dialogue.")
     return _open(session, "Cannot import training dialogue", lambda: library.open_training(dialogue_id))
+
+
+def open_made(label: str | None, state: Any = None):
+    """Reopen a session this browser session made (its label in :attr:`AppSession.made`); nothing else can be
+    named here, so other users' sessions never open."""
+    session = session_of(state)
+    found = next((m for m in session.made if m.label == label), None)
+    if found is None:
+        return _failed(session, "Pick a session made in this browser session (Talk, Live or the microphone).")
+
+    def opener() -> library.LoadedScenario:
+        loaded = library.open_file(found.path, origin="live", key=found.key)
+        loaded.recorded = False
+        return loaded
+
+    return _open(session, f"Cannot reopen {found.label}", opener)
 
 
 def open_default(state: Any = None):
@@ -489,9 +535,7 @@ def live_upload(file: str | None, modes: list[str] | None, state: Any = None, *,
                 if step.loaded is None:
                     yield session, step.message, None, live.summary, None
                     continue
-                session.drop_upload()
-                session.loaded, session.run_id = step.loaded, _default_run(step.loaded)
-                session.delay_cache.clear()
+                session.show(step.loaded, _default_run(step.loaded))
                 traces = {run_label(k, t): t for k, t in _ordered_runs(step.loaded)}
                 fig = compare_figure(traces, title=step.loaded.title, recorded=False)
                 ran = "**Components that ran:** " + live.summary
@@ -585,10 +629,8 @@ def mic_stop(modes: list[str] | None, state: Any = None) -> tuple[Any, str, Any,
         if ticket is not None:
             ticket.release()
     scenario, path = saved.scenario, saved.path
-    session.drop_upload()
-    session.loaded = library.LoadedScenario(scenario=scenario, key=f"live:{name}", origin="live", recorded=False,
-                                            path=path)
-    session.run_id, session.delay_cache = "kame", {}
+    session.show(library.LoadedScenario(scenario=scenario, key=f"live:{name}", origin="live", recorded=False,
+                                        path=path), "kame")
     traces = {run_label(k, t): t for k, t in _ordered_runs(session.loaded)}
     fig = compare_figure(traces, title=scenario.title, recorded=False)
     return session, outcome_message(f"done: {trace.duration:.1f} s session", runs), fig, ran, str(path)

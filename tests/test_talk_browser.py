@@ -120,9 +120,11 @@ def test_talk_plays_the_answer_shows_the_streams_and_opens_the_session(question_
             timeline_selected = browser.evaluate(
                 "Array.from(document.querySelectorAll('button[role=tab]')).find(function (b) {"
                 " return b.getAttribute('aria-selected') === 'true'; }).textContent.trim()")
+            made = browser.wait_for("(document.querySelector('#kame-made input') || {value: ''}).value", timeout=20)
             browser.screenshot(_artifacts(tmp_path) / f"talk_saved_timeline{suffix}.png")
         finally:
             browser.close()
+    assert " · " in made and "kame" in made, made  # listed under "Made in this browser session", selected
     # the live latency breakdown: the Timeline's anchors, the turn's requests and their oracle tokens
     assert latency[0]["turn"] == 0 and latency[0]["steps"][0]["name"] == "end of user speech", latency
     assert latency[0]["steps"][-1]["name"] in ("first audible output", "TTS first audio") and latency[0]["requests"]
