@@ -49,19 +49,33 @@ class Badge:
     def plain(self) -> str:
         return " — ".join(x for x in (self.headline, self.origin, self.details) if x)
 
-    def html(self, run_name: str | None = None) -> str:
+    def html(self, run_name: str | None = None, width_chars: int = 180) -> str:
         """Badge text for a Plotly annotation (its small HTML subset); every trace-supplied string escaped.
 
-        Two short lines rather than one long one, so the badge fits a narrow panel."""
+        The headline, then what made the run in lines of at most ``width_chars`` characters (broken between
+        its " · " parts), so the badge stays inside its panel."""
         name = f"<b>{html.escape(run_name)}</b> · " if run_name else ""
         text = f"{name}{html.escape(self.headline)}"
-        second = " · ".join(html.escape(x) for x in (self.origin, self.details) if x)
-        if second:
-            origin_len = len(html.escape(self.origin)) if self.origin else 0
-            if origin_len:
-                second = f"<b>{second[:origin_len]}</b>{second[origin_len:]}"
+        parts = [p for x in (self.origin, self.details) if x for p in x.split(" · ")]
+        if parts:
+            lines = _wrap_parts(parts, width_chars)
+            shown = [html.escape(line) for line in lines]
+            if self.origin:  # the origin (recorded / computed now) in bold: it is the first part
+                shown[0] = f"<b>{html.escape(parts[0])}</b>" + html.escape(lines[0][len(parts[0]):])
+            second = "<br>".join(shown)
             text += f"<br><span style='font-size:10.5px;color:#4b5563'>{second}</span>"
         return text
+
+
+def _wrap_parts(parts: list[str], width_chars: int) -> list[str]:
+    """Join ``parts`` with " · " into lines no longer than ``width_chars`` (a longer part gets its own line)."""
+    lines: list[str] = []
+    for part in parts:
+        if lines and len(lines[-1]) + 3 + len(part) <= width_chars:
+            lines[-1] += " · " + part
+        else:
+            lines.append(part)
+    return lines
 
 
 def _component(label: str, p: Provenance) -> str:

@@ -10,12 +10,20 @@ hides that; this figure shows it. Each run is one panel with five lanes, top to 
 ``inner monologue``  the front-end's text pieces at their frames; forced-delay holds shaded; words the
                      front-end abandoned in a self-correction greyed, the switch point marked.
 ``output audio``     waveform envelope.
-``oracle stream``    the oracle token pieces fed to the front-end, over one coloured span per revision
-                     ("rev N", plus "hint L" when the trace knows the hint level).
+``oracle stream``    one span per revision, filled by its hint level (:data:`HINT_COLOURS`, a sequential
+                     scale: light = little of the question heard, dark = all of it; grey = not known) and
+                     labelled "rev N · hint L", with one line of the revision's text (cut with "…" to the
+                     span's width). The token pieces fed to the front-end are ticks with hover labels; the
+                     legend entry "every oracle piece (close zoom)" prints them all, for close zooms.
 
 End of user speech and response onset are vertical lines with the onset latency written between them,
-computed by :func:`kame_core.metrics.turn_onsets`, the same function the metrics tables use. Every panel
-carries a provenance badge (:mod:`demo.provenance_badge`).
+computed by :func:`kame_core.metrics.turn_onsets`, the same function the metrics tables use. The latency
+anchors of each turn (:func:`kame_core.metrics.latency_breakdown`: STT final, LLM request, first chunk, oracle
+reset, first audible output; the cascade's first token and TTS audio) are ticks on a bracket at the bottom of
+the events lane, with the times in hover. Text that has no room at the reference zoom is left out of the
+printed text (never replaced by a placeholder), a muted note per lane says how many, and hover or the
+"… (close zoom)" legend entries give every one. Every panel carries a provenance badge
+(:mod:`demo.provenance_badge`); a figure with oracle revisions has one line explaining the hint colours.
 
 Hooks for the app (documented names, stable):
 
@@ -23,6 +31,9 @@ Hooks for the app (documented names, stable):
   server with :func:`with_playhead`, or in the browser with :data:`PLAYHEAD_JS`.
 * revision spans are shapes named ``"oracle-revision:<run>:<rev>"`` (:data:`REVISION_SPAN` prefix).
 * the provenance badges are annotations named ``"provenance:<run>"`` (:data:`BADGE` prefix).
+* the hint-colour legend is the annotation named :data:`HINT_LEGEND`; notes on words left out at the reference
+  zoom are annotations named ``"hidden:<run>:<lane>"`` (:data:`HIDDEN_NOTE` prefix).
+* the latency anchors are the traces named :data:`LATENCY_ANCHORS` (one per run; ``customdata`` = turn, step).
 
 Built for size: waveforms are float32 envelopes that Plotly serialises as base64 typed arrays, with the x
 axis implied (``x0``/``dx``); hover texts use templates over numeric ``customdata``. A 2-minute session is a
@@ -41,7 +52,8 @@ import numpy as np
 import plotly.graph_objects as go
 
 from kame_core.clock import FRAME_SECONDS, SAMPLE_RATE
-from kame_core.metrics import TurnOnset, turn_onsets
+from kame_core.hint_levels import HINT_LEVEL_BOUNDS
+from kame_core.metrics import TurnLatency, TurnOnset, latency_breakdown, turn_onsets
 from kame_core.trace import Event, EventKind, SessionTrace
 from kame_core.trace_query import llm_requests, oracle_revisions, self_corrections
 
@@ -49,7 +61,9 @@ from .provenance_badge import provenance_badge
 
 __all__ = [
     "LANES", "PLAYHEAD", "PLAYHEAD_JS", "REVISION_SPAN", "BADGE", "timeline_figure", "compare_figure",
-    "with_playhead", "format_latency", "waveform_envelope", "revision_colour", "RUN_NAMES",
+    "with_playhead", "format_latency", "waveform_envelope", "revision_colour", "RUN_NAMES", "LIVE_COLOURS",
+    "HINT_COLOURS", "HINT_UNKNOWN_COLOUR", "hint_colour", "hint_fill", "HINT_LEGEND", "HIDDEN_NOTE",
+    "LATENCY_ANCHORS",
 ]
 
 #: lane names exactly as they appear on each panel's y axis, top to bottom
@@ -57,6 +71,9 @@ LANES: tuple[str, ...] = ("events", "user audio", "inner monologue", "output aud
 PLAYHEAD = "playhead"
 REVISION_SPAN = "oracle-revision"
 BADGE = "provenance"
+HINT_LEGEND = "hint-legend"
+HIDDEN_NOTE = "hidden"
+LATENCY_ANCHORS = "latency anchors (per turn)"
 
 # -- geometry: a panel's y axis is in "lane units"; (bottom, top) of each lane and the rows inside it -----
 _BANDS = {"oracle stream": (0.0, 1.5), "output audio": (1.5, 2.3), "inner monologue": (2.3, 3.4),
@@ -65,10 +82,11 @@ _Y = {lane: (lo + hi) / 2 for lane, (lo, hi) in _BANDS.items()}
 _Y_RANGE = (-0.04, 5.9)
 _WAVE = {"user audio": (3.96, 0.3), "output audio": (1.9, 0.32)}     # (centre, half height)
 _ROWS = {
-    "stt": 5.34, "llm": 4.96, "resets": 4.56,                          # events lane
+    "stt": 5.4, "llm": 5.06, "resets": 4.72, "latency": 4.42,           # events lane
     "user words": (3.53,),                                             # under the user waveform
     "monologue": (3.02, 2.72), "correction": 3.3,                      # inner monologue lane
-    "revision labels": (1.3, 1.1), "oracle tokens": (0.86, 0.6, 0.34),  # oracle lane
+    "revision labels": (1.27, 1.09), "revision text": 0.9,             # oracle lane
+    "oracle tokens": (0.69, 0.48, 0.27),
 }
 _SPAN = (0.1, 1.44)                                                    # revision spans (oracle lane)
 _ONSET_Y = 5.76
@@ -76,15 +94,24 @@ _ONSET_Y = 5.76
 #: hover (and to the "all pieces" legend toggle) rather than printed over its neighbours
 _REF_PLOT_PX = 900.0
 
-# -- colours: Okabe-Ito for events and marks (colour-blind safe), Paul Tol "muted" for revisions ----------
+# -- colours: Okabe-Ito for events and marks (colour-blind safe), viridis for hint levels ------------------
 _BLUE, _SKY, _GREEN, _ORANGE = "#0072B2", "#56B4E9", "#009E73", "#E69F00"
 _VERMILLION, _PURPLE, _INK, _MUTED = "#D55E00", "#CC79A7", "#1f2933", "#8a94a0"
 _USER_WAVE, _OUTPUT_WAVE = "#4477AA", "#228833"
 _REVISION_PALETTE = ("#CC6677", "#332288", "#DDCC77", "#117733", "#88CCEE", "#882255", "#44AA99",
                      "#999933", "#AA4499")
+_LATENCY = "#52606d"
 _FONT = "Inter, 'Segoe UI', 'DejaVu Sans', Helvetica, Arial, sans-serif"
-#: the colours the Talk tab's live timeline draws with (the same as these figures')
-LIVE_COLOURS = {"revisions": list(_REVISION_PALETTE), "user": _USER_WAVE, "output": _OUTPUT_WAVE, "llm": _BLUE,
+#: hint level 0..5 -> colour: viridis in six steps, light (little of the question heard when the request was
+#: made) to dark (all of it); sequential, so the order reads without the legend, and colour-blind safe
+HINT_COLOURS: tuple[str, ...] = ("#FDE725", "#7AD151", "#22A884", "#2A788E", "#414487", "#440154")
+#: the colour of a revision whose hint level is not known (no final transcript for its utterance)
+HINT_UNKNOWN_COLOUR = "#9AA3AD"
+_HINT_FILL_ALPHA = 0.42   # spans are this colour over white: text on them stays readable at every level
+#: the colours the Talk tab's live timeline draws with (the same as these figures'); ``revisions`` is the
+#: per-revision palette it uses today, ``hints`` / ``hint_unknown`` the hint-level colours of the figures
+LIVE_COLOURS = {"revisions": list(_REVISION_PALETTE), "hints": list(HINT_COLOURS),
+                "hint_unknown": HINT_UNKNOWN_COLOUR, "user": _USER_WAVE, "output": _OUTPUT_WAVE, "llm": _BLUE,
                 "cancel": _VERMILLION, "finish": _GREEN, "chunk": _SKY, "correction": _PURPLE, "onset": _ORANGE,
                 "ink": _INK, "muted": _MUTED}
 
@@ -93,8 +120,26 @@ _MARGIN = dict(l=128, r=64, t=78, b=118)
 
 
 def revision_colour(revision: int) -> str:
-    """Colour of oracle revision ``revision``: the same revision has the same colour in every figure."""
+    """Colour of oracle revision ``revision`` in the Talk tab's live timeline (``LIVE_COLOURS["revisions"]``).
+
+    The recorded figures colour revisions by hint level instead (:func:`hint_colour`, :func:`hint_fill`)."""
     return _REVISION_PALETTE[(max(revision, 1) - 1) % len(_REVISION_PALETTE)]
+
+
+def hint_colour(level: int | None) -> str:
+    """Colour of hint level ``level`` (0..5; ``None`` or out of range: :data:`HINT_UNKNOWN_COLOUR`)."""
+    if level is None or not 0 <= level < len(HINT_COLOURS):
+        return HINT_UNKNOWN_COLOUR
+    return HINT_COLOURS[level]
+
+
+def hint_fill(level: int | None) -> str:
+    """Fill of a revision span of hint level ``level``: its :func:`hint_colour` at 42 % over white (opaque
+    ``#rrggbb``; text on it stays readable at every level). A strip along the top of each span has the full
+    colour, the one the hint legend shows."""
+    colour = hint_colour(level)
+    r, g, b = (round(255 + (int(colour[i:i + 2], 16) - 255) * _HINT_FILL_ALPHA) for i in (1, 3, 5))
+    return f"#{r:02x}{g:02x}{b:02x}"
 
 
 def _rgba(hex_colour: str, alpha: float) -> str:
@@ -212,6 +257,16 @@ def _text_width_s(text: str, font_px: float, px_per_s: float) -> float:
     return (len(text) * font_px * 0.6 + 10.0) / px_per_s
 
 
+def _fit_text(text: str, width_s: float, font_px: float, px_per_s: float) -> str:
+    """``text`` on one line, cut with "…" to ``width_s`` seconds at the reference zoom, then escaped
+    (``""`` when not even one character and the ellipsis fit)."""
+    text = " ".join(text.split())
+    room = int((width_s * px_per_s - 6.0) // (font_px * 0.6))
+    if len(text) > room:
+        text = text[: room - 1].rstrip() + "…" if room >= 2 else ""
+    return _esc(text)
+
+
 def _frame_runs(flags: Iterable[bool]) -> list[tuple[int, int]]:
     """[start, end) frame ranges where ``flags`` is true."""
     runs, start, i = [], None, -1
@@ -248,6 +303,10 @@ class _RunBuilder:
         self.shapes: list[dict[str, Any]] = []
         self.notes: list[dict[str, Any]] = []
         self.xy = {"xaxis": ax.x, "yaxis": ax.y}
+        #: the hint levels of this run's revisions (``None``: not known), for the figure's hint legend
+        self.hint_levels: set[int | None] = set()
+        #: how far the provenance badge reaches above the panel (px)
+        self.badge_px = 0.0
 
     def build(self) -> _Layers:
         self._lanes()
@@ -259,6 +318,7 @@ class _RunBuilder:
         self._oracle()
         self.traces.extend(_event_traces(self.trace, self.ax, self.legend, self.trace.duration))
         self._onsets()
+        self._latency()
         self._badge()
         return _Layers(self.traces, self.shapes, self.notes)
 
@@ -269,19 +329,23 @@ class _RunBuilder:
 
     def _pieces(self, frames: np.ndarray, texts: list[str], rows: Sequence[float], font_px: float,
                 groups: Sequence[dict[str, Any]], group_of: np.ndarray, customdata: np.ndarray, hover: str,
-                all_pieces_name: str) -> None:
+                all_pieces_name: str, overview: bool = True) -> int:
         """Token pieces at their frames: printed where they fit at the reference zoom, ticks elsewhere.
 
         All groups of a lane (e.g. kept and abandoned words) are packed together so they never overprint
         each other; then each group is one trace with its own style (``name``, ``colour``, ``style``,
         ``ticks``, optional ``legend``). Every piece keeps a tick with a hover label; an extra trace, off
-        until its legend entry is clicked, prints the pieces that did not fit, for close zooms.
+        until its legend entry is clicked, prints the pieces that did not fit, for close zooms. With
+        ``overview=False`` nothing is printed at the reference zoom (the lane shows something else there) and
+        the extra trace prints every piece. Returns how many pieces the reference zoom leaves unprinted
+        (0 with ``overview=False``: nothing there stands for a piece).
         """
         xs = (frames * FRAME_SECONDS).astype(np.float32)
         placed = np.asarray(_pack(xs.tolist(), [_text_width_s(t, font_px, self.px_per_s) for t in texts],
                                   len(rows)))
-        shown = placed >= 0
-        y = np.asarray(rows, np.float32)[np.where(shown, placed, np.arange(len(placed)) % len(rows))]
+        y = np.asarray(rows, np.float32)[np.where(placed >= 0, placed, np.arange(len(placed)) % len(rows))]
+        shown = placed >= 0 if overview else np.zeros(len(placed), bool)
+        faded = ~shown if overview else np.zeros(len(placed), bool)
         for g, group in enumerate(groups):
             sel = np.flatnonzero(group_of == g)
             if not sel.size:
@@ -295,11 +359,11 @@ class _RunBuilder:
                                             marker=dict(symbol="line-ns", size=9, line=dict(width=1.6, color=icon)),
                                             **entry, **self.xy))
             self.traces.append(dict(
-                type="scatter", mode="markers+text", x=xs[sel], y=y[sel],
+                type="scatter", mode="markers+text" if overview else "markers", x=xs[sel], y=y[sel],
                 text=[texts[i] if shown[i] else "" for i in sel], hovertext=[texts[i] for i in sel],
                 textposition="middle right",
                 textfont=dict(size=font_px, color=group["colour"], style=group.get("style", "normal")),
-                marker=dict(symbol="line-ns", size=7, opacity=np.where(shown[sel], 1.0, 0.35).astype(np.float32),
+                marker=dict(symbol="line-ns", size=7, opacity=np.where(faded[sel], 0.35, 1.0).astype(np.float32),
                             line=dict(width=1.2, color=[ticks[i] for i in sel] if isinstance(ticks, list)
                                       else ticks)),
                 customdata=customdata[sel],
@@ -312,6 +376,23 @@ class _RunBuilder:
                 type="scatter", mode="text", x=xs[hidden], y=y[hidden], text=[texts[i] for i in hidden],
                 textposition="middle right", textfont=dict(size=font_px, color="#39424e"), hoverinfo="skip",
                 visible="legendonly", **self.legend(all_pieces_name), **self.xy))
+        return int(hidden.size) if overview else 0
+
+    def _hidden_note(self, lane: str, count: int, what: str, toggle: str, *, top: bool = False) -> None:
+        """A small muted note at the right end of ``lane``: ``count`` ``what`` had no room at this zoom (they
+        are left out of the printed text, not lost: hover and the ``toggle`` legend entry give every one)."""
+        if count <= 0:
+            return
+        lo, hi = _BANDS[lane]
+        noun = what if count != 1 else what.rstrip("s")
+        self.notes.append(dict(
+            text=f"{count} {noun} hidden at this zoom — zoom in or hover", name=f"{HIDDEN_NOTE}:{self.run}:{lane}",
+            hovertext=(f"{count} {noun} had no room at this zoom, so they are left out of the printed text "
+                       f"(not lost).<br>Hover their ticks for each one, or zoom in and turn on “{_esc(toggle)}” "
+                       "in the legend to print them all."),
+            xref=self.ax.x_domain, yref=self.ax.y, x=1, y=hi - 0.03 if top else lo + 0.03, xanchor="right",
+            yanchor="top" if top else "bottom", xshift=-4, showarrow=False, bgcolor="rgba(255,255,255,0.8)",
+            borderpad=1, font=dict(size=9.5, color=_MUTED)))
 
     # -- layers -------------------------------------------------------------------------------------
     def _lanes(self) -> None:
@@ -323,7 +404,7 @@ class _RunBuilder:
             if lane != "events":
                 self.shapes.append(dict(type="line", xref=self.ax.x_domain, yref=self.ax.y, x0=0, x1=1, y0=hi,
                                         y1=hi, line=dict(color="#dfe3e8", width=1), layer="below"))
-        for label, key in (("STT", "stt"), ("LLM", "llm"), ("resets", "resets")):
+        for label, key in (("STT", "stt"), ("LLM", "llm"), ("resets", "resets"), ("latency", "latency")):
             self.notes.append(dict(text=label, xref=self.ax.x_domain, yref=self.ax.y, x=1.0, y=_ROWS[key],
                                    xanchor="left", xshift=6, showarrow=False, font=dict(size=10, color=_MUTED)))
 
@@ -355,23 +436,35 @@ class _RunBuilder:
                                     fillcolor=_rgba(colour, 0.55)))
 
     def _user_words(self) -> None:
-        """The STT's final words with their audio times, under the user waveform."""
+        """The STT's final words with their audio times, under the user waveform: a tick per word (hover gives
+        it), its text where it fits at the reference zoom; the rest go to "every word (close zoom)"."""
         words = [w for e in self.trace.events_of(EventKind.STT_FINAL) for w in e.data.get("words", []) or []
                  if isinstance(w, (list, tuple)) and len(w) == 3]
         if not words:
             return
         starts = np.asarray([float(w[1]) for w in words], np.float32)
         texts = [_esc(str(w[0])) for w in words]
-        placed = _pack(starts.tolist(), [_text_width_s(t, 9.5, self.px_per_s) - 8 / self.px_per_s
-                                         for t in texts], 1)
+        placed = np.asarray(_pack(starts.tolist(), [_text_width_s(t, 9.5, self.px_per_s) - 8 / self.px_per_s
+                                                    for t in texts], 1))
+        y = _ROWS["user words"][0]
         self.traces.append(dict(
-            type="scatter", mode="text", x=starts, y=np.full(len(words), _ROWS["user words"][0], np.float32),
-            text=[t if r >= 0 else "·" for t, r in zip(texts, placed)], hovertext=texts,
+            type="scatter", mode="markers+text", x=starts, y=np.full(len(words), y, np.float32),
+            text=[t if r >= 0 else "" for t, r in zip(texts, placed)], hovertext=texts,
             textposition="middle right", textfont=dict(size=9.5, color="#3f5f8a"),
+            marker=dict(symbol="line-ns", size=6, opacity=np.where(placed >= 0, 0.7, 0.35).astype(np.float32),
+                        line=dict(width=1, color="#3f5f8a")),
             customdata=np.asarray([[w[1], w[2]] for w in words], np.float32),
             hovertemplate="user said <b>%{hovertext}</b><br>%{customdata[0]:.2f}–%{customdata[1]:.2f} s"
                           "<extra>STT final words</extra>",
             showlegend=False, name=f"{self.run} · user words", **self.xy))
+        hidden = np.flatnonzero(placed < 0)
+        if hidden.size:
+            self.traces.append(dict(
+                type="scatter", mode="text", x=starts[hidden], y=np.full(hidden.size, y, np.float32),
+                text=[texts[i] for i in hidden], textposition="middle right",
+                textfont=dict(size=9.5, color="#3f5f8a"), hoverinfo="skip", visible="legendonly",
+                **self.legend("every word (close zoom)"), **self.xy))
+        self._hidden_note("user audio", int(hidden.size), "words", "every word (close zoom)", top=True)
 
     def _monologue(self) -> None:
         spoken = [(i, f.text_piece) for i, f in enumerate(self.trace.frames) if not f.text_is_padding]
@@ -383,7 +476,7 @@ class _RunBuilder:
                             np.int64)
         replaced_by = np.asarray([abandoned.get(i, -1) for i, _ in spoken], np.int64)
         hover = "<b>%{hovertext}</b><br>frame %{customdata[0]} · %{x:.2f} s<br>token id %{customdata[1]}"
-        self._pieces(
+        hidden = self._pieces(
             frames, [_esc(p.strip() or "␣") for _, p in spoken], _ROWS["monologue"], 11.5,
             groups=[dict(name="inner monologue", legend="inner-monologue piece", colour=_INK, ticks=_INK),
                     dict(name="abandoned in a self-correction", legend="abandoned (self-corrected)",
@@ -394,6 +487,7 @@ class _RunBuilder:
             customdata=np.stack([frames, tokens, replaced_by], 1),
             hover=hover + "<extra>{label}</extra>",
             all_pieces_name="every word (close zoom)")
+        self._hidden_note("inner monologue", hidden, "pieces", "every word (close zoom)")
 
     def _corrections(self) -> None:
         F = FRAME_SECONDS
@@ -418,23 +512,28 @@ class _RunBuilder:
                                 hovertext=hover, hoverinfo="text", **self.legend("self-correction"), **self.xy))
 
     def _oracle(self) -> None:
-        """One coloured span per ORACLE_RESET over the frames its tokens were fed, labels, token pieces."""
+        """One span per ORACLE_RESET over the frames its tokens were fed, filled by its hint level; labels,
+        one line of each revision's text, the token pieces (ticks; printed by the close-zoom legend entry)."""
         F, trace = FRAME_SECONDS, self.trace
         resets = oracle_revisions(trace)
-        labels = []
+        labels, lines = [], []
         for r in resets:
             rev_n = r.revision
             reset_frame = int(r.reset_t / F)
             start = r.start_frame if r.start_frame is not None else reset_frame
             last = r.last_frame if r.last_frame is not None else start
             x0, x1 = start * F, max(last + 1, start + 1) * F
-            colour = revision_colour(rev_n)
-            self._rect(x0, x1, *_SPAN, fillcolor=_rgba(colour, 0.2), line=dict(color=_rgba(colour, 0.9), width=1),
-                       layer="below", name=f"{REVISION_SPAN}:{self.run}:{rev_n}")
             hint = r.hint_level
+            self.hint_levels.add(hint)
+            colour = hint_colour(hint)
+            self._rect(x0, x1, *_SPAN, fillcolor=hint_fill(hint), line=dict(color=_darker(colour, 0.3), width=1.2),
+                       layer="below", name=f"{REVISION_SPAN}:{self.run}:{rev_n}")
+            # a strip of the full hint colour along the top: the colour of the legend's swatch, exactly
+            self._rect(x0, x1, _SPAN[1] - 0.06, _SPAN[1], fillcolor=colour, line_width=0, layer="below",
+                       name=f"hint-strip:{self.run}:{rev_n}")
             said = r.text
             hover = (f"<b>oracle revision {rev_n}</b>"
-                     + (f" · hint level {hint}" if hint is not None else "")
+                     + (f" · hint level {hint}" if hint is not None else " · hint level not known")
                      + (f" (spoken ratio {r.spoken_ratio:.2f})" if r.spoken_ratio is not None else "")
                      + f"<br>request {r.request if r.request is not None else '?'} · reset at {r.reset_t:.2f} s"
                      + (f" · fed frames {start}–{last} ({x0:.2f}–{x1:.2f} s)" if r.reached_front_end
@@ -442,7 +541,8 @@ class _RunBuilder:
                      + (f"<br>from the transcript: “{_wrap(r.transcript)}”" if r.transcript.strip() else "")
                      + (f"<br>“{_wrap(said)}”" if said.strip() else ""))
             full = f"rev {rev_n}" + (f" · hint {hint}" if hint is not None else "")
-            labels.append((x0, [full, f"rev {rev_n}", str(rev_n)], colour, hover))
+            labels.append((x0, [full, f"rev {rev_n}", str(rev_n)], _darker(colour, 0.5), hover))
+            lines.append((x0, _fit_text(said, x1 - x0, 10, self.px_per_s), rev_n, hover))
         if labels:
             # the longest label that fits, falling back to "rev N", then "N"; never printed over another
             rows = _ROWS["revision labels"]
@@ -454,31 +554,41 @@ class _RunBuilder:
                     free = [r for r in range(len(rows)) if ends[r] <= x0]
                     if free:
                         text, row = variant, free[0]
-                        ends[row] = x0 + _text_width_s(variant, 10.5, self.px_per_s)
+                        ends[row] = x0 + _text_width_s(variant, 12, self.px_per_s)  # bold 10.5 px
                         break
                 lx.append(x0)
-                ly.append(rows[row])
+                ly.append(rows[row] if text else _SPAN[1] - 0.03)  # no room: a mark on the strip, for hover
                 lt.append(f"<b>{_esc(text)}</b>" if text else "")
-                lc.append(_darker(colour))
+                lc.append(colour)
                 lh.append(hover)
             self.traces.append(dict(type="scatter", mode="markers+text", x=lx, y=ly, text=lt,
                                     textposition="middle right", textfont=dict(size=10.5, color=lc),
                                     marker=dict(symbol="square", size=5, color=lc), hovertext=lh,
                                     hoverinfo="text", showlegend=False, name=f"{self.run} · revisions", **self.xy))
+            # one line of each revision's text, cut to its span: the overview reads revision by revision
+            self.traces.append(dict(type="scatter", mode="text", x=[x for x, *_ in lines],
+                                    y=[_ROWS["revision text"]] * len(lines), text=[t for _, t, *_ in lines],
+                                    customdata=[n for *_, n, _ in lines], hovertext=[h for *_, h in lines],
+                                    hoverinfo="text", textposition="middle right",
+                                    textfont=dict(size=10, color=_INK), showlegend=False,
+                                    name=f"{self.run} · revision text", **self.xy))
         fed = [(i, f.oracle) for i, f in enumerate(trace.frames) if not f.oracle.is_padding]
         if fed:
+            level = {r.revision: r.hint_level for r in resets}
             frames = np.asarray([i for i, _ in fed], np.int32)
             revs = np.asarray([o.revision if o.revision is not None else -1 for _, o in fed], np.int64)
             tokens = np.asarray([o.token for _, o in fed], np.int64)
-            self._pieces(
+            hidden = self._pieces(
                 frames, ["▸" if o.is_start else _esc(o.piece.strip() or "␣") for _, o in fed],
                 _ROWS["oracle tokens"], 9.5,
                 groups=[dict(name="oracle token", legend="oracle token (▸ start)", colour="#39424e",
-                             ticks=[revision_colour(int(r)) if r > 0 else _MUTED for r in revs])],
+                             ticks=[_darker(hint_colour(level.get(int(r))), 0.45) if r > 0 else _MUTED
+                                    for r in revs])],
                 group_of=np.zeros(len(fed), np.int64), customdata=np.stack([frames, revs, tokens], 1),
                 hover="<b>%{hovertext}</b><br>frame %{customdata[0]} · %{x:.2f} s<br>"
                       "oracle rev %{customdata[1]} · token id %{customdata[2]}<extra>{label}</extra>",
-                all_pieces_name="every oracle piece (close zoom)")
+                all_pieces_name="every oracle piece (close zoom)", overview=not resets)
+            self._hidden_note("oracle stream", hidden, "pieces", "every oracle piece (close zoom)")
         elif not resets:
             why = {"moshi": "oracle stream off (Moshi mode)", "cascade": "no oracle stream (cascade)"}
             self.notes.append(dict(text=why.get(trace.mode, "no oracle tokens in this run"),
@@ -503,12 +613,108 @@ class _RunBuilder:
                     self.traces.append(dict(type="scatter", mode="lines", x=[None], y=[None], hoverinfo="skip",
                                             line=dict(color=colour, width=2, dash=dash), **entry, **self.xy))
 
+    def _latency(self) -> None:
+        """Per user turn, the anchors of :func:`kame_core.metrics.latency_breakdown` on a bracket at the bottom of
+        the events lane: a tick at each anchor that happened, a short label where it has room (else hover only),
+        the bracket solid from the end of user speech to the first audible output and dotted over anchors
+        outside that stretch (KAME is often audible before the STT's final, on an earlier oracle)."""
+        turns = latency_breakdown(self.trace)
+        if not turns:
+            return
+        y = _ROWS["latency"]
+        mx, mh, md = [], [], []
+        solid: tuple[list[float | None], list[float | None]] = ([], [])
+        dotted: tuple[list[float | None], list[float | None]] = ([], [])
+        candidates = []
+        for tl in turns:
+            present = [(k, step) for k, step in enumerate(tl.steps) if step.t is not None]
+            chain = _latency_chain(tl)
+            for k, step in present:
+                mx.append(float(step.t))
+                md.append((tl.turn, k))
+                mh.append(_anchor_head(tl, step) + chain)
+                label = _ANCHOR_LABELS.get(step.name, "")
+                if label:
+                    candidates.append((_ANCHOR_PRIORITY.index(step.name) if step.name in _ANCHOR_PRIORITY
+                                       else len(_ANCHOR_PRIORITY), float(step.t), label))
+            times = [float(step.t) for _, step in present]
+            if len(times) > 1:
+                dotted[0].extend([min(times), max(times), None])
+                dotted[1].extend([y, y, None])
+            audible = tl.steps[-1].t
+            if audible is not None:
+                solid[0].extend([tl.user_end, float(audible), None])
+                solid[1].extend([y, y, None])
+        group = dict(legendgroup=LATENCY_ANCHORS, showlegend=False, hoverinfo="skip", **self.xy)
+        if dotted[0]:
+            self.traces.append(dict(type="scatter", mode="lines", x=dotted[0], y=dotted[1], connectgaps=False,
+                                    line=dict(color=_LATENCY, width=1, dash="dot"),
+                                    name=f"{self.run} · latency span", **group))
+        if solid[0]:
+            self.traces.append(dict(type="scatter", mode="lines", x=solid[0], y=solid[1], connectgaps=False,
+                                    line=dict(color=_LATENCY, width=2),
+                                    name=f"{self.run} · end of speech → audible", **group))
+        if mx:
+            self.traces.append(dict(type="scatter", mode="markers", x=mx, y=[y] * len(mx), hovertext=mh,
+                                    hoverinfo="text", customdata=np.asarray(md, np.int32),
+                                    marker=dict(symbol="line-ns", size=10, line=dict(width=1.6, color=_LATENCY)),
+                                    **self.legend(LATENCY_ANCHORS), **self.xy))
+        # labels in order of importance, each only where it overlaps no label already placed
+        taken: list[tuple[float, float]] = []
+        lx, lt = [], []
+        for _, t, label in sorted(candidates, key=lambda c: (c[0], c[1])):
+            half = _text_width_s(label, 9, self.px_per_s) / 2
+            if all(t + half <= a or t - half >= b for a, b in taken):
+                taken.append((t - half, t + half))
+                lx.append(t)
+                lt.append(label)
+        if lx:
+            self.traces.append(dict(type="scatter", mode="text", x=lx, y=[y + 0.07] * len(lx), text=lt,
+                                    textposition="top center", textfont=dict(size=9, color=_LATENCY),
+                                    name=f"{self.run} · latency labels", **group))
+
     def _badge(self) -> None:
         badge = provenance_badge(self.trace, recorded=self.recorded)
-        self.notes.append(dict(text=badge.html(self.run), name=f"{BADGE}:{self.run}", xref=self.ax.x_domain,
+        text = badge.html(self.run)
+        # its height in px (a 12 px first line, 10.5 px detail lines, padding and border), for what goes above
+        self.badge_px = 6 + 15 + 13.5 * text.count("<br>") + 10
+        self.notes.append(dict(text=text, name=f"{BADGE}:{self.run}", xref=self.ax.x_domain,
                                yref=self.ax.y_domain, x=0, y=1, xanchor="left", yanchor="bottom", yshift=6,
                                align="left", showarrow=False, bgcolor=badge.tint, bordercolor="#c9ced6",
                                borderwidth=1, borderpad=4, font=dict(size=12, color=_INK)))
+
+
+#: short labels of the latency anchors on the plot ("" = a tick only: the dashed line already names it)
+_ANCHOR_LABELS = {"end of user speech": "", "STT final": "final", "LLM request": "req", "first chunk": "1st chunk",
+                  "oracle reset": "reset", "first audible output": "audible", "LLM first token": "1st token",
+                  "TTS first audio": "TTS"}
+#: which labels win when two would overlap
+_ANCHOR_PRIORITY = ("first audible output", "TTS first audio", "STT final", "LLM request", "first chunk",
+                    "LLM first token", "oracle reset")
+
+
+def _since_end(seconds: float) -> str:
+    return (f"{format_latency(seconds)} after end of speech" if seconds >= 0
+            else f"{-seconds:.2f} s before end of speech")
+
+
+def _anchor_head(tl: TurnLatency, step: Any) -> str:
+    if step.t is None:
+        return ""
+    if step.name == "end of user speech":
+        return f"<b>end of user speech</b> · turn {tl.turn + 1} · {step.t:.2f} s"
+    return f"<b>{_esc(step.name)}</b> {_since_end(step.t - tl.user_end)} · {step.t:.2f} s · turn {tl.turn + 1}"
+
+
+def _latency_chain(tl: TurnLatency) -> str:
+    """Every anchor of one turn, for a hover label (steps that never happened say so)."""
+    lines = [f"{_esc(step.name)}: " + ("—" if step.t is None else
+                                        f"{step.t:.2f} s" if k == 0 else format_latency(step.t - tl.user_end))
+             for k, step in enumerate(tl.steps)]
+    note = ("<br><i>request, first chunk/token: the request made from the turn's final transcript</i>"
+            if any(step.name == "LLM request" and step.t is not None for step in tl.steps) else "")
+    delay = f"<br>forced delay {tl.forced_delay_s:.2f} s" if tl.forced_delay_s else ""
+    return f"<br><br>turn {tl.turn + 1}, from the end of user speech:<br>" + "<br>".join(lines) + note + delay
 
 
 def _onset_marks(o: TurnOnset, prefix: str, ax: _Axes, shapes: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -623,19 +829,26 @@ def compare_figure(traces: dict[str, SessionTrace], *, title: str | None = None,
         raise ValueError("compare_figure needs at least one run")
     legend = _LegendOnce()
     n = len(traces)
-    plot_h = n * (_HEADER_PX + _PANEL_PX) + (n - 1) * _GAP_PX
-    height = plot_h + _MARGIN["t"] + _MARGIN["b"]
     duration = max(max(t.duration for t in traces.values()), FRAME_SECONDS)
     px_per_s = _REF_PLOT_PX / (duration + 0.3)
     data: list[dict[str, Any]] = []
     shapes: list[dict[str, Any]] = []
     annotations: list[dict[str, Any]] = []
     layout: dict[str, Any] = {}
+    hint_levels: set[int | None] = set()
+    built = []
     for k, (run, trace) in enumerate(traces.items()):
         ax = _Axes("x" if k == 0 else f"x{k + 1}", "y" if k == 0 else f"y{k + 1}")
-        top = plot_h - k * (_HEADER_PX + _PANEL_PX + _GAP_PX) - _HEADER_PX
+        builder = _RunBuilder(trace, run, ax, legend, px_per_s, recorded)
+        built.append((k, ax, builder, builder.build()))
+    # every panel's header is as tall as the tallest badge (a wrapped one never covers the panel above)
+    header_px = max([_HEADER_PX, *(math.ceil(b.badge_px) for _, _, b, _ in built)])
+    plot_h = n * (header_px + _PANEL_PX) + (n - 1) * _GAP_PX
+    height = plot_h + _MARGIN["t"] + _MARGIN["b"]
+    for k, ax, builder, layers in built:
+        top = plot_h - k * (header_px + _PANEL_PX + _GAP_PX) - header_px
         domain = [max(0.0, (top - _PANEL_PX) / plot_h), min(1.0, top / plot_h)]
-        layers = _RunBuilder(trace, run, ax, legend, px_per_s, recorded).build()
+        hint_levels |= builder.hint_levels
         data += layers.traces
         shapes += layers.shapes
         annotations += layers.annotations
@@ -655,9 +868,14 @@ def compare_figure(traces: dict[str, SessionTrace], *, title: str | None = None,
     shapes.append(dict(type="line", name=PLAYHEAD, xref="x", yref="paper", x0=playhead_s or 0.0,
                        x1=playhead_s or 0.0, y0=0, y1=1, opacity=0.0 if playhead_s is None else 1.0,
                        line=dict(color="#111827", width=1.6)))
+    margin = dict(_MARGIN)
+    if hint_levels:  # one line above the first panel says what the spans' colours mean
+        annotations.append(_hint_legend(None in hint_levels, yshift=4))
+        margin["t"] += _HINT_LEGEND_PX
+        height += _HINT_LEGEND_PX
     figure_title = title or " vs ".join(traces)
     layout.update(
-        template="plotly_white", height=height, margin=_MARGIN, font=dict(family=_FONT, size=12, color=_INK),
+        template="plotly_white", height=height, margin=margin, font=dict(family=_FONT, size=12, color=_INK),
         title=dict(text=f"<b>{_esc(figure_title)}</b>", x=0, xref="paper", xanchor="left", y=1, yref="container",
                    yanchor="top", pad=dict(t=14), font=dict(size=17),
                    subtitle=dict(text=_subtitle(traces), font=dict(size=12, color="#5b6470"))),
@@ -669,6 +887,29 @@ def compare_figure(traces: dict[str, SessionTrace], *, title: str | None = None,
         uirevision="kame-timeline", meta={"kame_timeline": {"runs": list(traces), "duration": duration}},
     )
     return go.Figure(data=data, layout=layout)
+
+
+_HINT_LEGEND_PX = 22
+
+
+def _hint_legend(unknown: bool, yshift: float = 4) -> dict[str, Any]:
+    """The one-line key of the revision spans' colours (:data:`HINT_LEGEND`), with the spoken-ratio table in
+    its hover, ``yshift`` px above the plot area; ``unknown`` adds the grey of revisions whose level is not
+    known."""
+    def swatch(level: int | None) -> str:
+        return f"<span style='color:{hint_colour(level)};font-size:16px'>■</span>"
+
+    keys = " ".join(f"{level} {swatch(level)}" for level in range(len(HINT_COLOURS)))
+    if unknown:
+        keys += f"  not known {swatch(None)}"
+    bounds = [f"{level}: r ≤ {b:g}" for level, b in enumerate(HINT_LEVEL_BOUNDS)]
+    bounds.append(f"{len(HINT_LEVEL_BOUNDS)}: r > {HINT_LEVEL_BOUNDS[-1]:g}")
+    return dict(text=f"<b>hint</b> = how much of the question was heard when the request was made: {keys}",
+                name=HINT_LEGEND, xref="paper", yref="paper", x=0, y=1, xanchor="left", yanchor="bottom", yshift=yshift,
+                showarrow=False, align="left", font=dict(size=11.5, color="#374151"),
+                hovertext=("the colour of each oracle revision's span: its hint level, from the spoken ratio r =<br>"
+                           "words of the user's utterance in the request's transcript / words in its final "
+                           "transcript<br>" + " · ".join(bounds) + " (0 = little heard … 5 = all of it)"))
 
 
 def _subtitle(traces: dict[str, SessionTrace]) -> str:

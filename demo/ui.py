@@ -162,16 +162,14 @@ def build_app(gpu: Callable[[Callable], Callable] | None = None, hardware: hw.Ha
             choice = gr.Dropdown(names, value=names[0] if names else None, label="Scenario (scenarios folder)",
                                  elem_id="kame-picker", scale=3,
                                  info=None if names else library.NO_SCENARIOS.format(folder=library.scenarios_dir()))
-            dialogue = gr.Dropdown(dialogues, value=None, label="…or a training dialogue (KAME dataset layout)",
-                                   scale=2,
-                                   info=None if dialogues else "set KAME_TRAINING_DIR to a folder with audio/ and text/")
-            made = gr.Dropdown([], value=None, label="Made in this browser session", elem_id="kame-made", scale=2,
-                               info="your Talk, Live and microphone sessions: pick one to reopen it")
+            dialogue = gr.Dropdown(dialogues, value=None, scale=2,
+                                   label="…or a training dialogue" if dialogues else
+                                   "…or a training dialogue (KAME_TRAINING_DIR)")
+            made = gr.Dropdown([], value=None, label="Made in this browser session",
+                               elem_id="kame-made", scale=2)
             upload = gr.UploadButton("Open a .kame file or an official KAME log (.zip)", file_types=[".kame", ".zip"],
                                      type="filepath", scale=1, elem_id="kame-upload")
             download = gr.DownloadButton("Download this scenario (.kame)", value=None, scale=1)
-        with gr.Accordion("About: hardware, weights, keys, settings", open=False):
-            gr.Markdown(hw.ABOUT)
         status = gr.Markdown(elem_id="kame-status")
 
         with gr.Tabs() as tabs:
@@ -180,14 +178,15 @@ def build_app(gpu: Callable[[Callable], Callable] | None = None, hardware: hw.Ha
                     run = gr.Dropdown([], label="Run", scale=1)
                     at = gr.Number(value=0.0, label="Inspect time (s) — or click the plot", scale=1, minimum=0,
                                    elem_id="kame-inspect-time")
-                plot = gr.Plot(label="Timeline", elem_id="kame-plot-timeline")
+                plot = gr.Plot(label="Timeline", show_label=False, elem_id="kame-plot-timeline")
                 audio = _player()
                 details = gr.Markdown()
                 table = gr.Dataframe(headers=RUN_SUMMARY_HEADERS, interactive=False, wrap=True, label="Runs",
                                      column_widths=["7%", "7%", "19%", "8%", "17%", "8%", "8%", "26%"])
             with gr.Tab("Compare", id="compare"):
                 compare_btn = gr.Button("Compare every mode of this input", variant="primary")
-                compare_plot = gr.Plot(label="KAME · Moshi mode · cascade", elem_id="kame-plot-compare")
+                compare_plot = gr.Plot(label="KAME · Moshi mode · cascade", show_label=False,
+                                       elem_id="kame-plot-compare")
                 compare_names = gr.Markdown()
                 with gr.Row():
                     slots = [_player() for _ in range(views.COMPARE_SLOTS)]
@@ -204,7 +203,7 @@ def build_app(gpu: Callable[[Callable], Callable] | None = None, hardware: hw.Ha
                 with gr.Row():
                     evo_btn = gr.Button("This input", variant="primary")
                     evo_all_btn = gr.Button("All scenarios of the folder")
-                evo_plot = gr.Plot(label="Oracle evolution", elem_id="kame-plot-evolution")
+                evo_plot = gr.Plot(label="Oracle evolution", show_label=False, elem_id="kame-plot-evolution")
                 evo_text = gr.Markdown()
             with gr.Tab("Forced delay", id="delay"):
                 gr.Markdown("Re-run this input's KAME run with the front-end held silent until *delay* after the "
@@ -216,7 +215,7 @@ def build_app(gpu: Callable[[Callable], Callable] | None = None, hardware: hw.Ha
                     delay_btn = gr.Button("Re-run with this delay", variant="primary")
                     curve_btn = gr.Button("Latency–quality curve (0–3 s)")
                 delay_text = gr.Markdown()
-                delay_plot = gr.Plot(label="Recorded vs re-run", elem_id="kame-plot-delay")
+                delay_plot = gr.Plot(label="Recorded vs re-run", show_label=False, elem_id="kame-plot-delay")
                 curve_plot = gr.Plot(label="Latency–quality (offline proxy score unless a judge is keyed)")
                 curve_text = gr.Markdown()
             with gr.Tab("Live", id="live"):
@@ -238,7 +237,7 @@ def build_app(gpu: Callable[[Callable], Callable] | None = None, hardware: hw.Ha
                 mic = gr.Audio(sources=["microphone"], type="numpy", streaming=True, label="Microphone (live)")
                 live_status = gr.Markdown()
                 live_components = gr.Markdown()
-                live_plot = gr.Plot(label="Live session", elem_id="kame-plot-live")
+                live_plot = gr.Plot(label="Live session", show_label=False, elem_id="kame-plot-live")
                 live_file = gr.File(label="This session as a scenario file (.kame)")
             with gr.Tab("Talk", id="talk"):
                 gr.HTML(TALK_HTML)  # the live timeline first: in view when the tab opens
@@ -252,6 +251,8 @@ def build_app(gpu: Callable[[Callable], Callable] | None = None, hardware: hw.Ha
                 talk_id = gr.Textbox(elem_id=TALK_ID_BOX, elem_classes=["kame-hidden"], show_label=False,
                                      container=False)
                 talk_open = gr.Button("open talk session", elem_id=TALK_OPEN_BUTTON, elem_classes=["kame-hidden"])
+        with gr.Accordion("About: hardware, weights, keys, settings", open=False):  # below: the plot stays in view
+            gr.Markdown(hw.ABOUT)
 
         def _opened_outputs(result):
             session, text, fig, rows, sound, runs, selected = result

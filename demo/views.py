@@ -141,12 +141,17 @@ def status_markdown(loaded: library.LoadedScenario) -> str:
     runs = ", ".join(f"{run_label(k, t)} — *{provenance_badge(t, recorded=loaded.recorded).headline}*"
                      for k, t in s.runs.items())
     head = f"**{loaded.title}** · {_ORIGINS.get(loaded.origin, loaded.origin)} · {len(s.runs)} run(s): {runs}"
-    more = [s.description] if s.description else []
-    if loaded.category:
-        more.append(f"category: {loaded.category}")
+    short = []
     if loaded.questions:
-        more.append("question(s): " + " · ".join(f"“{q}”" for q in loaded.questions))
-    return head + (f"\n\n<small>{' · '.join(more)}</small>" if more else "")
+        short.append("question(s): " + " · ".join(f"“{q}”" for q in loaded.questions))
+    if loaded.category:
+        short.append(f"category: {loaded.category}")
+    if not s.description:
+        return head + (f"\n\n<small>{' · '.join(short)}</small>" if short else "")
+    # one line, the description folded under it: the plot stays in view
+    summary = " · ".join(short) or "about this scenario"
+    return (head + f"\n\n<details class='kame-about'><summary><small>{summary} — more</small></summary>"
+            f"<small>{s.description}</small></details>")
 
 
 def _error(title: str, err: Exception) -> str:

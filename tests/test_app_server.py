@@ -274,9 +274,26 @@ def test_a_live_upload_opens_in_timeline_and_compare_and_the_picker_says_so(app_
         chrome.wait_for(f"{LANE_TEXT}.length >= {len(LANES)}", timeout=120)
         plot = json.loads(chrome.evaluate("(r => JSON.stringify({top: r.top, height: r.height}))(document"
                                           ".querySelector('#kame-plot-timeline .main-svg').getBoundingClientRect())"))
+        lanes_bottom = chrome.evaluate("Math.max(...Array.from(document.querySelectorAll("
+                                       "'#kame-plot-timeline .ytick text')).map(t => t.getBoundingClientRect().bottom))")
         folder = Path(os.environ.get("KAME_TEST_ARTIFACTS") or REPO / "artifacts")
         folder.mkdir(parents=True, exist_ok=True)
         chrome.screenshot(folder / "app_first_page_1600x1000.png", full_page=False)
+        # Compare: the title starts inside the plot, nothing covers it, every badge ends inside its panel
+        chrome.evaluate("Array.from(document.querySelectorAll('button[role=tab]'))"
+                        ".find(b => b.textContent.trim() === 'Compare').click()")
+        chrome.wait_for("document.querySelectorAll('#kame-plot-compare .ytick text').length >= 5", timeout=120)
+        fit = json.loads(chrome.evaluate("""(() => {
+          const host = document.querySelector('#kame-plot-compare'), svg = host.querySelector('.main-svg');
+          const plot = svg.getBoundingClientRect(), title = host.querySelector('.gtitle').getBoundingClientRect();
+          const cover = document.elementFromPoint(title.left + 4, title.top + title.height / 2);
+          const badges = Array.from(host.querySelectorAll('.annotation')).filter(
+            a => a.textContent.indexOf('front-end') >= 0 || a.textContent.indexOf('pipeline') >= 0)
+            .map(a => a.getBoundingClientRect().right);
+          return JSON.stringify({left: title.left - plot.left, covered: !svg.contains(cover) && !!cover &&
+                                 !cover.closest('.js-plotly-plot'), badges: badges, right: plot.right});
+        })()"""))
+        chrome.screenshot(folder / "app_compare_1600x1000.png", full_page=False)
         chrome.evaluate("Array.from(document.querySelectorAll('button[role=tab]'))"
                         ".find(b => b.textContent.trim() === 'Live').click()")
         chrome.wait_for("!!document.querySelector('#kame-live-input input[type=file]')", timeout=30)
@@ -299,3 +316,6 @@ def test_a_live_upload_opens_in_timeline_and_compare_and_the_picker_says_so(app_
         chrome.close()
     assert "Live session (uploaded 'question.wav')" in status and "Live session" in picker and title
     assert plot["top"] + 450 <= 1000, f"the timeline plot is not in view at 1600x1000: {plot}"
+    assert lanes_bottom <= 1000, f"a lane of the timeline is below the fold at 1600x1000: {lanes_bottom}"
+    assert fit["left"] > 0 and not fit["covered"], fit
+    assert fit["badges"] and all(right <= fit["right"] for right in fit["badges"]), fit

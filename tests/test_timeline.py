@@ -2,7 +2,9 @@
 from __future__ import annotations
 
 import copy
+import html
 import json
+from pathlib import Path
 
 import numpy as np
 import plotly.graph_objects as go
@@ -12,12 +14,17 @@ from kame_core.testing.sessions import build_session
 from kame_core.testing.sessions import MOUNTAIN_QUESTION
 from kame_core.testing.sessions import mountain_session as run
 from demo.provenance_badge import provenance_badge
-from demo.timeline import (BADGE, LANES, PLAYHEAD, REVISION_SPAN, compare_figure, format_latency,
-                           revision_colour, timeline_figure, waveform_envelope, with_playhead)
+from demo.timeline import (BADGE, HIDDEN_NOTE, HINT_COLOURS, HINT_LEGEND, HINT_UNKNOWN_COLOUR, LANES,
+                           LATENCY_ANCHORS, LIVE_COLOURS, PLAYHEAD, REVISION_SPAN, _REF_PLOT_PX, _text_width_s,
+                           compare_figure, format_latency, hint_colour, hint_fill, revision_colour, timeline_figure,
+                           waveform_envelope, with_playhead)
 from kame_core.clock import FRAME_SECONDS, SAMPLE_RATE, SAMPLES_PER_FRAME
-from kame_core.metrics import session_metrics
+from kame_core.metrics import latency_breakdown, session_metrics
 from kame_core.scenario import Scenario, load_scenario, save_scenario
 from kame_core.trace import PROVENANCE_KINDS, EventKind, FrameRecord, Provenance, SessionTrace
+from kame_core.trace_query import oracle_revisions
+
+SCENARIOS = Path(__file__).resolve().parents[1] / "scenarios"
 
 
 @pytest.fixture(scope="module")
@@ -84,17 +91,18 @@ def test_events_lane_shows_stt_llm_and_resets_with_hover_details(kame):
 
 
 # ---------------------------------------------------------------------------------------- oracle lane
-def test_one_revision_span_per_oracle_reset_with_consistent_colours(kame, two_minutes):
+def test_one_revision_span_per_oracle_reset_filled_by_its_hint_level(kame, two_minutes):
     for trace in (kame, two_minutes):
         fig = timeline_figure(trace)
         resets = trace.events_of(EventKind.ORACLE_RESET)
+        levels = {r.revision: r.hint_level for r in oracle_revisions(trace)}
         spans = shapes_named(fig, f"{REVISION_SPAN}:")
         assert len(spans) == len(resets) > 1
         for span, reset in zip(spans, resets):
             rev = reset.data["revision"]
             assert span.name.endswith(f":{rev}")
-            r, g, b = (int(revision_colour(rev)[i:i + 2], 16) for i in (1, 3, 5))
-            assert span.fillcolor.startswith(f"rgba({r},{g},{b},")
+            assert span.fillcolor == hint_fill(levels[rev])
+            assert span.line.width >= 1, "adjacent spans keep a border between them"
             fed = [i for i, f in enumerate(trace.frames) if f.oracle.revision == rev]
             if fed:  # the span covers exactly the frames this revision's tokens were fed
                 assert span.x0 == pytest.approx(fed[0] * FRAME_SECONDS)
@@ -354,3 +362,188 @@ def test_long_sessions_get_coarser_envelopes_not_bigger_figures():
     waves = [t for t in fig.data if (t.name or "").endswith("audio")]
     assert waves and all(len(t.y) <= 12_000 for t in waves)
     assert len(fig.to_json()) < 1_000_000
+
+
+# ------------------------------------------------------------------- hint levels, overview, latency anchors
+@pytest.fixture(scope="module")
+def bundled() -> dict:
+    """Two bundled recordings: one turn (01) and two turns with eight revisions (05)."""
+    return {name: load_scenario(SCENARIOS / f"{name}.kame")
+            for name in ("01-knowledge-capital-of-france", "05-two-turn-capitals")}
+
+
+def with_levels(trace: SessionTrace, levels: dict) -> SessionTrace:
+    """The trace with its oracle resets' hint levels replaced (``None``: not known, nor derivable: the reset
+    loses its request too)."""
+    def data(d: dict) -> dict:
+        level = levels[d["revision"]]
+        drop = ("hint_level", "spoken_ratio") + (("request",) if level is None else ())
+        return {**{k: v for k, v in d.items() if k not in drop}, **({} if level is None else {"hint_level": level})}
+
+    out = copy.deepcopy(trace)
+    out.events = [e if e.kind is not EventKind.ORACLE_RESET else type(e)(e.t, e.kind, data(e.data))
+                  for e in trace.events]
+    return out
+
+
+def test_hint_palette_is_six_distinct_steps_and_a_grey_and_is_exported_for_talk():
+    fills = [hint_fill(level) for level in range(6)] + [hint_fill(None)]
+    assert len(HINT_COLOURS) == 6 and len(set(HINT_COLOURS) | {HINT_UNKNOWN_COLOUR}) == 7
+    assert len(set(fills)) == 7
+    assert hint_colour(None) == hint_colour(9) == HINT_UNKNOWN_COLOUR
+    luminance = [sum(int(c[i:i + 2], 16) * w for i, w in ((1, 0.2126), (3, 0.7152), (5, 0.0722)))
+                 for c in HINT_COLOURS]
+    assert luminance == sorted(luminance, reverse=True), "light (little heard) to dark (all heard)"
+    assert LIVE_COLOURS["hints"] == list(HINT_COLOURS) and LIVE_COLOURS["hint_unknown"] == HINT_UNKNOWN_COLOUR
+    assert LIVE_COLOURS["revisions"], "the Talk tab's per-revision colours are still there"
+
+
+def test_revisions_with_the_same_hint_share_a_colour_and_different_hints_differ(bundled):
+    trace = bundled["05-two-turn-capitals"].runs["kame"]
+    revisions = oracle_revisions(trace)
+    levels = {r.revision: r.hint_level for r in revisions}
+    assert len(set(levels.values())) >= 3 and len(levels) > len(set(levels.values())), levels
+    fig = timeline_figure(trace)
+    fill = {int(s.name.rsplit(":", 1)[1]): s.fillcolor for s in shapes_named(fig, f"{REVISION_SPAN}:")}
+    (labels,) = [tr for tr in fig.data if (tr.name or "").endswith("· revisions")]
+    label_colour = dict(zip(levels, labels.textfont.color))
+    for a in levels:
+        for b in levels:
+            assert (fill[a] == fill[b]) == (levels[a] == levels[b]), (a, b, levels)
+            assert (label_colour[a] == label_colour[b]) == (levels[a] == levels[b]), (a, b, levels)
+    for r, text in zip(revisions, labels.text):  # the longest label that has room, or none (hover)
+        assert text.removeprefix("<b>").removesuffix("</b>") in (
+            f"rev {r.revision} · hint {r.hint_level}", f"rev {r.revision}", str(r.revision), "")
+    assert "rev 1 · hint 0" in labels.text[0]
+    unknown = with_levels(trace, {rev: (None if rev % 2 else 4) for rev in levels})
+    fig = timeline_figure(unknown)
+    fills = {s.name: s.fillcolor for s in shapes_named(fig, f"{REVISION_SPAN}:")}
+    assert fills[f"{REVISION_SPAN}:KAME:1"] == hint_fill(None) != fills[f"{REVISION_SPAN}:KAME:2"] == hint_fill(4)
+
+
+def test_the_hint_legend_is_one_line_present_iff_there_are_revisions(kame, bundled):
+    fig = timeline_figure(kame)
+    legend = annotation(fig, HINT_LEGEND)
+    assert "how much of the question was heard when the request was made" in legend.text
+    assert "<br>" not in legend.text, "one line"
+    for level, colour in enumerate(HINT_COLOURS):
+        assert f"{level} <span style='color:{colour}" in legend.text
+    assert "not known" not in legend.text
+    assert "r ≤ 0.5" in legend.hovertext
+    assert legend.y == 1 and legend.yref == "paper" and legend.yanchor == "bottom"  # above the first panel
+    scenario = bundled["01-knowledge-capital-of-france"]
+    compare = compare_figure({"KAME": scenario.runs["kame"], "Moshi mode": scenario.runs["moshi"],
+                              "cascade": scenario.runs["cascade"]})
+    assert len([a for a in compare.layout.annotations if a.name == HINT_LEGEND]) == 1
+    for without in (run(mode="moshi"), scenario.runs["cascade"], SessionTrace(mode="kame").finish()):
+        fig = timeline_figure(without)
+        assert not oracle_revisions(without)
+        assert not [a for a in fig.layout.annotations if a.name == HINT_LEGEND]
+        assert not any("how much of the question" in (a.text or "") for a in fig.layout.annotations)
+    bare = with_levels(kame, {r.revision: None for r in oracle_revisions(kame)})
+    assert "not known" in annotation(timeline_figure(bare), HINT_LEGEND).text
+
+
+def test_overview_shows_one_line_of_each_revisions_text_cut_to_its_span(kame, bundled):
+    for trace in (kame, bundled["01-knowledge-capital-of-france"].runs["kame"],
+                  bundled["05-two-turn-capitals"].runs["kame"]):
+        fig = timeline_figure(trace)
+        px_per_s = _REF_PLOT_PX / (trace.duration + 0.3)
+        (lines,) = [tr for tr in fig.data if (tr.name or "").endswith("· revision text")]
+        spans = {int(s.name.rsplit(":", 1)[1]): s for s in shapes_named(fig, f"{REVISION_SPAN}:")}
+        assert len(set(lines.y)) == 1, "one row: one line per revision"
+        for r in oracle_revisions(trace):
+            (k,) = [k for k, rev in enumerate(lines.customdata) if rev == r.revision]
+            text = html.unescape(lines.text[k])
+            said = " ".join(r.text.split())
+            span = spans[r.revision]
+            assert lines.x[k] == pytest.approx(span.x0)
+            assert text, f"rev {r.revision} has room for the start of its text"
+            assert text.removesuffix("…") and said.startswith(text.removesuffix("…"))
+            assert text == said or text.endswith("…")
+            assert len(text) * 10 * 0.6 <= (span.x1 - span.x0) * px_per_s, "cut to the span's width"
+        # the per-token pieces are for close zooms: ticks with hover at overview, printed by the legend toggle
+        (tokens,) = traces_named(fig, "oracle token")
+        assert not any(tokens.text or [])
+        (close,) = traces_named(fig, "every oracle piece (close zoom)")
+        assert close.visible == "legendonly" and len(close.x) == len(tokens.x)
+
+
+def test_words_without_room_are_left_out_not_dotted_and_counted_in_a_note(kame, bundled):
+    for trace in (kame, bundled["01-knowledge-capital-of-france"].runs["cascade"]):
+        fig = timeline_figure(trace)
+        run_name = "KAME" if trace.mode == "kame" else "cascade"
+        assert not any(str(t).strip() == "·" for tr in fig.data for t in (tr.text if tr.text is not None
+                                                                            and not isinstance(tr.text, str)
+                                                                            else [tr.text or ""]))
+        (words,) = [tr for tr in fig.data if (tr.name or "").endswith("· user words")]
+        said = [w[0] for e in trace.events_of(EventKind.STT_FINAL) for w in e.data.get("words", [])]
+        assert list(words.hovertext) == said, "hover still gives every word"
+        hidden = [h for t, h in zip(words.text, words.hovertext) if not t]
+        assert hidden, "this run has words without room at the reference zoom"
+        note = annotation(fig, f"{HIDDEN_NOTE}:{run_name}:user audio")
+        assert f"{len(hidden)} word{'s' if len(hidden) > 1 else ''} hidden at this zoom" in note.text
+        close = [tr for tr in traces_named(fig, "every word (close zoom)") if tr.visible == "legendonly"]
+        assert set(hidden) <= {t for tr in close for t in tr.text}
+        monologue = [t for tr in fig.data if tr.name in ("inner monologue", "abandoned in a self-correction")
+                     for t in tr.text]
+        n_hidden = sum(not t for t in monologue)
+        notes = [a for a in fig.layout.annotations if a.name == f"{HIDDEN_NOTE}:{run_name}:inner monologue"]
+        assert (n_hidden > 0) == bool(notes)
+        if notes:
+            assert f"{n_hidden} piece" in notes[0].text and "hidden at this zoom" in notes[0].text
+    sparse = SessionTrace(mode="kame")
+    sparse.frames = [FrameRecord() for _ in range(100)]
+    sparse.user_audio = sparse.output_audio = np.zeros(100 * SAMPLES_PER_FRAME, np.float32)
+    sparse.add_event(6.0, EventKind.STT_FINAL, text="hello world", words=[["hello", 1.0, 1.4], ["world", 5.0, 5.4]])
+    fig = timeline_figure(sparse)
+    (words,) = [tr for tr in fig.data if (tr.name or "").endswith("· user words")]
+    assert list(words.text) == ["hello", "world"]
+    assert not any((a.name or "").startswith(f"{HIDDEN_NOTE}:") for a in fig.layout.annotations)
+
+
+def anchor_marks(fig: go.Figure, xaxis: str) -> list:
+    return [tr for tr in fig.data if tr.name == LATENCY_ANCHORS and tr.xaxis == xaxis and tr.mode == "markers"]
+
+
+def test_latency_anchors_are_drawn_where_latency_breakdown_puts_them(bundled):
+    for scenario in bundled.values():
+        runs = {"KAME": scenario.runs["kame"], "Moshi mode": scenario.runs["moshi"],
+                "cascade": scenario.runs["cascade"]}
+        fig = compare_figure(runs, recorded=True)
+        px_per_s = _REF_PLOT_PX / (max(t.duration for t in runs.values()) + 0.3)
+        assert sum(bool(tr.showlegend) for tr in fig.data if tr.name == LATENCY_ANCHORS) == 1, "one legend entry"
+        for k, (name, trace) in enumerate(runs.items()):
+            xaxis = "x" if k == 0 else f"x{k + 1}"
+            (marks,) = anchor_marks(fig, xaxis)
+            breakdown = latency_breakdown(trace)
+            expected = [(tl.turn, j, step) for tl in breakdown for j, step in enumerate(tl.steps)
+                        if step.t is not None]
+            assert len(marks.x) == len(expected) >= 2 * len(breakdown)
+            where = {(int(turn), int(j)): (x, hover) for (turn, j), x, hover in
+                     zip(marks.customdata, marks.x, marks.hovertext)}
+            for turn, j, step in expected:
+                x, hover = where[(turn, j)]
+                assert abs(x - step.t) < 1e-6, (name, step)
+                if j:
+                    since = format_latency(step.t - breakdown[turn].user_end)
+                    assert f"<b>{step.name}</b> {since}" in hover
+            labels = [tr for tr in fig.data if tr.name == f"{name} · latency labels"]
+            texts = [t for tr in labels for t in tr.text]
+            allowed = ({"final", "req", "1st token", "TTS"} if trace.mode == "cascade"
+                       else {"final", "req", "1st chunk", "reset", "audible"})
+            assert texts and set(texts) <= allowed
+            spans = sorted((x - _text_width_s(t, 9, px_per_s) / 2, x + _text_width_s(t, 9, px_per_s) / 2)
+                           for tr in labels for x, t in zip(tr.x, tr.text))
+            assert all(a[1] <= b[0] + 1e-9 for a, b in zip(spans, spans[1:])), "labels never overlap"
+            assert all(any(abs(x - m) < 1e-9 for m in marks.x) for tr in labels for x in tr.x)
+        kame_hover = " ".join(anchor_marks(fig, "x")[0].hovertext)
+        assert "STT final" in kame_hover and "after end of speech" in kame_hover
+        assert "first audible output" in kame_hover and "oracle reset" in kame_hover
+        cascade_hover = " ".join(anchor_marks(fig, "x3")[0].hovertext)
+        assert "LLM first token" in cascade_hover and "TTS first audio" in cascade_hover
+
+
+def test_runs_without_user_turns_draw_no_latency_anchors():
+    fig = timeline_figure(SessionTrace(mode="kame").finish())
+    assert not [tr for tr in fig.data if tr.name == LATENCY_ANCHORS]
