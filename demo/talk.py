@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import json
 
-from .timeline import LIVE_COLOURS
+from .timeline import HINT_COLOURS, HINT_UNKNOWN_COLOUR, LIVE_COLOURS
 
 #: element ids the Python side wires to
 TALK_ID_BOX = "kame-talk-id"
@@ -46,9 +46,10 @@ TALK_HTML = """
     title="scroll back through the whole session (pauses the view)">
   <div class="kame-small" id="kame-talk-legend">Last 20 s, 80 ms frames (step numbers below).
     ▲ LLM request started · ● first chunk · ■ finished · ✕ cancelled · ▼ self-correction (abandoned words struck) ·
-    ⚠ missed frame deadline · ┆ end of your speech → onset of KAME's answer. Oracle spans: one colour per revision,
-    "hint L" = how much of your question had been heard when its request was made (0 little … 5 all; known once your
-    turn's final transcript is in). The band under it: the revision KAME is hearing.</div>
+    ⚠ missed frame deadline · ┆ end of your speech → onset of KAME's answer. Oracle spans: one per revision, coloured
+    by its hint level as in the Timeline — hint = how much of your question had been heard when its request was made
+    (0 little … 5 all; grey until your turn's final transcript is in): HINT_SWATCHES. The band under it: the revision
+    KAME is hearing.</div>
   <div style="display:grid;grid-template-columns:1fr 1fr;gap:10px;margin-top:6px">
     <div><b>Inner monologue (what KAME says)</b><div id="kame-talk-words" class="kame-talk-box"></div></div>
     <div><b>Oracle revisions (the back-end LLM's hints)</b><div id="kame-talk-oracle" class="kame-talk-box"></div></div>
@@ -61,7 +62,9 @@ TALK_HTML = """
     <div id="kame-talk-latency" class="kame-talk-box" style="min-height:40px"><i>after your first turn</i></div></div>
   <div id="kame-talk-meter" class="kame-small" style="white-space:pre-wrap"></div>
 </div>
-"""
+""".replace("HINT_SWATCHES", " ".join(
+    f"{level} <span style='color:{colour}'>■</span>" for level, colour in enumerate(HINT_COLOURS))
+    + f" · unknown <span style='color:{HINT_UNKNOWN_COLOUR}'>■</span>")
 
 TALK_CSS = """
 .kame-talk-box { min-height: 90px; max-height: 180px; overflow-y: auto; border: 1px solid #d1d5db;
@@ -124,6 +127,10 @@ TALK_JS = r"""
     registerProcessor('kame-player', KamePlayer);`;
 
   var COLOURS = KAME_COLOURS, FRAME = 0.08;
+  // a revision's colour is its hint level's (the Timeline's palette); grey until the level is known
+  function hintColour(level) {
+    return (level === null || level === undefined || !COLOURS.hints[level]) ? COLOURS.hint_unknown : COLOURS.hints[level];
+  }
   function newTimeline() {
     return {now: 0, span: 20, paused: false, viewEnd: null, draws: 0, drawMs: 0, maxDrawMs: 0, provenance: null,
       lanes: {user_audio: [], inner_monologue: [], output_audio: [], oracle: []},
@@ -277,10 +284,9 @@ TALK_JS = r"""
     revs.forEach(function (r, i) {
       var t1 = i + 1 < revs.length ? revs[i + 1].t : TL.now;
       if (t1 < start || r.t > end) return;
-      var x0 = x(r.t), x1 = Math.max(x0 + 2, x(t1)), colour = COLOURS.revisions[(Math.max(1, r.revision) - 1) %
-        COLOURS.revisions.length];
-      g.fillStyle = colour; g.globalAlpha = 0.18; g.fillRect(x0, ob[0] + 2, x1 - x0, ob[1] - 4); g.globalAlpha = 1;
-      g.fillRect(x0, ob[0] + 2, 2, ob[1] - 4);
+      var x0 = x(r.t), x1 = Math.max(x0 + 2, x(t1)), colour = hintColour(r.hint_level);
+      g.fillStyle = colour; g.globalAlpha = 0.25; g.fillRect(x0, ob[0] + 2, x1 - x0, ob[1] - 4); g.globalAlpha = 1;
+      g.fillRect(x0, ob[0] + 2, 2, ob[1] - 4); g.fillRect(x0, ob[0] + 2, x1 - x0, 3);
       var head = 'rev ' + r.revision + (r.hint_level === null || r.hint_level === undefined ? ' · hint …'
         : ' · hint ' + r.hint_level);
       g.save(); g.beginPath(); g.rect(x0, ob[0], x1 - x0, ob[1]); g.clip();
@@ -294,7 +300,8 @@ TALK_JS = r"""
     TL.heard.forEach(function (h, i) {
       var t1 = i + 1 < TL.heard.length ? TL.heard[i + 1].t : TL.now;
       if (t1 < start || h.t > end) return;
-      g.fillStyle = COLOURS.revisions[(Math.max(1, h.revision) - 1) % COLOURS.revisions.length];
+      var heard = revisionOf(h.revision);
+      g.fillStyle = hintColour(heard ? heard.hint_level : null);
       g.fillRect(x(h.t), hb[0] + 3, Math.max(2, x(t1) - x(h.t)), hb[1] - 6);
       g.fillStyle = '#fff'; g.fillText('rev ' + h.revision, x(h.t) + 3, hb[0] + hb[1] / 2);
     });

@@ -102,9 +102,12 @@ def test_talk_plays_the_answer_shows_the_streams_and_opens_the_session(question_
                                      "(document.getElementById('kame-talk-oracle').innerText, "
                                      "document.getElementById('kame-talk-words').innerText)", timeout=5)
             try:
+                # each turn_onset is followed by its breakdown; the stand-in answers the question after it ends
+                # (random tiny weights may babble on with no new utterance, hence no onset: then none is due)
+                need = 1 if front_end == "cpu-stand-in" else 0
                 latency = json.loads(browser.wait_for(
-                    "(function (T) { return T.latency.length > 0 && JSON.stringify(T.latency); })(window.kameTalk)",
-                    timeout=60, every=0.25))
+                    f"(function (T) {{ return T.turns.length >= {need} && T.latency.length === T.turns.length && "
+                    "JSON.stringify(T.latency); })(window.kameTalk)", timeout=60, every=0.25))
             except TimeoutError:
                 raise AssertionError("no turn_latency reached the page: " + str(browser.evaluate(
                     "JSON.stringify({turns: window.kameTalk.turns, latency: window.kameTalk.latency})")))
@@ -126,9 +129,10 @@ def test_talk_plays_the_answer_shows_the_streams_and_opens_the_session(question_
             browser.close()
     assert " · " in made and "kame" in made, made  # listed under "Made in this browser session", selected
     # the live latency breakdown: the Timeline's anchors, the turn's requests and their oracle tokens
-    assert latency[0]["turn"] == 0 and latency[0]["steps"][0]["name"] == "end of user speech", latency
-    assert latency[0]["steps"][-1]["name"] in ("first audible output", "TTS first audio") and latency[0]["requests"]
-    assert "turn 1" in latency_text and latency[0]["steps"][-1]["name"] in latency_text and "LLM requests:" in latency_text
+    if latency:
+        assert latency[0]["turn"] == 0 and latency[0]["steps"][0]["name"] == "end of user speech", latency
+        assert latency[0]["steps"][-1]["name"] == "first audible output" and latency[0]["requests"], latency
+        assert "turn 1" in latency_text and "first audible output" in latency_text and "LLM requests:" in latency_text
     # the live timeline: in view when Talk opens at 1600x1000, moving, its four lanes filled, hint levels in
     assert box["top"] >= 0 and box["bottom"] <= box["inner"] and box["height"] >= 200, box
     assert later["now"] > first["now"] and all(later["lanes"][k] > 0 for k in
