@@ -30,7 +30,6 @@ from .trace_query import (
     LLMRequest,
     TokenUse,
     llm_requests,
-    oracle_token_use,
     oracle_revisions,
     request_spoken_ratios,
     self_corrections,

@@ -7,11 +7,10 @@ interrupted run never leaves half a file.
 from __future__ import annotations
 
 import json
-import os
-import tempfile
 from pathlib import Path
 from typing import Sequence
 
+from ..files import write_bytes_atomic
 from .oracle_records import OracleRecord
 from .transcript import TranscriptWord
 
@@ -34,21 +33,6 @@ def dumps_transcript(words: Sequence[TranscriptWord]) -> str:
         for w in words
     ]
     return "[\n" + ",\n".join(lines) + "\n]\n"
-
-
-def write_bytes_atomic(path: str | Path, data: bytes) -> None:
-    """Write via a temporary file in the same folder and rename it into place."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-        os.chmod(tmp, 0o644)  # mkstemp makes it private; a dataset file is an ordinary file
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
 
 
 def write_oracle_raw(path: str | Path, records: Sequence[OracleRecord]) -> None:

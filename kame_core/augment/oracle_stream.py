@@ -16,7 +16,7 @@ import numpy as np
 
 from ..clock import FRAME_RATE, frame_of
 from ..protocols import TextTokenizer
-from .layout import write_bytes_atomic
+from ..files import write_bytes_atomic
 from .oracle_records import OracleRecord
 from .transcript import TranscriptWord
 

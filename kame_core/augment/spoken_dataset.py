@@ -32,8 +32,8 @@ from .layout import (
     TEXT_DIR,
     dumps_oracle_raw,
     dumps_transcript,
-    write_bytes_atomic,
 )
+from ..files import write_bytes_atomic
 from .oracle_records import DEFAULT_INTERVAL, generate_oracle_records
 from .simulators import OracleSimulator
 from .transcript import TranscriptWord

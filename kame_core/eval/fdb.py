@@ -21,13 +21,13 @@ run reports its takeover rate and latency without the benchmark's repository.
 """
 from __future__ import annotations
 
+import io
 import json
 import os
 import statistics
-import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterable, Sequence
+from typing import Any, Iterable, Sequence
 
 import numpy as np
 import soundfile as sf
@@ -35,6 +35,7 @@ import soundfile as sf
 from ..audio_io import resample
 from ..clock import SAMPLE_RATE, SAMPLES_PER_FRAME
 from ..duplex_metrics import is_takeover
+from ..files import write_bytes_atomic
 
 #: annotation file of each v1 task, as the benchmark names them
 TASK_FILES = {"turn_taking.json": "smooth_turn_taking", "pause.json": "pause_handling",
@@ -192,27 +193,12 @@ def output_json(words: Sequence[tuple[str, float, float]], *, asr: str, front_en
             "kame_studio": {"asr": asr, "front_end": front_end}}
 
 
-def _write_atomic(path: Path, write: Callable[[Path], None]) -> None:
-    """Write through a temporary sibling and rename: a symlink at ``path`` is replaced, never followed."""
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}-", dir=path.parent)
-    os.close(fd)
-    try:
-        write(Path(tmp))
-        umask = os.umask(0)
-        os.umask(umask)
-        os.chmod(tmp, 0o666 & ~umask)  # an ordinary file's permissions, not mkstemp's 0600
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-
-
 def write_outputs(sample: Sample, audio: np.ndarray, doc: dict[str, Any]) -> None:
     """``output.wav`` (24 kHz, 16-bit, as the moshi client writes it) and ``output.json`` beside the input."""
-    _write_atomic(sample.folder / OUTPUT_WAV,
-                  lambda p: sf.write(str(p), np.clip(audio, -1, 1), SAMPLE_RATE, subtype="PCM_16", format="WAV"))
-    _write_atomic(sample.folder / OUTPUT_JSON,
-                  lambda p: p.write_text(json.dumps(doc, indent=1), encoding="utf-8"))
+    wav = io.BytesIO()
+    sf.write(wav, np.clip(audio, -1, 1), SAMPLE_RATE, subtype="PCM_16", format="WAV")
+    write_bytes_atomic(sample.folder / OUTPUT_WAV, wav.getvalue())
+    write_bytes_atomic(sample.folder / OUTPUT_JSON, json.dumps(doc, indent=1).encode("utf-8"))
 
 
 # -- scoring (the benchmark's rules, applied to the files) -----------------------------------------

@@ -21,6 +21,7 @@ from typing import Any, Callable
 
 from tqdm import tqdm
 
+from ..files import write_bytes_atomic
 from ..neural.choice import FrontEndChoice
 from ..pipelines.stack import MODES
 from . import fdb
@@ -136,4 +137,4 @@ def _write_summary(root: Path, args: argparse.Namespace, components: dict[str, s
                       "word_timer": asr, "schedule": ("real time over the live protocol" if args.server else
                                                       "virtual clock, one 80 ms frame per step")},
            "samples": [old[k] for k in sorted(old)]}
-    fdb._write_atomic(path, lambda p: p.write_text(json.dumps(doc, indent=1), encoding="utf-8"))
+    write_bytes_atomic(path, json.dumps(doc, indent=1).encode("utf-8"))
