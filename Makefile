@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed-stamp
 export GRADIO_ANALYTICS_ENABLED := False
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
 
-.PHONY: install install-ray run serve test test-fast bench gpu-check space space-smoke clean
+.PHONY: install install-ray run serve lint test test-fast bench gpu-check space space-smoke clean
 
 install: $(STAMP)
 
@@ -20,10 +20,12 @@ $(RAY_STAMP): $(STAMP) requirements-ray.txt constraints.txt
 	touch $(RAY_STAMP)
 
 # The stamp is newer than every requirements file once an install succeeded: a second run does nothing.
-$(STAMP): requirements.txt requirements-nodeps.txt constraints.txt
+$(STAMP): requirements.txt requirements-nodeps.txt requirements-test.txt constraints.txt pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install -q -c constraints.txt -r requirements.txt
+	$(PY) -m pip install -q -c constraints.txt -r requirements.txt -r requirements-test.txt
 	$(PY) -m pip install -q --no-deps -r requirements-nodeps.txt
+	$(PY) -m pip install -q "setuptools>=68"  # the editable install's build back-end (pyproject.toml)
+	$(PY) -m pip install -q --no-deps --no-build-isolation -e .  # kame_core and demo importable from anywhere
 	$(PY) -c "import torch, moshi; assert torch.__version__.startswith('2.13.0'), torch.__version__"
 	touch $(STAMP)
 
@@ -34,7 +36,12 @@ run: install
 serve: install
 	HF_HUB_OFFLINE=1 $(PY) -m kame_core.serve
 
-test: install
+# ruff (pyproject.toml's rules) over every Python file, then the whole suite
+LINTED := kame_core demo tests benchmarks spaces app.py
+lint: install
+	$(PY) -m ruff check $(LINTED)
+
+test: install lint
 	HF_HUB_OFFLINE=1 $(PY) -m pytest -q -p no:cacheprovider tests
 
 # the edit loop: everything but the tests marked slow (Whisper, SmolLM2, Piper, browser); under a minute

@@ -15,16 +15,13 @@ from __future__ import annotations
 
 import argparse
 import gc
-import sys
 import tempfile
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from demo import library, views  # noqa: E402
-from demo.upload_budget import MB, UploadBudget  # noqa: E402
-from kame_core.testing.sessions import silent_scenario  # noqa: E402
+from demo import library, views
+from demo.upload_budget import MB, UploadBudget
+from kame_core.testing.sessions import silent_scenario
 
 
 def rss_mb() -> float:
@@ -63,7 +60,8 @@ def main() -> None:
         attacker, status, *_ = views.open_upload(str(bomb), None, None)
         took = time.perf_counter() - t0
         opened = attacker.loaded is not None
-        print(f"  without a budget: {'opened' if opened else 'refused'} in {took:.1f} s, RSS +{rss_mb() - before:.0f} MB "
+        print(f"  without a budget: {'opened' if opened else 'refused'} in {took:.1f} s, "
+              f"RSS +{rss_mb() - before:.0f} MB "
               "while the session keeps it")
         views.discard_session(attacker)
         del attacker

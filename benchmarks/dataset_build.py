@@ -7,18 +7,16 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 import tempfile
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from kame_core.augment.cli import main as augment_main  # noqa: E402
+from kame_core.augment.cli import main as augment_main
 
 QA = [
     ("What is the boiling point of water at sea level?", "Water boils at one hundred degrees Celsius at sea level."),
-    ("Who wrote the novel Pride and Prejudice?", "Pride and Prejudice was written by Jane Austen in eighteen thirteen."),
+    ("Who wrote the novel Pride and Prejudice?",
+     "Pride and Prejudice was written by Jane Austen in eighteen thirteen."),
     ("How many planets are in the solar system?", "There are eight planets in our solar system."),
     ("Why is the sky blue during the day?", "Sunlight scatters off air molecules, and blue light scatters the most."),
 ]

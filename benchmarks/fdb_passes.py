@@ -27,9 +27,7 @@ import tempfile
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from kame_core.eval import fdb, fdb_cli  # noqa: E402
+from kame_core.eval import fdb, fdb_cli
 
 SCRIPTS = {"smooth_turn_taking": "eval_smooth_turn_taking.py", "pause_handling": "eval_pause_handling.py"}
 

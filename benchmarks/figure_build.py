@@ -16,16 +16,13 @@ from __future__ import annotations
 
 import argparse
 import statistics
-import sys
 import tempfile
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from kame_core.metrics import session_metrics  # noqa: E402
-from kame_core.scenario import Scenario, load_scenario, save_scenario  # noqa: E402
-from kame_core.testing.sessions import build_cascade, build_session  # noqa: E402
+from kame_core.metrics import session_metrics
+from kame_core.scenario import Scenario, load_scenario, save_scenario
+from kame_core.testing.sessions import build_cascade, build_session
 
 SHARED = Path(__file__).resolve().parents[2] / "shared" / "data" / "spokenwoz_sample"
 

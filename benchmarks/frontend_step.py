@@ -21,23 +21,21 @@ import platform
 import statistics
 import sys
 import time
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from types import MappingProxyType
-from typing import Any, Callable, Iterator, Mapping
+from typing import Any
 
 import torch
+from moshi.models import loaders
+from moshi.models.compression import MimiModel
+from moshi.models.lm import LMGen, LMModel
+from moshi.utils.compile import _is_cuda_graph_enabled, no_compile
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from moshi.models import loaders  # noqa: E402
-from moshi.models.compression import MimiModel  # noqa: E402
-from moshi.models.lm import LMGen, LMModel  # noqa: E402
-from moshi.utils.compile import _is_cuda_graph_enabled, no_compile  # noqa: E402
-
-from kame_core.neural import KameLM, KameLMGen  # noqa: E402
-from kame_core.neural.configs import medium_lm_kwargs, moshi_7b_lm_kwargs, tiny_lm_kwargs  # noqa: E402
-from kame_core.neural.model import without_oracle  # noqa: E402
+from kame_core.neural import KameLM, KameLMGen
+from kame_core.neural.configs import medium_lm_kwargs, moshi_7b_lm_kwargs, tiny_lm_kwargs
+from kame_core.neural.model import without_oracle
 
 CONFIGS: Mapping[str, Callable[[], dict[str, Any]]] = MappingProxyType({
     "tiny": tiny_lm_kwargs, "medium": medium_lm_kwargs, "moshi7b": moshi_7b_lm_kwargs})
@@ -52,7 +50,7 @@ class Timing:
     samples: int
 
     @classmethod
-    def of(cls, seconds: list[float]) -> "Timing":
+    def of(cls, seconds: list[float]) -> Timing:
         ms = sorted(s * 1000 for s in seconds)
         p95 = ms[min(len(ms) - 1, int(round(0.95 * (len(ms) - 1))))]
         return cls(statistics.median(ms), p95, len(ms))
@@ -95,7 +93,7 @@ class FrameLoop:
         self.frame = 0
 
     @contextlib.contextmanager
-    def streaming(self) -> Iterator["FrameLoop"]:
+    def streaming(self) -> Iterator[FrameLoop]:
         with contextlib.ExitStack() as stack:
             stack.enter_context(self.gen.streaming(1))
             if self.mimi is not None:

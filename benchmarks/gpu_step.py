@@ -28,29 +28,27 @@ import json
 import statistics
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 import torch
+from moshi.models import loaders
+from moshi.models.compression import MimiModel
+from moshi.models.lm import LMGen
+from moshi.modules.streaming import StreamingModule
+from moshi.utils.compile import _is_cuda_graph_enabled, no_compile
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from moshi.models import loaders  # noqa: E402
-from moshi.models.compression import MimiModel  # noqa: E402
-from moshi.models.lm import LMGen  # noqa: E402
-from moshi.modules.streaming import StreamingModule  # noqa: E402
-from moshi.utils.compile import _is_cuda_graph_enabled, no_compile  # noqa: E402
-
-from benchmarks.frontend_step import build_pair, device_name  # noqa: E402
-from kame_core.clock import SAMPLES_PER_FRAME  # noqa: E402
-from kame_core.neural import KameLMGen, SessionPool  # noqa: E402
-from kame_core.neural.configs import mimi_config, moshi_7b_lm_kwargs, small_mimi_config, tiny_lm_kwargs  # noqa: E402
-from kame_core.neural.slots import streaming_state_bytes  # noqa: E402
-from kame_core.neural.loading import mimi_codebooks  # noqa: E402
-from kame_core.neural.pool import SlotInput  # noqa: E402
-from kame_core.trace import Provenance  # noqa: E402
+from benchmarks.frontend_step import build_pair, device_name
+from kame_core.clock import SAMPLES_PER_FRAME
+from kame_core.neural import KameLMGen, SessionPool
+from kame_core.neural.configs import mimi_config, moshi_7b_lm_kwargs, small_mimi_config, tiny_lm_kwargs
+from kame_core.neural.loading import mimi_codebooks
+from kame_core.neural.pool import SlotInput
+from kame_core.neural.slots import streaming_state_bytes
+from kame_core.trace import Provenance
 
 FRAME_BUDGET_MS = 80.0
 P99_LIMIT_MS = FRAME_BUDGET_MS * 0.8  # 20 % margin
@@ -66,7 +64,7 @@ class Timing:
     samples: int
 
     @classmethod
-    def of(cls, seconds: list[float]) -> "Timing":
+    def of(cls, seconds: list[float]) -> Timing:
         ms = sorted(s * 1000 for s in seconds)
         p99 = ms[min(len(ms) - 1, int(np.ceil(0.99 * len(ms))) - 1)]
         return cls(statistics.median(ms), p99, len(ms))

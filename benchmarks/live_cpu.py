@@ -18,20 +18,16 @@ import argparse
 import math
 import os
 import statistics
-import sys
 import time
-from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from kame_core.clock import SAMPLE_RATE, RealTimeClock  # noqa: E402
-from kame_core.llm.local_smollm import LocalSmolLM  # noqa: E402
-from kame_core.metrics import stt_word_lags, turn_onsets  # noqa: E402
-from kame_core.pipelines.stack import Stack, cpu_stack  # noqa: E402
-from kame_core.protocols import TTS, Word  # noqa: E402
-from kame_core.trace import EventKind, SessionTrace  # noqa: E402
+from kame_core.clock import SAMPLE_RATE, RealTimeClock
+from kame_core.llm.local_smollm import LocalSmolLM
+from kame_core.metrics import stt_word_lags, turn_onsets
+from kame_core.pipelines.stack import Stack, cpu_stack
+from kame_core.protocols import TTS, Word
+from kame_core.trace import EventKind, SessionTrace
 
 QUESTIONS = ("What is the capital city of France?", "Who wrote the play Romeo and Juliet?")
 STARTS_S = (0.6, 10.0)

@@ -25,22 +25,19 @@ Usage: ``python benchmarks/live_talk.py [--max-n 3] [--ns 1,2] [--tail-s 10] [--
 from __future__ import annotations
 
 import argparse
-import contextlib
 import asyncio
+import contextlib
 import os
 import statistics
-import sys
 import time
 from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from kame_core.neural.choice import FrontEndChoice  # noqa: E402
-from kame_core.serve import ChatServer, stack_from_cpu, standalone_app  # noqa: E402
-from kame_core.serve.client import TalkResult, talk  # noqa: E402
-from kame_core.testing.servers import serving  # noqa: E402
+from kame_core.neural.choice import FrontEndChoice
+from kame_core.serve import ChatServer, stack_from_cpu, standalone_app
+from kame_core.serve.client import TalkResult, talk
+from kame_core.testing.servers import serving
 
 QUESTIONS = ("What is the capital city of France?", "How many legs does a spider have?",
              "Who wrote the play Romeo and Juliet?", "What is the boiling point of water?")

@@ -18,17 +18,14 @@ import functools
 import json
 import math
 import os
-import sys
 import tempfile
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from kame_core.augment.simulator_factory import make_simulator  # noqa: E402
-from kame_core.augment.spoken_dataset import BuildConfig, build_dataset, load_qa_pairs  # noqa: E402
-from kame_core.augment.tts_factory import load_tts_backend  # noqa: E402
-from kame_core.executors import LocalExecutor, ray_available  # noqa: E402
+from kame_core.augment.simulator_factory import make_simulator
+from kame_core.augment.spoken_dataset import BuildConfig, build_dataset, load_qa_pairs
+from kame_core.augment.tts_factory import load_tts_backend
+from kame_core.executors import LocalExecutor, ray_available
 
 PAPER_SESSIONS = 56_582
 QA = [

@@ -15,20 +15,15 @@ Usage: ``python benchmarks/session_state.py [--kv 3000,1500,750,375] [--gpu-gib 
 from __future__ import annotations
 
 import argparse
-import sys
-from pathlib import Path
 
 import torch
+from moshi.models import loaders
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from moshi.models import loaders  # noqa: E402
-
-from kame_core.clock import FRAME_SECONDS  # noqa: E402
-from kame_core.neural.configs import mimi_config, moshi_7b_lm_kwargs  # noqa: E402
-from kame_core.neural.generation import KameLMGen  # noqa: E402
-from kame_core.neural.loading import build_lm, mimi_codebooks  # noqa: E402
-from kame_core.neural.slots import streaming_state_bytes  # noqa: E402
+from kame_core.clock import FRAME_SECONDS
+from kame_core.neural.configs import mimi_config, moshi_7b_lm_kwargs
+from kame_core.neural.generation import KameLMGen
+from kame_core.neural.loading import build_lm, mimi_codebooks
+from kame_core.neural.slots import streaming_state_bytes
 
 GIB = 2 ** 30
 

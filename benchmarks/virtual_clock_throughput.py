@@ -8,16 +8,12 @@ from __future__ import annotations
 
 import argparse
 import statistics
-import sys
 import time
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from kame_core.clock import VirtualClock  # noqa: E402
-from kame_core.metrics import session_metrics  # noqa: E402
-from kame_core.pipelines.tandem import SessionConfig, TandemRunner  # noqa: E402
-from kame_core.testing.doubles import EchoFrontEnd, ScriptedLLM, ScriptedSTT, speech_like, words_at  # noqa: E402
+from kame_core.clock import VirtualClock
+from kame_core.metrics import session_metrics
+from kame_core.pipelines.tandem import SessionConfig, TandemRunner
+from kame_core.testing.doubles import EchoFrontEnd, ScriptedLLM, ScriptedSTT, speech_like, words_at
 
 QUESTIONS = [
     "could you tell me what the tallest mountain in europe is and how high it is",
@@ -26,7 +22,7 @@ QUESTIONS = [
 ]
 
 
-def build(seconds: float) -> tuple[TandemRunner, "object"]:
+def build(seconds: float) -> tuple[TandemRunner, object]:
     segments, t = [], 0.5
     for q in QUESTIONS:
         seg = words_at(q, t, per_word=0.35)

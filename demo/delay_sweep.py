@@ -8,8 +8,9 @@ latency, the oracle the front-end had when it started speaking, what it said, an
 """
 from __future__ import annotations
 
+from collections.abc import Callable, MutableMapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Callable, MutableMapping, Sequence
+from typing import Any
 
 import plotly.graph_objects as go
 

@@ -4,7 +4,7 @@ per level; per run or pooled over many scenarios (data: :mod:`kame_core.evolutio
 from __future__ import annotations
 
 import html
-from typing import Sequence
+from collections.abc import Sequence
 
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots

@@ -13,8 +13,9 @@ Three kinds, as on Hugging Face Spaces (the same words hold for a local machine)
 """
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Mapping
+from typing import Any
 
 #: hardware kinds, in the order the notes list them
 KINDS = ("cpu", "zero-gpu", "gpu")
@@ -102,7 +103,8 @@ cannot be fetched.
 **Weights and keys.** `KAME_WEIGHTS` names a hub repo id or a local folder (`python -m kame_core.neural.tiny DIR`
 writes a random tiny one, a plumbing check that runs on CPU); `KAME_MOSHI_WEIGHTS` the Moshi baseline for Moshi
 mode (without it, Moshi mode is the KAME model with its oracle off, labelled so); `KAME_DEVICE` cuda|cpu (default
-cuda when available); `KAME_POOL_SIZE` sessions per model. A gated or private repo needs an `HF_TOKEN` secret. Frontier LLMs need their keys as Space *secrets* (`OPENAI_API_KEY`, `ANTHROPIC_API_KEY`, or
+cuda when available); `KAME_POOL_SIZE` sessions per model. A gated or private repo needs an `HF_TOKEN` secret.
+Frontier LLMs need their keys as Space *secrets* (`OPENAI_API_KEY`, `ANTHROPIC_API_KEY`, or
 `KAME_LLM_API_KEY` with `KAME_LLM`); keys are read from the environment only and never written to a trace,
 scenario or log.
 

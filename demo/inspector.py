@@ -116,7 +116,7 @@ def frame_details(trace: SessionTrace, t: float) -> str:
     out_rms = float(np.sqrt(np.mean(trace.output_frame(i).astype(np.float64) ** 2))) if trace.output_audio.size else 0.0
     piece = "(padding)" if f.text_is_padding else f"“{f.text_piece.strip() or '␣'}” (token {f.text_token})"
     oracle = ("(padding)" if f.oracle.is_padding else
-              "start token of rev %s" % f.oracle.revision if f.oracle.is_start else
+              f"start token of rev {f.oracle.revision}" if f.oracle.is_start else
               f"“{f.oracle.piece.strip()}” (rev {f.oracle.revision}, token {f.oracle.token})")
     return (f"**{t:.2f} s · frame {i}** ({i * FRAME_SECONDS:.2f}–{(i + 1) * FRAME_SECONDS:.2f} s)"
             f"{' · held by the forced delay' if f.held else ''}\n\n"

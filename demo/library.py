@@ -12,9 +12,9 @@ import json
 import os
 import tempfile
 import zipfile
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
-from typing import Callable
 
 from kame_core.scenario import SUFFIX, Scenario, ScenarioError, load_scenario, scenario_path
 

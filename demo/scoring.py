@@ -9,8 +9,9 @@ with the reason in the label.
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Protocol, Sequence
+from typing import Protocol
 
 from kame_core.eval.proxy import PROXY_LABEL, proxy_scorer
 from kame_core.protocols import LLMError

@@ -123,7 +123,7 @@ class Janitor:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
-    def start(self) -> "Janitor":
+    def start(self) -> Janitor:
         sweep_stale_processes()
         atexit.register(remove_process_folder)
         if threading.current_thread() is threading.main_thread():

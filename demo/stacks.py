@@ -14,21 +14,20 @@
   ``KAME_SMALL_MODEL=0``).
 
 All are read-only process-wide caches (``lru_cache``): sessions get fresh per-session parts (or pool slots)
-from them. One admission, :class:`~kame_core.session.SessionGate`, per live stack: with a neural front-end its capacity is
-the pool's size, shared by Talk, Live uploads and the microphone.
+from them. One admission, :class:`~kame_core.session.SessionGate`, per live stack: with a neural front-end its
+capacity is the pool's size, shared by Talk, Live uploads and the microphone.
 """
 from __future__ import annotations
 
 import dataclasses
 import os
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import Callable
 
 from kame_core.neural.choice import FrontEndChoice, NeuralModels
 from kame_core.pipelines.stack import GUESS_SYSTEM, Stack, cpu_stack, with_neural
 from kame_core.protocols import FrontEnd
-
 from kame_core.serve.server import pool_gate
 from kame_core.session import SessionGate
 

@@ -45,8 +45,9 @@ import copy
 import html
 import json
 import math
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any, Iterable, Sequence, TypeVar
+from typing import Any, TypeVar
 
 import numpy as np
 import plotly.graph_objects as go

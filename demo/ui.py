@@ -9,7 +9,8 @@ the live protocol at ``/api/chat``: :mod:`demo.talk`).
 from __future__ import annotations
 
 import os
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
 
@@ -17,12 +18,13 @@ import gradio as gr  # noqa: E402
 
 from . import hardware as hw  # noqa: E402
 from . import library, views  # noqa: E402
-from .upload_budget import UploadBudget  # noqa: E402
 from .inspector import PAPER_NOTE, PAPER_TABLE_HEADERS, PAPER_TABLE_ROWS, RUN_SUMMARY_HEADERS  # noqa: E402
 from .talk import TALK_CSS, TALK_HTML, TALK_ID_BOX, TALK_JS, TALK_OPEN_BUTTON  # noqa: E402
 from .timeline import LANES, PLAYHEAD_JS  # noqa: E402
+from .upload_budget import UploadBudget  # noqa: E402
 
-#: installed on page load (a <script> in the page head, and Gradio's ``js`` hook; it runs once): moves the playhead of ``#kame-plot-<view>`` with the player in ``#kame-audio-<view>...``
+#: installed on page load (a <script> in the page head, and Gradio's ``js`` hook; it runs once): moves the
+#: playhead of ``#kame-plot-<view>`` with the player in ``#kame-audio-<view>...``
 #: on play (every animation frame), pause, seek and time updates. The players are native <audio> elements
 #: (demo.player), so their media events reach a capturing listener on the document.
 SYNC_JS = "() => {\n  if (window.kameSyncInstalled) return;\n  window.kameSyncInstalled = true;\n" + PLAYHEAD_JS + """
@@ -221,8 +223,8 @@ def build_app(gpu: Callable[[Callable], Callable] | None = None, hardware: hw.Ha
             with gr.Tab("Live", id="live"):
                 gr.Markdown("Upload a recording (any common format and rate; stereo is downmixed; at most 5 minutes). "
                             "It runs through the available stack — the neural front-end when KAME_WEIGHTS is "
-                            "set (on a GPU or the CPU), else the CPU stack; a frontier LLM if a key is set, else the local one — "
-                            "and the page says which components ran.")
+                            "set (on a GPU or the CPU), else the CPU stack; a frontier LLM if a key is set, else "
+                            "the local one — and the page says which components ran.")
                 with gr.Row():
                     live_in = gr.Audio(sources=["upload"], type="filepath", label="Your recording",
                                        elem_id="kame-live-input")
@@ -293,7 +295,8 @@ def build_app(gpu: Callable[[Callable], Callable] | None = None, hardware: hw.Ha
                                       (upload.upload, on_upload, upload, "upload_scenario"),
                                       (dialogue.input, on_training, dialogue, "open_training"),
                                       (made.input, on_made_pick, made, "open_made")):
-            trigger(fn, [inp, state], outs, api_name=api).then(picker, state, [choice, made], api_visibility="private").then(
+            trigger(fn, [inp, state], outs, api_name=api).then(
+                picker, state, [choice, made], api_visibility="private").then(
                 views.compare, state, [state, compare_plot, compare_table, *slots, compare_names])
         app.load(on_default, state, outs, api_name="open_default").then(
             views.compare, state, [state, compare_plot, compare_table, *slots, compare_names])
@@ -334,7 +337,8 @@ def build_app(gpu: Callable[[Callable], Callable] | None = None, hardware: hw.Ha
 
         live_btn.click(live_fn, [live_in, modes, state],
                        [state, live_status, live_plot, live_components, live_file], api_name="live_upload").then(
-            on_made, state, outs, api_visibility="private").then(picker, state, [choice, made], api_visibility="private").then(
+            on_made, state, outs, api_visibility="private").then(
+            picker, state, [choice, made], api_visibility="private").then(
             views.compare, state, [state, compare_plot, compare_table, *slots, compare_names])
         mic_stopped.then(on_made, state, outs, api_visibility="private").then(
             picker, state, [choice, made], api_visibility="private").then(

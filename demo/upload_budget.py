@@ -13,8 +13,8 @@ audio across its tracks).
 from __future__ import annotations
 
 import threading
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Mapping
 
 from kame_core.scenario import ScenarioError
 
@@ -27,7 +27,7 @@ DEFAULT_UPLOAD_MB = 256
 class Reservation:
     """Bytes booked for one upload; :meth:`release` gives them back (once)."""
 
-    budget: "UploadBudget"
+    budget: UploadBudget
     n_bytes: int
     released: bool = False
 
@@ -46,7 +46,7 @@ class UploadBudget:
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     @classmethod
-    def from_env(cls, env: Mapping[str, str]) -> "UploadBudget":
+    def from_env(cls, env: Mapping[str, str]) -> UploadBudget:
         """From ``KAME_UPLOAD_BUDGET_MB`` / ``KAME_UPLOAD_MAX_MB``; a malformed value names the variable."""
         def megabytes(name: str, default: int) -> int:
             raw = env.get(name, "").strip()

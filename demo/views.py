@@ -9,24 +9,24 @@ from __future__ import annotations
 
 import shutil
 import weakref
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any
 
 import numpy as np
 
 from kame_core.duplex_metrics import duplex_metrics
 from kame_core.metrics import session_metrics
 from kame_core.neural.pool import PoolFull
-from kame_core.trace_query import problems
 from kame_core.pipelines.replay import REPLAY_LABEL, ReplayUnavailable
 from kame_core.scenario import ScenarioError, save_scenario
 from kame_core.trace import EventKind, SessionTrace
+from kame_core.trace_query import problems
 
-from . import library
+from . import library, session_files
 from .delay_sweep import DELAYS_S, DelayOutcome, curve_figure, describe_outcome, reference_answers, run_delay
 from .inspector import duplex_text, frame_details, latency_markdown, run_summary_rows
-from . import session_files
 from .player import player_html, write_mix
 from .provenance_badge import provenance_badge
 from .scoring import MTBenchJudge, judge_from_env
@@ -54,7 +54,7 @@ class MadeSession:
     path: Path
 
     @classmethod
-    def of(cls, loaded: library.LoadedScenario) -> "MadeSession":
+    def of(cls, loaded: library.LoadedScenario) -> MadeSession:
         import time
 
         stamp = time.strftime("%H:%M:%S")
@@ -75,7 +75,7 @@ class AppSession:
     mic_ticket: Any = None          # its admission (kame_core.session.Ticket) to the stack
     mic_shown_s: float = -1.0       # received seconds at the last live figure
     upload: Any = None              # the open upload's demo.upload_budget.Reservation (memory it holds)
-    made: list["MadeSession"] = field(default_factory=list)  # made in this browser session, oldest first
+    made: list[MadeSession] = field(default_factory=list)  # made in this browser session, oldest first
 
     def show(self, loaded: library.LoadedScenario, run_id: str) -> None:
         """Make ``loaded`` the open scenario: re-runs of another scenario and the memory booked for an upload
@@ -320,7 +320,8 @@ def show_run(run_id: str | None, state: Any = None):
     if session.loaded is None:
         return session, None, None, "Open a scenario first."
     if run_id not in session.loaded.scenario.runs:
-        return session, None, None, f"No run {run_id!r} in this scenario (runs: {', '.join(session.loaded.scenario.runs)})."
+        runs = ", ".join(session.loaded.scenario.runs)
+        return session, None, None, f"No run {run_id!r} in this scenario (runs: {runs})."
     session.run_id = run_id
     trace = session.loaded.scenario.runs[run_id]
     fig = timeline_figure(trace, title=f"{session.loaded.title} — {run_label(run_id, trace)}",
@@ -415,7 +416,6 @@ def evolution(state: Any = None):
 def evolution_bundled(state: Any = None):
     """The oracle's evolution pooled over every scenario of the scenarios folder: (session, figure, markdown)."""
     from kame_core.evolution import level_table_markdown
-
     from kame_core.scenario import load_scenario
 
     from .evolution import evolution_figure, scenario_points

@@ -18,7 +18,8 @@ import contextlib
 import selectors
 import threading
 from abc import ABC, abstractmethod
-from typing import AsyncIterator, Awaitable, Callable, Coroutine, TypeVar
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
+from typing import TypeVar
 
 SAMPLE_RATE = 24_000
 FRAME_RATE = 12.5
@@ -62,7 +63,7 @@ class Clock(ABC):
     async def sleep(self, seconds: float) -> None:
         await asyncio.sleep(max(0.0, seconds))
 
-    async def modelled_latency(self, seconds: float) -> None:
+    async def modelled_latency(self, seconds: float) -> None:  # noqa: B027 - a no-op default, on purpose
         """Wait a component's *modelled* latency: a virtual duration on the virtual clock, nothing in real
         time (where the real work already took real time)."""
 
@@ -113,7 +114,7 @@ class _VirtualSelector(selectors.DefaultSelector):
     virtual time, so the simulated timeline never depends on how long the real work took.
     """
 
-    def __init__(self, clock: "VirtualClock") -> None:
+    def __init__(self, clock: VirtualClock) -> None:
         super().__init__()
         self._clock = clock
 

@@ -22,8 +22,8 @@ gaps shorter than ``speech_gap_s`` bridged.
 from __future__ import annotations
 
 import statistics
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Iterable, Sequence
 
 import numpy as np
 

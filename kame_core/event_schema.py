@@ -9,7 +9,8 @@ Unknown extra fields are allowed (newer writers may add some) if they are plain 
 from __future__ import annotations
 
 import math
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from .trace import EventKind
 

@@ -12,8 +12,8 @@ from __future__ import annotations
 import difflib
 import re
 import statistics
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Iterable, Sequence
 
 from .clock import FRAME_SECONDS
 from .hint_levels import MAX_HINT_LEVEL

@@ -16,7 +16,7 @@ This module holds the arithmetic on word counts; :mod:`kame_core.trace_query` re
 """
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 #: Upper bounds (inclusive) of the spoken ratio for hint levels 0..4; above the last one is level 5.
 HINT_LEVEL_BOUNDS = (0.5, 0.65, 0.8, 0.95, 0.99)

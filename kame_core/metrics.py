@@ -16,16 +16,17 @@ from __future__ import annotations
 
 import re
 import statistics
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any
 
 import numpy as np
 
 from .clock import FRAME_SECONDS, SAMPLES_PER_FRAME
+from .hint_levels import hint_level
 from .protocols import Word
 from .session.turns import TurnConfig, UserTurn, group_turns
 from .trace import Event, EventKind, SessionTrace
-from .hint_levels import hint_level
 from .trace_query import (
     LLMRequest,
     TokenUse,

@@ -90,7 +90,7 @@ class OracleConfig:
         return dict(self.__dict__)
 
     @classmethod
-    def from_json(cls, data: dict[str, Any]) -> "OracleConfig":
+    def from_json(cls, data: dict[str, Any]) -> OracleConfig:
         """Inverse of :meth:`to_json`; unknown keys are ignored. A trace recorded before the layout and policy
         were options used chat turns and the restart policy: missing keys say so, not today's defaults."""
         known = {f.name for f in dataclasses.fields(cls)}
@@ -100,7 +100,7 @@ class OracleConfig:
             values.setdefault("policy", "restart")
         return cls(**values)
 
-    def messages(self, conversation: "Conversation") -> list[ChatMessage]:
+    def messages(self, conversation: Conversation) -> list[ChatMessage]:
         """What the LLM is sent for ``conversation`` in this configuration's layout."""
         if self.prompt_layout == "official":
             return conversation.official_messages(self.system_prompt, self.max_prompt_chars)

@@ -12,13 +12,12 @@ Implementations live in their own modules (``kame_core.neural``, ``kame_core.stt
 """
 from __future__ import annotations
 
+from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field
 from typing import (
     TYPE_CHECKING,
-    AsyncIterator,
     Literal,
     Protocol,
-    Sequence,
     runtime_checkable,
 )
 
@@ -152,7 +151,7 @@ class StreamingLLM(Protocol):
 
     provenance: Provenance
 
-    def stream(self, messages: Sequence[ChatMessage], clock: "Clock") -> AsyncIterator[str]: ...
+    def stream(self, messages: Sequence[ChatMessage], clock: Clock) -> AsyncIterator[str]: ...
 
 
 # -------------------------------------------------------------------------------------------------- TTS

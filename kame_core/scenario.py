@@ -24,9 +24,10 @@ import re
 import tempfile
 import wave
 import zipfile
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 import soundfile
@@ -123,7 +124,7 @@ def _flac_bytes(audio: np.ndarray, sample_rate: int) -> bytes:
     return buf.getvalue()
 
 
-def _read_flac(data: bytes, where: str, sample_rate: int, expected: "int | LengthCheck | None" = None
+def _read_flac(data: bytes, where: str, sample_rate: int, expected: int | LengthCheck | None = None
                ) -> np.ndarray:
     try:
         with soundfile.SoundFile(io.BytesIO(data)) as f:
@@ -144,7 +145,7 @@ def _read_flac(data: bytes, where: str, sample_rate: int, expected: "int | Lengt
 LengthCheck = Callable[[int], None]
 
 
-def _check_length(samples: int, expected: "int | LengthCheck | None", where: str) -> None:
+def _check_length(samples: int, expected: int | LengthCheck | None, where: str) -> None:
     """Refuse audio whose header announces too long a track, or a length other than the trace's (before
     decoding it). ``expected``: the samples the trace needs, or a check that raises naming the run."""
     if samples > MAX_AUDIO_MEMBER_S * SAMPLE_RATE:
@@ -158,7 +159,7 @@ def _check_length(samples: int, expected: "int | LengthCheck | None", where: str
                                    f"has {expected // SAMPLES_PER_FRAME} frames ({expected} samples)")
 
 
-def _read_audio(data: bytes, member: str, sample_rate: int, expected: "int | LengthCheck | None" = None
+def _read_audio(data: bytes, member: str, sample_rate: int, expected: int | LengthCheck | None = None
                 ) -> np.ndarray:
     """Decode an audio member by its extension (``.flac``, or ``.wav`` in older files); ``expected`` (samples)
     is checked against the header before decoding."""
@@ -182,7 +183,7 @@ def _wav_bytes(audio: np.ndarray, sample_rate: int) -> bytes:
     return buf.getvalue()
 
 
-def _read_wav(data: bytes, where: str, sample_rate: int, expected: "int | LengthCheck | None" = None
+def _read_wav(data: bytes, where: str, sample_rate: int, expected: int | LengthCheck | None = None
               ) -> np.ndarray:
     try:
         with wave.open(io.BytesIO(data), "rb") as w:

@@ -14,13 +14,14 @@ can be built at once.
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from enum import Enum
-from typing import Any, Iterable
+from typing import Any
 
 import numpy as np
 
-from .clock import FRAME_SECONDS, SAMPLES_PER_FRAME, SAMPLE_RATE, frame_of
+from .clock import FRAME_SECONDS, SAMPLE_RATE, SAMPLES_PER_FRAME, frame_of
 
 SCHEMA_VERSION = 1
 
@@ -165,7 +166,7 @@ class SessionTrace:
         self._user_chunks.append(np.asarray(user_frame, np.float32))
         self._output_chunks.append(np.asarray(output_frame, np.float32))
 
-    def finish(self) -> "SessionTrace":
+    def finish(self) -> SessionTrace:
         """Concatenate the audio appended frame by frame; call once after the last frame."""
         if self._user_chunks:
             self.user_audio = np.concatenate([self.user_audio, *self._user_chunks])
@@ -205,7 +206,7 @@ class SessionTrace:
     def oracle_revisions(self) -> list[int]:
         return sorted({f.oracle.revision for f in self.frames if f.oracle.revision is not None})
 
-    def snapshot(self) -> "SessionTrace":
+    def snapshot(self) -> SessionTrace:
         """A finished copy of a trace that may still be growing (a live session, read from another thread):
         the frames, events and audio appended so far, cut to the frames complete in all three."""
         frames, events = list(self.frames), list(self.events)
@@ -240,7 +241,7 @@ class SessionTrace:
         }
 
     @classmethod
-    def from_json(cls, data: dict[str, Any], user_audio: np.ndarray, output_audio: np.ndarray) -> "SessionTrace":
+    def from_json(cls, data: dict[str, Any], user_audio: np.ndarray, output_audio: np.ndarray) -> SessionTrace:
         """Inverse of :meth:`to_json`. Assumes ``data`` was validated (see :mod:`kame_core.scenario`)."""
         cols = data["frames"]
         frames = [

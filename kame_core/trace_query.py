@@ -342,7 +342,8 @@ def problems(trace: SessionTrace) -> list[str]:
     """What went wrong in a run, in words a user can act on (empty when nothing did): no speech heard, back-end
     errors (how many, and the first message), a KAME run that never received an oracle, a silent assistant."""
     found: list[str] = []
-    heard = any(str(e.data.get("text", "")).strip() for e in trace.events_of(EventKind.STT_FINAL, EventKind.STT_PARTIAL))
+    heard = any(str(e.data.get("text", "")).strip()
+                for e in trace.events_of(EventKind.STT_FINAL, EventKind.STT_PARTIAL))
     if not speech_segments(trace) and not heard:
         found.append("no speech was heard in the input (silence, noise or too short)")
     errors = trace.events_of(EventKind.LLM_ERROR)

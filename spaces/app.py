@@ -14,15 +14,7 @@ import importlib.util
 import os
 import subprocess
 import sys
-from pathlib import Path
-from typing import Callable
-
-HERE = Path(__file__).resolve().parent
-for _root in (HERE, HERE.parent):
-    if (_root / "demo" / "ui.py").is_file():
-        if str(_root) not in sys.path:
-            sys.path.insert(0, str(_root))
-        break
+from collections.abc import Callable
 
 os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
 #: the neural front-end's weights are pulled from the hub on first use when a GPU is present

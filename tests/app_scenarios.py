@@ -18,7 +18,6 @@ from kame_core.frontends import StandInFrontEnd
 from kame_core.pipelines.stack import Stack, record_scenario
 from kame_core.protocols import Word
 from kame_core.scenario import save_scenario
-
 from kame_core.testing.doubles import ScriptedLLM, ScriptedSTT
 
 QUESTIONS = {

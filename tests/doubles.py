@@ -2,5 +2,15 @@
 for tests that import them relatively."""
 from kame_core.testing.doubles import *  # noqa: F401,F403
 from kame_core.testing.doubles import (  # noqa: F401
-    EchoFrontEnd, ScriptedLLM, ScriptedSTT, ToneTTS, WordTokenizer, dominant_pitch, last_user_turn, loud, speech_like,
-    tone, words_at)
+    EchoFrontEnd,
+    ScriptedLLM,
+    ScriptedSTT,
+    ToneTTS,
+    WordTokenizer,
+    dominant_pitch,
+    last_user_turn,
+    loud,
+    speech_like,
+    tone,
+    words_at,
+)

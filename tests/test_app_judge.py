@@ -1,7 +1,6 @@
 """The app's scoring seam with a real judge path: FastChat prompt, OpenAI-compatible SDK, fake judge server."""
 from __future__ import annotations
 
-
 import pytest
 
 from demo.scoring import JudgeUnavailable, MTBenchJudge, judge_from_env, score_answer

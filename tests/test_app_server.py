@@ -274,8 +274,9 @@ def test_a_live_upload_opens_in_timeline_and_compare_and_the_picker_says_so(app_
         chrome.wait_for(f"{LANE_TEXT}.length >= {len(LANES)}", timeout=120)
         plot = json.loads(chrome.evaluate("(r => JSON.stringify({top: r.top, height: r.height}))(document"
                                           ".querySelector('#kame-plot-timeline .main-svg').getBoundingClientRect())"))
-        lanes_bottom = chrome.evaluate("Math.max(...Array.from(document.querySelectorAll("
-                                       "'#kame-plot-timeline .ytick text')).map(t => t.getBoundingClientRect().bottom))")
+        lanes_bottom = chrome.evaluate(
+            "Math.max(...Array.from(document.querySelectorAll('#kame-plot-timeline .ytick text'))"
+            ".map(t => t.getBoundingClientRect().bottom))")
         folder = Path(os.environ.get("KAME_TEST_ARTIFACTS") or REPO / "artifacts")
         folder.mkdir(parents=True, exist_ok=True)
         chrome.screenshot(folder / "app_first_page_1600x1000.png", full_page=False)

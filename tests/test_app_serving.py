@@ -13,9 +13,9 @@ import time
 import pytest
 
 from demo import session_files
-from kame_core.session import SessionGate
 from demo.server import server_address
 from kame_core.frontends.standin.deciding import common_prefix, decide, first_contradiction
+from kame_core.session import SessionGate
 
 
 # --------------------------------------------------------------------------------------- session files

@@ -55,7 +55,6 @@ def test_summary_names_what_produced_each_run():
     from demo.inspector import run_summary_rows
     from kame_core.pipelines.tandem import SessionConfig, TandemRunner
     from kame_core.scenario import Scenario
-
     from kame_core.testing.doubles import EchoFrontEnd, ScriptedLLM, ScriptedSTT, speech_like, words_at
 
     seg = [words_at("hello there", 0.3)]

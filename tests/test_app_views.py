@@ -11,7 +11,6 @@ import soundfile as sf
 
 from demo import library, views
 from demo.delay_sweep import DELAYS_S, oracle_at_onset
-from kame_core.session import SessionGate
 from demo.library import LoadedScenario
 from demo.scoring import score_answer
 from demo.stacks import LiveStack, RerunFrontEnd
@@ -19,9 +18,10 @@ from demo.timeline import LANES
 from demo.uploads import MAX_SECONDS, UploadError, decode_upload
 from kame_core.clock import SAMPLE_RATE
 from kame_core.frontends import StandInFrontEnd
+from kame_core.session import SessionGate
+from kame_core.testing.doubles import ScriptedLLM
 
 from .app_scenarios import QUESTIONS, add_manifest_fields, piper, record_question
-from kame_core.testing.doubles import ScriptedLLM
 from .shared_data import SPOKENWOZ
 
 pytestmark = pytest.mark.slow  # loads Whisper, SmolLM2, Piper or a browser

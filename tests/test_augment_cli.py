@@ -9,6 +9,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+
 from .shared_data import SPOKENWOZ
 
 REPO = Path(__file__).resolve().parents[1]

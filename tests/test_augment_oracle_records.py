@@ -16,6 +16,7 @@ from kame_core.augment.oracle_records import (
     time_grid,
 )
 from kame_core.augment.transcript import TranscriptWord, load_transcript
+
 from .shared_data import SPOKENWOZ
 
 SAMPLE = SPOKENWOZ

@@ -19,6 +19,7 @@ from kame_core.augment.oracle_stream import (
 from kame_core.augment.transcript import TranscriptWord, load_transcript
 from kame_core.augment.word_tokenizer import WordTokenizer
 from kame_core.protocols import TextTokenizer
+
 from .shared_data import SPOKENWOZ
 
 SAMPLE = SPOKENWOZ

@@ -3,8 +3,8 @@ the ``--simulator`` factory."""
 from __future__ import annotations
 
 import sys
+from collections.abc import AsyncIterator, Sequence
 from dataclasses import replace
-from typing import AsyncIterator, Sequence
 
 import pytest
 

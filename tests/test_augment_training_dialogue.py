@@ -16,6 +16,7 @@ from kame_core.augment.training_dialogue import (
 )
 from kame_core.augment.word_tokenizer import WordTokenizer
 from kame_core.clock import SAMPLES_PER_FRAME
+
 from .shared_data import SPOKENWOZ
 
 SAMPLE = SPOKENWOZ

@@ -11,12 +11,11 @@ import pytest
 from kame_core.metrics import session_metrics, user_turns
 from kame_core.pipelines.tandem import SessionConfig, TandemRunner
 from kame_core.scenario import Scenario, load_scenario
+from kame_core.testing.doubles import EchoFrontEnd, ScriptedLLM, ScriptedSTT, speech_like, words_at
 from kame_core.trace import EventKind
 from kame_core.trace_query import oracle_revisions
 from scenarios import record_bundled
 from scenarios.record_bundled import BundleError, load_specs, oracle_texts, save_checked
-
-from kame_core.testing.doubles import EchoFrontEnd, ScriptedLLM, ScriptedSTT, speech_like, words_at
 
 pytestmark = pytest.mark.slow  # loads Whisper, SmolLM2, Piper or a browser
 

@@ -11,10 +11,17 @@ from kame_core.pipelines import CascadeConfig, CascadeRunner, make_runner
 from kame_core.pipelines.cascade import split_sentences
 from kame_core.pipelines.tandem import SessionConfig, TandemRunner
 from kame_core.scenario import Scenario, load_scenario, save_scenario
+from kame_core.testing.doubles import (
+    EchoFrontEnd,
+    ScriptedLLM,
+    ScriptedSTT,
+    ToneTTS,
+    dominant_pitch,
+    loud,
+    speech_like,
+    words_at,
+)
 from kame_core.trace import EventKind
-
-from kame_core.testing.doubles import EchoFrontEnd, ScriptedLLM, ScriptedSTT, speech_like, words_at
-from kame_core.testing.doubles import ToneTTS, dominant_pitch, loud
 
 QUESTION = "what is the capital city of japan"
 ANSWER = "The capital of Japan is Tokyo. It is also its largest city."

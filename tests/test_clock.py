@@ -6,8 +6,15 @@ import time
 
 import pytest
 
-from kame_core.clock import (FRAME_SECONDS, SAMPLES_PER_FRAME, RealTimeClock, VirtualClock, frame_of,
-                             frame_start, run_with_real_work)
+from kame_core.clock import (
+    FRAME_SECONDS,
+    SAMPLES_PER_FRAME,
+    RealTimeClock,
+    VirtualClock,
+    frame_of,
+    frame_start,
+    run_with_real_work,
+)
 
 
 def test_frame_constants():

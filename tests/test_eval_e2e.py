@@ -16,6 +16,7 @@ from kame_core.eval import harness
 from kame_core.eval.cli import main
 from kame_core.eval.proxy import PROXY_LABEL
 from kame_core.eval.report import QUOTED
+
 from .shared_data import MT_BENCH, needs_mt_bench
 
 DATA = MT_BENCH

@@ -10,8 +10,7 @@ import pytest
 from kame_core.eval.cache import ResultCache
 from kame_core.eval.cli import main
 from kame_core.eval.harness import Answer, JudgeGrader
-from kame_core.eval.judge import (Judge, build_judge_messages, judge_id, judge_prompt_name, make_judge_llm,
-                                  parse_verdict)
+from kame_core.eval.judge import Judge, build_judge_messages, judge_id, judge_prompt_name, make_judge_llm, parse_verdict
 from kame_core.eval.mtbench_data import load_mt_bench
 from kame_core.eval.report import summarize
 

@@ -9,6 +9,7 @@ import pytest
 from kame_core.eval.cli import EXIT_BAD_INPUT, main
 from kame_core.neural.choice import ORACLE_OFF_LABEL
 from kame_core.neural.tiny import TINY_LABEL, write_tiny_checkpoint
+
 from .shared_data import MT_BENCH, needs_mt_bench
 
 

@@ -16,13 +16,26 @@ import pytest
 from kame_core.clock import SAMPLES_PER_FRAME
 from kame_core.eval.cache import ResultCache
 from kame_core.eval.harness import answers_to_grade, plan_sessions, proxy_references
-from kame_core.eval.mtbench_data import (MTBenchDataError, download_mt_bench, load_mt_bench, parse_question_ids,
-                                         PAPER_QUESTION_IDS)
+from kame_core.eval.mtbench_data import (
+    PAPER_QUESTION_IDS,
+    MTBenchDataError,
+    download_mt_bench,
+    load_mt_bench,
+    parse_question_ids,
+)
 from kame_core.eval.proxy import PROXY_LABEL
-from kame_core.eval.report import QUOTED, ScoreRow, summarize, table_figure, table_markdown, write_sweep, \
-    write_table_csv
+from kame_core.eval.report import (
+    QUOTED,
+    ScoreRow,
+    summarize,
+    table_figure,
+    table_markdown,
+    write_sweep,
+    write_table_csv,
+)
 from kame_core.eval.sessions import SessionResult, TurnTaking, TurnTakingSource, final_oracle_text
 from kame_core.trace import EventKind, FrameRecord, SessionTrace, silence
+
 from .shared_data import MT_BENCH, needs_mt_bench
 
 DATA = MT_BENCH

@@ -2,7 +2,6 @@
 local (virtual clock) and server (live protocol) paths, and the whole command on synthesized speech."""
 from __future__ import annotations
 
-import asyncio
 import json
 import os
 from pathlib import Path

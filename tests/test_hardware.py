@@ -5,9 +5,9 @@ import numpy as np
 import pytest
 
 from demo import stacks, views
-from kame_core.session import SessionGate
 from demo.hardware import ABOUT, Hardware, detect
 from demo.stacks import LiveStack
+from kame_core.session import SessionGate
 
 
 def test_detect_tells_zero_gpu_from_a_dedicated_gpu_and_cpu():

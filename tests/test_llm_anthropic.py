@@ -2,13 +2,14 @@
 from __future__ import annotations
 
 import pytest
-from .fakes.providers import REPLY, anthropic_key, fake_anthropic
-from .fakes.streaming import cancel_after, collect
 
 from kame_core.clock import VirtualClock
 from kame_core.llm import AnthropicLLM, LLMRateLimited, LLMTimeout, MissingAPIKey, make_llm
 from kame_core.llm.anthropic_messages import DEFAULT_MODEL, anthropic_turns
 from kame_core.protocols import ChatMessage, LLMError, StreamingLLM
+
+from .fakes.providers import REPLY, anthropic_key, fake_anthropic
+from .fakes.streaming import cancel_after, collect
 
 KEY = "sk-ant-" + "test-SECRET0123456789abcdef"  # fake; split so secret scanners stay quiet
 

@@ -6,11 +6,12 @@ import logging
 import traceback
 
 import pytest
-from .fakes.providers import fake_anthropic, fake_openai
-from .fakes.streaming import cancel_after, collect
 
 from kame_core.llm import make_llm, redact
 from kame_core.protocols import LLMError
+
+from .fakes.providers import fake_anthropic, fake_openai
+from .fakes.streaming import cancel_after, collect
 
 MARK = "SECRETMARK"
 KEYS = {"OPENAI_API_KEY": f"sk-proj-{MARK}-openai-0123456789",

@@ -5,11 +5,12 @@ import threading
 import time
 
 import pytest
-from .fakes.streaming import cancel_after, collect
 
 from kame_core.clock import VirtualClock
 from kame_core.llm import LocalSmolLM, load_smollm2, local_smollm, make_llm
 from kame_core.protocols import ChatMessage, LLMError, StreamingLLM
+
+from .fakes.streaming import cancel_after, collect
 
 pytestmark = pytest.mark.slow  # loads Whisper, SmolLM2, Piper or a browser
 

@@ -2,13 +2,14 @@
 from __future__ import annotations
 
 import pytest
-from .fakes.providers import REPLY, fake_openai
-from .fakes.streaming import cancel_after, collect
 
 from kame_core.clock import VirtualClock
 from kame_core.llm import LLMRateLimited, LLMTimeout, MissingAPIKey, OpenAIChatLLM, make_llm
 from kame_core.llm.openai_compatible import openai_compatible, parse_compatible_spec
 from kame_core.protocols import LLMError, StreamingLLM
+
+from .fakes.providers import REPLY, fake_openai
+from .fakes.streaming import cancel_after, collect
 
 KEY = "sk-" + "test-SECRET0123456789abcdef"  # fake; split so secret scanners stay quiet
 

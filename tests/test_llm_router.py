@@ -1,16 +1,17 @@
 """The per-category router: classification, delegation, and building it from a spec."""
 from __future__ import annotations
 
-from typing import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Sequence
 
 import pytest
-from .fakes.providers import REPLY, fake_openai
-from .fakes.streaming import cancel_after, collect
 
 from kame_core.llm import RoutedLLM, classify_question, make_llm, parse_routes
 from kame_core.llm.factory import DEFAULT_ROUTES
 from kame_core.protocols import ChatMessage, StreamingLLM
 from kame_core.trace import Provenance
+
+from .fakes.providers import REPLY, fake_openai
+from .fakes.streaming import cancel_after, collect
 
 
 class Named:

@@ -8,13 +8,13 @@ import numpy as np
 import pytest
 
 from demo import library, views
-from kame_core.session import SessionGate
 from demo.stacks import LiveStack
 from kame_core.audio_io import resample
 from kame_core.clock import SAMPLE_RATE
+from kame_core.session import SessionGate
+from kame_core.testing.doubles import ScriptedLLM
 
 from .app_scenarios import QUESTIONS, piper
-from kame_core.testing.doubles import ScriptedLLM
 
 pytestmark = pytest.mark.slow  # loads Whisper, SmolLM2, Piper or a browser
 

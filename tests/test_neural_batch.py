@@ -4,7 +4,7 @@ Every check compares a batched run with the same sessions run alone (greedy deco
 """
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 import pytest
 import torch
@@ -13,6 +13,7 @@ from safetensors.torch import load_file
 
 from kame_core.neural import KameLM, KameLMGen, upgrade_legacy_state_dict
 from kame_core.neural.configs import tiny_lm_kwargs
+
 from .shared_data import LM_FIXTURE, needs_lm_fixture
 
 pytestmark = pytest.mark.slow  # many steps of the tiny model per test (make gpu-check and make test run them)

@@ -11,8 +11,14 @@ from huggingface_hub import constants as hf_constants
 from moshi.models import loaders
 from safetensors.torch import save_file
 
-from kame_core.neural import (CheckpointUnavailable, KameLM, load_front_end, resolve_hf_repo, resolve_local_folder,
-                              resolve_moshi_baseline)
+from kame_core.neural import (
+    CheckpointUnavailable,
+    KameLM,
+    load_front_end,
+    resolve_hf_repo,
+    resolve_local_folder,
+    resolve_moshi_baseline,
+)
 from kame_core.neural.configs import small_mimi_config, tiny_lm_kwargs
 from kame_core.neural.loading import load_lm
 from kame_core.neural.tiny import train_tiny_tokenizer

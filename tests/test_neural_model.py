@@ -1,7 +1,6 @@
 """KameLM: the official fixture reproduced through the legacy upgrade, and the oracle embedding's maths."""
 from __future__ import annotations
 
-
 import pytest
 import torch
 from moshi.models.lm import LMModel
@@ -10,6 +9,7 @@ from safetensors.torch import load_file
 
 from kame_core.neural import KameLM, upgrade_legacy_state_dict
 from kame_core.neural.configs import tiny_lm_kwargs
+
 from .shared_data import LM_FIXTURE
 
 FIXTURE = LM_FIXTURE

@@ -3,8 +3,8 @@ policy, on the virtual clock."""
 from __future__ import annotations
 
 import asyncio
+from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass, field
-from typing import AsyncIterator, Callable, Sequence
 
 import pytest
 

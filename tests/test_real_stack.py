@@ -19,9 +19,9 @@ from kame_core.llm import OpenAIChatLLM
 from kame_core.metrics import session_metrics
 from kame_core.pipelines.stack import cpu_stack, record_scenario
 from kame_core.scenario import load_scenario, save_scenario
+from kame_core.testing.doubles import ScriptedLLM
 from kame_core.trace import EventKind
 
-from kame_core.testing.doubles import ScriptedLLM
 from .fakes.providers import fake_openai
 
 pytestmark = pytest.mark.slow  # loads Whisper, SmolLM2, Piper or a browser

@@ -12,9 +12,8 @@ from kame_core.metrics import median_onset_latency, session_metrics, speech_segm
 from kame_core.pipelines.tandem import SessionConfig, TandemRunner
 from kame_core.protocols import STTEvent
 from kame_core.session import LiveSource, UserTurnTracker
-from kame_core.trace import EventKind
-
 from kame_core.testing.doubles import EchoFrontEnd, ScriptedLLM, ScriptedSTT, speech_like, words_at
+from kame_core.trace import EventKind
 
 QUESTION = "what is the capital city of france"
 
@@ -167,7 +166,8 @@ def test_concurrent_sessions_are_isolated():
     for t in threads:
         t.join()
     assert results[0] == solo[0] and results[1] == solo[1]
-    assert "tokyo" in " ".join(solo[0]["frames"]["text_piece"]) and "eight" not in " ".join(solo[0]["frames"]["text_piece"])
+    said = " ".join(solo[0]["frames"]["text_piece"])
+    assert "tokyo" in said and "eight" not in said
 
 
 def test_median_onset_over_sessions():
@@ -192,8 +192,8 @@ def test_live_source_reads_silence_on_underrun_and_ends_when_closed():
 
 
 def test_latency_breakdown_follows_the_answer_from_the_end_of_speech():
-    from kame_core.metrics import latency_breakdown
     from demo.inspector import latency_markdown
+    from kame_core.metrics import latency_breakdown
 
     trace, _ = run(delay_ms=1500)
     (turn,) = latency_breakdown(trace)

@@ -13,7 +13,6 @@ import soundfile
 
 from kame_core.pipelines.tandem import SessionConfig, TandemRunner
 from kame_core.scenario import Scenario, ScenarioError, load_scenario, save_scenario, scenario_path
-
 from kame_core.testing.doubles import EchoFrontEnd, ScriptedLLM, ScriptedSTT, speech_like, words_at
 
 
@@ -23,7 +22,8 @@ def scenario() -> Scenario:
     audio = speech_like([(0.5, seg[0][-1].end)], seg[0][-1].end + 1)
     runs = {}
     for mode in ("kame", "moshi"):
-        runner = TandemRunner(EchoFrontEnd(), ScriptedSTT(seg), ScriptedLLM(lambda u: "paris"), SessionConfig(mode=mode))
+        runner = TandemRunner(EchoFrontEnd(), ScriptedSTT(seg), ScriptedLLM(lambda u: "paris"),
+                              SessionConfig(mode=mode))
         runs[mode] = runner.run_sync(audio)
     return Scenario(name="capital", title="Capital of France", description="test", tags=["knowledge"], runs=runs,
                     category="knowledge", questions=["What is the capital of France?"],

@@ -8,8 +8,7 @@ from pathlib import Path
 import pytest
 
 from kame_core.stt import models
-from kame_core.stt.models import (WhisperModelNotFound, assemble_packaged_model, is_model_dir,
-                                  resolve_whisper_model)
+from kame_core.stt.models import WhisperModelNotFound, assemble_packaged_model, is_model_dir, resolve_whisper_model
 from kame_core.stt.wer import word_error_rate
 
 pytestmark = pytest.mark.slow  # loads Whisper, SmolLM2, Piper or a browser

@@ -83,7 +83,8 @@ def test_talk_plays_the_answer_shows_the_streams_and_opens_the_session(question_
                     f"T.words.trim().length > 0 && {state}; }})(window.kameTalk)", timeout=180, every=0.5)
             except TimeoutError:
                 raise AssertionError("the page did not show it: " +
-                                     str(browser.evaluate(f"(function (T) {{ return {state}; }})(window.kameTalk)")))
+                                     str(browser.evaluate(f"(function (T) {{ return {state}; }})(window.kameTalk)"))
+                                     ) from None
             seen = json.loads(got)
             timeline = ("JSON.stringify({now: T.timeline.now, draws: T.timeline.draws, maxDrawMs: T.timeline.maxDrawMs,"
                         " provenance: T.timeline.provenance,"
@@ -97,7 +98,7 @@ def test_talk_plays_the_answer_shows_the_streams_and_opens_the_session(question_
                     f"{timeline}; }})(window.kameTalk)", timeout=60, every=0.25))
             except TimeoutError:
                 raise AssertionError("the timeline did not move or got no hint level: " + str(browser.evaluate(
-                    f"(function (T) {{ return {timeline}; }})(window.kameTalk)")))
+                    f"(function (T) {{ return {timeline}; }})(window.kameTalk)"))) from None
             shown = browser.wait_for("(function (o, w) { return o.indexOf('rev ') >= 0 && w.trim() && o + ' | ' + w; })"
                                      "(document.getElementById('kame-talk-oracle').innerText, "
                                      "document.getElementById('kame-talk-words').innerText)", timeout=5)
@@ -110,7 +111,7 @@ def test_talk_plays_the_answer_shows_the_streams_and_opens_the_session(question_
                     "JSON.stringify(T.latency); })(window.kameTalk)", timeout=60, every=0.25))
             except TimeoutError:
                 raise AssertionError("no turn_latency reached the page: " + str(browser.evaluate(
-                    "JSON.stringify({turns: window.kameTalk.turns, latency: window.kameTalk.latency})")))
+                    "JSON.stringify({turns: window.kameTalk.turns, latency: window.kameTalk.latency})"))) from None
             latency_text = browser.evaluate("document.getElementById('kame-talk-latency').innerText")
             browser.screenshot(_artifacts(tmp_path) / f"talk_live{suffix}.png")
             shown_front_end = browser.evaluate("JSON.stringify(window.kameTalk.frontEnd || null) + ' | ' + "

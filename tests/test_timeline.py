@@ -10,17 +10,34 @@ import numpy as np
 import plotly.graph_objects as go
 import pytest
 
-from kame_core.testing.sessions import build_session
-from kame_core.testing.sessions import MOUNTAIN_QUESTION
-from kame_core.testing.sessions import mountain_session as run
 from demo.provenance_badge import provenance_badge
-from demo.timeline import (BADGE, HIDDEN_NOTE, HINT_COLOURS, HINT_LEGEND, HINT_UNKNOWN_COLOUR, LANES,
-                           LATENCY_ANCHORS, LIVE_COLOURS, PLAYHEAD, REVISION_SPAN, _REF_PLOT_PX, _text_width_s,
-                           compare_figure, format_latency, hint_colour, hint_fill, revision_colour, timeline_figure,
-                           waveform_envelope, with_playhead)
+from demo.timeline import (
+    _REF_PLOT_PX,
+    BADGE,
+    HIDDEN_NOTE,
+    HINT_COLOURS,
+    HINT_LEGEND,
+    HINT_UNKNOWN_COLOUR,
+    LANES,
+    LATENCY_ANCHORS,
+    LIVE_COLOURS,
+    PLAYHEAD,
+    REVISION_SPAN,
+    _text_width_s,
+    compare_figure,
+    format_latency,
+    hint_colour,
+    hint_fill,
+    revision_colour,
+    timeline_figure,
+    waveform_envelope,
+    with_playhead,
+)
 from kame_core.clock import FRAME_SECONDS, SAMPLE_RATE, SAMPLES_PER_FRAME
 from kame_core.metrics import latency_breakdown, session_metrics
 from kame_core.scenario import Scenario, load_scenario, save_scenario
+from kame_core.testing.sessions import MOUNTAIN_QUESTION, build_session
+from kame_core.testing.sessions import mountain_session as run
 from kame_core.trace import PROVENANCE_KINDS, EventKind, FrameRecord, Provenance, SessionTrace
 from kame_core.trace_query import oracle_revisions
 
@@ -329,7 +346,7 @@ def test_compare_stacks_runs_on_one_shared_time_axis(kame):
     assert layout.xaxis2.matches == "x" and layout.xaxis3.matches == "x"
     domains = [layout.yaxis.domain, layout.yaxis2.domain, layout.yaxis3.domain]
     assert domains[0][0] > domains[1][1] and domains[1][0] > domains[2][1], "stacked top to bottom, no overlap"
-    for k, (name, trace) in enumerate(runs.items()):
+    for k, name in enumerate(runs):
         axis = layout[f"yaxis{'' if k == 0 else k + 1}"]
         assert tuple(axis.ticktext) == LANES
         badge = annotation(fig, f"{BADGE}:{name}")

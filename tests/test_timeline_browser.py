@@ -17,7 +17,6 @@ from pathlib import Path
 import pytest
 
 from demo.timeline import LANES, PLAYHEAD_JS, timeline_figure
-
 from kame_core.testing.sessions import mountain_session as run
 
 CHROMIUM = next((p for p in (shutil.which(n) for n in ("chromium", "chromium-browser")) if p), None)

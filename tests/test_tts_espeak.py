@@ -7,8 +7,7 @@ import numpy as np
 import pytest
 
 from kame_core.clock import SAMPLE_RATE
-from kame_core.tts import EspeakTTS, EspeakUnavailable, PiperUnavailable, make_tts
-from kame_core.tts import espeak_tts, piper_tts
+from kame_core.tts import EspeakTTS, EspeakUnavailable, PiperUnavailable, espeak_tts, make_tts, piper_tts
 
 needs_espeak = pytest.mark.skipif(shutil.which("espeak-ng") is None, reason="espeak-ng not installed")
 TEXT = "Hello there, this is a test in the house. What about forty-two?"

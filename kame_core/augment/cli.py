@@ -15,8 +15,8 @@ from __future__ import annotations
 import argparse
 import functools
 import sys
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Sequence
 
 from tqdm import tqdm
 

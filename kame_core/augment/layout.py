@@ -7,8 +7,8 @@ interrupted run never leaves half a file.
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Sequence
 
 from ..files import write_bytes_atomic
 from .oracle_records import OracleRecord

@@ -11,9 +11,10 @@ ratio) is deliberate.
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Any, Iterator, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
 from ..hint_levels import hint_level  # the level table lives with every run's levels
 from .transcript import CHANNELS, TranscriptWord
@@ -78,7 +79,7 @@ class OracleRecord:
     hint: str
 
     @classmethod
-    def from_request(cls, request: OracleRequest, prediction: str) -> "OracleRecord":
+    def from_request(cls, request: OracleRequest, prediction: str) -> OracleRecord:
         return cls(
             timestamp_ms=request.timestamp_ms,
             conversation_context=request.conversation_context,
@@ -92,7 +93,7 @@ class OracleRecord:
         )
 
     @classmethod
-    def from_json(cls, data: Any, source: str = "<oracle_raw>", index: int = 0) -> "OracleRecord":
+    def from_json(cls, data: Any, source: str = "<oracle_raw>", index: int = 0) -> OracleRecord:
         """Read one official record (extra keys are ignored, missing or mistyped ones are an error)."""
         if not isinstance(data, dict):
             raise ValueError(f"{source}: record {index}: expected an object")
@@ -205,7 +206,7 @@ def iter_oracle_requests(
 
 def generate_oracle_records(
     words: Sequence[TranscriptWord],
-    simulator: "OracleSimulator",
+    simulator: OracleSimulator,
     interval: float = DEFAULT_INTERVAL,
 ) -> list[OracleRecord]:
     """Ask ``simulator`` for every request; keep a record only where the prediction is non-empty."""

@@ -8,15 +8,15 @@ each word's tokens from the frame of its start, shifted later only where an earl
 from __future__ import annotations
 
 import io
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Sequence
 
 import numpy as np
 
 from ..clock import FRAME_RATE, frame_of
-from ..protocols import TextTokenizer
 from ..files import write_bytes_atomic
+from ..protocols import TextTokenizer
 from .oracle_records import OracleRecord
 from .transcript import TranscriptWord
 

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import importlib
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 from ..protocols import StreamingLLM
 from .simulators import LLMSimulator, OfflineSimulator, OracleSimulator

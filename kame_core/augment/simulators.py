@@ -10,8 +10,9 @@ from __future__ import annotations
 import hashlib
 import math
 import time
+from collections.abc import Callable
 from types import MappingProxyType
-from typing import Callable, Protocol, runtime_checkable
+from typing import Protocol, runtime_checkable
 
 from ..clock import Clock, RealTimeClock
 from ..protocols import ChatMessage, LLMError, StreamingLLM
@@ -157,7 +158,7 @@ class LLMSimulator:
                 time.sleep(self.retry_delay_s)
             clock = self.clock_factory()
             try:
-                return clock.run(lambda: self.apredict(request, clock))
+                return clock.run(lambda clock=clock: self.apredict(request, clock))
             except LLMError as exc:
                 error = exc
         raise SimulatorError(

@@ -14,9 +14,9 @@ import functools
 import io
 import re
 import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Sequence
 
 import numpy as np
 import soundfile
@@ -24,6 +24,7 @@ from tqdm import tqdm
 
 from ..clock import SAMPLE_RATE
 from ..executors import Executor, LocalExecutor
+from ..files import write_bytes_atomic
 from ..jsonl import read_json_objects
 from ..protocols import TTS, Synthesis
 from .layout import (
@@ -33,7 +34,6 @@ from .layout import (
     dumps_oracle_raw,
     dumps_transcript,
 )
-from ..files import write_bytes_atomic
 from .oracle_records import DEFAULT_INTERVAL, generate_oracle_records
 from .simulators import OracleSimulator
 from .transcript import TranscriptWord

@@ -12,8 +12,9 @@ import hashlib
 import json
 import os
 import threading
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 
 def cache_key(kind: str, fields: Mapping[str, Any]) -> str:

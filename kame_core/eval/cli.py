@@ -21,8 +21,8 @@ import functools
 import os
 import sys
 import time
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Sequence
 
 from tqdm import tqdm
 
@@ -32,17 +32,23 @@ from ..llm.base import MissingAPIKey
 from ..neural.choice import FrontEndChoice
 from ..oracle import OracleConfig
 from ..pipelines.stack import MODES, Stack
+from . import fdb_cli
 from .cache import ResultCache
+from .fdb import FDBError
+from .harness import (
+    JudgeGrader,
+    ProxyGrader,
+    SessionsFailed,
+    answers_to_grade,
+    latencies_by_system,
+    plan_sessions,
+    run_sessions,
+)
 from .judge import DEFAULT_JUDGE, Judge, judge_id, judge_model_name, make_judge_llm
 from .mtbench_data import FASTCHAT_RAW, PAPER_QUESTION_IDS, MTBenchDataError, parse_question_ids, resolve_data
 from .proxy import PROXY_LABEL, proxy_scorer
-from .report import (duplex_markdown, summarize, table_figure, table_markdown, write_rows, write_sweep,
-                     write_table_csv)
-from .harness import (JudgeGrader, ProxyGrader, SessionsFailed, answers_to_grade, latencies_by_system,
-                      plan_sessions, run_sessions)
+from .report import duplex_markdown, summarize, table_figure, table_markdown, write_rows, write_sweep, write_table_csv
 from .sessions import TurnTaking
-from . import fdb_cli
-from .fdb import FDBError
 
 EXIT_BAD_INPUT = 2
 EXIT_FAILED = 1

@@ -25,9 +25,10 @@ import io
 import json
 import os
 import statistics
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable, Sequence
+from typing import Any
 
 import numpy as np
 import soundfile as sf

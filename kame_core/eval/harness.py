@@ -13,8 +13,9 @@ import functools
 import hashlib
 import json
 import threading
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from typing import Callable, Iterable, Protocol, Sequence
+from typing import Protocol
 
 import numpy as np
 

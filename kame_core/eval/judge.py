@@ -14,8 +14,9 @@ from __future__ import annotations
 import asyncio
 import random
 import re
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Awaitable, Callable, Literal, Sequence
+from typing import Literal
 
 from ..clock import RealTimeClock
 from ..llm.base import LLMRateLimited, LLMTimeout, MissingAPIKey, public_url, redact

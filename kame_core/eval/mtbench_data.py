@@ -13,9 +13,10 @@ import os
 import tempfile
 import urllib.error
 import urllib.request
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterable, Mapping
+from typing import Any
 
 from ..jsonl import read_json_objects
 

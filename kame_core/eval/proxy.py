@@ -10,10 +10,10 @@ same axis; ``raw`` keeps the cosine itself.
 from __future__ import annotations
 
 import threading
+from collections.abc import Sequence
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import cache
 from pathlib import Path
-from typing import Sequence
 
 PROXY_LABEL = "proxy — not MT-Bench"
 
@@ -82,7 +82,7 @@ class ProxyScorer:
         return ProxyScore(score=1.0 + 9.0 * max(raw, 0.0), raw=raw)
 
 
-@lru_cache(maxsize=None)
+@cache
 def proxy_scorer() -> ProxyScorer:
     """The process-wide read-only scorer (the model is loaded once, lazily)."""
     return ProxyScorer()

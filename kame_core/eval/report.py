@@ -11,9 +11,10 @@ import csv
 import json
 import statistics
 from collections import Counter
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Iterable, Sequence
+from typing import TYPE_CHECKING
 
 from .proxy import PROXY_LABEL
 
@@ -209,7 +210,7 @@ def write_rows(path: Path, rows: Iterable[ScoreRow], score_label: str) -> None:
             handle.write(json.dumps({**r.__dict__, "score_kind": score_label}, ensure_ascii=False) + "\n")
 
 
-def duplex_markdown(results: Iterable["SessionResultLike"]) -> str:
+def duplex_markdown(results: Iterable[SessionResultLike]) -> str:
     """Full-Duplex-Bench timing per (system, forced delay), pooled over sessions' user turns: takeover rate,
     turn-taking latency signed and clipped at 0 (mean over takeover turns, n = that denominator), stop latency
     over the turns where the user interrupted (those where the model never went silent are counted apart)."""

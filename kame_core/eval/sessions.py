@@ -16,16 +16,17 @@ from __future__ import annotations
 
 import dataclasses
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, Sequence
+from typing import Any
 
 import numpy as np
 
 from ..clock import FRAME_SECONDS
 from ..duplex_metrics import duplex_metrics
 from ..metrics import session_metrics
-from ..pipelines.stack import Mode, Stack
 from ..oracle import OracleConfig
+from ..pipelines.stack import Mode, Stack
 from ..pipelines.tandem import SessionConfig
 from ..protocols import TTS
 from ..trace import SessionTrace, iter_frames, silence
@@ -149,7 +150,7 @@ class SessionResult:
         return dataclasses.asdict(self)
 
     @classmethod
-    def from_json(cls, data: dict[str, Any]) -> "SessionResult":
+    def from_json(cls, data: dict[str, Any]) -> SessionResult:
         return cls(**data)
 
 

@@ -9,8 +9,16 @@
 
 The driver alone writes results (dataset files, caches): workers only compute and return values.
 """
-from .base import (EXECUTOR_CHOICES, Executor, ExecutorError, ExecutorUnavailable, Outcome, WorkerFactory,
-                   make_executor, ray_available)
+from .base import (
+                   EXECUTOR_CHOICES,
+                   Executor,
+                   ExecutorError,
+                   ExecutorUnavailable,
+                   Outcome,
+                   WorkerFactory,
+                   make_executor,
+                   ray_available,
+)
 from .local import LocalExecutor
 
 __all__ = ["EXECUTOR_CHOICES", "Executor", "ExecutorError", "ExecutorUnavailable", "LocalExecutor", "Outcome",

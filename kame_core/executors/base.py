@@ -10,8 +10,9 @@ error instead of a value, so one bad item never stops a long run.
 from __future__ import annotations
 
 import importlib.util
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any, Callable, Generic, Iterator, Protocol, Sequence, TypeVar
+from typing import Any, Generic, Protocol, TypeVar
 
 T = TypeVar("T")
 R = TypeVar("R")

@@ -3,8 +3,9 @@ from __future__ import annotations
 
 import concurrent.futures as futures
 import multiprocessing
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures.process import BrokenProcessPool
-from typing import Any, Callable, Iterator, Sequence
+from typing import Any
 
 from .base import ExecutorError, Outcome, WorkerFactory, describe_error
 

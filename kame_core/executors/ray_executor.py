@@ -17,8 +17,9 @@ from __future__ import annotations
 
 import os
 from collections import deque
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
-from typing import Any, Callable, Iterator, Sequence
+from typing import Any
 
 from .base import ExecutorError, Outcome, WorkerFactory, describe_error
 

@@ -8,8 +8,8 @@ never overlapping, optionally capped to a speech rate; the frame loop pops 1920 
 """
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Sequence
 
 import numpy as np
 

@@ -3,8 +3,8 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Sequence
 
 from ..scenario import ScenarioError, save_scenario
 from .official_log import OfficialLogError, import_official_log

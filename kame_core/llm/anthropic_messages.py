@@ -7,8 +7,9 @@ system prompt apart and strictly alternating user/assistant turns starting with 
 """
 from __future__ import annotations
 
+from collections.abc import AsyncIterator, Sequence
 from contextlib import aclosing
-from typing import TYPE_CHECKING, AsyncIterator, Sequence
+from typing import TYPE_CHECKING
 
 from ..protocols import ChatMessage, LLMError
 from ..trace import Provenance
@@ -61,7 +62,7 @@ class AnthropicLLM:
                                      version=f"anthropic-python {anthropic.__version__}",
                                      label=f"Anthropic messages, streaming ({public_url(base_url)})")
 
-    async def stream(self, messages: Sequence[ChatMessage], clock: "Clock") -> AsyncIterator[str]:
+    async def stream(self, messages: Sequence[ChatMessage], clock: Clock) -> AsyncIterator[str]:
         import anthropic
 
         key = api_key(self.api_key_env, "Anthropic")

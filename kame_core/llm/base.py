@@ -8,8 +8,9 @@ from __future__ import annotations
 
 import os
 import re
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import aclosing
-from typing import TYPE_CHECKING, Any, AsyncIterator, Awaitable, Callable, Sequence
+from typing import TYPE_CHECKING, Any
 
 from ..protocols import ChatMessage, LLMError
 
@@ -62,7 +63,7 @@ def public_url(url: str) -> str:
     return urlunsplit((parts.scheme, netloc, parts.path, "", ""))
 
 
-async def paced(source: AsyncIterator[str], clock: "Clock", first_chunk_s: float,
+async def paced(source: AsyncIterator[str], clock: Clock, first_chunk_s: float,
                 per_chunk_s: float) -> AsyncIterator[str]:
     """Re-yield ``source`` with each wait for it as real work and each chunk's modelled latency on ``clock``.
 
@@ -88,13 +89,13 @@ async def paced(source: AsyncIterator[str], clock: "Clock", first_chunk_s: float
 
 
 async def stream_sdk_response(
-    open_response: "Callable[[], Awaitable[Any]]",
-    texts: "Callable[[Any], AsyncIterator[str]]",
-    clock: "Clock",
+    open_response: Callable[[], Awaitable[Any]],
+    texts: Callable[[Any], AsyncIterator[str]],
+    clock: Clock,
     first_chunk_s: float,
     per_chunk_s: float,
-    translate: "Callable[[Exception], LLMError | None]",
-    close_client: "Callable[[], Awaitable[None]]",
+    translate: Callable[[Exception], LLMError | None],
+    close_client: Callable[[], Awaitable[None]],
 ) -> AsyncIterator[str]:
     """The life of one provider SDK stream, shared by the API back-ends.
 

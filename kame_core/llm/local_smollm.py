@@ -16,9 +16,10 @@ import os
 import shutil
 import tempfile
 import threading
+from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import aclosing
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, AsyncIterator, Callable, Sequence
+from typing import TYPE_CHECKING, Any
 
 from ..protocols import ChatMessage, LLMError
 from ..trace import Provenance
@@ -210,7 +211,7 @@ class LocalSmolLM:
         _generate(messages, max_new_tokens or self.max_new_tokens, pieces.append, threading.Event())
         return "".join(pieces).strip()
 
-    async def stream(self, messages: Sequence[ChatMessage], clock: "Clock") -> AsyncIterator[str]:
+    async def stream(self, messages: Sequence[ChatMessage], clock: Clock) -> AsyncIterator[str]:
         pieces = paced(self._pieces(messages), clock, self.first_chunk_s, self.per_chunk_s)
         async with aclosing(pieces):
             async for piece in pieces:

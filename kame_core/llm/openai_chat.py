@@ -7,8 +7,9 @@ the HTTP response, so the provider stops generating.
 """
 from __future__ import annotations
 
+from collections.abc import AsyncIterator, Sequence
 from contextlib import aclosing
-from typing import TYPE_CHECKING, AsyncIterator, Sequence
+from typing import TYPE_CHECKING
 
 from ..protocols import ChatMessage, LLMError
 from ..trace import Provenance
@@ -44,7 +45,7 @@ class OpenAIChatLLM:
         self.provenance = Provenance(kind="llm", model_id=model, version=f"openai-python {_sdk_version()}",
                                      label=f"{name} chat completions, streaming ({public_url(base_url)})")
 
-    async def stream(self, messages: Sequence[ChatMessage], clock: "Clock") -> AsyncIterator[str]:
+    async def stream(self, messages: Sequence[ChatMessage], clock: Clock) -> AsyncIterator[str]:
         import openai
 
         key = api_key(self.api_key_env, self.name) if self.api_key_env else "no-key"

@@ -5,8 +5,9 @@ may replace; routes map category names to back-ends and ``default`` catches the 
 from __future__ import annotations
 
 import re
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from contextlib import aclosing
-from typing import TYPE_CHECKING, AsyncIterator, Callable, Mapping, Sequence
+from typing import TYPE_CHECKING
 
 from ..protocols import ChatMessage, StreamingLLM
 from ..trace import Provenance
@@ -60,7 +61,7 @@ class RoutedLLM:
         category = self.classify(last_user_text(messages))
         return category, self.routes.get(category, self.default)
 
-    async def stream(self, messages: Sequence[ChatMessage], clock: "Clock") -> AsyncIterator[str]:
+    async def stream(self, messages: Sequence[ChatMessage], clock: Clock) -> AsyncIterator[str]:
         _, llm = self.route(messages)
         async with aclosing(llm.stream(messages, clock)) as chunks:  # type: ignore[type-var]
             async for chunk in chunks:

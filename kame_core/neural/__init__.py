@@ -13,8 +13,17 @@
 """
 from .frontend import NeuralFrontEnd
 from .generation import KameLMGen, OracleFeed
-from .loading import (CheckpointUnavailable, NeuralCheckpoint, build_lm, load_front_end, load_session_pool,
-                      random_front_end, resolve_hf_repo, resolve_local_folder, resolve_moshi_baseline)
+from .loading import (
+                      CheckpointUnavailable,
+                      NeuralCheckpoint,
+                      build_lm,
+                      load_front_end,
+                      load_session_pool,
+                      random_front_end,
+                      resolve_hf_repo,
+                      resolve_local_folder,
+                      resolve_moshi_baseline,
+)
 from .model import KameLM, upgrade_legacy_state_dict
 from .pool import PoolFull, SessionPool, SlotFrontEnd
 from .tokenizer import SentencePieceTokenizer

@@ -17,8 +17,9 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Literal, Mapping
+from typing import Any, Literal
 
 from ..trace import Provenance
 from .pool import PoolFull
@@ -65,7 +66,7 @@ class FrontEndChoice:
         return bool(self.weights)
 
     @classmethod
-    def from_env(cls, env: Mapping[str, str]) -> "FrontEndChoice":
+    def from_env(cls, env: Mapping[str, str]) -> FrontEndChoice:
         """From ``KAME_WEIGHTS``, ``KAME_MOSHI_WEIGHTS``, ``KAME_DEVICE``, ``KAME_POOL_SIZE``; a malformed value
         raises ValueError naming the variable."""
         numbers = {}
@@ -104,7 +105,7 @@ class FrontEndChoice:
                                  "context, 3000 = 4 min for Moshi 7B); less memory per session, a shorter memory")
 
     @classmethod
-    def from_args(cls, args: argparse.Namespace) -> "FrontEndChoice":
+    def from_args(cls, args: argparse.Namespace) -> FrontEndChoice:
         return cls(weights=args.weights.strip(), moshi_weights=args.moshi_weights.strip(), device=args.device,
                    pool_size=args.pool_size, kv_frames=getattr(args, "kv_frames", 0))
 
@@ -116,7 +117,7 @@ class FrontEndChoice:
             raise ValueError("--device cuda / KAME_DEVICE=cuda, but torch sees no CUDA GPU (use --device cpu)")
         return self.device or ("cuda" if torch.cuda.is_available() else "cpu")
 
-    def load(self, *, realtime: bool = False) -> "NeuralModels":
+    def load(self, *, realtime: bool = False) -> NeuralModels:
         """Resolve and load the checkpoints into session pools, warmed (:class:`~.loading.CheckpointUnavailable`
         names what is missing).
 
@@ -245,7 +246,7 @@ class NeuralModels:
             if pool is not None:
                 pool.close()
 
-    def __enter__(self) -> "NeuralModels":
+    def __enter__(self) -> NeuralModels:
         return self
 
     def __exit__(self, *exc: object) -> None:

@@ -10,8 +10,9 @@ sampling, depformer) is moshi's ``LMGen`` unchanged. Slots can be reset on their
 from __future__ import annotations
 
 from collections import deque
+from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any, Iterable
+from typing import Any
 
 import torch
 from moshi.models.lm import LMGen, LMModel

@@ -12,15 +12,22 @@ import dataclasses
 import importlib.metadata
 import json
 import warnings
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 import torch
 from huggingface_hub import constants as hf_constants
 from huggingface_hub import hf_hub_download, try_to_load_from_cache
-from huggingface_hub.errors import (EntryNotFoundError, GatedRepoError, HfHubHTTPError, LocalEntryNotFoundError,
-                                    RepositoryNotFoundError, RevisionNotFoundError)
+from huggingface_hub.errors import (
+    EntryNotFoundError,
+    GatedRepoError,
+    HfHubHTTPError,
+    LocalEntryNotFoundError,
+    RepositoryNotFoundError,
+    RevisionNotFoundError,
+)
 from moshi.models import loaders
 from moshi.models.compression import MimiModel
 from safetensors.torch import load_file

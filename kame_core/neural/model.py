@@ -12,7 +12,8 @@ what ``LMModel`` computes (the fixture test relies on this).
 from __future__ import annotations
 
 import contextlib
-from typing import Any, Iterator, Mapping
+from collections.abc import Iterator, Mapping
+from typing import Any
 
 import torch
 from moshi.conditioners import ConditionTensors

@@ -21,9 +21,9 @@ import contextlib
 import threading
 import time
 from collections import deque
+from collections.abc import Mapping
 from concurrent.futures import Future
 from dataclasses import dataclass
-from typing import Mapping
 
 import numpy as np
 import torch
@@ -103,7 +103,7 @@ class SessionPool:
         with self._cond:
             return len(self._members)
 
-    def join(self) -> "SlotFrontEnd":
+    def join(self) -> SlotFrontEnd:
         """A fresh session in a free slot (reset before its first step); :class:`PoolFull` when none is free."""
         with self._cond:
             self._check_open()
@@ -116,7 +116,7 @@ class SessionPool:
             self._resets.add(free[0])
             return member
 
-    def leave(self, slot: "SlotFrontEnd | int") -> None:
+    def leave(self, slot: SlotFrontEnd | int) -> None:
         """Free a slot (its session's frame in flight, if any, fails); leaving twice is a no-op."""
         index = slot.slot if isinstance(slot, SlotFrontEnd) else slot
         with self._cond:
@@ -143,7 +143,7 @@ class SessionPool:
         with self._model_lock:
             self._streams.close()
 
-    def __enter__(self) -> "SessionPool":
+    def __enter__(self) -> SessionPool:
         return self
 
     def __exit__(self, *exc: object) -> None:

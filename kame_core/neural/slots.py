@@ -14,7 +14,7 @@ every step, so it is never in the way. A module streaming with such weights cann
 from __future__ import annotations
 
 import contextlib
-from typing import Iterator
+from collections.abc import Iterator
 
 import torch
 from moshi.modules.streaming import StreamingModule

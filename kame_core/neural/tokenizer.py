@@ -33,7 +33,7 @@ class SentencePieceTokenizer:
 
     @classmethod
     def from_file(cls, path: str | Path, start_token_id: int, padding_token_id: int = 3,
-                  end_padding_token_id: int = 0) -> "SentencePieceTokenizer":
+                  end_padding_token_id: int = 0) -> SentencePieceTokenizer:
         processor = sentencepiece.SentencePieceProcessor(model_file=str(path))
         return cls(processor, start_token_id, padding_token_id, end_padding_token_id)
 

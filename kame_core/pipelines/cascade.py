@@ -70,7 +70,7 @@ class CascadeConfig:
                 "quiet_after_s": self.quiet_after_s, "max_tail_s": self.max_tail_s}
 
     @classmethod
-    def from_json(cls, data: dict[str, Any], title: str = "") -> "CascadeConfig":
+    def from_json(cls, data: dict[str, Any], title: str = "") -> CascadeConfig:
         """Inverse of :meth:`to_json` (keys a trace adds beside the configuration are ignored)."""
         known = {f.name for f in dataclasses.fields(cls)} - {"title"}
         return cls(**{k: v for k, v in data.items() if k in known}, title=title)
@@ -211,7 +211,7 @@ class CascadePipeline:
             trace.add_event(clock.now(), EventKind.LLM_REQUEST_CANCEL, request=request, text="".join(text))
             raise
 
-    async def _synthesize_sentences(self, session: Session, sentences: "asyncio.Queue[str | None]") -> None:
+    async def _synthesize_sentences(self, session: Session, sentences: asyncio.Queue[str | None]) -> None:
         """Synthesize each sentence as soon as it is complete, in order, and queue its words."""
         while (sentence := await sentences.get()) is not None:
             synthesis = await session.clock.compute(self.tts.synthesize, sentence)

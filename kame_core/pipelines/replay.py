@@ -18,8 +18,8 @@ else. For the first turn (and single-turn scenarios) the replay is exact.
 """
 from __future__ import annotations
 
+from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass
-from typing import AsyncIterator, Callable, Sequence
 
 import numpy as np
 
@@ -27,8 +27,8 @@ from ..clock import FRAME_SECONDS, SAMPLES_PER_FRAME, Clock, VirtualClock
 from ..protocols import ChatMessage, FrontEnd, LLMError, STTEvent, Word
 from ..trace import Event, EventKind, Provenance, SessionTrace
 from ..trace_query import llm_requests
-from .tandem import SessionConfig, TandemRunner
 from .stack import release_front_end
+from .tandem import SessionConfig, TandemRunner
 
 __all__ = ["ReplayUnavailable", "ReplaySTT", "ReplayLLM", "RecordedRequest", "recorded_input",
            "rerun_front_end", "REPLAY_LABEL"]

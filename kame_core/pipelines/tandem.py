@@ -58,7 +58,7 @@ class SessionConfig:
                 "seed": self.seed, "quiet_after_s": self.quiet_after_s, "max_tail_s": self.max_tail_s}
 
     @classmethod
-    def from_json(cls, data: dict[str, Any], title: str = "") -> "SessionConfig":
+    def from_json(cls, data: dict[str, Any], title: str = "") -> SessionConfig:
         """Inverse of :meth:`to_json` (keys a trace adds beside the configuration are ignored)."""
         oracle = OracleConfig.from_json(data.get("oracle") or {})
         mode = data.get("mode", "kame")
@@ -68,7 +68,7 @@ class SessionConfig:
                    max_tail_s=float(data.get("max_tail_s", 15.0)), title=title)
 
     @classmethod
-    def from_trace(cls, trace: SessionTrace, **changes: Any) -> "SessionConfig":
+    def from_trace(cls, trace: SessionTrace, **changes: Any) -> SessionConfig:
         """The configuration a tandem trace was recorded with, with ``changes`` applied."""
         return dataclasses.replace(cls.from_json(trace.config, title=trace.title), **changes)
 

@@ -7,7 +7,7 @@
 * ``python -m kame_core.serve --host --port [stack options]`` -- the standalone server
 """
 from .protocol import Limits
-from .server import ROUTE, ChatServer, ServedStack, standalone_app, stack_from_cpu
+from .server import ROUTE, ChatServer, ServedStack, stack_from_cpu, standalone_app
 from .session import ChatSession, Connection, SessionResult, StreamSink, default_sessions_dir, session_file
 
 __all__ = ["ROUTE", "ChatServer", "ChatSession", "Connection", "Limits", "ServedStack", "SessionResult",

@@ -10,8 +10,8 @@ the app needs none.
 from __future__ import annotations
 
 import hmac
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Mapping
 from urllib.parse import urlsplit
 
 __all__ = ["Access"]
@@ -25,7 +25,7 @@ class Access:
     allowed_origins: frozenset[str] = field(default_factory=frozenset)
 
     @classmethod
-    def from_env(cls, env: Mapping[str, str]) -> "Access":
+    def from_env(cls, env: Mapping[str, str]) -> Access:
         """``KAME_TOKEN`` and ``KAME_ALLOWED_ORIGINS`` (comma-separated origins, e.g. ``https://a.example``)."""
         origins = frozenset(o.strip().rstrip("/").lower() for o in env.get("KAME_ALLOWED_ORIGINS", "").split(",")
                             if o.strip())

@@ -56,7 +56,7 @@ class ServerMetrics:
                 self.step.observe(seconds)
         return generate_latest(self.registry)
 
-    def tap(self) -> "SessionMetricsTap":
+    def tap(self) -> SessionMetricsTap:
         """What one session reports through (its LLM requests are its own)."""
         return SessionMetricsTap(self)
 

@@ -18,21 +18,22 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Protocol
+from typing import Any, Protocol
 
 import numpy as np
 
 from ..clock import FRAME_SECONDS, SAMPLE_RATE
 from ..metrics import LiveOnsets, latency_breakdown
-from ..trace_query import oracle_token_use
 from ..neural.choice import NeuralModels
 from ..neural.pool import PoolFull
 from ..session import FrameOut, LiveSession, SessionStore
 from ..session.journal import SessionJournal
 from ..session.store import default_sessions_dir, new_session_id, session_file
 from ..trace import EventKind, SessionTrace
+from ..trace_query import oracle_token_use
 from . import protocol as P
 
 __all__ = ["ChatSession", "Connection", "SessionResult", "StreamSink", "default_sessions_dir", "session_file"]
@@ -230,8 +231,8 @@ class ChatSession:
         finally:
             self.live.stop()  # idempotent; a driver that never started gives its slot back here
 
-    async def _serve(self, conn: Connection, outbox: "asyncio.Queue[bytes | None]",
-                     driver_done: "asyncio.Future[None]") -> SessionResult:
+    async def _serve(self, conn: Connection, outbox: asyncio.Queue[bytes | None],
+                     driver_done: asyncio.Future[None]) -> SessionResult:
         assert self.live is not None
         sender = asyncio.ensure_future(self._send_all(conn, outbox))
         await outbox.put(P.message(P.HANDSHAKE))
@@ -266,14 +267,14 @@ class ChatSession:
         log.info("session %s ended (%s): %d frames, saved to %s", self.session_id, reason, frames, path)
         return SessionResult(self.session_id, path, frames, reason, code, list(self.warnings))
 
-    async def _send_all(self, conn: Connection, outbox: "asyncio.Queue[bytes | None]") -> None:
+    async def _send_all(self, conn: Connection, outbox: asyncio.Queue[bytes | None]) -> None:
         while True:
             data = await outbox.get()
             if data is None:
                 return
             await conn.send(data)
 
-    async def _receive_until_end(self, conn: Connection, driver_done: "asyncio.Future[None]"
+    async def _receive_until_end(self, conn: Connection, driver_done: asyncio.Future[None]
                                  ) -> tuple[int | None, str, bool]:
         """Read messages until the session must end: (close code or None if the client left, reason, whether
         to reply ``saved``). The time limits (:class:`~.protocol.Limits`) end it whatever the client sends."""
@@ -399,11 +400,11 @@ class ChatSession:
         return saved.path, trace.n_frames
 
 
-def _put_all(queue: "asyncio.Queue[bytes | None]", messages: list[bytes]) -> None:
+def _put_all(queue: asyncio.Queue[bytes | None], messages: list[bytes]) -> None:
     for data in messages:
         queue.put_nowait(data)
 
 
-def _resolve(future: "asyncio.Future[None]") -> None:
+def _resolve(future: asyncio.Future[None]) -> None:
     if not future.done():
         future.set_result(None)

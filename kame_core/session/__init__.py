@@ -10,6 +10,7 @@
 * :mod:`.store`    -- :class:`SessionStore`: ids, files, titles and saving of live sessions
 * :mod:`.admission` -- :class:`SessionGate`: how many live sessions a shared resource (a pool) admits
 """
+from .admission import SessionGate, Ticket
 from .driver import (
            FrameOut,
            FrameSink,
@@ -18,7 +19,6 @@ from .driver import (
            SessionDriver,
            note_missed_deadline,
 )
-from .admission import SessionGate, Ticket
 from .live import LiveSession, release, release_front_end
 from .sources import ArraySource, LiveSource, UserAudioSource, follow_session
 from .store import SessionStore, default_sessions_dir, new_session_id, session_file

@@ -15,13 +15,13 @@ from dataclasses import dataclass, field
 class Ticket:
     """One admitted session; :meth:`release` (idempotent) lets the next one in."""
 
-    gate: "SessionGate"
+    gate: SessionGate
     released: bool = False
 
     def release(self) -> None:
         self.gate._release(self)
 
-    def __enter__(self) -> "Ticket":
+    def __enter__(self) -> Ticket:
         return self
 
     def __exit__(self, *exc: object) -> None:

@@ -20,8 +20,9 @@ virtual clock, from a recording or from a live source that never ends.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Coroutine
 from dataclasses import dataclass, field
-from typing import Any, Coroutine, Protocol
+from typing import Any, Protocol
 
 import numpy as np
 

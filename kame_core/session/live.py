@@ -9,7 +9,8 @@ live protocol (:mod:`kame_core.serve.session`) and the app's microphone are tran
 from __future__ import annotations
 
 import threading
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 

@@ -8,9 +8,9 @@ import os
 import re
 import time
 import uuid
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Mapping, Sequence
 
 from ..scenario import Scenario, save_scenario
 from ..trace import SessionTrace

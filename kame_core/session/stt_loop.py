@@ -9,7 +9,7 @@ end only when :attr:`STTLoop.done`: the input was flushed and every event it pro
 from __future__ import annotations
 
 import asyncio
-from typing import Callable
+from collections.abc import Callable
 
 import numpy as np
 

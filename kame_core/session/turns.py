@@ -13,8 +13,8 @@ All thresholds are in :class:`TurnConfig`, in one place.
 """
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Iterable
 
 from ..protocols import STTEvent
 

@@ -142,7 +142,7 @@ def resolve_whisper_model(path: str | os.PathLike[str] | None = None) -> str:
 
 
 @functools.lru_cache(maxsize=4)
-def load_whisper(model_dir: str, compute_type: str = "int8", cpu_threads: int = 0) -> "WhisperModel":
+def load_whisper(model_dir: str, compute_type: str = "int8", cpu_threads: int = 0) -> WhisperModel:
     """Load a faster-whisper model once per process; sessions share it (CTranslate2 is thread-safe)."""
     from faster_whisper import WhisperModel
 

@@ -40,7 +40,7 @@ class Transcript:
 class ShortWhisper:
     """Greedy/beam Whisper decoding of a short 16 kHz buffer (at most ~29 s)."""
 
-    def __init__(self, model: "WhisperModel", language: str = "en", tail_pad_s: float = 2.0,
+    def __init__(self, model: WhisperModel, language: str = "en", tail_pad_s: float = 2.0,
                  max_tokens_per_s: float = 10.0) -> None:
         from faster_whisper.tokenizer import Tokenizer
 

@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import asyncio
 import zlib
+from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass, field
-from typing import AsyncIterator, Callable, Sequence
 
 import numpy as np
 

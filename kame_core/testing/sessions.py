@@ -60,7 +60,8 @@ def build_cascade(seconds: float = 120.0) -> SessionTrace:
     from kame_core.tts import make_tts
 
     segments, audio = session_audio_and_segments(seconds)
-    return CascadeRunner(ScriptedSTT(segments), ScriptedLLM(answer_for), make_tts("auto"), VirtualClock()).run_sync(audio)
+    runner = CascadeRunner(ScriptedSTT(segments), ScriptedLLM(answer_for), make_tts("auto"), VirtualClock())
+    return runner.run_sync(audio)
 
 
 MOUNTAIN_QUESTION = "could you tell me what the tallest mountain in europe is and how high it is"
@@ -83,7 +84,7 @@ def mountain_session(mode: str = "kame", delay_ms: int = 0) -> SessionTrace:
     return runner.run_sync(audio)
 
 
-def silent_scenario(path: "str | os.PathLike[str]", minutes: float, runs: int = 3) -> "Path":
+def silent_scenario(path: str | os.PathLike[str], minutes: float, runs: int = 3) -> Path:
     """A valid scenario file of ``runs`` runs over ``minutes`` of silence (the user's track shared): a few
     hundred kB on disk that decode to ``(1 + runs) x minutes`` of float32 audio -- the memory attack an
     upload budget must stop before decoding."""

@@ -9,7 +9,7 @@ NodeProto.op_type field 4, ValueInfoProto.name field 1 (see onnx.proto).
 """
 from __future__ import annotations
 
-from typing import Iterator
+from collections.abc import Iterator
 
 _VARINT, _I64, _LEN, _I32 = 0, 1, 2, 5
 _MODEL_GRAPH, _GRAPH_NODE, _GRAPH_OUTPUT = 7, 1, 12

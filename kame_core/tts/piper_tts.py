@@ -12,8 +12,9 @@ from __future__ import annotations
 import functools
 import json
 import logging
+from collections.abc import Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, Iterator
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -22,8 +23,7 @@ from ..clock import SAMPLE_RATE
 from ..protocols import Synthesis
 from ..trace import Provenance
 from .onnx_alignment import AlignmentPatchError, add_alignment_output
-from .word_timing import (TimedPhoneme, clip_words, concatenate, split_sentences, uniform_timing,
-                          words_from_phonemes)
+from .word_timing import TimedPhoneme, clip_words, concatenate, split_sentences, uniform_timing, words_from_phonemes
 
 if TYPE_CHECKING:
     from piper import PiperVoice
@@ -45,7 +45,7 @@ def default_voice_paths() -> tuple[Path, Path]:
 
 
 @functools.lru_cache(maxsize=4)
-def load_piper_voice(model_path: str, config_path: str, alignments: bool = True) -> "tuple[PiperVoice, bool]":
+def load_piper_voice(model_path: str, config_path: str, alignments: bool = True) -> tuple[PiperVoice, bool]:
     """Load a voice once per process (sessions share it); returns it and whether it reports alignments."""
     try:
         import onnxruntime

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import threading
 import time
-from typing import Callable
+from collections.abc import Callable
 
 from .sse_server import FakeServer, RecordedRequest, Reply
 
@@ -31,7 +31,7 @@ class FakeJudge:
     def requests(self) -> list[RecordedRequest]:
         return self.server.requests
 
-    def __enter__(self) -> "FakeJudge":
+    def __enter__(self) -> FakeJudge:
         self.server.__enter__()
         return self
 

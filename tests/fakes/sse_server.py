@@ -10,9 +10,10 @@ from __future__ import annotations
 import json
 import socket
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any, Callable
+from typing import Any
 
 
 class ClientGone(Exception):
@@ -99,7 +100,7 @@ class FakeServer:
         host, port = self._server.server_address[:2]
         return f"http://{host}:{port}"
 
-    def __enter__(self) -> "FakeServer":
+    def __enter__(self) -> FakeServer:
         self._thread.start()
         return self
 

@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 import asyncio
-from typing import Sequence
+from collections.abc import Sequence
 
 from kame_core.clock import Clock, RealTimeClock
 from kame_core.protocols import ChatMessage, StreamingLLM

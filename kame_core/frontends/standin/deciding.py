@@ -5,8 +5,9 @@ said) and the newer answer: it is what a test can check with strings alone.
 """
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Literal, Sequence
+from typing import Literal
 
 from .hearing import normalize
 
