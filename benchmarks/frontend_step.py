@@ -22,7 +22,7 @@ import statistics
 import sys
 import time
 from collections.abc import Callable, Iterator, Mapping
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 from pathlib import Path
 from types import MappingProxyType
 from typing import Any
@@ -36,24 +36,12 @@ from moshi.utils.compile import _is_cuda_graph_enabled, no_compile
 from kame_core.neural import KameLM, KameLMGen
 from kame_core.neural.configs import medium_lm_kwargs, moshi_7b_lm_kwargs, tiny_lm_kwargs
 from kame_core.neural.model import without_oracle
+from kame_core.testing.timing import Timing
 
 CONFIGS: Mapping[str, Callable[[], dict[str, Any]]] = MappingProxyType({
     "tiny": tiny_lm_kwargs, "medium": medium_lm_kwargs, "moshi7b": moshi_7b_lm_kwargs})
 ORACLE_PERIOD = 25
 ORACLE_LENGTH = 20
-
-
-@dataclass
-class Timing:
-    median_ms: float
-    p95_ms: float
-    samples: int
-
-    @classmethod
-    def of(cls, seconds: list[float]) -> Timing:
-        ms = sorted(s * 1000 for s in seconds)
-        p95 = ms[min(len(ms) - 1, int(round(0.95 * (len(ms) - 1))))]
-        return cls(statistics.median(ms), p95, len(ms))
 
 
 def device_name(device: torch.device) -> str:

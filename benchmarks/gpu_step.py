@@ -25,15 +25,13 @@ import argparse
 import contextlib
 import gc
 import json
-import statistics
 import sys
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import torch
 from moshi.models import loaders
 from moshi.models.compression import MimiModel
@@ -48,6 +46,7 @@ from kame_core.neural.configs import mimi_config, moshi_7b_lm_kwargs, small_mimi
 from kame_core.neural.loading import mimi_codebooks
 from kame_core.neural.pool import SlotInput
 from kame_core.neural.slots import streaming_state_bytes
+from kame_core.testing.timing import Timing
 from kame_core.trace import Provenance
 
 FRAME_BUDGET_MS = 80.0
@@ -55,19 +54,6 @@ P99_LIMIT_MS = FRAME_BUDGET_MS * 0.8  # 20 % margin
 ORACLE_PERIOD = 25
 ORACLE_LENGTH = 20
 LOOPS = ("upstream", "kame", "pool")
-
-
-@dataclass
-class Timing:
-    median_ms: float
-    p99_ms: float
-    samples: int
-
-    @classmethod
-    def of(cls, seconds: list[float]) -> Timing:
-        ms = sorted(s * 1000 for s in seconds)
-        p99 = ms[min(len(ms) - 1, int(np.ceil(0.99 * len(ms))) - 1)]
-        return cls(statistics.median(ms), p99, len(ms))
 
 
 class _NoTokenizer:

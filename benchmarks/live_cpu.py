@@ -15,7 +15,6 @@ before the clock starts; the load average is printed because other processes sha
 from __future__ import annotations
 
 import argparse
-import math
 import os
 import statistics
 import time
@@ -27,6 +26,7 @@ from kame_core.llm.local_smollm import LocalSmolLM
 from kame_core.metrics import stt_word_lags, turn_onsets
 from kame_core.pipelines.stack import Stack, cpu_stack
 from kame_core.protocols import TTS, Word
+from kame_core.testing.timing import Timing
 from kame_core.trace import EventKind, SessionTrace
 
 QUESTIONS = ("What is the capital city of France?", "Who wrote the play Romeo and Juliet?")
@@ -74,10 +74,8 @@ def oracle_ttfts(trace: SessionTrace) -> list[float]:
 def ms(values: list[float]) -> str:
     if not values:
         return "n/a"
-    q = sorted(values)
-    p90 = q[max(0, math.ceil(0.9 * len(q)) - 1)]  # nearest rank
-    return (f"median {statistics.median(q) * 1000:.0f} ms, p90 {p90 * 1000:.0f} ms, "
-            f"max {q[-1] * 1000:.0f} ms (n={len(q)})")
+    t = Timing.of(values)
+    return f"median {t.median_ms:.0f} ms, p90 {t.p90_ms:.0f} ms, max {t.max_ms:.0f} ms (n={t.samples})"
 
 
 def report(name: str, trace: SessionTrace, words: list[Word], wall_s: float) -> dict[str, object]:

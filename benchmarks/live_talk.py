@@ -38,15 +38,11 @@ from kame_core.neural.choice import FrontEndChoice
 from kame_core.serve import ChatServer, stack_from_cpu, standalone_app
 from kame_core.serve.client import TalkResult, talk
 from kame_core.testing.servers import serving
+from kame_core.testing.timing import Timing, percentile
 
 QUESTIONS = ("What is the capital city of France?", "How many legs does a spider have?",
              "Who wrote the play Romeo and Juliet?", "What is the boiling point of water?")
 MISSED_GOAL = 1.0
-
-
-def _p90(values: list[float]) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(round(0.9 * (len(ordered) - 1))))]
 
 
 async def _round(url: str, audios: list[np.ndarray], tail_s: float) -> list[TalkResult]:
@@ -107,13 +103,12 @@ def _rounds(url: str, ns: list[int], audios: list[np.ndarray], tail_s: float, po
         onsets = [o for o in (r.onset_after_question() for r in results) if o is not None]
         pct = 100.0 * missed / max(1, frames)
         med = f"{statistics.median(onsets):12.2f}" if onsets else f"{'n/a':>12}"
-        p90 = f"{_p90(onsets):12.2f}" if onsets else f"{'n/a':>12}"
+        p90 = f"{percentile(onsets, 90):12.2f}" if onsets else f"{'n/a':>12}"
         steps = ""
         if pool is not None and pool.step_log:
-            times = sorted(1000 * t for t, _ in pool.step_log)
+            timing = Timing.of([t for t, _ in pool.step_log])
             per = statistics.mean(k for _, k in pool.step_log)
-            steps = (f" {statistics.median(times):12.1f} {times[min(len(times) - 1, int(0.99 * len(times)))]:12.1f}"
-                     f" {per:9.2f}")
+            steps = f" {timing.median_ms:12.1f} {timing.p99_ms:12.1f} {per:9.2f}"
         print(f"{n:>2} {load:6.2f} {frames:7d} {pct:9.2f} {med} {p90} {n - len(onsets):9d}{steps}", flush=True)
         if pct > MISSED_GOAL and stop_when_broken:
             print(f"real time broke at N = {n} (missed > {MISSED_GOAL} %); largest N that held: {n - 1}")

@@ -16,6 +16,7 @@ from demo import session_files
 from demo.server import server_address
 from kame_core.frontends.standin.deciding import common_prefix, decide, first_contradiction
 from kame_core.session import SessionGate
+from kame_core.testing.waiting import wait_until
 
 
 # --------------------------------------------------------------------------------------- session files
@@ -75,7 +76,7 @@ def test_a_single_gpu_model_admits_one_session_and_says_how_many_wait():
     got: list = []
     waiter = threading.Thread(target=lambda: got.append(gate.enter(timeout_s=10)))
     waiter.start()
-    time.sleep(0.2)
+    wait_until(lambda: gate.waiting == 1, what="the second session to queue")
     assert gate.waiting == 1 and "2 session(s) ahead" in gate.busy_message() and "GPU" in gate.busy_message()
     first.release()
     first.release()                                   # idempotent: does not free a second place

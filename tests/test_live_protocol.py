@@ -16,6 +16,7 @@ from kame_core.serve import ChatServer, Limits, stack_from_cpu, standalone_app
 from kame_core.serve import protocol as P
 from kame_core.serve.client import talk
 from kame_core.testing.servers import serving
+from kame_core.testing.waiting import wait_until
 from kame_core.trace_query import llm_requests
 
 pytestmark = pytest.mark.slow  # Whisper, SmolLM2, Piper, real time
@@ -51,10 +52,7 @@ def _run(coro):
 
 
 def _wait_results(server: ChatServer, n: int, timeout: float = 90.0) -> None:
-    end = time.monotonic() + timeout
-    while len(server.results) < n:
-        assert time.monotonic() < end, "the session did not end on the server"
-        time.sleep(0.2)
+    wait_until(lambda: len(server.results) >= n, timeout, 0.2, what="the session to end on the server")
 
 
 async def _open(url: str):
@@ -193,10 +191,7 @@ def test_bad_input_is_refused_with_warnings_then_a_close_and_the_server_goes_on(
 
     code, reason = _run(endless())
     assert code == P.CLOSE_POLICY and "length limit" in reason
-    deadline = time.monotonic() + 60
-    while server.active:  # every one of these sessions ended on the server
-        assert time.monotonic() < deadline
-        time.sleep(0.2)
+    wait_until(lambda: server.active == 0, 60, what="every one of these sessions to end on the server")
 
 
 def test_past_the_session_limit_a_client_is_refused_with_1013(served):
@@ -215,7 +210,4 @@ def test_past_the_session_limit_a_client_is_refused_with_1013(served):
 
     code, reason = _run(scenario())
     assert code == P.CLOSE_TRY_LATER and "busy" in reason
-    deadline = time.monotonic() + 60
-    while server.active:
-        assert time.monotonic() < deadline
-        time.sleep(0.2)
+    wait_until(lambda: server.active == 0, 60, what="the sessions to end on the server")

@@ -141,14 +141,11 @@ def test_the_talk_opener_refuses_a_bad_or_unknown_id(tmp_path):
 
 def test_a_stack_that_cannot_load_closes_with_1011_and_the_server_goes_on(tmp_path):
     import asyncio
-    import socket
-    import threading
-    import time
 
-    import uvicorn
     websockets = pytest.importorskip("websockets")
 
     from kame_core.serve import ChatServer, standalone_app
+    from kame_core.testing.servers import serving
 
     calls = []
 
@@ -157,14 +154,6 @@ def test_a_stack_that_cannot_load_closes_with_1011_and_the_server_goes_on(tmp_pa
         raise OSError("no model files here")
 
     server = ChatServer(broken, max_sessions=1, sessions_dir=tmp_path)
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    uv = uvicorn.Server(uvicorn.Config(standalone_app(server), host="127.0.0.1", port=port, log_level="critical"))
-    thread = threading.Thread(target=uv.run, daemon=True)
-    thread.start()
-    while not uv.started:
-        time.sleep(0.05)
 
     async def connect():
         async with websockets.connect(f"ws://127.0.0.1:{port}/api/chat") as ws:
@@ -172,14 +161,11 @@ def test_a_stack_that_cannot_load_closes_with_1011_and_the_server_goes_on(tmp_pa
                 await asyncio.wait_for(ws.recv(), 10)
             return ws.close_code, ws.close_reason
 
-    try:
+    with serving(standalone_app(server)) as port:
         for _ in range(2):  # the slot is given back: the second client is told the same, not "busy"
             code, reason = asyncio.run(connect())
             assert code == P.CLOSE_INTERNAL and "OSError" in reason
         assert len(calls) == 2 and server.active == 0
-    finally:
-        uv.should_exit = True
-        thread.join(10)
 
 
 def test_the_sink_says_which_revision_is_heard_and_its_hint_level_once_known():
