@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import argparse
 import functools
-import json
 import math
 import os
 import tempfile
@@ -26,6 +25,7 @@ from kame_core.augment.simulator_factory import make_simulator
 from kame_core.augment.spoken_dataset import BuildConfig, build_dataset, load_qa_pairs
 from kame_core.augment.tts_factory import load_tts_backend
 from kame_core.executors import LocalExecutor, ray_available
+from kame_core.testing.qa import write_qa
 
 PAPER_SESSIONS = 56_582
 QA = [
@@ -38,12 +38,8 @@ QA = [
 
 
 def qa_file(folder: Path, n: int) -> Path:
-    path = folder / "qa.jsonl"
-    with path.open("w") as f:
-        for i in range(n):
-            q, a = QA[i % len(QA)]
-            f.write(json.dumps({"id": f"q{i:05d}", "question": q, "answer": a}) + "\n")
-    return path
+    return write_qa(folder / "qa.jsonl", ({"id": f"q{i:05d}", "question": QA[i % len(QA)][0],
+                                           "answer": QA[i % len(QA)][1]} for i in range(n)))
 
 
 def timed_build(pairs, out: Path, tts: str, executor) -> tuple[int, float]:

@@ -29,6 +29,7 @@ from kame_core.augment.spoken_dataset import (
 from kame_core.augment.transcript import load_transcript
 from kame_core.augment.tts_factory import TTSUnavailable, check_tts_available, load_tts_backend
 from kame_core.protocols import Synthesis, Word
+from kame_core.testing.qa import write_qa
 from kame_core.trace import Provenance
 
 REPO = Path(__file__).resolve().parents[1]
@@ -53,11 +54,6 @@ class FakeTTS:
 
 def fake_tts() -> FakeTTS:
     return FakeTTS()
-
-
-def write_qa(path: Path, items: list[dict]) -> Path:
-    path.write_text("\n".join(json.dumps(i) for i in items) + "\n", encoding="utf-8")
-    return path
 
 
 def config(out: Path) -> BuildConfig:

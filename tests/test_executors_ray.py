@@ -16,8 +16,9 @@ from kame_core.augment.cli import main as augment_main
 from kame_core.augment.simulators import OfflineSimulator
 from kame_core.augment.spoken_dataset import BuildConfig, build_dataset, load_qa_pairs
 from kame_core.executors import ExecutorError, ray_available
+from kame_core.testing.qa import write_qa
 
-from .test_augment_dataset import FakeTTS, fake_tts, write_qa
+from .test_augment_dataset import FakeTTS, fake_tts
 
 pytestmark = [pytest.mark.slow,
               pytest.mark.skipif(not ray_available(), reason="Ray is not installed "
