@@ -42,7 +42,8 @@ def test_session_ids_never_name_other_paths(tmp_path):
         with pytest.raises(ValueError, match="not a session id"):
             session_file(tmp_path, bad)
     assert default_sessions_dir({"KAME_SESSIONS_DIR": str(tmp_path)}) == tmp_path
-    assert default_sessions_dir({"XDG_CACHE_HOME": "/c"}) == __import__("pathlib").Path("/c/kame/sessions")
+    assert default_sessions_dir({"XDG_CACHE_HOME": "/c"}) == __import__("pathlib").Path("/c/kame-studio/sessions")
+    assert default_sessions_dir({"KAME_CACHE_DIR": "/k"}) == __import__("pathlib").Path("/k/sessions")
 
 
 def test_the_sink_sends_events_text_audio_and_the_turn_onset():

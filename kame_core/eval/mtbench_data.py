@@ -174,7 +174,7 @@ def load_mt_bench(folder: str | Path) -> MTBenchData:
 # ------------------------------------------------------------------------------------------------ download
 def data_cache_dir() -> Path:
     """``$KAME_CACHE_DIR/mt_bench`` (default ``~/.cache/kame-studio/mt_bench``)."""
-    from ..stt.models import cache_root
+    from ..paths import cache_root
 
     return cache_root() / "mt_bench"
 

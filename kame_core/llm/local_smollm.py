@@ -21,6 +21,7 @@ from contextlib import aclosing
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ..paths import cache_root
 from ..protocols import ChatMessage, LLMError
 from ..trace import Provenance
 from .base import openai_messages, paced
@@ -56,12 +57,6 @@ def gguf_path() -> Path:
     return path
 
 
-def _cache_root() -> Path:
-    if os.environ.get("KAME_CACHE_DIR"):
-        return Path(os.environ["KAME_CACHE_DIR"])
-    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "kame-studio"
-
-
 def _package_version() -> str:
     from importlib.metadata import PackageNotFoundError, version
 
@@ -79,7 +74,7 @@ def load_smollm2() -> tuple[Any, Any]:
         from transformers import AutoModelForCausalLM, AutoTokenizer
     except ImportError as exc:
         raise LocalModelUnavailable("offline LLM needs torch, transformers and gguf") from exc
-    cached = _cache_root() / f"smollm2-135m-instruct-{_package_version()}"
+    cached = cache_root() / f"smollm2-135m-instruct-{_package_version()}"
     if not (cached / "config.json").is_file():
         source = gguf_path()
         tokenizer = AutoTokenizer.from_pretrained(source.parent, gguf_file=source.name)

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import hashlib
 import hmac
-import os
 import re
 import time
 import uuid
@@ -12,6 +11,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..paths import sessions_dir
 from ..scenario import Scenario, save_scenario
 from ..trace import SessionTrace
 
@@ -21,12 +21,8 @@ _CLAIM_RE = re.compile(r"^[0-9a-f]{32,128}$")
 
 
 def default_sessions_dir(env: Mapping[str, str] | None = None) -> Path:
-    """``KAME_SESSIONS_DIR``, else ``$XDG_CACHE_HOME/kame/sessions`` (``~/.cache/kame/sessions``)."""
-    env = dict(os.environ) if env is None else env
-    if env.get("KAME_SESSIONS_DIR"):
-        return Path(env["KAME_SESSIONS_DIR"]).expanduser()
-    cache = Path(env.get("XDG_CACHE_HOME") or Path.home() / ".cache")
-    return cache / "kame" / "sessions"
+    """``KAME_SESSIONS_DIR``, else ``sessions/`` under the cache root (:func:`kame_core.paths.sessions_dir`)."""
+    return sessions_dir(env)
 
 
 def session_file(sessions_dir: Path, session_id: str) -> Path:

