@@ -8,7 +8,7 @@ from dataclasses import replace
 
 import pytest
 
-from kame_core.augment.oracle_records import OracleRequest
+from kame_core.augment.oracle_records import OracleRequest, OracleSimulator
 from kame_core.augment.prediction_text import clean_prediction
 from kame_core.augment.simulator_factory import (
     SimulatorSpec,
@@ -19,7 +19,6 @@ from kame_core.augment.simulator_factory import (
 from kame_core.augment.simulators import (
     LLMSimulator,
     OfflineSimulator,
-    OracleSimulator,
     SimulatorError,
     build_messages,
 )

@@ -14,13 +14,19 @@ import dataclasses
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol, runtime_checkable
 
 from ..hint_levels import hint_level  # the level table lives with every run's levels
 from .transcript import CHANNELS, TranscriptWord
 
-if TYPE_CHECKING:
-    from .simulators import OracleSimulator
+
+@runtime_checkable
+class OracleSimulator(Protocol):
+    """Writes the oracle text for one request; ``""`` means "no record at this time" (the simulators of
+    :mod:`.simulators` implement it)."""
+
+    def predict(self, request: OracleRequest) -> str: ...
+
 
 DEFAULT_INTERVAL = 0.5
 RECENT_WINDOW = 5

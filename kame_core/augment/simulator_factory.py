@@ -12,7 +12,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from ..protocols import StreamingLLM
-from .simulators import LLMSimulator, OfflineSimulator, OracleSimulator
+from .oracle_records import OracleSimulator
+from .simulators import LLMSimulator, OfflineSimulator
 
 SIMULATOR_SPEC_HELP = "offline | local | openai:MODEL | anthropic:MODEL | openai-compatible:URL:MODEL"
 # URL = scheme://host[:port][/path without colons]; the model after the next colon may contain colons.

@@ -12,19 +12,11 @@ import math
 import time
 from collections.abc import Callable
 from types import MappingProxyType
-from typing import Protocol, runtime_checkable
 
 from ..clock import Clock, RealTimeClock
 from ..protocols import ChatMessage, LLMError, StreamingLLM
 from .oracle_records import OracleRequest
 from .prediction_text import MAX_WORDS, MIN_WORDS, clean_prediction
-
-
-@runtime_checkable
-class OracleSimulator(Protocol):
-    """Writes the oracle text for one request; ``""`` means "no record at this time"."""
-
-    def predict(self, request: OracleRequest) -> str: ...
 
 
 class SimulatorError(RuntimeError):

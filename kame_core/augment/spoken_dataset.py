@@ -34,8 +34,7 @@ from .layout import (
     dumps_oracle_raw,
     dumps_transcript,
 )
-from .oracle_records import DEFAULT_INTERVAL, generate_oracle_records
-from .simulators import OracleSimulator
+from .oracle_records import DEFAULT_INTERVAL, OracleSimulator, generate_oracle_records
 from .transcript import TranscriptWord
 
 _SAFE_ID = re.compile(r"^[A-Za-z0-9_-][A-Za-z0-9_.-]{0,127}$")

@@ -1,7 +1,8 @@
 """Where batch work runs: on this machine (default) or on a Ray cluster.
 
 * :mod:`.base`  -- the :class:`Executor` contract (a picklable worker factory, items in, one
-  :class:`Outcome` per item streamed back), bounded retries, :func:`make_executor`
+  :class:`Outcome` per item streamed back), bounded retries
+* :mod:`.factory` -- :func:`make_executor`: an executor by name
 * :mod:`.local` -- :class:`LocalExecutor`: this process, or a spawn process pool in batches
 * :mod:`.ray_executor` -- :class:`RayExecutor`: one Ray actor per worker (models loaded once per actor),
   results streamed to the driver, a killed actor replaced and its items retried. Ray is an optional extra
@@ -16,9 +17,9 @@ from .base import (
                    ExecutorUnavailable,
                    Outcome,
                    WorkerFactory,
-                   make_executor,
                    ray_available,
 )
+from .factory import make_executor
 from .local import LocalExecutor
 
 __all__ = ["EXECUTOR_CHOICES", "Executor", "ExecutorError", "ExecutorUnavailable", "LocalExecutor", "Outcome",
