@@ -1,4 +1,4 @@
-"""The live protocol's messages: what each kind means and how it is encoded (see README, "Live protocol").
+"""The live protocol's messages: what each kind means and how it is encoded (see docs/protocol.md).
 
 Every websocket message is binary; its first byte is the kind, the rest the payload. Kinds 0x00-0x02 are the
 ones of the moshi / official KAME servers, so their clients work unchanged; 0x07 and 0x08 are ours.
