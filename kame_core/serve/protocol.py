@@ -80,6 +80,11 @@ def json_message(obj: dict[str, Any]) -> bytes:
     return message(EVENT, json.dumps(obj, separators=(",", ":"), default=str).encode("utf-8"))
 
 
+def notice(value: Any) -> bytes:
+    """A 0x07 message carrying a :class:`kame_core.serve.notices.Notice`."""
+    return json_message(value.to_json())
+
+
 def split(data: bytes) -> tuple[int, bytes]:
     """(kind, payload) of a received message; an empty message raises :class:`ProtocolError`."""
     if not data:

@@ -34,6 +34,7 @@ from ..session.journal import SessionJournal
 from ..session.store import default_sessions_dir, new_session_id, session_file
 from ..trace import EventKind, SessionTrace
 from ..trace_query import oracle_token_use
+from . import notices as N
 from . import protocol as P
 
 __all__ = ["ChatSession", "Connection", "SessionResult", "StreamSink", "default_sessions_dir", "session_file"]
@@ -85,8 +86,7 @@ class StreamSink:
                 out.append(P.json_message(P.event_json(event)))
         oracle = frame.record.oracle
         if oracle.is_start and oracle.revision is not None:
-            out.append(P.json_message({"type": "oracle_heard", "frame": frame.index,
-                                       "t": round(frame.index * FRAME_SECONDS, 3), "revision": oracle.revision}))
+            out.append(P.notice(N.OracleHeard(frame.index, round(frame.index * FRAME_SECONDS, 3), oracle.revision)))
         if any(e.kind in (EventKind.STT_FINAL, EventKind.ORACLE_RESET) for e in frame.events):
             out.extend(self._hint_levels())
         if frame.record.text_piece:
@@ -99,16 +99,14 @@ class StreamSink:
                 out.append(P.message(P.AUDIO, pages))
         rms = float(np.sqrt(np.mean(np.square(frame.output, dtype=np.float64)))) if len(frame.output) else 0.0
         for onset in self._onsets.add_frame(not frame.record.text_is_padding, rms, frame.events):
-            message = {"type": "turn_onset", "turn": onset.turn, "user_end": round(onset.user_end, 3),
-                       "assistant_start": round(onset.text_onset or 0.0, 3),
-                       "latency_s": round(onset.latency_s or 0.0, 3),
-                       "delay_s": round(max(0.0, onset.latency_s or 0.0), 3),
-                       "audio_start": None if onset.audio_onset is None else round(onset.audio_onset, 3)}
-            self.turns.append(message)
-            out.append(P.json_message(message))
+            notice = N.TurnOnset(onset.turn, round(onset.user_end, 3), round(onset.text_onset or 0.0, 3),
+                                 round(onset.latency_s or 0.0, 3), round(max(0.0, onset.latency_s or 0.0), 3),
+                                 None if onset.audio_onset is None else round(onset.audio_onset, 3))
+            self.turns.append(notice.to_json())
+            out.append(P.notice(notice))
             latency = self._turn_latency(onset.turn)
             if latency is not None:
-                out.append(P.json_message({"type": "turn_latency", **latency}))
+                out.append(P.notice(N.TurnLatency(**latency)))
             if self._metrics is not None:
                 self._metrics.on_onset(onset.latency_s or 0.0)
         if self._metrics is not None:
@@ -137,8 +135,7 @@ class StreamSink:
             if revision is None or level is None or self._hints.get(revision) == known:
                 continue
             self._hints[revision] = known
-            out.append(P.json_message({"type": "hint_level", "revision": revision, "hint_level": level,
-                                       "spoken_ratio": known[1]}))
+            out.append(P.notice(N.HintLevel(revision, level, known[1])))
         return out
 
 
@@ -237,11 +234,9 @@ class ChatSession:
         sender = asyncio.ensure_future(self._send_all(conn, outbox))
         await outbox.put(P.message(P.HANDSHAKE))
         front_end = self.live.front_end
-        await outbox.put(P.json_message({"type": "session", "id": self.session_id, "components": self.components,
-                                         "audio_out": "pcm" if self.pcm_out else "opus",
-                                         "max_session_s": self.limits.max_session_s,
-                                         "front_end": NeuralModels.info(front_end).to_json()
-                                         if front_end is not None else None}))
+        await outbox.put(P.notice(N.SessionStarted(
+            self.session_id, self.components, "pcm" if self.pcm_out else "opus", self.limits.max_session_s,
+            NeuralModels.info(front_end).to_json() if front_end is not None else None)))
         code: int | None
         try:
             code, reason, saved_reply = await self._receive_until_end(conn, driver_done)
@@ -251,8 +246,7 @@ class ChatSession:
         path, frames = await self._finish()
         if code is not None:
             if saved_reply:
-                await outbox.put(P.json_message({"type": "saved", "id": self.session_id, "frames": frames,
-                                                 "file": path.name if path else None}))
+                await outbox.put(P.notice(N.Saved(self.session_id, frames, path.name if path else None)))
             await outbox.put(None)
             try:
                 await asyncio.wait_for(sender, 10.0)
@@ -371,7 +365,7 @@ class ChatSession:
         log.warning("session %s: %s", self.session_id, what)
         if self._bad > self.limits.max_bad_messages:
             raise _End(P.CLOSE_UNSUPPORTED, f"too many messages that are not the protocol; last: {what}")
-        self._post([P.json_message({"type": "warning", "message": what})])
+        self._post([P.notice(N.InputWarning(what))])
 
     async def _finish(self, timeout_s: float = 60.0) -> tuple[Path | None, int]:
         """Stop the driver (cancelling its LLM streams), wait for it and save the scenario."""

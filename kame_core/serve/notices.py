@@ -1,0 +1,94 @@
+"""The live protocol's JSON notices (0x07 messages the server sends besides trace events), one frozen dataclass
+per ``type``: the fields are the wire format (docs/protocol.md), :meth:`Notice.to_json` the object sent."""
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+__all__ = ["HintLevel", "InputWarning", "Notice", "OracleHeard", "Saved", "SessionStarted", "TurnLatency", "TurnOnset"]
+
+
+@dataclass(frozen=True)
+class Notice:
+    """Base: ``type`` names the notice on the wire."""
+
+    type: ClassVar[str] = ""
+
+    def to_json(self) -> dict[str, Any]:
+        return {"type": self.type, **{f.name: getattr(self, f.name) for f in dataclasses.fields(self)}}
+
+
+@dataclass(frozen=True)
+class SessionStarted(Notice):
+    """Right after the handshake: the session's id, what answers, how audio comes back, its limit."""
+
+    type: ClassVar[str] = "session"
+    id: str
+    components: Any
+    audio_out: str
+    max_session_s: float
+    front_end: dict[str, Any] | None
+
+
+@dataclass(frozen=True)
+class Saved(Notice):
+    """Before a normal close: the session was saved (``file`` None: nothing to save)."""
+
+    type: ClassVar[str] = "saved"
+    id: str
+    frames: int
+    file: str | None
+
+
+@dataclass(frozen=True)
+class InputWarning(Notice):
+    """Client input that was ignored, and why."""
+
+    type: ClassVar[str] = "warning"
+    message: str
+
+
+@dataclass(frozen=True)
+class OracleHeard(Notice):
+    """The frame from which the front-end hears a revision (its start token was fed)."""
+
+    type: ClassVar[str] = "oracle_heard"
+    frame: int
+    t: float
+    revision: int
+
+
+@dataclass(frozen=True)
+class HintLevel(Notice):
+    """A revision's hint level, once the server knows it (sent again if a later final changes it)."""
+
+    type: ClassVar[str] = "hint_level"
+    revision: int
+    hint_level: int
+    spoken_ratio: float | None
+
+
+@dataclass(frozen=True)
+class TurnOnset(Notice):
+    """A closed user turn and the assistant's first new word of it (the metrics' rule; ``latency_s`` signed)."""
+
+    type: ClassVar[str] = "turn_onset"
+    turn: int
+    user_end: float
+    assistant_start: float
+    latency_s: float
+    delay_s: float
+    audio_start: float | None
+
+
+@dataclass(frozen=True)
+class TurnLatency(Notice):
+    """The turn's latency breakdown as known at its onset (:meth:`kame_core.metrics.TurnLatency.to_json`)."""
+
+    type: ClassVar[str] = "turn_latency"
+    turn: int
+    user_end: float | None
+    forced_delay_s: float
+    steps: list[dict[str, Any]]
+    requests: list[dict[str, Any]]
