@@ -13,20 +13,11 @@ from pathlib import Path
 
 import numpy as np
 
-from kame_core.oracle import OracleConfig
-from kame_core.pipelines.stack import Mode, Stack
-from kame_core.pipelines.tandem import SessionConfig
+from kame_core.pipelines.run_kinds import RUN_KINDS
+from kame_core.pipelines.stack import Stack
 from kame_core.session import SessionStore, new_session_id
 
 from .library import LoadedScenario
-
-MODE_LABELS = {"kame": "KAME (tandem)", "kame-emission": "KAME, emission-based adoption", "moshi": "Moshi mode",
-               "cascade": "cascade (STT → LLM → TTS)"}
-#: run id -> (pipeline mode, session configuration; None: the stack's default); ``kame`` uses the original
-#: restart policy, ``kame-emission`` the official repository's newer emission-based adoption, side by side
-RUNS: dict[str, tuple[Mode, SessionConfig | None]] = {
-    "kame": ("kame", None), "kame-emission": ("kame", SessionConfig(oracle=OracleConfig(policy="emission"))),
-    "moshi": ("moshi", None), "cascade": ("cascade", None)}
 
 
 @dataclass
@@ -40,20 +31,20 @@ class LiveProgress:
 
 def run_audio(stack: Stack, audio: np.ndarray, modes: Iterable[str], out_dir: Path, *, components: str,
               source: str) -> Iterator[LiveProgress]:
-    """Run ``audio`` through each of ``modes``; yields progress, the last item carries the scenario."""
-    chosen = [m for m in RUNS if m in set(modes)]
+    """Run ``audio`` as each of the run kinds ``modes`` names (ids of
+    :data:`~kame_core.pipelines.run_kinds.RUN_KINDS`); yields progress, the last item carries the scenario."""
+    chosen = [kind for kind in RUN_KINDS.values() if kind.id in set(modes)]
     if not chosen:
-        raise ValueError("choose at least one of: " + ", ".join(MODE_LABELS[m] for m in RUNS))
+        raise ValueError("choose at least one of: " + ", ".join(kind.label for kind in RUN_KINDS.values()))
     name = new_session_id("live")
     runs = {}
-    for k, mode in enumerate(chosen):
-        yield LiveProgress(f"running {MODE_LABELS[mode]} ({k + 1}/{len(chosen)}) on {len(audio) / 24000:.1f} s of "
+    for k, kind in enumerate(chosen):
+        yield LiveProgress(f"running {kind.label} ({k + 1}/{len(chosen)}) on {len(audio) / 24000:.1f} s of "
                            f"{source} …")
-        pipeline_mode, config = RUNS[mode]
-        options = {} if config is None else {"session": config}
-        with stack.session(pipeline_mode, **options) as runner:  # a neural pool slot is held for this run only
-            runs[mode] = runner.run_sync(audio)
+        options = {} if kind.session is None else {"session": kind.session}
+        with stack.session(kind.mode, **options) as runner:  # a neural pool slot is held for this run only
+            runs[kind.id] = runner.run_sync(audio)
     saved = SessionStore(out_dir).save(name, runs, title=f"Live session ({source})", components=components)
     loaded = LoadedScenario(scenario=saved.scenario, key=f"live:{name}", origin="live", recorded=False,
                             path=saved.path)
-    yield LiveProgress(f"done: {', '.join(MODE_LABELS[m] for m in chosen)}", loaded, saved.path)
+    yield LiveProgress(f"done: {', '.join(kind.label for kind in chosen)}", loaded, saved.path)

@@ -55,6 +55,7 @@ import plotly.graph_objects as go
 from kame_core.clock import FRAME_SECONDS, SAMPLE_RATE
 from kame_core.hint_levels import HINT_LEVEL_BOUNDS
 from kame_core.metrics import TurnLatency, TurnOnset, latency_breakdown, turn_onsets
+from kame_core.pipelines.run_kinds import RUN_KINDS
 from kame_core.trace import Event, EventKind, SessionTrace
 from kame_core.trace_query import llm_requests, oracle_revisions, self_corrections
 
@@ -921,8 +922,7 @@ def _subtitle(traces: dict[str, SessionTrace]) -> str:
 
 
 #: how a trace's mode is named on its panel when the caller gives no run name
-RUN_NAMES = {"kame": "KAME", "kame-emission": "KAME (emission policy)", "moshi": "Moshi mode", "cascade": "cascade",
-             "imported": "imported dialogue"}
+RUN_NAMES = {**{kind.id: kind.label for kind in RUN_KINDS.values()}, "imported": "imported dialogue"}
 
 
 def timeline_figure(trace: SessionTrace, *, title: str | None = None, playhead_s: float | None = None,

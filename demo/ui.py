@@ -16,6 +16,8 @@ os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
 
 import gradio as gr  # noqa: E402
 
+from kame_core.pipelines.run_kinds import RUN_KINDS  # noqa: E402
+
 from . import hardware as hw  # noqa: E402
 from . import library, views  # noqa: E402
 from .inspector import PAPER_NOTE, PAPER_TABLE_HEADERS, PAPER_TABLE_ROWS, RUN_SUMMARY_HEADERS  # noqa: E402
@@ -228,9 +230,7 @@ def build_app(gpu: Callable[[Callable], Callable] | None = None, hardware: hw.Ha
                 with gr.Row():
                     live_in = gr.Audio(sources=["upload"], type="filepath", label="Your recording",
                                        elem_id="kame-live-input")
-                    modes = gr.CheckboxGroup([("KAME (tandem)", "kame"),
-                                              ("KAME, emission-based adoption", "kame-emission"),
-                                              ("Moshi mode", "moshi"), ("cascade", "cascade")],
+                    modes = gr.CheckboxGroup([(kind.label, kind.id) for kind in RUN_KINDS.values()],
                                              value=["kame", "cascade"], label="Run", elem_id="kame-live-modes")
                 live_btn = gr.Button("Run", variant="primary", elem_id="kame-live-run")
                 gr.Markdown("…or talk: KAME runs **live on the real-time clock** while you speak (the microphone "

@@ -20,6 +20,7 @@ from kame_core.duplex_metrics import duplex_metrics
 from kame_core.metrics import session_metrics
 from kame_core.neural.pool import PoolFull
 from kame_core.pipelines.replay import REPLAY_LABEL, ReplayUnavailable
+from kame_core.pipelines.run_kinds import RUN_KINDS
 from kame_core.scenario import ScenarioError, save_scenario
 from kame_core.trace import EventKind, SessionTrace
 from kame_core.trace_query import problems
@@ -357,7 +358,7 @@ def seek(t: float | None, state: Any = None):
 # ----------------------------------------------------------------------------------------- compare
 def _ordered_runs(loaded: library.LoadedScenario) -> list[tuple[str, SessionTrace]]:
     runs = loaded.scenario.runs
-    known = ("kame", "kame-emission", "moshi", "cascade")
+    known = tuple(RUN_KINDS)
     order = [k for k in known if k in runs] + [k for k in runs if k not in known]
     return [(k, runs[k]) for k in order]
 

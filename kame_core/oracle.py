@@ -1,6 +1,6 @@
 """The oracle manager: when to ask the back-end LLM, and how its streamed answers become the oracle stream.
 
-Official KAME semantics (the rules this module implements, each covered by a virtual-clock test):
+Official KAME semantics (the rules of the default ``restart`` policy, each covered by a virtual-clock test):
 
 * Poll every ``interval_s`` (0.5 s by default).
 * Start a stream as soon as user text is pending (user words not yet sent) or a final transcript arrived.
@@ -16,13 +16,18 @@ Official KAME semantics (the rules this module implements, each covered by a vir
   back-end ignores cancellation.
 * After a back-end error the stream is retried at the next poll.
 
+:class:`OracleManager` holds the mechanics every policy shares (polling, request starts, cancellation, resets
+and appends, their events); the policy -- what triggers a request, what a chunk feeds, what is dropped -- is a
+:class:`~kame_core.oracle_policies.OraclePolicy` registered in :data:`~kame_core.oracle_policies.POLICIES`.
+
 Two things are options of :class:`OracleConfig`, recorded in the trace config:
 
 * ``prompt_layout``: ``"official"`` (KAME's default; the official server's layout) sends the system prompt and
   ONE user message holding the conversation as ``user: ...`` / ``moshi: ...`` lines, the pending partial as a
   last ``user: ...`` line, cut to its last ``max_prompt_chars`` characters; ``"chat"`` sends chat turns.
-* ``policy``: ``"restart"`` is the original policy above; ``"emission"`` is the official repository's newer
-  emission-based adoption (:mod:`kame_core.oracle_emission`).
+* ``policy``: a key of :data:`~kame_core.oracle_policies.POLICIES` (each with its one-line description there):
+  ``"restart"`` is the original policy above, ``"emission"`` the official repository's newer emission-based
+  adoption.
 """
 from __future__ import annotations
 
@@ -33,6 +38,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from .clock import Clock
+from .oracle_policies import DEFAULT_POLICY, POLICIES, Drop, OraclePolicy, OracleState, StartPoint, Verdict, make_policy
 from .protocols import ChatMessage, LLMError, StreamingLLM, TextTokenizer
 from .trace import EventKind, OracleToken, SessionTrace
 
@@ -53,7 +59,6 @@ OFFICIAL_SYSTEM_PROMPT = (
     "symbols that are not spoken."
 )
 PROMPT_LAYOUTS = ("official", "chat")
-POLICIES = ("restart", "emission")
 
 
 @dataclass
@@ -70,7 +75,8 @@ class OracleConfig:
     rate_window_s: float = 2.0
     system_prompt: str = ""
     prompt_layout: Literal["official", "chat"] = "official"
-    policy: Literal["restart", "emission"] = "restart"
+    #: a key of :data:`~kame_core.oracle_policies.POLICIES`
+    policy: str = DEFAULT_POLICY
     #: emission policy: most streams running at once (the official ``--max-concurrent-streams``)
     max_concurrent_streams: int = 7
     #: official layout: the user message is cut to its last this many characters (``--max-prompt-chars``)
@@ -80,7 +86,7 @@ class OracleConfig:
         if self.prompt_layout not in PROMPT_LAYOUTS:
             raise ValueError(f"unknown prompt layout {self.prompt_layout!r}: expected one of {PROMPT_LAYOUTS}")
         if self.policy not in POLICIES:
-            raise ValueError(f"unknown oracle policy {self.policy!r}: expected one of {POLICIES}")
+            raise ValueError(f"unknown oracle policy {self.policy!r}: expected one of {', '.join(POLICIES)}")
         if self.max_concurrent_streams < 1 or self.max_prompt_chars < 1:
             raise ValueError("max_concurrent_streams and max_prompt_chars must be at least 1")
         if not self.system_prompt:
@@ -97,7 +103,7 @@ class OracleConfig:
         values = {k: v for k, v in data.items() if k in known}
         if data:
             values.setdefault("prompt_layout", "chat")
-            values.setdefault("policy", "restart")
+            values.setdefault("policy", "restart")  # the only policy there was
         return cls(**values)
 
     def messages(self, conversation: Conversation) -> list[ChatMessage]:
@@ -227,95 +233,80 @@ async def _close(chunks: object) -> None:
             pass
 
 
-#: why the restart policy drops a stream: a newer request replaced it
-_SUPERSEDED = "superseded"
-
 class OracleManager:
-    """Polls the conversation and runs LLM streams into the :class:`OracleStream` (see module docstring)."""
+    """Polls the conversation and runs LLM streams into the :class:`OracleStream` (see module docstring).
+
+    The mechanics every policy shares live here: starting a request (recorded with the conversation sent),
+    running and cancelling streams (a cancelled stream never feeds, even when its back-end ignores the
+    cancellation), adopting a stream (its first words reset the oracle stream; older running streams are
+    cancelled), appending chunks, and every event of it. When to ask and what to drop is the policy's
+    (``config.policy`` in :data:`~kame_core.oracle_policies.POLICIES`, or ``policy`` given here).
+    """
 
     def __init__(self, config: OracleConfig, llm: StreamingLLM, conversation: Conversation,
-                 stream: OracleStream, tokenizer: TextTokenizer, clock: Clock, trace: SessionTrace) -> None:
+                 stream: OracleStream, tokenizer: TextTokenizer, clock: Clock, trace: SessionTrace,
+                 policy: OraclePolicy | None = None) -> None:
         self.config = config
+        self.policy = policy if policy is not None else make_policy(config)
+        self.state = OracleState(conversation)
         self._llm = llm
-        self._conv = conversation
         self._stream = stream
         self._tokenizer = tokenizer
         self._clock = clock
         self._trace = trace
-        self._request = 0          # id of the newest request; older ones are stale
         self._revision = 0         # count of oracle resets so far
-        self._task: asyncio.Task[None] | None = None
-        self._abandoned: set[asyncio.Task[None]] = set()
-        self._words_at_start = 0
-        self._finals_at_start = 0
-        self._last_failed = False
-        self._start_times: deque[float] = deque()
         self.last_update_t: float | None = None  # time of the newest STT update (set by the runner)
 
     @property
     def busy(self) -> bool:
-        return self._task is not None and not self._task.done()
-
-    def _trigger(self) -> str | None:
-        words = self._conv.user_word_count()
-        new_final = self._conv.finals > self._finals_at_start
-        if not self.busy:
-            if new_final:
-                return "final"
-            if words > self._words_at_start:
-                return "pending user text"
-            if self._last_failed and words > 0:
-                return "retry after error"
-            return None
-        if new_final:
-            return "final"
-        if words - self._words_at_start >= self.config.restart_word_delta:
-            return f"user words +{words - self._words_at_start}"
-        return None
-
-    def _rate_limited(self, now: float) -> bool:
-        while self._start_times and self._start_times[0] <= now - self.config.rate_window_s:
-            self._start_times.popleft()
-        return len(self._start_times) >= self.config.max_starts_per_window
+        """A stream is running that was not cancelled."""
+        return self.state.busy
 
     async def poll(self) -> None:
-        """One poll: start or restart a stream if the rules say so."""
-        reason = self._trigger()
+        """One poll: start a request if the policy says so (cancelling the streams it drops first)."""
+        reason = self.policy.trigger(self.state)
         if reason is None:
             return
         now = self._clock.now()
-        if self._rate_limited(now):
-            self._trace.add_event(now, EventKind.NOTE, what="oracle restart rate-limited", reason=reason)
+        held = self.policy.withhold(self.state, now)
+        if held:
+            self._trace.add_event(now, EventKind.NOTE, what=held, reason=reason)
             return
-        self._request += 1  # from here on every chunk of an older stream is stale
-        self._abandon_running()
-        self._start_times.append(now)
-        self._words_at_start = self._conv.user_word_count()
-        self._finals_at_start = self._conv.finals
-        self._last_failed = False
-        messages = self.config.messages(self._conv)
+        for request, why in self.policy.to_cancel(self.state).items():
+            self._cancel(request, why)
+        self._start(reason, now)
+
+    def _start(self, reason: str, now: float) -> None:
+        state, conv = self.state, self.state.conversation
+        state.newest += 1
+        request = state.newest
+        state.start_times.append(now)
+        state.last_start = StartPoint(conv.user_word_count(), conv.finals, conv.user_transcript())
+        state.last_failed = False
+        messages = self.config.messages(conv)
         self._trace.add_event(
-            now, EventKind.LLM_REQUEST_START, request=self._request, reason=reason, policy=self.config.policy,
-            transcript=self._conv.user_transcript(), transcript_t=self.last_update_t,
+            now, EventKind.LLM_REQUEST_START, request=request, reason=reason, policy=self.config.policy,
+            transcript=state.last_start.transcript, transcript_t=self.last_update_t,
             messages=[{"role": m.role, "content": m.content} for m in messages[1:]],
         )
-        self._task = asyncio.ensure_future(self._consume(self._request, messages))
+        task = asyncio.ensure_future(self._consume(request, messages))
+        state.running[request] = task
+        task.add_done_callback(lambda _t, r=request: state.running.pop(r, None))
 
-    def _abandon_running(self) -> None:
-        """Cancel the running stream without waiting for it: a back-end that ignores cancellation
-        cannot block the manager, and its late chunks are dropped as stale."""
-        if self.busy:
-            assert self._task is not None
-            self._task.cancel()
-            self._abandoned.add(self._task)
-            self._task.add_done_callback(self._abandoned.discard)
-        self._task = None
+    def _cancel(self, request: int, why: str | None) -> None:
+        """Cancel ``request``'s stream without waiting for it: a back-end that ignores cancellation cannot
+        block the manager, and its late chunks are dropped."""
+        task = self.state.running.get(request)
+        if task is None or task.done() or request in self.state.cancelled:
+            return
+        self.state.cancelled[request] = why
+        task.cancel()
 
     async def shutdown(self, grace_s: float = 1.0) -> None:
         """Cancel every stream still running and wait up to ``grace_s`` for them to end."""
-        self._request += 1
-        self._abandon_running()
-        pending = list(self._abandoned)
+        for request in self.state.live:
+            self._cancel(request, "session ended")
+        pending = [task for task in self.state.running.values() if not task.done()]
         if pending:
             await asyncio.wait(pending, timeout=grace_s)
             for task in pending:
@@ -332,22 +323,32 @@ class OracleManager:
         finally:
             await self.shutdown()
 
+    def _verdict(self, request: int, chunk: str, feeding: bool) -> Verdict | Drop:
+        if request in self.state.cancelled:  # never leak a token of a cancelled stream
+            return Drop(self.state.cancelled[request])
+        return self.policy.on_chunk(self.state, request, chunk, feeding)
+
     async def _consume(self, request: int, messages: list[ChatMessage]) -> None:
         """Stream one request into the oracle stream, recording every step; which chunks feed which revision
-        and when the stream is dropped is the policy's (:meth:`_on_chunk`, :meth:`_dropped_after`)."""
+        and when the stream is dropped is the policy's (:meth:`OraclePolicy.on_chunk`)."""
         revision: int | None = None
         n_chunks = 0
         text: list[str] = []
-        dropped = ""
+        dropped: Drop | None = None
         chunks = self._llm.stream(messages, self._clock)
         try:
             async for chunk in chunks:
-                fed, dropped = self._on_chunk(request, revision, chunk)
-                if dropped:
+                verdict = self._verdict(request, chunk, revision is not None)
+                if isinstance(verdict, Drop):
+                    dropped = verdict
                     break
-                if fed is None:
+                if verdict is Verdict.SKIP:
                     continue
-                revision = fed
+                if verdict is Verdict.ADOPT:
+                    revision = self._adopt(request)
+                elif revision is None:
+                    raise RuntimeError(f"oracle policy {self.config.policy!r} fed request {request} before "
+                                       "adopting it")
                 ids = self._tokenizer.encode(chunk)
                 if self._stream.append(revision, ids):
                     n_chunks += 1
@@ -356,49 +357,40 @@ class OracleManager:
                                           revision=revision, text=chunk, tokens=ids)
         except asyncio.CancelledError:
             self._trace.add_event(self._clock.now(), EventKind.LLM_REQUEST_CANCEL, request=request,
-                                  revision=revision, text="".join(text), **self._cancel_fields(request))
+                                  revision=revision, text="".join(text),
+                                  **self._cancel_fields(self.state.cancelled.get(request, "cancelled")))
             raise
         except Exception as err:  # LLMError from a back-end, or anything else: the session goes on
-            self._last_failed = True
+            self.state.last_failed = True
             detail = str(err) if isinstance(err, LLMError) else f"{type(err).__name__}: {err}"
             self._trace.add_event(self._clock.now(), EventKind.LLM_ERROR, request=request, error=detail)
             return
         finally:
             await _close(chunks)
-        dropped = dropped or self._dropped_after(request)
-        if dropped:
+        if dropped is None and request in self.state.cancelled:  # it ignored its cancellation and ended by itself
+            dropped = Drop(self.state.cancelled[request])
+        if dropped is not None:
             self._trace.add_event(self._clock.now(), EventKind.LLM_REQUEST_CANCEL, request=request,
                                   revision=revision, text="".join(text), late=True,
-                                  **self._cancel_fields(request, dropped))
+                                  **self._cancel_fields(dropped.reason))
             return
         self._trace.add_event(self._clock.now(), EventKind.LLM_REQUEST_FINISH, request=request,
                               revision=revision, text="".join(text), chunks=n_chunks)
 
-    # -- the restart policy's answers to the consume loop (the emission policy overrides them) ----------
-    def _on_chunk(self, request: int, revision: int | None, chunk: str) -> tuple[int | None, str]:
-        """(the revision this chunk feeds, None to skip it; why the stream is dropped, "" to go on).
-        Restart policy: only the newest request feeds, its first non-empty chunk starts a revision."""
-        if request != self._request:
-            return None, _SUPERSEDED  # never leak a token of an old stream
-        if revision is None:
-            if not chunk.strip():
-                return None, ""
-            revision = self._start_revision(request)
-        return revision, ""
+    def _cancel_fields(self, why: str | None) -> dict[str, str]:
+        """Extra fields of a request's cancel event: why, where the policy records it."""
+        return {"reason": why} if why is not None and self.policy.records_cancel_reasons else {}
 
-    def _dropped_after(self, request: int) -> str:
-        """Why a stream that ended by itself still counts as dropped ("" if it does not)."""
-        return _SUPERSEDED if request != self._request else ""
-
-    def _cancel_fields(self, request: int, why: str = "") -> dict[str, str]:
-        """Extra fields of a request's cancel event (the restart policy records no reason)."""
-        return {}
-
-    def _start_revision(self, request: int) -> int:
-        """A new revision for ``request``: reset the oracle stream and record it."""
+    def _adopt(self, request: int) -> int:
+        """``request``'s first words: a new revision (reset the oracle stream, record it); every older stream
+        still running is cancelled."""
+        self.state.adopted = request
         self._revision += 1
         self._stream.reset(self._revision)
         now = self._clock.now()
         self._trace.add_event(now, EventKind.LLM_FIRST_CHUNK, request=request, revision=self._revision)
         self._trace.add_event(now, EventKind.ORACLE_RESET, request=request, revision=self._revision)
+        for older in self.state.live:
+            if older < request:
+                self._cancel(older, f"request {request} was adopted")
         return self._revision

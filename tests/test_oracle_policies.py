@@ -10,8 +10,15 @@ import pytest
 
 from kame_core.clock import Clock, VirtualClock
 from kame_core.event_schema import check_trace_config
-from kame_core.oracle import DEFAULT_SYSTEM_PROMPT, OFFICIAL_SYSTEM_PROMPT, Conversation, OracleConfig, OracleStream
-from kame_core.oracle_emission import EmissionOracleManager, make_oracle_manager
+from kame_core.oracle import (
+    DEFAULT_SYSTEM_PROMPT,
+    OFFICIAL_SYSTEM_PROMPT,
+    Conversation,
+    OracleConfig,
+    OracleManager,
+    OracleStream,
+)
+from kame_core.oracle_policies import EmissionPolicy
 from kame_core.pipelines.tandem import SessionConfig, TandemRunner
 from kame_core.protocols import ChatMessage
 from kame_core.trace import EventKind, SessionTrace
@@ -84,8 +91,8 @@ class Harness:
         self.trace = SessionTrace(mode="kame")
         self.clock = VirtualClock()
         self.config = OracleConfig(policy="emission", **cfg)  # type: ignore[arg-type]
-        self.manager = make_oracle_manager(self.config, llm, self.conv, OracleStream(WordTokenizer()),
-                                           WordTokenizer(), self.clock, self.trace)
+        self.manager = OracleManager(self.config, llm, self.conv, OracleStream(WordTokenizer()),
+                                     WordTokenizer(), self.clock, self.trace)
 
     def run(self, script: list[tuple[float, Callable[[Conversation], None] | None]], until: float) -> SessionTrace:
         async def main() -> None:
@@ -108,7 +115,7 @@ def test_streams_run_at_once_and_the_first_to_emit_is_adopted() -> None:
     # started at 0.5 / 1.0 / 1.5 s; request 1 is slow (emits at 2.5 s), 2 emits at 1.8 s, 3 at 2.4 s
     llm = LatencyLLM(first={1: 2.0, 2: 0.8, 3: 0.9}, text=lambda k: f"answer{k} " * 8)
     h = Harness(llm)
-    assert isinstance(h.manager, EmissionOracleManager)
+    assert isinstance(h.manager.policy, EmissionPolicy)
     trace = h.run(partials("what", "what is", "what is the"), until=4.0)
     starts = trace.events_of(EventKind.LLM_REQUEST_START)
     assert [round(e.t, 3) for e in starts] == [0.5, 1.0, 1.5] and all(e.data["policy"] == "emission" for e in starts)

@@ -31,6 +31,7 @@ from ..llm import SPEC_HELP
 from ..llm.base import MissingAPIKey
 from ..neural.choice import FrontEndChoice
 from ..oracle import OracleConfig
+from ..oracle_policies import DEFAULT_POLICY, POLICIES
 from ..pipelines.stack import MODES, Stack
 from . import fdb_cli
 from .cache import ResultCache
@@ -95,8 +96,9 @@ def build_parser() -> argparse.ArgumentParser:
                         "$OPENAI_API_KEY is set, else none)")
     p.add_argument("--delays", default="0,0.5,1,2,3", help="forced delays in seconds for the sweep")
     p.add_argument("--sweep-modes", default="kame", help="tandem modes the sweep runs (kame, moshi)")
-    p.add_argument("--oracle-policy", choices=("restart", "emission"), default="restart",
-                   help="oracle policy: restart (original) or emission (the official repository's newer adoption)")
+    p.add_argument("--oracle-policy", choices=tuple(POLICIES), default=DEFAULT_POLICY,
+                   help="oracle policy (default %(default)s): " + "; ".join(
+                       f"{name}: {factory.description}" for name, factory in POLICIES.items()))
     p.add_argument("--prompt-layout", choices=("official", "chat"), default="official",
                    help="how the oracle LLM is asked: official (one message of user:/moshi: lines) or chat turns")
     p.add_argument("--no-control", action="store_true", help="skip grading the back-end LLM's text alone")

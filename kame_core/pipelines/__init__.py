@@ -10,7 +10,9 @@ Each is a thin :class:`~kame_core.session.Pipeline` on the one :class:`~kame_cor
 (frame loop, STT loop, trace, sinks).
 
 :func:`make_runner` builds any of them from the same parts, so one user input can be run every way and
-the traces shown side by side. Each runner holds its components' streaming state: runners that run at
+the traces shown side by side; :data:`~.run_kinds.RUN_KINDS` is the one table of the runs an input is run as
+(run id, label, mode, the session configuration implied: ``kame``, ``kame-emission``, ``moshi``, ``cascade``, ...).
+Each runner holds its components' streaming state: runners that run at
 the same time need their own STT (and front-end) instances.
 """
 from __future__ import annotations
@@ -22,10 +24,11 @@ from ..clock import Clock, VirtualClock
 from ..protocols import TTS, FrontEnd, StreamingLLM, StreamingSTT
 from ..session import SessionDriver
 from .cascade import CascadeConfig, CascadePipeline, CascadeRunner
+from .run_kinds import RUN_KINDS, RunKind, run_label
 from .tandem import SessionConfig, TandemPipeline, TandemRunner
 
-__all__ = ["CascadeConfig", "CascadePipeline", "CascadeRunner", "SessionConfig", "SessionDriver",
-           "TandemPipeline", "TandemRunner", "make_runner"]
+__all__ = ["RUN_KINDS", "CascadeConfig", "CascadePipeline", "CascadeRunner", "RunKind", "SessionConfig",
+           "SessionDriver", "TandemPipeline", "TandemRunner", "make_runner", "run_label"]
 
 def make_runner(mode: Literal["kame", "moshi", "cascade"], *, stt: StreamingSTT, llm: StreamingLLM | None = None,
                 tts: TTS | None = None, front_end: FrontEnd | None = None, clock: Clock | None = None,

@@ -24,7 +24,6 @@ import numpy as np
 from ..clock import FRAME_SECONDS, Clock
 from ..metrics import annotate_hint_levels
 from ..oracle import OracleConfig, OracleManager, OracleStream
-from ..oracle_emission import make_oracle_manager
 from ..protocols import (
     FrontEnd,
     ListeningFrontEnd,
@@ -109,8 +108,8 @@ class TandemPipeline:
         if self.llm is not None:
             trace.provenance["llm"] = self.llm.provenance
             self._stream = OracleStream(front_end.tokenizer)
-            self._manager = make_oracle_manager(self.config.oracle, self.llm, session.conversation, self._stream,
-                                                front_end.tokenizer, session.clock, trace)
+            self._manager = OracleManager(self.config.oracle, self.llm, session.conversation, self._stream,
+                                          front_end.tokenizer, session.clock, trace)
             self._stop = asyncio.Event()
             session.spawn(self._manager.run(self._stop))
 

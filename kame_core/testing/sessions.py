@@ -91,13 +91,15 @@ def silent_scenario(path: str | os.PathLike[str], minutes: float, runs: int = 3)
     import numpy as np
 
     from kame_core.clock import SAMPLES_PER_FRAME
+    from kame_core.pipelines.run_kinds import RUN_KINDS
     from kame_core.scenario import Scenario, save_scenario
     from kame_core.trace import FrameRecord
 
     n_frames = int(minutes * 60 * 12.5)
     silence = np.zeros(n_frames * SAMPLES_PER_FRAME, np.float32)
     traces = {}
-    for run_id in ("kame", "moshi", "cascade", "kame-emission")[:runs]:
-        traces[run_id] = SessionTrace(mode=run_id.split("-")[0], frames=[FrameRecord() for _ in range(n_frames)],
+    kinds = sorted(RUN_KINDS.values(), key=lambda k: k.id not in ("kame", "moshi", "cascade"))  # the modes first
+    for kind in kinds[:runs]:
+        traces[kind.id] = SessionTrace(mode=kind.mode, frames=[FrameRecord() for _ in range(n_frames)],
                                       user_audio=silence, output_audio=silence.copy(), title="silence")
     return save_scenario(Scenario(name="silence", runs=traces, title=f"{minutes:g} minutes of silence"), path)

@@ -1,0 +1,56 @@
+"""Oracle policies: when the back-end LLM is asked and which of its answers the front-end hears.
+
+:data:`POLICIES` is the one list of them (id -> :class:`PolicyFactory`); ``OracleConfig.policy`` is checked
+against it, the eval's ``--oracle-policy`` offers its ids, and every policy but the default gets a run kind of
+its own (:mod:`kame_core.pipelines.run_kinds`). A policy is a subclass of :class:`OraclePolicy`
+(:mod:`.base`); :class:`~kame_core.oracle.OracleManager` runs it.
+
+Adding one: a module here with its :class:`OraclePolicy` subclass, one line in :data:`POLICIES`, one test.
+"""
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from .base import Drop, OraclePolicy, OracleState, StartPoint, Verdict
+from .emission import EmissionPolicy
+from .final_only import FinalOnlyPolicy
+from .restart import RestartPolicy
+
+if TYPE_CHECKING:
+    from ..oracle import OracleConfig
+
+__all__ = ["DEFAULT_POLICY", "POLICIES", "Drop", "EmissionPolicy", "FinalOnlyPolicy", "OraclePolicy", "OracleState",
+           "PolicyFactory", "RestartPolicy", "StartPoint", "Verdict", "make_policy"]
+
+
+@dataclass(frozen=True)
+class PolicyFactory:
+    """How a policy is made for a configuration, and what it does in one line (for help texts and the UI)."""
+
+    make: Callable[[OracleConfig], OraclePolicy]
+    description: str
+
+    def __call__(self, config: OracleConfig) -> OraclePolicy:
+        return self.make(config)
+
+
+#: every oracle policy, by the id recorded in traces (``config.oracle.policy``)
+POLICIES: dict[str, PolicyFactory] = {
+    "restart": PolicyFactory(RestartPolicy, "the original KAME policy: restart the stream when the user said 2 "
+                                            "more words or a final landed (at most 5 starts in 2 s)"),
+    "emission": PolicyFactory(EmissionPolicy, "the official repository's newer emission-based adoption: a stream "
+                                              "per poll while the transcript changes, the first to speak wins"),
+    "final_only": PolicyFactory(FinalOnlyPolicy, "ask the LLM only on the STT final transcript; feed every chunk"),
+}
+DEFAULT_POLICY = "restart"  #: KAME's original; the one plain ``kame`` runs use
+
+
+def make_policy(config: OracleConfig) -> OraclePolicy:
+    """The policy ``config.policy`` names (``OracleConfig`` has checked that it is registered)."""
+    try:
+        factory = POLICIES[config.policy]
+    except KeyError:
+        raise ValueError(f"unknown oracle policy {config.policy!r}: expected one of {', '.join(POLICIES)}") from None
+    return factory(config)
