@@ -134,9 +134,9 @@ class LiveOnsets:
         self._loud.append(rms > SILENCE_RMS)
         for event in events:
             if event.kind is EventKind.USER_SPEECH_START:
-                self._speaking_since = float(event.data.get("audio_t", event.t))
+                self._speaking_since = event.audio_t
             elif event.kind is EventKind.USER_SPEECH_END and self._speaking_since is not None:
-                self._segments.append((self._speaking_since, float(event.data.get("audio_t", event.t))))
+                self._segments.append((self._speaking_since, event.audio_t))
                 self._speaking_since = None
         turns = group_turns(self._segments, self.turn_gap_s)
         now = len(self._text) * FRAME_SECONDS

@@ -60,6 +60,12 @@ class Event:
     def frame(self) -> int:
         return frame_of(self.t)
 
+    @property
+    def audio_t(self) -> float:
+        """When it happened in the user's audio (``data["audio_t"]``: user speech start / end, which the VAD
+        tells after the fact), else when it was recorded (``t``)."""
+        return float(self.data.get("audio_t", self.t))
+
     def to_json(self) -> dict[str, Any]:
         return {"t": round(self.t, 6), "kind": self.kind.value, "data": self.data}
 

@@ -322,9 +322,9 @@ def speech_segments(trace: SessionTrace) -> list[tuple[float, float]]:
     start: float | None = None
     for event in trace.events_of(EventKind.USER_SPEECH_START, EventKind.USER_SPEECH_END):
         if event.kind is EventKind.USER_SPEECH_START:
-            start = float(event.data.get("audio_t", event.t))
+            start = event.audio_t
         elif start is not None:
-            segments.append((start, float(event.data.get("audio_t", event.t))))
+            segments.append((start, event.audio_t))
             start = None
     return segments
 

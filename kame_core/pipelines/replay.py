@@ -46,9 +46,9 @@ class ReplayUnavailable(ValueError):
 def _stt_event(e: Event) -> STTEvent:
     d = e.data
     if e.kind is EventKind.USER_SPEECH_START:
-        return STTEvent("speech_start", start=float(d.get("audio_t", e.t)))
+        return STTEvent("speech_start", start=e.audio_t)
     if e.kind is EventKind.USER_SPEECH_END:
-        return STTEvent("speech_end", end=float(d.get("audio_t", e.t)))
+        return STTEvent("speech_end", end=e.audio_t)
     if e.kind is EventKind.STT_PARTIAL:
         return STTEvent("partial", text=str(d.get("text", "")))
     words = tuple(Word(str(w[0]), float(w[1]), float(w[2])) for w in d.get("words", []) or []

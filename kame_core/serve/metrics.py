@@ -83,7 +83,7 @@ class SessionMetricsTap:
             elif kind is EventKind.ORACLE_RESET:
                 m.resets.inc()
             elif kind is EventKind.USER_SPEECH_END:
-                self._speech_end = float(data.get("audio_t", event.t))
+                self._speech_end = event.audio_t
             elif kind is EventKind.STT_FINAL and self._speech_end is not None:
                 m.stt_lag.observe(max(0.0, event.t - self._speech_end))
                 self._speech_end = None
