@@ -21,6 +21,7 @@ from kame_core.pipelines.run_kinds import RUN_KINDS  # noqa: E402
 from . import hardware as hw  # noqa: E402
 from . import library, views  # noqa: E402
 from .inspector import PAPER_NOTE, PAPER_TABLE_HEADERS, PAPER_TABLE_ROWS, RUN_SUMMARY_HEADERS  # noqa: E402
+from .results import Opened, TalkOpened  # noqa: E402
 from .talk import TALK_CSS, TALK_HTML, TALK_ID_BOX, TALK_JS, TALK_OPEN_BUTTON  # noqa: E402
 from .timeline import LANES, PLAYHEAD_JS  # noqa: E402
 from .upload_budget import UploadBudget  # noqa: E402
@@ -256,9 +257,10 @@ def build_app(gpu: Callable[[Callable], Callable] | None = None, hardware: hw.Ha
         with gr.Accordion("About: hardware, weights, keys, settings", open=False):  # below: the plot stays in view
             gr.Markdown(hw.ABOUT)
 
-        def _opened_outputs(result):
-            session, text, fig, rows, sound, runs, selected = result
-            return session, text, fig, rows, sound, gr.update(choices=runs, value=selected)
+        def _opened_outputs(result: Opened | TalkOpened):
+            """The outputs of an open: the run picker gets the scenario's runs, with the shown one selected."""
+            return (result.session, result.status, result.figure, result.rows, result.audio,
+                    gr.update(choices=result.runs, value=result.run))
 
         picker_label = "Scenario (scenarios folder)"
 
@@ -312,8 +314,8 @@ def build_app(gpu: Callable[[Callable], Callable] | None = None, hardware: hw.Ha
         delay.release(views.forced_delay, [delay, state], [state, delay_plot, delay_text], api_visibility="private")
         curve_btn.click(views.delay_curve, state, [state, curve_plot, curve_text], api_name="delay_curve")
         def on_mic(chunk, st):
-            session, text, fig = views.mic_chunk(chunk, st, cpu_only=hardware.talk_on_cpu)
-            return session, text, gr.skip() if fig is None else fig
+            shown = views.mic_chunk(chunk, st, cpu_only=hardware.talk_on_cpu)
+            return shown.session, shown.status, gr.skip() if shown.figure is None else shown.figure
 
         mic.stream(on_mic, [mic, state], [state, live_status, live_plot], stream_every=0.5, time_limit=310,
                    concurrency_limit=None, api_visibility="private")
@@ -321,9 +323,9 @@ def build_app(gpu: Callable[[Callable], Callable] | None = None, hardware: hw.Ha
                                                                           live_components, live_file],
                                          api_name="mic_stop")
         def on_talk_open(session_id, st):
-            *opened, file = views.open_talk_session(session_id, st)
-            return (*_opened_outputs(tuple(opened)), file,
-                    gr.Tabs(selected="timeline") if file is not None else gr.skip())
+            opened = views.open_talk_session(session_id, st)
+            return (*_opened_outputs(opened), opened.file,
+                    gr.Tabs(selected="timeline") if opened.file is not None else gr.skip())
 
         talk_open.click(on_talk_open, [talk_id, state], [*outs, download, tabs], api_name="open_talk_session").then(
             picker, state, [choice, made], api_visibility="private").then(

@@ -30,6 +30,7 @@ from .delay_sweep import DELAYS_S, DelayOutcome, curve_figure, describe_outcome,
 from .inspector import duplex_text, frame_details, latency_markdown, run_summary_rows
 from .player import player_html, write_mix
 from .provenance_badge import provenance_badge
+from .results import Compared, LiveRun, MicProgress, Opened, Plotted, RunShown, Seeked, TalkOpened
 from .scoring import MTBenchJudge, judge_from_env
 from .timeline import RUN_NAMES, compare_figure, timeline_figure, with_playhead
 from .uploads import UploadError, decode_upload
@@ -194,20 +195,20 @@ def _opened(session: AppSession, loaded: library.LoadedScenario):
     run_id = _default_run(loaded)
     fig, rows, sound = _view_of(session, loaded, run_id)
     session.show(loaded, run_id)
-    return (session, status_markdown(loaded), fig, rows, sound, list(loaded.scenario.runs), run_id)
+    return Opened(session, status_markdown(loaded), fig, rows, sound, list(loaded.scenario.runs), run_id)
 
 
 def _failed(session: AppSession, message: str):
     """A refusal: the message, and the view of what the session already holds (unchanged)."""
     if session.loaded is None:
-        return (session, message, None, [], None, [], None)
+        return Opened(session, message, None, [], None, [], None)
     run_id = session.run_id or _default_run(session.loaded)
     try:
         fig, rows, sound = _view_of(session, session.loaded, run_id)
     except Exception:  # noqa: BLE001 - the previous view is a courtesy; the message is what matters
         fig, rows, sound = None, [], None
     message += f"\n\n*Still open:* {session.loaded.title}"
-    return (session, message, fig, rows, sound, list(session.loaded.scenario.runs), run_id)
+    return Opened(session, message, fig, rows, sound, list(session.loaded.scenario.runs), run_id)
 
 
 def _open(session: AppSession, title: str, opener: Callable[[], library.LoadedScenario]):
@@ -319,16 +320,16 @@ def show_run(run_id: str | None, state: Any = None):
     """Switch the timeline to another run of the opened scenario: (session, figure, audio, details)."""
     session = session_of(state)
     if session.loaded is None:
-        return session, None, None, "Open a scenario first."
+        return RunShown(session, None, None, "Open a scenario first.")
     if run_id not in session.loaded.scenario.runs:
         runs = ", ".join(session.loaded.scenario.runs)
-        return session, None, None, f"No run {run_id!r} in this scenario (runs: {runs})."
+        return RunShown(session, None, None, f"No run {run_id!r} in this scenario (runs: {runs}).")
     session.run_id = run_id
     trace = session.loaded.scenario.runs[run_id]
     fig = timeline_figure(trace, title=f"{session.loaded.title} — {run_label(run_id, trace)}",
                           recorded=session.loaded.recorded)
-    return (session, fig, player(session, run_id, trace, "timeline", TIMELINE_PLAYER),
-            _details_with_latency(trace, 0.0))
+    return RunShown(session, fig, player(session, run_id, trace, "timeline", TIMELINE_PLAYER),
+                    _details_with_latency(trace, 0.0))
 
 
 def _details_with_latency(trace: SessionTrace, t: float) -> str:
@@ -342,17 +343,17 @@ def seek(t: float | None, state: Any = None):
     session = session_of(state)
     trace = _trace(session)
     if trace is None or session.loaded is None:
-        return session, None, "Open a scenario first."
+        return Seeked(session, None, "Open a scenario first.")
     try:
         t = float(t or 0.0)
     except (TypeError, ValueError):
-        return session, None, f"Not a time: {t!r}"
+        return Seeked(session, None, f"Not a time: {t!r}")
     if not np.isfinite(t):
-        return session, None, f"Not a time: {t!r}"
+        return Seeked(session, None, f"Not a time: {t!r}")
     t = min(max(t, 0.0), trace.duration)
     fig = timeline_figure(trace, title=f"{session.loaded.title} — {run_label(session.run_id or '', trace)}",
                           recorded=session.loaded.recorded)
-    return session, with_playhead(fig, t), _details_with_latency(trace, t)
+    return Seeked(session, with_playhead(fig, t), _details_with_latency(trace, t))
 
 
 # ----------------------------------------------------------------------------------------- compare
@@ -370,7 +371,7 @@ def compare(state: Any = None):
     transcript."""
     session = session_of(state)
     if session.loaded is None:
-        return (session, None, [], *([None] * COMPARE_SLOTS), "Open a scenario first.")
+        return Compared(session, None, [], *([None] * COMPARE_SLOTS), "Open a scenario first.")
     ordered = _ordered_runs(session.loaded)
     traces = {run_label(k, t): t for k, t in ordered}
     fig = compare_figure(traces, title=f"{session.loaded.title} — every mode on one clock",
@@ -388,7 +389,7 @@ def compare(state: Any = None):
     names = " · ".join(f"player {i + 1}: {run_label(k, t)}" for i, (k, t) in enumerate(ordered[:COMPARE_SLOTS]))
     names += "\n\n### Latency per user turn, run by run (after the end of the user's speech)\n\n" + "\n\n".join(
         f"#### {run_label(k, t)}\n\n{latency_markdown(t)}" for k, t in ordered)
-    return (session, fig, rows, *audio, names)
+    return Compared(session, fig, rows, *audio, names)
 
 
 COMPARE_HEADERS = ["run", "front-end / pipeline (provenance)", "onset latency", "FD-Bench timing", "oracle revisions",
@@ -404,14 +405,14 @@ def evolution(state: Any = None):
 
     session = session_of(state)
     if session.loaded is None:
-        return session, None, "Open a scenario first."
+        return Plotted(session, None, "Open a scenario first.")
     points = scenario_points(session.loaded.scenario)
     if not points:
-        return session, None, "No oracle revision with text in this input's runs (only KAME runs have them)."
+        return Plotted(session, None, "No oracle revision with text in this input's runs (only KAME runs have them).")
     refs = "the scenario's reference answers" if session.loaded.references else "no reference answers in this file"
     fig = evolution_figure(points, f"{session.loaded.title} — the oracle's evolution ({len(points)} revisions)")
     made_by = _made_by([session.loaded.scenario], session.loaded.recorded)
-    return session, fig, f"{made_by}\n\nPer hint level ({refs}):\n\n" + level_table_markdown(points)
+    return Plotted(session, fig, f"{made_by}\n\nPer hint level ({refs}):\n\n" + level_table_markdown(points))
 
 
 def evolution_bundled(state: Any = None):
@@ -424,14 +425,14 @@ def evolution_bundled(state: Any = None):
     session = session_of(state)
     names = library.bundled_names()
     if not names:
-        return session, None, library.NO_SCENARIOS.format(folder=library.scenarios_dir())
+        return Plotted(session, None, library.NO_SCENARIOS.format(folder=library.scenarios_dir()))
     try:
         scenarios = [load_scenario(library.scenarios_dir() / f"{name}.kame") for name in names]
     except ScenarioError as err:
-        return session, None, _error("Cannot read the scenarios folder", err)
+        return Plotted(session, None, _error("Cannot read the scenarios folder", err))
     points = [p for scenario in scenarios for p in scenario_points(scenario)]
     fig = evolution_figure(points, f"The oracle's evolution over {len(names)} scenarios ({len(points)} revisions)")
-    return session, fig, _made_by(scenarios, recorded=True) + "\n\n" + level_table_markdown(points)
+    return Plotted(session, fig, _made_by(scenarios, recorded=True) + "\n\n" + level_table_markdown(points))
 
 
 def _made_by(scenarios: list, recorded: bool) -> str:
@@ -476,7 +477,7 @@ def forced_delay(delay_s: float, state: Any = None, *, front_end: Any = None):
         outcome = run_delay(kame, delay, factory.make, refs, cache=session.delay_cache,
                             cache_key=session.loaded.key, judge=_judge(session))  # type: ignore[union-attr]
     except (ReplayUnavailable, ValueError, TypeError, PoolFull) as err:
-        return session, None, _error("Cannot re-run", err)
+        return Plotted(session, None, _error("Cannot re-run", err))
     recorded_ms = int(kame.config.get("forced_delay_ms", 0))
     traces = {f"KAME as recorded (forced delay {recorded_ms / 1000:.1f} s)": kame,
               f"re-run, forced delay {outcome.delay_s:.1f} s": outcome.trace}
@@ -484,10 +485,10 @@ def forced_delay(delay_s: float, state: Any = None, *, front_end: Any = None):
                          recorded=True)
     text = (describe_outcome(outcome, note) + f"\n\n<small>{REPLAY_LABEL}; front-end: {factory.description}. "
             "Exact for the first turn; later turns reuse the recorded back-end answers.</small>")
-    return session, fig, text
+    return Plotted(session, fig, text)
 
 
-def delay_curve(state: Any = None, *, front_end: Any = None) -> tuple[Any, Any, str]:
+def delay_curve(state: Any = None, *, front_end: Any = None) -> Plotted:
     """The latency–quality curve of the opened input over :data:`DELAYS_S`: (session, figure, markdown)."""
     from .stacks import rerun_front_end
 
@@ -502,14 +503,14 @@ def delay_curve(state: Any = None, *, front_end: Any = None) -> tuple[Any, Any, 
         outcomes = [run_delay(kame, d, factory.make, refs, cache=session.delay_cache,
                               cache_key=session.loaded.key, judge=judge) for d in DELAYS_S]  # type: ignore[union-attr]
     except (ReplayUnavailable, ValueError, PoolFull) as err:
-        return session, None, _error("Cannot draw the curve", err)
+        return Plotted(session, None, _error("Cannot draw the curve", err))
     fig = curve_figure(outcomes, note, session.loaded.title)  # type: ignore[union-attr]
     rows = "\n".join(f"| {o.delay_s:.1f} s | {'n/a' if o.onset_latency_s is None else f'{o.onset_latency_s:+.2f} s'}"
                      f" | {'—' if o.score is None else f'{o.score.score:.2f}'} | {o.answer[:90]} |" for o in outcomes)
     label = outcomes[0].score.label if outcomes and outcomes[0].score else "score"
     text = (f"Scores: **{label}**; references: {note}.\n\n| forced delay | onset latency | score | spoken answer |\n"
             f"|---|---|---|---|\n{rows}\n\n<small>{REPLAY_LABEL}; front-end: {factory.description}.</small>")
-    return session, fig, text
+    return Plotted(session, fig, text)
 
 
 # ---------------------------------------------------------------------------------------------- live
@@ -529,25 +530,26 @@ def live_upload(file: str | None, modes: list[str] | None, state: Any = None, *,
         if not chosen:
             raise ValueError("choose KAME and/or the cascade")
         audio = decode_upload(file)  # refuse a bad file before loading any model
-        yield session, "loading the stack (first time: Whisper, the LLM and the TTS load) …", None, "", None
+        yield LiveRun(session, "loading the stack (first time: Whisper, the LLM and the TTS load) …", None, "", None)
         live = stack or live_stack()
         ticket = live.gate.try_enter()
         while ticket is None:  # only a single GPU model is shared; say so while waiting
-            yield session, live.gate.busy_message(), None, live.summary, None
+            yield LiveRun(session, live.gate.busy_message(), None, live.summary, None)
             ticket = live.gate.enter(timeout_s=GATE_POLL_S)
         with ticket:
             for step in run_audio(live.stack, audio, chosen, session.files(), components=live.summary,
                                   source=f"uploaded '{Path(str(file)).name}'"):
                 if step.loaded is None:
-                    yield session, step.message, None, live.summary, None
+                    yield LiveRun(session, step.message, None, live.summary, None)
                     continue
                 session.show(step.loaded, _default_run(step.loaded))
                 traces = {run_label(k, t): t for k, t in _ordered_runs(step.loaded)}
                 fig = compare_figure(traces, title=step.loaded.title, recorded=False)
                 ran = "**Components that ran:** " + live.summary
-                yield session, outcome_message(step.message, step.loaded.scenario.runs), fig, ran, str(step.file)
+                yield LiveRun(session, outcome_message(step.message, step.loaded.scenario.runs), fig, ran,
+                              str(step.file))
     except (UploadError, ValueError, PoolFull) as err:
-        yield session, _error("Cannot run this input", err), None, "", None
+        yield LiveRun(session, _error("Cannot run this input", err), None, "", None)
 
 
 def outcome_message(done: str, runs: dict[str, SessionTrace]) -> str:
@@ -566,7 +568,7 @@ MIC_REDRAW_S = 1.5
 
 
 def mic_chunk(chunk: Any, state: Any = None, *, stack: Any = None, cpu_only: bool = False
-              ) -> tuple[Any, str, Any]:
+              ) -> MicProgress:
     """A streamed microphone chunk ``(rate, samples)``: feed the live KAME session (started on the first
     chunk, on the real-time clock). Returns (session, status, figure of the session so far or None).
 
@@ -577,14 +579,14 @@ def mic_chunk(chunk: Any, state: Any = None, *, stack: Any = None, cpu_only: boo
 
     session = session_of(state)
     if chunk is None:
-        return session, "", None
+        return MicProgress(session, "", None)
     try:
         rate, samples = chunk
         if session.mic is None:
             live = stack or (cpu_live_stack() if cpu_only else live_stack())
             ticket = live.gate.try_enter()
             if ticket is None:
-                return session, live.gate.busy_message() + "; try again when it ends.", None
+                return MicProgress(session, live.gate.busy_message() + "; try again when it ends.", None)
             try:
                 mic = MicSession(live.stack, int(rate))
             except BaseException:
@@ -593,21 +595,21 @@ def mic_chunk(chunk: Any, state: Any = None, *, stack: Any = None, cpu_only: boo
             session.mic, session.mic_stack, session.mic_ticket, session.mic_shown_s = mic, live, ticket, -1.0
         session.mic.push(np.asarray(samples), int(rate))
     except (ValueError, TypeError, PoolFull) as err:
-        return session, _error("Microphone input refused", err), None
+        return MicProgress(session, _error("Microphone input refused", err), None)
     mic = session.mic
     status = (f"listening — {mic.received_s:.1f} s received"
               + (" (limit reached: 5 minutes; stop the recording)" if mic.received_s >= MAX_SECONDS else "")
               + ("; KAME is running on the real-time clock" if mic.started else "; starting …"))
     if mic.received_s - session.mic_shown_s < MIC_REDRAW_S:
-        return session, status, None
+        return MicProgress(session, status, None)
     snap = mic.snapshot()
     if snap is None or snap.n_frames == 0:
-        return session, status, None
+        return MicProgress(session, status, None)
     session.mic_shown_s = mic.received_s
-    return session, status, timeline_figure(snap, title="Live (microphone) — as it happens")
+    return MicProgress(session, status, timeline_figure(snap, title="Live (microphone) — as it happens"))
 
 
-def mic_stop(modes: list[str] | None, state: Any = None) -> tuple[Any, str, Any, str, Any]:
+def mic_stop(modes: list[str] | None, state: Any = None) -> LiveRun:
     """The recording ended: finish the KAME session, run the cascade on the same input if chosen (virtual
     clock), save the scenario. Returns (session, status, figure, components, scenario file)."""
     from kame_core.pipelines.replay import recorded_input
@@ -617,7 +619,7 @@ def mic_stop(modes: list[str] | None, state: Any = None) -> tuple[Any, str, Any,
     mic, live, ticket = session.mic, session.mic_stack, session.mic_ticket
     session.mic = session.mic_stack = session.mic_ticket = None
     if mic is None:
-        return session, "Nothing was recorded.", None, "", None
+        return LiveRun(session, "Nothing was recorded.", None, "", None)
     try:
         trace = mic.finish()
         runs = {"kame": trace}
@@ -630,7 +632,7 @@ def mic_stop(modes: list[str] | None, state: Any = None) -> tuple[Any, str, Any,
         saved = SessionStore(session.files()).save(name, runs, title="Live session (microphone)",
                                                    components=live.summary, tags=("live", "microphone"))
     except (TimeoutError, RuntimeError, ScenarioError, OSError) as err:
-        return session, _error("The live session failed", err), None, "", None
+        return LiveRun(session, _error("The live session failed", err), None, "", None)
     finally:
         if ticket is not None:
             ticket.release()
@@ -639,7 +641,7 @@ def mic_stop(modes: list[str] | None, state: Any = None) -> tuple[Any, str, Any,
                                         path=path), "kame")
     traces = {run_label(k, t): t for k, t in _ordered_runs(session.loaded)}
     fig = compare_figure(traces, title=scenario.title, recorded=False)
-    return session, outcome_message(f"done: {trace.duration:.1f} s session", runs), fig, ran, str(path)
+    return LiveRun(session, outcome_message(f"done: {trace.duration:.1f} s session", runs), fig, ran, str(path))
 
 
 # ------------------------------------------------------------------------------------------------ talk
@@ -663,7 +665,7 @@ def open_talk_session(session_id: str | None, state: Any = None, *, sessions_dir
         copy = session.files() / path.name
         shutil.copyfile(path, copy)
     except (ValueError, OSError) as err:
-        return (*_failed(session, _error("Cannot open the talk session", err)), None)
+        return TalkOpened(*_failed(session, _error("Cannot open the talk session", err)), None)
 
     def opener() -> library.LoadedScenario:
         loaded = library.open_file(copy, origin="live", key=f"live:{path.stem}")
@@ -671,4 +673,4 @@ def open_talk_session(session_id: str | None, state: Any = None, *, sessions_dir
         return loaded
 
     result = _open(session, "Cannot open the talk session", opener)
-    return (*result, str(copy) if session.loaded is not None and session.loaded.path == copy else None)
+    return TalkOpened(*result, str(copy) if session.loaded is not None and session.loaded.path == copy else None)
