@@ -1,6 +1,7 @@
-"""What each event kind carries, checked field by field when a trace is loaded.
+"""The checks of event payloads, field by field, when a trace is loaded.
 
-``Event.data`` is JSON: a file can hold anything there. :func:`check_event_data` checks the fields every
+``Event.data`` is JSON: a file can hold anything there. What each kind carries is its payload dataclass in
+:mod:`kame_core.events` (each field with one of the checks here); :func:`check_event_data` checks the fields every
 reader relies on (:mod:`kame_core.trace_query`, the timeline, replay, metrics) -- required fields present,
 each value of the right type, ids and times finite and in range -- and names the first bad field.
 Unknown extra fields are allowed (newer writers may add some) if they are plain JSON without NaN.
@@ -108,7 +109,8 @@ def hint_level(value: Any, where: str) -> None:
         raise PayloadError(where, f"expected a hint level 0..5, got {value!r}")
 
 
-def _word(value: Any, where: str) -> None:
+def word_timing(value: Any, where: str) -> None:
+    """A timed word of a transcript: ``[word, start, end]``."""
     if not isinstance(value, list) or len(value) != 3:
         raise PayloadError(where, "expected [word, start, end]")
     text(value[0], f"{where}[0]")
@@ -116,7 +118,8 @@ def _word(value: Any, where: str) -> None:
     time_s(value[2], f"{where}[2]")
 
 
-def _message(value: Any, where: str) -> None:
+def chat_message(value: Any, where: str) -> None:
+    """A chat message sent to the LLM: ``{role, content}``."""
     if not isinstance(value, dict):
         raise PayloadError(where, f"expected {{role, content}}, got {_type_name(value)}")
     for key in ("role", "content"):
@@ -141,41 +144,15 @@ def plain_json(value: Any, where: str, depth: int = 0) -> None:
         raise PayloadError(where, f"unexpected value of type {_type_name(value)}")
 
 
-# required fields, then optional ones (absent, or of this type), per event kind
-_REQUEST = {"request": ident}
-FIELDS: dict[EventKind, tuple[dict[str, Check], dict[str, Check]]] = {
-    EventKind.STT_PARTIAL: ({"text": text}, {}),
-    EventKind.STT_FINAL: ({"text": text}, {"words": list_of(_word), "source": text}),
-    EventKind.USER_SPEECH_START: ({}, {"audio_t": time_s}),
-    EventKind.USER_SPEECH_END: ({}, {"audio_t": time_s}),
-    EventKind.LLM_REQUEST_START: (_REQUEST, {"reason": text, "transcript": text, "transcript_t": optional(time_s),
-                                             "messages": list_of(_message), "policy": text}),
-    EventKind.LLM_FIRST_CHUNK: (_REQUEST, {"revision": optional(ident)}),
-    EventKind.LLM_REQUEST_CANCEL: (_REQUEST, {"revision": optional(ident), "text": text, "late": flag}),
-    EventKind.LLM_REQUEST_FINISH: (_REQUEST, {"revision": optional(ident), "text": text, "chunks": ident}),
-    EventKind.LLM_ERROR: (_REQUEST, {"error": text}),
-    EventKind.ORACLE_RESET: ({"revision": ident}, {"request": optional(ident), "hint_level": optional(hint_level),
-                                                   "spoken_ratio": optional(number), "text": optional(text),
-                                                   "transcript": optional(text)}),
-    EventKind.ORACLE_APPEND: ({"request": ident, "revision": ident, "text": text}, {"tokens": list_of(ident)}),
-    EventKind.HOLD_START: ({}, {"delay_ms": number}),
-    EventKind.HOLD_END: ({}, {"delay_ms": number}),
-    EventKind.RESPONSE_ONSET: ({"turn": ident, "user_end": time_s, "latency_s": time_s},
-                               {"audio_latency_s": optional(time_s)}),
-    EventKind.SELF_CORRECTION: ({}, {"frame": ident, "abandoned_text": text, "abandoned_frames": list_of(ident),
-                                     "revision": optional(ident), "new_text": text,
-                                     "heard_oracle_frame": optional(ident)}),
-    EventKind.TURN_BOUNDARY: ({"to": one_of("user", "assistant")},
-                              {"assistant_said": text, "interrupted": flag, "transcript": text, "silence_s": time_s}),
-    EventKind.NOTE: ({"what": text}, {}),
-}
-
-
 def check_event_data(kind: EventKind, data: Any, where: str) -> None:
-    """Raise :class:`PayloadError` naming the first malformed field of an event of ``kind``."""
+    """Raise :class:`PayloadError` naming the first malformed field of an event of ``kind``: the fields and
+    checks of its payload dataclass (:data:`kame_core.events.PAYLOADS`), then any extra field as plain JSON."""
+    # imported here: kame_core.events declares its fields with this module's checks
+    from .events import field_checks
+
     if not isinstance(data, dict):
         raise PayloadError(where, f"expected an object, got {_type_name(data)}")
-    required, optional_fields = FIELDS[kind]
+    required, optional_fields = field_checks(kind)
     for name, check in required.items():
         if name not in data:
             raise PayloadError(f"{where}.{name}", f"missing (a {kind.value} event needs it)")

@@ -22,6 +22,7 @@ from typing import Any
 
 import numpy as np
 
+from . import events as ev
 from .clock import FRAME_SECONDS, SAMPLES_PER_FRAME
 from .hint_levels import hint_level
 from .protocols import Word
@@ -238,10 +239,9 @@ def annotate_onsets(trace: SessionTrace, turn_gap_s: float = TurnConfig.turn_gap
     for onset in turn_onsets(trace, turn_gap_s):
         if onset.text_onset is None:
             continue
-        trace.add_event(onset.text_onset, EventKind.RESPONSE_ONSET, turn=onset.turn, user_end=onset.user_end,
-                        latency_s=round(onset.latency_s or 0.0, 3),
-                        audio_latency_s=None if onset.audio_latency_s is None
-                        else round(onset.audio_latency_s, 3))
+        trace.record(onset.text_onset, ev.ResponseOnset(
+            turn=onset.turn, user_end=onset.user_end, latency_s=round(onset.latency_s or 0.0, 3),
+            audio_latency_s=None if onset.audio_latency_s is None else round(onset.audio_latency_s, 3)))
     trace.events.sort(key=lambda e: e.t)
 
 

@@ -37,10 +37,11 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from . import events as ev
 from .clock import Clock
 from .oracle_policies import DEFAULT_POLICY, POLICIES, Drop, OraclePolicy, OracleState, StartPoint, Verdict, make_policy
 from .protocols import ChatMessage, LLMError, StreamingLLM, TextTokenizer
-from .trace import EventKind, OracleToken, SessionTrace
+from .trace import OracleToken, SessionTrace
 
 #: The official oracle system prompt, in our words: predict the flow, answer confidently and briefly.
 DEFAULT_SYSTEM_PROMPT = (
@@ -270,7 +271,7 @@ class OracleManager:
         now = self._clock.now()
         held = self.policy.withhold(self.state, now)
         if held:
-            self._trace.add_event(now, EventKind.NOTE, what=held, reason=reason)
+            self._trace.record(now, ev.Note(what=held), reason=reason)
             return
         for request, why in self.policy.to_cancel(self.state).items():
             self._cancel(request, why)
@@ -284,11 +285,10 @@ class OracleManager:
         state.last_start = StartPoint(conv.user_word_count(), conv.finals, conv.user_transcript())
         state.last_failed = False
         messages = self.config.messages(conv)
-        self._trace.add_event(
-            now, EventKind.LLM_REQUEST_START, request=request, reason=reason, policy=self.config.policy,
-            transcript=state.last_start.transcript, transcript_t=self.last_update_t,
-            messages=[{"role": m.role, "content": m.content} for m in messages[1:]],
-        )
+        self._trace.record(now, ev.LlmRequestStart(
+            request=request, reason=reason, policy=self.config.policy, transcript=state.last_start.transcript,
+            transcript_t=self.last_update_t, messages=[{"role": m.role, "content": m.content} for m in messages[1:]],
+        ))
         task = asyncio.ensure_future(self._consume(request, messages))
         state.running[request] = task
         task.add_done_callback(lambda _t, r=request: state.running.pop(r, None))
@@ -353,32 +353,33 @@ class OracleManager:
                 if self._stream.append(revision, ids):
                     n_chunks += 1
                     text.append(chunk)
-                    self._trace.add_event(self._clock.now(), EventKind.ORACLE_APPEND, request=request,
-                                          revision=revision, text=chunk, tokens=ids)
+                    self._trace.record(self._clock.now(), ev.OracleAppend(request=request, revision=revision,
+                                                                          text=chunk, tokens=ids))
         except asyncio.CancelledError:
-            self._trace.add_event(self._clock.now(), EventKind.LLM_REQUEST_CANCEL, request=request,
-                                  revision=revision, text="".join(text),
-                                  **self._cancel_fields(self.state.cancelled.get(request, "cancelled")))
+            self._trace.record(self._clock.now(), ev.LlmRequestCancel(request=request, revision=revision,
+                                                                      text="".join(text)),
+                               **self._cancel_fields(self.state.cancelled.get(request, "cancelled")))
             raise
         except Exception as err:  # LLMError from a back-end, or anything else: the session goes on
             self.state.last_failed = True
             detail = str(err) if isinstance(err, LLMError) else f"{type(err).__name__}: {err}"
-            self._trace.add_event(self._clock.now(), EventKind.LLM_ERROR, request=request, error=detail)
+            self._trace.record(self._clock.now(), ev.LlmError(request=request, error=detail))
             return
         finally:
             await _close(chunks)
         if dropped is None and request in self.state.cancelled:  # it ignored its cancellation and ended by itself
             dropped = Drop(self.state.cancelled[request])
         if dropped is not None:
-            self._trace.add_event(self._clock.now(), EventKind.LLM_REQUEST_CANCEL, request=request,
-                                  revision=revision, text="".join(text), late=True,
-                                  **self._cancel_fields(dropped.reason))
+            self._trace.record(self._clock.now(), ev.LlmRequestCancel(request=request, revision=revision,
+                                                                      text="".join(text), late=True),
+                               **self._cancel_fields(dropped.reason))
             return
-        self._trace.add_event(self._clock.now(), EventKind.LLM_REQUEST_FINISH, request=request,
-                              revision=revision, text="".join(text), chunks=n_chunks)
+        self._trace.record(self._clock.now(), ev.LlmRequestFinish(request=request, revision=revision,
+                                                                  text="".join(text), chunks=n_chunks))
 
     def _cancel_fields(self, why: str | None) -> dict[str, str]:
-        """Extra fields of a request's cancel event: why, where the policy records it."""
+        """Extra fields of a request's cancel event (beside :class:`~kame_core.events.LlmRequestCancel`'s): why,
+        where the policy records it."""
         return {"reason": why} if why is not None and self.policy.records_cancel_reasons else {}
 
     def _adopt(self, request: int) -> int:
@@ -388,8 +389,8 @@ class OracleManager:
         self._revision += 1
         self._stream.reset(self._revision)
         now = self._clock.now()
-        self._trace.add_event(now, EventKind.LLM_FIRST_CHUNK, request=request, revision=self._revision)
-        self._trace.add_event(now, EventKind.ORACLE_RESET, request=request, revision=self._revision)
+        self._trace.record(now, ev.LlmFirstChunk(request=request, revision=self._revision))
+        self._trace.record(now, ev.OracleReset(request=request, revision=self._revision))
         for older in self.state.live:
             if older < request:
                 self._cancel(older, f"request {request} was adopted")

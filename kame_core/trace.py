@@ -17,11 +17,14 @@ import dataclasses
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from enum import Enum
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from .clock import FRAME_SECONDS, SAMPLE_RATE, SAMPLES_PER_FRAME, frame_of
+
+if TYPE_CHECKING:
+    from .events import Payload
 
 SCHEMA_VERSION = 1
 
@@ -50,7 +53,9 @@ class EventKind(str, Enum):
 
 @dataclass(frozen=True)
 class Event:
-    """A timestamped event. ``t`` is session time in seconds; ``data`` holds kind-specific fields."""
+    """A timestamped event. ``t`` is session time in seconds; ``data`` holds kind-specific fields (the fields of
+    the kind's payload dataclass, :mod:`kame_core.events`; read them typed with
+    :func:`~kame_core.events.payload_of`)."""
 
     t: float
     kind: EventKind
@@ -146,7 +151,8 @@ _FRAME_COLUMNS = ("text_piece", "text_token", "oracle_token", "oracle_piece", "o
 
 @dataclass
 class SessionTrace:
-    """Everything a session produced. Build one with :meth:`append_frame` / :meth:`add_event`."""
+    """Everything a session produced. Build one with :meth:`append_frame` / :meth:`record` (or
+    :meth:`add_event`)."""
 
     mode: str  # "kame" | "moshi" | "cascade" | "imported" ...
     provenance: dict[str, Provenance] = field(default_factory=dict)
@@ -160,9 +166,20 @@ class SessionTrace:
 
     # -- building -----------------------------------------------------------------------------------
     def add_event(self, t: float, kind: EventKind, **data: Any) -> Event:
+        """Record an event of ``kind`` with ``data`` as it is (prefer :meth:`record`, which is typed)."""
         event = Event(t=t, kind=kind, data=data)
         self.events.append(event)
         return event
+
+    def record(self, t: float, payload: Payload, **extra: Any) -> Event:
+        """Record an event from its typed payload (:mod:`kame_core.events`): its data is
+        :meth:`~kame_core.events.Payload.to_data` (every field the writer gave, None included, and every other
+        field that is not None), then ``extra``: fields its dataclass does not declare (a note's details)."""
+        data = payload.to_data()
+        clash = data.keys() & extra.keys()
+        if clash:
+            raise ValueError(f"{', '.join(sorted(clash))}: a field of {type(payload).__name__}, give it there")
+        return self.add_event(t, payload.kind, **data, **extra)
 
     def append_frame(self, record: FrameRecord, user_frame: np.ndarray, output_frame: np.ndarray) -> None:
         """Append one frame of all four streams (audio frames must be 1920 samples)."""

@@ -13,14 +13,16 @@ eval, the bundled-scenario recorder and the metrics all do):
 * :func:`self_corrections` -- each self-correction: its frame, the revision heard, the frames abandoned;
 * :func:`user_turns`       -- the user's turns (speech segments grouped by the one turn rule).
 
-Payloads are validated when a trace is loaded (:mod:`kame_core.event_schema`), so these functions read
-fields without guessing.
+Events are read as their typed payloads (:mod:`kame_core.events`). Payloads are validated when a trace is loaded
+(:mod:`kame_core.event_schema`); a trace made in memory is not, so these functions read it leniently (a missing
+field reads None) and keep their checks on ids.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal
+from typing import Literal, cast
 
+from . import events as ev
 from .clock import FRAME_SECONDS
 from .hint_levels import hint_level as level_of_ratio
 from .hint_levels import spoken_ratio
@@ -30,6 +32,9 @@ from .trace import Event, EventKind, SessionTrace
 Outcome = Literal["finished", "cancelled", "error", "open"]
 _END_KINDS = {EventKind.LLM_REQUEST_FINISH: "finished", EventKind.LLM_REQUEST_CANCEL: "cancelled",
               EventKind.LLM_ERROR: "error"}
+#: the kinds whose payload names an LLM request
+_REQUEST_KINDS = {EventKind.LLM_REQUEST_START, EventKind.LLM_FIRST_CHUNK, *_END_KINDS, EventKind.ORACLE_RESET,
+                  EventKind.ORACLE_APPEND}
 
 
 @dataclass(frozen=True)
@@ -100,42 +105,52 @@ def _clean(text: str) -> str:
     return " ".join(text.split())
 
 
+def _str(value: object) -> str:
+    """A text field of a payload, as ``str(data.get(name, ""))`` read it (absent: empty)."""
+    return "" if value is None else str(value)
+
+
 def llm_requests(trace: SessionTrace) -> list[LLMRequest]:
     """Every LLM request of the trace in start order, matched with its first chunk and its end."""
-    starts: dict[int, Event] = {}
+    starts: dict[int, tuple[Event, ev.LlmRequestStart]] = {}
     firsts: dict[int, Event] = {}
-    ends: dict[int, Event] = {}
+    ends: dict[int, tuple[Event, ev.Payload]] = {}
     revisions: dict[int, int] = {}
     chunks: dict[int, list[tuple[float, str]]] = {}
     for e in trace.events:
-        request = e.data.get("request")
+        if e.kind not in _REQUEST_KINDS:
+            continue
+        p = ev.payload_of(e, lenient=True)
+        request = p.request  # type: ignore[attr-defined]  # every kind of _REQUEST_KINDS has one
         if not isinstance(request, int) or isinstance(request, bool):
             continue
-        if e.kind is EventKind.LLM_REQUEST_START:
-            starts.setdefault(request, e)
-        elif e.kind is EventKind.LLM_FIRST_CHUNK:
+        if isinstance(p, ev.LlmRequestStart):
+            starts.setdefault(request, (e, p))
+        elif isinstance(p, ev.LlmFirstChunk):
             firsts.setdefault(request, e)
         elif e.kind in _END_KINDS:
-            ends.setdefault(request, e)
-        elif e.kind is EventKind.ORACLE_RESET and isinstance(e.data.get("revision"), int):
-            revisions.setdefault(request, e.data["revision"])
-        elif e.kind is EventKind.ORACLE_APPEND:
-            chunks.setdefault(request, []).append((e.t, str(e.data.get("text", ""))))
+            ends.setdefault(request, (e, p))
+        elif isinstance(p, ev.OracleReset) and isinstance(p.revision, int):
+            revisions.setdefault(request, p.revision)
+        elif isinstance(p, ev.OracleAppend):
+            chunks.setdefault(request, []).append((e.t, _str(p.text)))
     out = []
-    for request, start in starts.items():
-        end = ends.get(request)
+    for request, (start_e, start) in starts.items():
+        end_e, end = ends.get(request, (None, None))
         first = firsts.get(request)
         revision = revisions.get(request)
-        if revision is None and end is not None and isinstance(end.data.get("revision"), int):
-            revision = end.data["revision"]
+        end_revision = end.revision if isinstance(end, (ev.LlmRequestFinish, ev.LlmRequestCancel)) else None
+        if revision is None and isinstance(end_revision, int):
+            revision = end_revision
         out.append(LLMRequest(
-            request=request, start_t=start.t, reason=str(start.data.get("reason", "")),
-            transcript=str(start.data.get("transcript", "")), transcript_t=_opt_float(start.data.get("transcript_t")),
-            first_chunk_t=None if first is None else first.t, end_t=None if end is None else end.t,
-            outcome="open" if end is None else _END_KINDS[end.kind],  # type: ignore[arg-type]
-            text=_clean(str(end.data.get("text", ""))) if end is not None else "",
-            revision=revision, error=str(end.data.get("error", "")) if end is not None else "",
-            late=bool(end.data.get("late", False)) if end is not None else False,
+            request=request, start_t=start_e.t, reason=_str(start.reason), transcript=_str(start.transcript),
+            transcript_t=_opt_float(start.transcript_t), first_chunk_t=None if first is None else first.t,
+            end_t=None if end_e is None else end_e.t,
+            outcome="open" if end_e is None else _END_KINDS[end_e.kind],  # type: ignore[arg-type]
+            # an error's text is an extra field (an imported official log records what the stream had said)
+            text=_clean(str(end_e.data.get("text", ""))) if end_e is not None else "",
+            revision=revision, error=_str(end.error) if isinstance(end, ev.LlmError) else "",
+            late=bool(end.late) if isinstance(end, ev.LlmRequestCancel) else False,
             chunks=tuple(chunks.get(request, ()))))
     return sorted(out, key=lambda r: (r.start_t, r.request))
 
@@ -162,11 +177,11 @@ class TokenUse:
 def oracle_token_use(trace: SessionTrace) -> dict[int, TokenUse]:
     """Per revision: oracle tokens appended, fed to the front-end, left pending (:class:`TokenUse`)."""
     appended: dict[int, int | None] = {}
-    for e in trace.events_of(EventKind.ORACLE_RESET):
-        if isinstance(e.data.get("revision"), int):
-            appended.setdefault(e.data["revision"], 0)
-    for e in trace.events_of(EventKind.ORACLE_APPEND):
-        rev, tokens = e.data.get("revision"), e.data.get("tokens")
+    for _, reset in ev.payloads(trace, ev.OracleReset, lenient=True):
+        if isinstance(reset.revision, int):
+            appended.setdefault(reset.revision, 0)
+    for _, append in ev.payloads(trace, ev.OracleAppend, lenient=True):
+        rev, tokens = append.revision, append.tokens
         if not isinstance(rev, int):
             continue
         known = appended.get(rev, 0)
@@ -194,23 +209,22 @@ def oracle_revisions(trace: SessionTrace) -> list[OracleRevision]:
         elif not f.oracle.is_padding:
             fed_text.setdefault(rev, []).append(f.oracle.piece)
     appended: dict[int, list[str]] = {}
-    for e in trace.events_of(EventKind.ORACLE_APPEND):
-        rev = e.data.get("revision")
-        if isinstance(rev, int):
-            appended.setdefault(rev, []).append(str(e.data.get("text", "")))
+    for _, append in ev.payloads(trace, ev.OracleAppend, lenient=True):
+        if isinstance(append.revision, int):
+            appended.setdefault(append.revision, []).append(_str(append.text))
     requests = {r.request: r for r in llm_requests(trace)}
     ratios: dict[int, float] | None = None
     out = []
-    for e in trace.events_of(EventKind.ORACLE_RESET):
-        rev = e.data.get("revision")
+    for e, reset in ev.payloads(trace, ev.OracleReset, lenient=True):
+        rev = reset.revision
         if not isinstance(rev, int) or isinstance(rev, bool):
             continue
-        request_id = e.data.get("request")
+        request_id = reset.request
         request = requests.get(request_id) if isinstance(request_id, int) else None
-        text = "".join(appended.get(rev, [])) or str(e.data.get("text", "") or "")
+        text = "".join(appended.get(rev, [])) or str(reset.text or "")
         frames = fed_frames.get(rev, [])
-        level = e.data.get("hint_level") if isinstance(e.data.get("hint_level"), int) else None
-        ratio = _opt_float(e.data.get("spoken_ratio"))
+        level = reset.hint_level if isinstance(reset.hint_level, int) else None
+        ratio = _opt_float(reset.spoken_ratio)
         if level is None and isinstance(request_id, int):  # not recorded: derive it from the transcripts
             ratios = request_spoken_ratios(trace) if ratios is None else ratios
             ratio = ratios.get(request_id, ratio)
@@ -220,7 +234,7 @@ def oracle_revisions(trace: SessionTrace) -> list[OracleRevision]:
             start_frame=start_frame.get(rev, frames[0] if frames else None),
             last_frame=frames[-1] if frames else None, text=_clean(text),
             fed_text=_clean("".join(fed_text.get(rev, []))),
-            transcript=request.transcript if request else str(e.data.get("transcript", "") or ""),
+            transcript=request.transcript if request else str(reset.transcript or ""),
             transcript_t=request.transcript_t if request else None,
             hint_level=level, spoken_ratio=ratio,
             outcome=request.outcome if request else "open"))
@@ -231,12 +245,12 @@ def _utterance_ends(trace: SessionTrace) -> tuple[list[int], list[int]]:
     """Per STT final in event order: the cumulative user words once it is in; and per utterance the cumulative
     user words at its end (strictly increasing). Utterances are the user's turns when the trace has
     voice-activity events (a final belongs to the last turn begun by its time), else single finals."""
-    finals = trace.events_of(EventKind.STT_FINAL)
+    finals = ev.payloads(trace, ev.SttFinal, lenient=True)
     turns = user_turns(trace)
     cumulative, ends, total = [], [], 0
     group_of_previous: int | None = None
-    for k, e in enumerate(finals):
-        total += len(str(e.data.get("text", "")).split())
+    for k, (e, final) in enumerate(finals):
+        total += len(_str(final.text).split())
         cumulative.append(total)
         group = k if not turns else max(0, sum(turn.start <= e.t for turn in turns) - 1)
         if ends and group == group_of_previous:
@@ -263,12 +277,13 @@ def request_spoken_ratios(trace: SessionTrace) -> dict[int, float]:
     for e in trace.events:
         if e.kind is EventKind.STT_FINAL:
             finals_seen += 1
-        elif e.kind is EventKind.LLM_REQUEST_START and isinstance(e.data.get("transcript"), str):
-            request = e.data.get("request")
-            if not isinstance(request, int) or request in out:
+        elif e.kind is EventKind.LLM_REQUEST_START:
+            start = cast(ev.LlmRequestStart, ev.payload_of(e, lenient=True))
+            transcript, request = start.transcript, start.request
+            if not isinstance(transcript, str) or not isinstance(request, int) or request in out:
                 continue
             committed = cumulative[finals_seen - 1] if finals_seen else 0
-            ratio = spoken_ratio(len(e.data["transcript"].split()), committed, ends)
+            ratio = spoken_ratio(len(transcript.split()), committed, ends)
             if ratio is not None:
                 out[request] = ratio
     return out
@@ -306,13 +321,11 @@ def revision_at(trace: SessionTrace, frame: int, revisions: list[OracleRevision]
 def self_corrections(trace: SessionTrace) -> list[SelfCorrection]:
     """Every self-correction the front-end reported, in time order."""
     out = []
-    for e in trace.events_of(EventKind.SELF_CORRECTION):
-        frames = e.data.get("abandoned_frames") or []
+    for e, c in ev.payloads(trace, ev.SelfCorrection):
         out.append(SelfCorrection(
-            t=e.t, frame=int(e.data.get("frame", e.frame)),
-            revision=e.data.get("revision") if isinstance(e.data.get("revision"), int) else None,
-            abandoned_text=str(e.data.get("abandoned_text", "")),
-            abandoned_frames=tuple(int(f) for f in frames), new_text=str(e.data.get("new_text", ""))))
+            t=e.t, frame=int(e.frame if c.frame is None else c.frame),
+            revision=c.revision if isinstance(c.revision, int) else None, abandoned_text=_str(c.abandoned_text),
+            abandoned_frames=tuple(int(f) for f in c.abandoned_frames or []), new_text=_str(c.new_text)))
     return out
 
 
@@ -342,13 +355,15 @@ def problems(trace: SessionTrace) -> list[str]:
     """What went wrong in a run, in words a user can act on (empty when nothing did): no speech heard, back-end
     errors (how many, and the first message), a KAME run that never received an oracle, a silent assistant."""
     found: list[str] = []
-    heard = any(str(e.data.get("text", "")).strip()
-                for e in trace.events_of(EventKind.STT_FINAL, EventKind.STT_PARTIAL))
+    heard = any(_str(p.text).strip() for _, p in [*ev.payloads(trace, ev.SttFinal, lenient=True),
+                                                  *ev.payloads(trace, ev.SttPartial, lenient=True)])
     if not speech_segments(trace) and not heard:
         found.append("no speech was heard in the input (silence, noise or too short)")
-    errors = trace.events_of(EventKind.LLM_ERROR)
+    errors = ev.payloads(trace, ev.LlmError, lenient=True)
     if errors:
-        first = str(errors[0].data.get("message") or errors[0].data.get("error") or "no message")[:200]
+        event, error = errors[0]
+        # ``message``: an extra field, read first as it always was (no writer here gives one)
+        first = str(event.data.get("message") or error.error or "no message")[:200]
         found.append(f"the LLM back-end failed {len(errors)} time(s) (first: {first})")
     if trace.mode == "kame" and heard and not trace.events_of(EventKind.ORACLE_RESET):
         found.append("no oracle reached the front-end")

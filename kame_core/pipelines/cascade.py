@@ -27,12 +27,13 @@ from typing import Any
 
 import numpy as np
 
+from .. import events as ev
 from ..clock import Clock
 from ..frontends.speech import Speaker, WordAudio, cut_words
 from ..protocols import TTS, LLMError, StreamingLLM, StreamingSTT, STTEvent
 from ..session.driver import Session, SessionDriver
 from ..session.turns import TurnConfig
-from ..trace import EventKind, FrameRecord
+from ..trace import FrameRecord
 
 #: A plain voice-assistant prompt: the cascade answers a finished turn (no prediction needed).
 CASCADE_SYSTEM_PROMPT = (
@@ -159,9 +160,9 @@ class CascadePipeline:
     # -- the reply ----------------------------------------------------------------------------------
     def _start_reply(self, session: Session, now: float) -> None:
         user = session.user
-        session.trace.add_event(now, EventKind.TURN_BOUNDARY, to="assistant",
-                                transcript=session.conversation.user_transcript(),
-                                silence_s=round(now - (user.last_end if user.last_end is not None else now), 3))
+        session.trace.record(now, ev.TurnBoundary(
+            to="assistant", transcript=session.conversation.user_transcript(),
+            silence_s=round(now - (user.last_end if user.last_end is not None else now), 3)))
         user.answered()
         self._reply.request += 1
         self._reply.task = asyncio.ensure_future(self._write_reply(session, self._reply.request,
@@ -177,16 +178,16 @@ class CascadePipeline:
         attempt = 0
         try:
             while True:
-                trace.add_event(clock.now(), EventKind.LLM_REQUEST_START, request=request,
-                                reason="end of user turn" if attempt == 0 else "retry after error",
-                                transcript=session.conversation.user_transcript(), transcript_t=transcript_t,
-                                messages=[{"role": m.role, "content": m.content} for m in messages[1:]])
+                trace.record(clock.now(), ev.LlmRequestStart(
+                    request=request, reason="end of user turn" if attempt == 0 else "retry after error",
+                    transcript=session.conversation.user_transcript(), transcript_t=transcript_t,
+                    messages=[{"role": m.role, "content": m.content} for m in messages[1:]]))
                 try:
                     buffer = ""
                     async for chunk in self.llm.stream(messages, clock):
                         if not first_chunk and chunk.strip():
                             first_chunk = True
-                            trace.add_event(clock.now(), EventKind.LLM_FIRST_CHUNK, request=request)
+                            trace.record(clock.now(), ev.LlmFirstChunk(request=request))
                         text.append(chunk)
                         done, buffer = split_sentences(buffer + chunk, cfg.max_sentence_words)
                         for sentence in done:
@@ -197,18 +198,18 @@ class CascadePipeline:
                     raise
                 except Exception as err:  # LLMError from a back-end, or anything else: the session goes on
                     detail = str(err) if isinstance(err, LLMError) else f"{type(err).__name__}: {err}"
-                    trace.add_event(clock.now(), EventKind.LLM_ERROR, request=request, error=detail)
+                    trace.record(clock.now(), ev.LlmError(request=request, error=detail))
                     if attempt < cfg.llm_retries and not first_chunk:
                         attempt += 1
                         continue
                     break
-                trace.add_event(clock.now(), EventKind.LLM_REQUEST_FINISH, request=request, text="".join(text))
+                trace.record(clock.now(), ev.LlmRequestFinish(request=request, text="".join(text)))
                 break
             sentences.put_nowait(None)
             await speaking
         except asyncio.CancelledError:
             speaking.cancel()
-            trace.add_event(clock.now(), EventKind.LLM_REQUEST_CANCEL, request=request, text="".join(text))
+            trace.record(clock.now(), ev.LlmRequestCancel(request=request, text="".join(text)))
             raise
 
     async def _synthesize_sentences(self, session: Session, sentences: asyncio.Queue[str | None]) -> None:

@@ -21,6 +21,7 @@ from typing import Any, Literal
 
 import numpy as np
 
+from .. import events as ev
 from ..clock import FRAME_SECONDS, Clock
 from ..metrics import annotate_hint_levels
 from ..oracle import OracleConfig, OracleManager, OracleStream
@@ -34,7 +35,7 @@ from ..protocols import (
 )
 from ..session.driver import Session, SessionDriver
 from ..session.turns import TurnConfig
-from ..trace import EventKind, FrameRecord, OracleToken, SessionTrace, silence
+from ..trace import FrameRecord, OracleToken, SessionTrace, silence
 
 
 @dataclass
@@ -133,8 +134,8 @@ class TandemPipeline:
         # the delay, so the onset is never below it
         hold = session.user.holding(session.frame * FRAME_SECONDS, self.config.forced_delay_ms / 1000.0)
         if hold != self._held:
-            trace.add_event(now, EventKind.HOLD_START if hold else EventKind.HOLD_END,
-                            delay_ms=self.config.forced_delay_ms)
+            delay_ms = self.config.forced_delay_ms
+            trace.record(now, ev.HoldStart(delay_ms=delay_ms) if hold else ev.HoldEnd(delay_ms=delay_ms))
             self._held = hold
         oracle = self._stream.next_token() if self._stream is not None else OracleToken()
         out = await clock.compute(self.front_end.step, user_frame, oracle.token, hold)
@@ -167,10 +168,9 @@ class TandemPipeline:
             fed = oracle if heard == session.frame else (
                 session.trace.frames[heard].oracle if 0 <= heard < session.trace.n_frames else None)
             revision = fed.revision if fed is not None and fed.is_start else None
-        session.trace.add_event(now, EventKind.SELF_CORRECTION, frame=session.frame,
-                                abandoned_text=correction.abandoned_text,
-                                abandoned_frames=list(correction.abandoned_frames), revision=revision,
-                                new_text=correction.new_text)
+        session.trace.record(now, ev.SelfCorrection(frame=session.frame, abandoned_text=correction.abandoned_text,
+                                                    abandoned_frames=list(correction.abandoned_frames),
+                                                    revision=revision, new_text=correction.new_text))
 
 
 class TandemRunner(SessionDriver):

@@ -26,10 +26,11 @@ from typing import Any, Protocol
 
 import numpy as np
 
+from .. import events as ev
 from ..clock import FRAME_SECONDS, Clock, VirtualClock
 from ..oracle import Conversation
 from ..protocols import StreamingSTT, STTEvent
-from ..trace import Event, EventKind, FrameRecord, SessionTrace, silence
+from ..trace import Event, FrameRecord, SessionTrace, silence
 from .sources import ArraySource, UserAudioSource, follow_session
 from .stt_loop import STTLoop
 from .turns import TurnConfig, UserTurnTracker
@@ -123,8 +124,7 @@ def note_missed_deadline(clock: Clock, trace: SessionTrace, frame: int, frame_du
     frame period late; the live benchmarks count these."""
     late = clock.now() - (frame_due + FRAME_SECONDS)
     if not clock.is_virtual and late > 0:
-        trace.add_event(clock.now(), EventKind.NOTE, what="missed frame deadline", frame=frame,
-                        late_ms=round(late * 1000, 1))
+        trace.record(clock.now(), ev.Note(what="missed frame deadline"), frame=frame, late_ms=round(late * 1000, 1))
 
 
 class SessionDriver:
@@ -252,21 +252,20 @@ class SessionDriver:
         trace, conversation = session.trace, session.conversation
         session.user.on_event(event)
         if event.kind == "speech_start":
-            trace.add_event(now, EventKind.USER_SPEECH_START, audio_t=event.start)
+            trace.record(now, ev.UserSpeechStart(audio_t=event.start))
             interrupted = self.pipeline.interrupt(session)
             if session.assistant_spoke_since_user or interrupted:
                 said = conversation.commit_assistant()
                 session.assistant_spoke_since_user = False
-                trace.add_event(now, EventKind.TURN_BOUNDARY, to="user", assistant_said=said,
-                                interrupted=interrupted)
+                trace.record(now, ev.TurnBoundary(to="user", assistant_said=said, interrupted=interrupted))
         elif event.kind == "speech_end":
-            trace.add_event(now, EventKind.USER_SPEECH_END, audio_t=event.end)
+            trace.record(now, ev.UserSpeechEnd(audio_t=event.end))
         elif event.kind == "partial":
             conversation.on_partial(event.text)
             session.transcript_t = now
-            trace.add_event(now, EventKind.STT_PARTIAL, text=event.text)
+            trace.record(now, ev.SttPartial(text=event.text))
         elif event.kind == "final":
             conversation.on_final(event.text)
             session.transcript_t = now
-            trace.add_event(now, EventKind.STT_FINAL, text=event.text,
-                            words=[[w.text, round(w.start, 3), round(w.end, 3)] for w in event.words])
+            trace.record(now, ev.SttFinal(text=event.text,
+                                          words=[[w.text, round(w.start, 3), round(w.end, 3)] for w in event.words]))

@@ -1,0 +1,332 @@
+"""Typed event payloads: one frozen dataclass per :class:`~kame_core.trace.EventKind`, the one statement of what
+each kind carries.
+
+Each field is a field of the kind's payload in a trace file (``Event.data``), with its check
+(:mod:`kame_core.event_schema`) in its metadata: a field without a default is required, a field defaulting to
+None may be absent (and, where its check is ``optional(...)``, null). :data:`PAYLOADS` maps each kind to its
+dataclass; from it :func:`~kame_core.event_schema.check_event_data` checks a loaded trace field by field.
+
+* **writing** -- ``trace.record(t, OracleAppend(request=1, revision=2, text="hi ", tokens=[5]))``
+  (:meth:`~kame_core.trace.SessionTrace.record`) stores :meth:`Payload.to_data`: every field the writer gave
+  (None included: a cancel before any revision records ``"revision": null``) and every other field that is not
+  None, in declaration order; fields outside the dataclass (a note's details, a cancel's reason) go as extras.
+  ``trace.add_event(t, kind, **data)`` still takes any data.
+* **reading** -- :func:`payload_of` builds an event's payload from its data (absent fields take their default,
+  unknown extra fields are left out); :func:`payloads` lists a trace's events of one payload class with their
+  payloads. Extra fields stay in ``event.data`` (an official log's ``time_inferred``, a note's details).
+
+Payloads are keyword-only (``SttFinal(text="hello")``) so that fields keep the order writers have always written
+them in. A payload built by :func:`payload_of` holds the data as it is: it is checked when a trace is loaded
+(an in-memory trace is as its writers made it).
+"""
+from __future__ import annotations
+
+import dataclasses
+import functools
+from dataclasses import dataclass
+from typing import Any, ClassVar, Literal, TypeVar, cast
+
+from . import event_schema as S
+from .event_schema import Check, PayloadError
+from .trace import Event, EventKind, SessionTrace
+
+__all__ = ["PAYLOADS", "HoldEnd", "HoldStart", "LlmError", "LlmFirstChunk", "LlmRequestCancel", "LlmRequestFinish",
+           "LlmRequestStart", "Note", "OracleAppend", "OracleReset", "Payload", "ResponseOnset", "SelfCorrection",
+           "SttFinal", "SttPartial", "TurnBoundary", "UserSpeechEnd", "UserSpeechStart", "field_checks",
+           "payload_of", "payloads"]
+
+
+def required(check: Check) -> Any:
+    """A field every event of the kind has, checked by ``check``."""
+    return dataclasses.field(metadata={"check": check})
+
+
+def absent_or(check: Check) -> Any:
+    """A field that may be absent (None here); when present, checked by ``check``."""
+    return dataclasses.field(default=None, metadata={"check": check})
+
+
+@dataclass(frozen=True, kw_only=True)
+class Payload:
+    """Base of the payload dataclasses: ``kind`` names the event kind it is the payload of."""
+
+    kind: ClassVar[EventKind]
+    #: the fields given when it was made (see :meth:`to_data`): set on each instance by :func:`_payload`
+    _given: ClassVar[frozenset[str]] = frozenset()
+
+    def to_data(self) -> dict[str, Any]:
+        """The event's ``data``: every field given when the payload was made, and every other field that is not
+        None (a default None means absent), in declaration order."""
+        data = {}
+        for f in dataclasses.fields(self):
+            value = getattr(self, f.name)
+            if value is not None or f.name in self._given:
+                data[f.name] = value
+        return data
+
+
+P = TypeVar("P", bound=Payload)
+
+
+def _payload(cls: type[P]) -> type[P]:
+    """Make ``cls`` remember which fields it was given (so that ``to_data`` writes an explicit None)."""
+    init = cls.__init__
+
+    @functools.wraps(init)
+    def __init__(self: Payload, **values: Any) -> None:
+        init(self, **values)
+        object.__setattr__(self, "_given", frozenset(values))
+
+    cls.__init__ = __init__  # type: ignore[method-assign]
+    return cls
+
+
+# -- the payloads, in EventKind order ------------------------------------------------------------------------
+
+
+@_payload
+@dataclass(frozen=True, kw_only=True)
+class SttPartial(Payload):
+    """A partial (still changing) transcript of the user's current utterance."""
+
+    kind: ClassVar[EventKind] = EventKind.STT_PARTIAL
+    text: str = required(S.text)
+
+
+@_payload
+@dataclass(frozen=True, kw_only=True)
+class SttFinal(Payload):
+    """A final transcript; ``words`` as ``[word, start, end]`` (seconds of user audio), ``source`` where it came
+    from when not the session's STT (an imported log)."""
+
+    kind: ClassVar[EventKind] = EventKind.STT_FINAL
+    text: str = required(S.text)
+    words: list[list[Any]] | None = absent_or(S.list_of(S.word_timing))
+    source: str | None = absent_or(S.text)
+
+
+@_payload
+@dataclass(frozen=True, kw_only=True)
+class UserSpeechStart(Payload):
+    """The voice activity detector heard the user start (``audio_t``: when, in the user's audio)."""
+
+    kind: ClassVar[EventKind] = EventKind.USER_SPEECH_START
+    audio_t: float | None = absent_or(S.time_s)
+
+
+@_payload
+@dataclass(frozen=True, kw_only=True)
+class UserSpeechEnd(Payload):
+    """The voice activity detector heard the user stop (``audio_t``: when, in the user's audio)."""
+
+    kind: ClassVar[EventKind] = EventKind.USER_SPEECH_END
+    audio_t: float | None = absent_or(S.time_s)
+
+
+@_payload
+@dataclass(frozen=True, kw_only=True)
+class LlmRequestStart(Payload):
+    """A request to the back-end LLM: why, by which oracle policy, the user transcript it was made from (and
+    when that was known), the messages sent after the system prompt."""
+
+    kind: ClassVar[EventKind] = EventKind.LLM_REQUEST_START
+    request: int = required(S.ident)
+    reason: str | None = absent_or(S.text)
+    policy: str | None = absent_or(S.text)
+    transcript: str | None = absent_or(S.text)
+    transcript_t: float | None = absent_or(S.optional(S.time_s))
+    messages: list[dict[str, str]] | None = absent_or(S.list_of(S.chat_message))
+
+
+@_payload
+@dataclass(frozen=True, kw_only=True)
+class LlmFirstChunk(Payload):
+    """A request's first chunk, and the oracle revision it started (None: none, e.g. the cascade)."""
+
+    kind: ClassVar[EventKind] = EventKind.LLM_FIRST_CHUNK
+    request: int = required(S.ident)
+    revision: int | None = absent_or(S.optional(S.ident))
+
+
+@_payload
+@dataclass(frozen=True, kw_only=True)
+class LlmRequestCancel(Payload):
+    """A request cancelled, with what it had streamed; ``late``: it had been superseded and its back-end ignored
+    the cancellation."""
+
+    kind: ClassVar[EventKind] = EventKind.LLM_REQUEST_CANCEL
+    request: int = required(S.ident)
+    revision: int | None = absent_or(S.optional(S.ident))
+    text: str | None = absent_or(S.text)
+    late: bool | None = absent_or(S.flag)
+
+
+@_payload
+@dataclass(frozen=True, kw_only=True)
+class LlmRequestFinish(Payload):
+    """A request's stream ended by itself: its text and how many chunks reached the oracle stream."""
+
+    kind: ClassVar[EventKind] = EventKind.LLM_REQUEST_FINISH
+    request: int = required(S.ident)
+    revision: int | None = absent_or(S.optional(S.ident))
+    text: str | None = absent_or(S.text)
+    chunks: int | None = absent_or(S.ident)
+
+
+@_payload
+@dataclass(frozen=True, kw_only=True)
+class LlmError(Payload):
+    """A request failed (the back-end's message)."""
+
+    kind: ClassVar[EventKind] = EventKind.LLM_ERROR
+    request: int = required(S.ident)
+    error: str | None = absent_or(S.text)
+
+
+@_payload
+@dataclass(frozen=True, kw_only=True)
+class OracleReset(Payload):
+    """A new oracle revision replaces the old one; its hint level and spoken ratio once known, its text and
+    transcript where no request streamed them (imported training dialogues)."""
+
+    kind: ClassVar[EventKind] = EventKind.ORACLE_RESET
+    request: int | None = absent_or(S.optional(S.ident))
+    revision: int = required(S.ident)
+    hint_level: int | None = absent_or(S.optional(S.hint_level))
+    spoken_ratio: float | None = absent_or(S.optional(S.number))
+    text: str | None = absent_or(S.optional(S.text))
+    transcript: str | None = absent_or(S.optional(S.text))
+
+
+@_payload
+@dataclass(frozen=True, kw_only=True)
+class OracleAppend(Payload):
+    """A chunk of a revision appended to the oracle stream, and its token ids."""
+
+    kind: ClassVar[EventKind] = EventKind.ORACLE_APPEND
+    request: int = required(S.ident)
+    revision: int = required(S.ident)
+    text: str = required(S.text)
+    tokens: list[int] | None = absent_or(S.list_of(S.ident))
+
+
+@_payload
+@dataclass(frozen=True, kw_only=True)
+class HoldStart(Payload):
+    """The forced delay starts holding the front-end's output back."""
+
+    kind: ClassVar[EventKind] = EventKind.HOLD_START
+    delay_ms: float | None = absent_or(S.number)
+
+
+@_payload
+@dataclass(frozen=True, kw_only=True)
+class HoldEnd(Payload):
+    """The forced delay stops holding the output back."""
+
+    kind: ClassVar[EventKind] = EventKind.HOLD_END
+    delay_ms: float | None = absent_or(S.number)
+
+
+@_payload
+@dataclass(frozen=True, kw_only=True)
+class ResponseOnset(Payload):
+    """The assistant's first words after a user turn (:func:`kame_core.metrics.annotate_onsets`)."""
+
+    kind: ClassVar[EventKind] = EventKind.RESPONSE_ONSET
+    turn: int = required(S.ident)
+    user_end: float = required(S.time_s)
+    latency_s: float = required(S.time_s)
+    audio_latency_s: float | None = absent_or(S.optional(S.time_s))
+
+
+@_payload
+@dataclass(frozen=True, kw_only=True)
+class SelfCorrection(Payload):
+    """The front-end abandoned what it was saying for a newer revision (``revision``: the one it heard)."""
+
+    kind: ClassVar[EventKind] = EventKind.SELF_CORRECTION
+    frame: int | None = absent_or(S.ident)
+    abandoned_text: str | None = absent_or(S.text)
+    abandoned_frames: list[int] | None = absent_or(S.list_of(S.ident))
+    revision: int | None = absent_or(S.optional(S.ident))
+    new_text: str | None = absent_or(S.text)
+    heard_oracle_frame: int | None = absent_or(S.optional(S.ident))
+
+
+@_payload
+@dataclass(frozen=True, kw_only=True)
+class TurnBoundary(Payload):
+    """The floor passes: ``to`` the user (with what the assistant said, and whether it was cut off) or to the
+    assistant (the cascade: the user's transcript and the silence that ended the turn)."""
+
+    kind: ClassVar[EventKind] = EventKind.TURN_BOUNDARY
+    to: Literal["user", "assistant"] = required(S.one_of("user", "assistant"))
+    assistant_said: str | None = absent_or(S.text)
+    interrupted: bool | None = absent_or(S.flag)
+    transcript: str | None = absent_or(S.text)
+    silence_s: float | None = absent_or(S.time_s)
+
+
+@_payload
+@dataclass(frozen=True, kw_only=True)
+class Note(Payload):
+    """Anything else worth seeing in the trace (``what``; details as extra fields)."""
+
+    kind: ClassVar[EventKind] = EventKind.NOTE
+    what: str = required(S.text)
+
+
+#: the payload dataclass of each event kind
+PAYLOADS: dict[EventKind, type[Payload]] = {cls.kind: cls for cls in (
+    SttPartial, SttFinal, UserSpeechStart, UserSpeechEnd, LlmRequestStart, LlmFirstChunk, LlmRequestCancel,
+    LlmRequestFinish, LlmError, OracleReset, OracleAppend, HoldStart, HoldEnd, ResponseOnset, SelfCorrection,
+    TurnBoundary, Note)}
+
+
+@functools.cache
+def field_checks(kind: EventKind) -> tuple[dict[str, Check], dict[str, Check]]:
+    """The checks of ``kind``'s required fields and of its optional ones, by field name, in declaration order."""
+    need: dict[str, Check] = {}
+    may: dict[str, Check] = {}
+    for f in dataclasses.fields(PAYLOADS[kind]):
+        is_required = f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING
+        (need if is_required else may)[f.name] = f.metadata["check"]
+    return need, may
+
+
+def payload_of(event: Event, *, lenient: bool = False) -> Payload:
+    """``event``'s payload, built from its data: absent fields take their default (None), unknown extra fields
+    are left out. A required field it lacks (a loaded trace never does; a trace made in memory only if its writer
+    left it out) raises :class:`~kame_core.event_schema.PayloadError`, or with ``lenient`` reads None -- as
+    tolerant as ``data.get`` (:mod:`kame_core.trace_query` reads traces that were never checked this way)."""
+    cls, defaults, required = _SHAPES[event.kind]
+    values = {k: v for k, v in event.data.items() if k in defaults}
+    for name in () if lenient else required:
+        if name not in values:
+            raise PayloadError(f"data.{name}", f"missing (a {event.kind.value} event needs it)")
+    # built as copy and pickle build dataclasses, without __init__ (which would only set the same values, one
+    # frozen assignment each): readers build one per event, several times per view
+    payload = object.__new__(cls)
+    payload.__dict__.update(defaults, **values, _given=frozenset(values))
+    return payload
+
+
+#: per kind: its payload class, every field with its default (required fields: None, payload_of fills them),
+#: the names of its required fields
+_SHAPES: dict[EventKind, tuple[type[Payload], dict[str, Any], tuple[str, ...]]] = {
+    kind: (cls, {f.name: None if f.default is dataclasses.MISSING else f.default for f in dataclasses.fields(cls)},
+           tuple(field_checks(kind)[0]))
+    for kind, cls in PAYLOADS.items()}
+
+
+def payloads(trace: SessionTrace, cls: type[P], *, lenient: bool = False) -> list[tuple[Event, P]]:
+    """``trace``'s events of ``cls``'s kind, in order, each with its payload (:func:`payload_of`); without
+    ``lenient``, events lacking a required field are left out."""
+    out = []
+    for event in trace.events_of(cls.kind):
+        try:
+            out.append((event, cast(P, payload_of(event, lenient=lenient))))
+        except PayloadError:
+            continue
+    return out
