@@ -1,7 +1,7 @@
 """The checks of event payloads, field by field, when a trace is loaded.
 
 ``Event.data`` is JSON: a file can hold anything there. What each kind carries is its payload dataclass in
-:mod:`kame_core.events` (each field with one of the checks here); :func:`check_event_data` checks the fields every
+:mod:`kame_core.events` (each field with one of the checks here); its ``check_event_data`` checks the fields every
 reader relies on (:mod:`kame_core.trace_query`, the timeline, replay, metrics) -- required fields present,
 each value of the right type, ids and times finite and in range -- and names the first bad field.
 Unknown extra fields are allowed (newer writers may add some) if they are plain JSON without NaN.
@@ -12,8 +12,6 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from typing import Any
-
-from .trace import EventKind
 
 #: ids (requests, revisions, tokens, frames, turns) are non-negative and fit in 31 bits
 MAX_ID = 2**31 - 1
@@ -33,7 +31,7 @@ class PayloadError(ValueError):
 Check = Callable[[Any, str], None]
 
 
-def _type_name(value: Any) -> str:
+def type_name(value: Any) -> str:
     return "null" if value is None else "a boolean" if isinstance(value, bool) else type(value).__name__
 
 
@@ -48,7 +46,7 @@ def _is_number(value: Any) -> bool:
 def ident(value: Any, where: str) -> None:
     """A request / revision / token / frame id: an integer in [0, 2^31)."""
     if not _is_int(value):
-        raise PayloadError(where, f"expected an integer id, got {_type_name(value)}")
+        raise PayloadError(where, f"expected an integer id, got {type_name(value)}")
     if not 0 <= value <= MAX_ID:
         raise PayloadError(where, f"id out of range (0 .. {MAX_ID})")
 
@@ -56,26 +54,26 @@ def ident(value: Any, where: str) -> None:
 def time_s(value: Any, where: str) -> None:
     """A session time or duration in seconds: a finite number within a day."""
     if not _is_number(value):
-        raise PayloadError(where, f"expected a number of seconds, got {_type_name(value)}")
+        raise PayloadError(where, f"expected a number of seconds, got {type_name(value)}")
     if not math.isfinite(value) or abs(value) > MAX_ABS_TIME_S:
         raise PayloadError(where, "must be a finite number of seconds within a day")
 
 
 def number(value: Any, where: str) -> None:
     if not _is_number(value):
-        raise PayloadError(where, f"expected a number, got {_type_name(value)}")
+        raise PayloadError(where, f"expected a number, got {type_name(value)}")
     if not math.isfinite(value) or abs(value) > 1e12:
         raise PayloadError(where, "must be a finite number")
 
 
 def text(value: Any, where: str) -> None:
     if not isinstance(value, str):
-        raise PayloadError(where, f"expected a string, got {_type_name(value)}")
+        raise PayloadError(where, f"expected a string, got {type_name(value)}")
 
 
 def flag(value: Any, where: str) -> None:
     if not isinstance(value, bool):
-        raise PayloadError(where, f"expected true or false, got {_type_name(value)}")
+        raise PayloadError(where, f"expected true or false, got {type_name(value)}")
 
 
 def optional(check: Check) -> Check:
@@ -89,7 +87,7 @@ def optional(check: Check) -> Check:
 def list_of(check: Check, max_len: int = 1_000_000) -> Check:
     def run(value: Any, where: str) -> None:
         if not isinstance(value, list):
-            raise PayloadError(where, f"expected a list, got {_type_name(value)}")
+            raise PayloadError(where, f"expected a list, got {type_name(value)}")
         if len(value) > max_len:
             raise PayloadError(where, f"too many entries ({len(value)} > {max_len})")
         for i, item in enumerate(value):
@@ -121,7 +119,7 @@ def word_timing(value: Any, where: str) -> None:
 def chat_message(value: Any, where: str) -> None:
     """A chat message sent to the LLM: ``{role, content}``."""
     if not isinstance(value, dict):
-        raise PayloadError(where, f"expected {{role, content}}, got {_type_name(value)}")
+        raise PayloadError(where, f"expected {{role, content}}, got {type_name(value)}")
     for key in ("role", "content"):
         if key not in value:
             raise PayloadError(f"{where}.{key}", "missing")
@@ -141,35 +139,12 @@ def plain_json(value: Any, where: str, depth: int = 0) -> None:
         for key, item in value.items():
             plain_json(item, f"{where}.{key}", depth + 1)
     elif not (value is None or isinstance(value, (str, int, float, bool))):
-        raise PayloadError(where, f"unexpected value of type {_type_name(value)}")
-
-
-def check_event_data(kind: EventKind, data: Any, where: str) -> None:
-    """Raise :class:`PayloadError` naming the first malformed field of an event of ``kind``: the fields and
-    checks of its payload dataclass (:data:`kame_core.events.PAYLOADS`), then any extra field as plain JSON."""
-    # imported here: kame_core.events declares its fields with this module's checks
-    from .events import field_checks
-
-    if not isinstance(data, dict):
-        raise PayloadError(where, f"expected an object, got {_type_name(data)}")
-    required, optional_fields = field_checks(kind)
-    for name, check in required.items():
-        if name not in data:
-            raise PayloadError(f"{where}.{name}", f"missing (a {kind.value} event needs it)")
-        check(data[name], f"{where}.{name}")
-    for name, value in data.items():
-        if name in required:
-            continue
-        check = optional_fields.get(name)
-        if check is not None:
-            check(value, f"{where}.{name}")
-        else:
-            plain_json(value, f"{where}.{name}")
+        raise PayloadError(where, f"unexpected value of type {type_name(value)}")
 
 
 def _oracle_config(value: Any, where: str) -> None:
     if not isinstance(value, dict):
-        raise PayloadError(where, f"expected an object, got {_type_name(value)}")
+        raise PayloadError(where, f"expected an object, got {type_name(value)}")
     for key, item in value.items():
         if key in ("system_prompt", "policy", "prompt_layout"):
             text(item, f"{where}.{key}")
@@ -189,7 +164,7 @@ CONFIG_FIELDS: dict[str, Check] = {
 def check_trace_config(config: Any, where: str) -> None:
     """Raise :class:`PayloadError` naming the first malformed key of a trace's config."""
     if not isinstance(config, dict):
-        raise PayloadError(where, f"expected an object, got {_type_name(config)}")
+        raise PayloadError(where, f"expected an object, got {type_name(config)}")
     for key, value in config.items():
         check = CONFIG_FIELDS.get(key)
         if check is not None:

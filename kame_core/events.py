@@ -330,3 +330,23 @@ def payloads(trace: SessionTrace, cls: type[P], *, lenient: bool = False) -> lis
         except PayloadError:
             continue
     return out
+
+
+def check_event_data(kind: EventKind, data: Any, where: str) -> None:
+    """Raise :class:`PayloadError` naming the first malformed field of an event of ``kind``: the fields and
+    checks of its payload dataclass (:data:`kame_core.events.PAYLOADS`), then any extra field as plain JSON."""
+    if not isinstance(data, dict):
+        raise PayloadError(where, f"expected an object, got {S.type_name(data)}")
+    required, optional_fields = field_checks(kind)
+    for name, check in required.items():
+        if name not in data:
+            raise PayloadError(f"{where}.{name}", f"missing (a {kind.value} event needs it)")
+        check(data[name], f"{where}.{name}")
+    for name, value in data.items():
+        if name in required:
+            continue
+        check = optional_fields.get(name)
+        if check is not None:
+            check(value, f"{where}.{name}")
+        else:
+            S.plain_json(value, f"{where}.{name}")

@@ -37,9 +37,9 @@ from .event_schema import (
     MAX_ABS_TIME_S,
     MAX_ID,
     PayloadError,
-    check_event_data,
     check_trace_config,
 )
+from .events import check_event_data
 from .trace import FRAME_COLUMNS, SCHEMA_VERSION, EventKind, SessionTrace
 
 SUFFIX = ".kame"

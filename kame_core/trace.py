@@ -17,14 +17,19 @@ import dataclasses
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from enum import Enum
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import numpy as np
 
 from .clock import FRAME_SECONDS, SAMPLE_RATE, SAMPLES_PER_FRAME, frame_of
 
-if TYPE_CHECKING:
-    from .events import Payload
+
+class Payload(Protocol):
+    """What :meth:`SessionTrace.record` needs of a typed payload (the dataclasses of :mod:`kame_core.events`)."""
+
+    kind: Any
+
+    def to_data(self) -> dict[str, Any]: ...
 
 SCHEMA_VERSION = 1
 

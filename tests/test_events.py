@@ -9,7 +9,8 @@ import pytest
 
 from kame_core import events as ev
 from kame_core.clock import VirtualClock
-from kame_core.event_schema import PayloadError, check_event_data
+from kame_core.event_schema import PayloadError
+from kame_core.events import check_event_data
 from kame_core.oracle import OracleConfig
 from kame_core.pipelines.cascade import CascadeRunner
 from kame_core.pipelines.tandem import SessionConfig, TandemRunner

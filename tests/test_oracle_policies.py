@@ -10,14 +10,8 @@ import pytest
 
 from kame_core.clock import Clock, VirtualClock
 from kame_core.event_schema import check_trace_config
-from kame_core.oracle import (
-    DEFAULT_SYSTEM_PROMPT,
-    OFFICIAL_SYSTEM_PROMPT,
-    Conversation,
-    OracleConfig,
-    OracleManager,
-    OracleStream,
-)
+from kame_core.oracle import OracleManager, OracleStream
+from kame_core.oracle_config import DEFAULT_SYSTEM_PROMPT, OFFICIAL_SYSTEM_PROMPT, Conversation, OracleConfig
 from kame_core.oracle_policies import EmissionPolicy
 from kame_core.pipelines.tandem import SessionConfig, TandemRunner
 from kame_core.protocols import ChatMessage

@@ -6,7 +6,8 @@ import numpy as np
 import pytest
 
 from kame_core.clock import FRAME_SECONDS, SAMPLES_PER_FRAME
-from kame_core.event_schema import PayloadError, check_event_data
+from kame_core.event_schema import PayloadError
+from kame_core.events import check_event_data
 from kame_core.metrics import annotate_onsets, transcript_to_oracle
 from kame_core.oracle import OracleConfig
 from kame_core.pipelines.tandem import SessionConfig

@@ -1,6 +1,6 @@
 """Oracle policies: when the back-end LLM is asked and which of its answers the front-end hears.
 
-:data:`POLICIES` is the one list of them (id -> :class:`PolicyFactory`); ``OracleConfig.policy`` is checked
+:data:`POLICIES` is the one list of them (id -> :class:`PolicyFactory`); ``PolicyConfig.policy`` is checked
 against it, the eval's ``--oracle-policy`` offers its ids, and every policy but the default gets a run kind of
 its own (:mod:`kame_core.pipelines.run_kinds`). A policy is a subclass of :class:`OraclePolicy`
 (:mod:`.base`); :class:`~kame_core.oracle.OracleManager` runs it.
@@ -11,15 +11,11 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
-from .base import Drop, OraclePolicy, OracleState, StartPoint, Verdict
+from .base import Drop, OraclePolicy, OracleState, PolicyConfig, StartPoint, Verdict
 from .emission import EmissionPolicy
 from .final_only import FinalOnlyPolicy
 from .restart import RestartPolicy
-
-if TYPE_CHECKING:
-    from ..oracle import OracleConfig
 
 __all__ = ["DEFAULT_POLICY", "POLICIES", "Drop", "EmissionPolicy", "FinalOnlyPolicy", "OraclePolicy", "OracleState",
            "PolicyFactory", "RestartPolicy", "StartPoint", "Verdict", "make_policy"]
@@ -29,12 +25,14 @@ __all__ = ["DEFAULT_POLICY", "POLICIES", "Drop", "EmissionPolicy", "FinalOnlyPol
 class PolicyFactory:
     """How a policy is made for a configuration, and what it does in one line (for help texts and the UI)."""
 
-    make: Callable[[OracleConfig], OraclePolicy]
+    make: Callable[[PolicyConfig], OraclePolicy]
     description: str
 
-    def __call__(self, config: OracleConfig) -> OraclePolicy:
+    def __call__(self, config: PolicyConfig) -> OraclePolicy:
         return self.make(config)
 
+
+DEFAULT_POLICY = "restart"  #: KAME's original; the one plain ``kame`` runs use
 
 #: every oracle policy, by the id recorded in traces (``config.oracle.policy``)
 POLICIES: dict[str, PolicyFactory] = {
@@ -44,11 +42,10 @@ POLICIES: dict[str, PolicyFactory] = {
                                               "per poll while the transcript changes, the first to speak wins"),
     "final_only": PolicyFactory(FinalOnlyPolicy, "ask the LLM only on the STT final transcript; feed every chunk"),
 }
-DEFAULT_POLICY = "restart"  #: KAME's original; the one plain ``kame`` runs use
 
 
-def make_policy(config: OracleConfig) -> OraclePolicy:
-    """The policy ``config.policy`` names (``OracleConfig`` has checked that it is registered)."""
+def make_policy(config: PolicyConfig) -> OraclePolicy:
+    """The policy ``config.policy`` names; ValueError naming the registered ids when it is none of them."""
     try:
         factory = POLICIES[config.policy]
     except KeyError:

@@ -21,10 +21,28 @@ import abc
 import asyncio
 import enum
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import Protocol
 
-if TYPE_CHECKING:
-    from ..oracle import Conversation, OracleConfig
+
+class ConversationView(Protocol):
+    """What a policy reads of the conversation (:class:`kame_core.oracle_config.Conversation`)."""
+
+    finals: int
+    last_speaker: str | None
+
+    def user_word_count(self) -> int: ...
+
+    def user_transcript(self) -> str: ...
+
+
+class PolicyConfig(Protocol):
+    """What a policy reads of its configuration (:class:`kame_core.oracle_config.OracleConfig`)."""
+
+    policy: str
+    restart_word_delta: int
+    max_starts_per_window: int
+    rate_window_s: float
+    max_concurrent_streams: int
 
 
 class Verdict(enum.Enum):
@@ -55,7 +73,7 @@ class StartPoint:
 class OracleState:
     """What a policy reads: the conversation and the manager's requests (written by the manager only)."""
 
-    conversation: Conversation
+    conversation: ConversationView
     newest: int = 0      #: id of the newest request (1, 2, ...; 0: none yet)
     adopted: int = 0     #: request whose revision the oracle stream holds (0: none yet)
     last_start: StartPoint = field(default_factory=StartPoint)
@@ -84,7 +102,7 @@ class OraclePolicy(abc.ABC):
     #: record why a request was cancelled (``reason`` of its cancel event); the restart policy's traces never did
     records_cancel_reasons: bool = True
 
-    def __init__(self, config: OracleConfig) -> None:
+    def __init__(self, config: PolicyConfig) -> None:
         self.config = config
 
     @abc.abstractmethod
