@@ -77,7 +77,7 @@ def _payload(cls: type[P]) -> type[P]:
         init(self, **values)
         object.__setattr__(self, "_given", frozenset(values))
 
-    cls.__init__ = __init__  # type: ignore[method-assign]
+    cls.__init__ = __init__  # type: ignore[method-assign, assignment]
     return cls
 
 
@@ -345,8 +345,8 @@ def check_event_data(kind: EventKind, data: Any, where: str) -> None:
     for name, value in data.items():
         if name in required:
             continue
-        check = optional_fields.get(name)
-        if check is not None:
-            check(value, f"{where}.{name}")
+        known = optional_fields.get(name)
+        if known is not None:
+            known(value, f"{where}.{name}")
         else:
             S.plain_json(value, f"{where}.{name}")

@@ -32,6 +32,7 @@ Two things are options of :class:`OracleConfig`, recorded in the trace config:
 from __future__ import annotations
 
 import asyncio
+import functools
 from collections import deque
 
 from . import events as ev
@@ -108,6 +109,7 @@ class OracleManager:
                  policy: OraclePolicy | None = None) -> None:
         self.config = config
         self.policy = policy if policy is not None else make_policy(config)
+        self.conversation = conversation
         self.state = OracleState(conversation)
         self._llm = llm
         self._stream = stream
@@ -137,7 +139,7 @@ class OracleManager:
         self._start(reason, now)
 
     def _start(self, reason: str, now: float) -> None:
-        state, conv = self.state, self.state.conversation
+        state, conv = self.state, self.conversation
         state.newest += 1
         request = state.newest
         state.start_times.append(now)
@@ -150,7 +152,7 @@ class OracleManager:
         ))
         task = asyncio.ensure_future(self._consume(request, messages))
         state.running[request] = task
-        task.add_done_callback(lambda _t, r=request: state.running.pop(r, None))
+        task.add_done_callback(functools.partial(_forget, state.running, request))
 
     def _cancel(self, request: int, why: str | None) -> None:
         """Cancel ``request``'s stream without waiting for it: a back-end that ignores cancellation cannot
@@ -254,3 +256,8 @@ class OracleManager:
             if older < request:
                 self._cancel(older, f"request {request} was adopted")
         return self._revision
+
+
+def _forget(running: dict[int, asyncio.Task[None]], request: int, _task: object) -> None:
+    """A stream's task ended: it no longer runs."""
+    running.pop(request, None)

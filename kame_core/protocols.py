@@ -83,8 +83,11 @@ class TextTokenizer(Protocol):
 class FrontEnd(Protocol):
     """One step per 80 ms frame: user audio + the oracle token of this frame -> text piece + output audio."""
 
-    provenance: Provenance
-    tokenizer: TextTokenizer
+    @property
+    def provenance(self) -> Provenance: ...
+
+    @property
+    def tokenizer(self) -> TextTokenizer: ...
 
     def reset(self, seed: int) -> None:
         """Start a new session (clears all streaming state); deterministic under ``seed`` where sampling."""

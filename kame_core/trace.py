@@ -14,7 +14,6 @@ can be built at once.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterable
 from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any, Protocol
@@ -27,7 +26,8 @@ from .clock import FRAME_SECONDS, SAMPLE_RATE, SAMPLES_PER_FRAME, frame_of
 class Payload(Protocol):
     """What :meth:`SessionTrace.record` needs of a typed payload (the dataclasses of :mod:`kame_core.events`)."""
 
-    kind: Any
+    @property
+    def kind(self) -> EventKind: ...
 
     def to_data(self) -> dict[str, Any]: ...
 
@@ -302,8 +302,8 @@ def silence(n_samples: int = SAMPLES_PER_FRAME) -> np.ndarray:
     return np.zeros(n_samples, np.float32)
 
 
-def iter_frames(audio: np.ndarray) -> Iterable[np.ndarray]:
-    """Split 24 kHz audio into 1920-sample frames, zero-padding the last one."""
+def iter_frames(audio: np.ndarray) -> np.ndarray:
+    """Split 24 kHz audio into 1920-sample frames, zero-padding the last one: shape (n, 1920)."""
     n = -(-len(audio) // SAMPLES_PER_FRAME)
     padded = np.zeros(n * SAMPLES_PER_FRAME, np.float32)
     padded[: len(audio)] = audio

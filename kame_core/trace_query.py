@@ -247,7 +247,9 @@ def _utterance_ends(trace: SessionTrace) -> tuple[list[int], list[int]]:
     voice-activity events (a final belongs to the last turn begun by its time), else single finals."""
     finals = ev.payloads(trace, ev.SttFinal, lenient=True)
     turns = user_turns(trace)
-    cumulative, ends, total = [], [], 0
+    cumulative: list[int] = []
+    ends: list[int] = []
+    total = 0
     group_of_previous: int | None = None
     for k, (e, final) in enumerate(finals):
         total += len(_str(final.text).split())
@@ -355,8 +357,8 @@ def problems(trace: SessionTrace) -> list[str]:
     """What went wrong in a run, in words a user can act on (empty when nothing did): no speech heard, back-end
     errors (how many, and the first message), a KAME run that never received an oracle, a silent assistant."""
     found: list[str] = []
-    heard = any(_str(p.text).strip() for _, p in [*ev.payloads(trace, ev.SttFinal, lenient=True),
-                                                  *ev.payloads(trace, ev.SttPartial, lenient=True)])
+    heard = any(_str(p.text).strip() for _, p in ev.payloads(trace, ev.SttFinal, lenient=True)) or \
+        any(_str(p.text).strip() for _, p in ev.payloads(trace, ev.SttPartial, lenient=True))
     if not speech_segments(trace) and not heard:
         found.append("no speech was heard in the input (silence, noise or too short)")
     errors = ev.payloads(trace, ev.LlmError, lenient=True)

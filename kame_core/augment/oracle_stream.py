@@ -127,11 +127,11 @@ def dialogue_stream_arrays(
     vocabulary = getattr(tokenizer, "vocabulary", None)
     if vocabulary is not None:
         arrays["vocabulary"] = np.array(vocabulary, dtype=np.str_)
-    return arrays
+    return arrays  # type: ignore[return-value]  # numpy scalars save as 0-d arrays
 
 
 def write_stream_npz(path: str | Path, arrays: dict[str, np.ndarray]) -> None:
     """Write one dialogue's arrays as an uncompressed npz, atomically."""
     buffer = io.BytesIO()
-    np.savez(buffer, **arrays)
+    np.savez(buffer, **arrays)  # type: ignore[arg-type]  # numpy's stub reads the first kwarg as allow_pickle
     write_bytes_atomic(path, buffer.getvalue())

@@ -7,6 +7,7 @@ will say, giving it more of the truth the more of the current utterance was hear
 """
 from __future__ import annotations
 
+import functools
 import hashlib
 import math
 import time
@@ -150,7 +151,7 @@ class LLMSimulator:
                 time.sleep(self.retry_delay_s)
             clock = self.clock_factory()
             try:
-                return clock.run(lambda clock=clock: self.apredict(request, clock))
+                return clock.run(functools.partial(self.apredict, request, clock))
             except LLMError as exc:
                 error = exc
         raise SimulatorError(

@@ -35,7 +35,7 @@ from .layout import (
     dumps_transcript,
 )
 from .oracle_records import DEFAULT_INTERVAL, OracleSimulator, generate_oracle_records
-from .transcript import TranscriptWord
+from .transcript import Speaker, TranscriptWord
 
 _SAFE_ID = re.compile(r"^[A-Za-z0-9_-][A-Za-z0-9_.-]{0,127}$")
 
@@ -103,9 +103,10 @@ def compose_dialogue(
     for channel, synthesis, offset in ((0, user, user_at), (1, assistant, assistant_at)):
         first = int(round(offset * sample_rate))
         audio[first : first + len(synthesis.audio), channel] = synthesis.audio
+    voices: tuple[tuple[Speaker, Synthesis, float], ...] = (("A", user, user_at), ("B", assistant, assistant_at))
     words = [
         TranscriptWord(speaker, w.text, round(offset + w.start, 3), round(offset + max(w.end, w.start), 3))
-        for speaker, synthesis, offset in (("A", user, user_at), ("B", assistant, assistant_at))
+        for speaker, synthesis, offset in voices
         for w in synthesis.words
         if w.text.strip()
     ]
@@ -209,13 +210,13 @@ def build_dataset(
     bar = tqdm(total=len(todo), desc="dialogues", unit="dialogue", disable=None if progress else True)
     try:
         for outcome in executor.map(functools.partial(DialogueBuilder, config), todo):
-            if outcome.ok:
+            if outcome.ok and outcome.value is not None:
                 write_dialogue(config.out_dir, outcome.value)
                 summary.built += 1
                 summary.records += outcome.value.records
                 summary.retried += outcome.attempts > 1
             else:
-                summary.failures.append((outcome.item.id, outcome.error))
+                summary.failures.append((outcome.item.id, outcome.error or "failed"))
             bar.update(1)
     finally:
         bar.close()

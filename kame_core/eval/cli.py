@@ -23,6 +23,7 @@ import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
+from typing import cast
 
 from tqdm import tqdm
 
@@ -32,7 +33,7 @@ from ..llm.base import MissingAPIKey
 from ..neural.choice import FrontEndChoice
 from ..oracle import OracleConfig
 from ..oracle_policies import DEFAULT_POLICY, POLICIES
-from ..pipelines.stack import MODES, Stack
+from ..pipelines.stack import MODES, Mode, Stack
 from . import fdb_cli
 from .cache import ResultCache
 from .fdb import FDBError
@@ -60,12 +61,12 @@ class CommandError(Exception):
     """A user-facing failure: one line, exit code 2."""
 
 
-def _modes(text: str, option: str) -> list[str]:
+def _modes(text: str, option: str) -> list[Mode]:
     modes = [m.strip().lower() for m in text.split(",") if m.strip()]
     bad = [m for m in modes if m not in MODES]
     if bad or not modes:
         raise CommandError(f"{option}: unknown mode(s) {bad or text!r}; choose from {', '.join(MODES)}")
-    return list(dict.fromkeys(modes))
+    return [cast(Mode, m) for m in dict.fromkeys(modes)]
 
 
 def _delays(text: str) -> list[float]:

@@ -13,7 +13,7 @@ import functools
 import hashlib
 import json
 import threading
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -133,6 +133,7 @@ def run_sessions(items: Sequence[SessionItem], stack: Callable[[], Stack], stack
             failures.append((outcome.item, outcome.error or "failed"))
             continue
         cache.put("session", session_fields(outcome.item, stack_id, taking), outcome.value)
+        assert outcome.value is not None  # ok: it has a value
         results[todo[outcome.index][0]] = SessionResult.from_json(outcome.value)
         if on_done is not None:
             on_done(outcome.item, False)
@@ -153,7 +154,7 @@ class Answer:
     texts: tuple[str, ...]
 
 
-def answers_to_grade(results: Sequence[SessionResult], questions: dict[int, Question],
+def answers_to_grade(results: Sequence[SessionResult], questions: Mapping[int, Question],
                      control: bool) -> list[Answer]:
     """The spoken answers of every session, plus (``control``) the final-oracle texts of KAME at delay 0."""
     out = [Answer(r.mode, questions[r.question_id], r.seed, r.delay_s, tuple(r.spoken)) for r in results]

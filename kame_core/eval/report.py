@@ -76,11 +76,13 @@ def summarize(rows: Iterable[ScoreRow], latencies: dict[tuple[str, float], list[
     out = []
     for (system, delay), group in groups.items():
         scored = [r for r in group if r.score is not None]
+        scores: list[float] = [r.score for r in scored if r.score is not None]
         lat = [v for v in latencies.get((system, delay), []) if v is not None]
         out.append(SystemSummary(
             system=system, delay_s=delay,
-            per_category={c: _mean([r.score for r in scored if r.category == c]) for c in categories},
-            average=_mean([r.score for r in scored]),
+            per_category={c: _mean([r.score for r in scored if r.category == c and r.score is not None])
+                          for c in categories},
+            average=_mean(scores),
             median_latency_s=round(statistics.median(lat), 3) if lat else None,
             sessions=sessions.get((system, delay), 0), scored=len(scored),
             excluded=dict(Counter(r.status for r in group if r.score is None))))
@@ -110,8 +112,8 @@ def table_markdown(summaries: Sequence[SystemSummary], score_label: str, notes: 
               + (f"; **not comparable with the {PROXY_LABEL} scores above**" if score_label == PROXY_LABEL else "")
               + ".", "", "| system | average (MT-Bench, quoted) | median onset latency (s, quoted) |",
               "|---|---|---|"]
-    for name, average, latency in PAPER_ROWS:
-        lines.append(f"| {name} ({QUOTED}) | {average:.2f} | {_fmt(latency, 1)} |")
+    for name, average, paper_latency in PAPER_ROWS:
+        lines.append(f"| {name} ({QUOTED}) | {average:.2f} | {_fmt(paper_latency, 1)} |")
     if notes:
         lines += ["", "## Notes", "", *[f"- {n}" for n in notes]]
     return "\n".join(lines) + "\n"

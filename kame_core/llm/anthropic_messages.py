@@ -7,9 +7,9 @@ system prompt apart and strictly alternating user/assistant turns starting with 
 """
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncGenerator, AsyncIterator, Sequence
 from contextlib import aclosing
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from ..protocols import ChatMessage, LLMError
 from ..trace import Provenance
@@ -69,12 +69,12 @@ class AnthropicLLM:
         client = anthropic.AsyncAnthropic(api_key=key, base_url=self.base_url, timeout=self.timeout_s,
                                           max_retries=0)
         system, turns = anthropic_turns(messages)
-        extra: dict[str, object] = {} if self.temperature is None else {"temperature": self.temperature}
+        extra: dict[str, Any] = {} if self.temperature is None else {"temperature": self.temperature}
         if system:
             extra["system"] = system
         texts = stream_sdk_response(
-            lambda: client.messages.create(model=self.model, max_tokens=self.max_tokens, messages=turns,
-                                           stream=True, **extra),
+            lambda: client.messages.create(  # the SDK's TypedDicts are the plain dicts it sends
+                model=self.model, max_tokens=self.max_tokens, messages=turns, stream=True, **extra),  # type: ignore[arg-type]
             _texts, clock, self.first_chunk_s, self.per_chunk_s, lambda exc: self._translate(exc, key), client.close)
         async with aclosing(texts):  # closing the outer stream closes the HTTP stream at once
             async for text in texts:
@@ -117,7 +117,7 @@ def _error_type(body: object) -> str:
     return ""
 
 
-async def _texts(response: AsyncIterator[object]) -> AsyncIterator[str]:
+async def _texts(response: AsyncIterator[Any]) -> AsyncGenerator[str, None]:
     """The text deltas of a Messages event stream."""
     async for event in response:
         if getattr(event, "type", None) == "content_block_delta":

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import aclosing
 from typing import TYPE_CHECKING, Any
 
@@ -64,7 +64,7 @@ def public_url(url: str) -> str:
 
 
 async def paced(source: AsyncIterator[str], clock: Clock, first_chunk_s: float,
-                per_chunk_s: float) -> AsyncIterator[str]:
+                per_chunk_s: float) -> AsyncGenerator[str, None]:
     """Re-yield ``source`` with each wait for it as real work and each chunk's modelled latency on ``clock``.
 
     On the virtual clock this makes a network or thread-backed stream deterministic: waiting for the next
@@ -96,7 +96,7 @@ async def stream_sdk_response(
     per_chunk_s: float,
     translate: Callable[[Exception], LLMError | None],
     close_client: Callable[[], Awaitable[None]],
-) -> AsyncIterator[str]:
+) -> AsyncGenerator[str, None]:
     """The life of one provider SDK stream, shared by the API back-ends.
 
     Opens the response as real work (virtual time stands still), yields its texts paced on the clock,

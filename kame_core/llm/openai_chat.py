@@ -7,9 +7,9 @@ the HTTP response, so the provider stops generating.
 """
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncGenerator, AsyncIterator, Sequence
 from contextlib import aclosing
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from ..protocols import ChatMessage, LLMError
 from ..trace import Provenance
@@ -50,12 +50,12 @@ class OpenAIChatLLM:
 
         key = api_key(self.api_key_env, self.name) if self.api_key_env else "no-key"
         client = openai.AsyncOpenAI(api_key=key, base_url=self.base_url, timeout=self.timeout_s, max_retries=0)
-        extra = {} if self.temperature is None else {"temperature": self.temperature}
+        extra: dict[str, Any] = {} if self.temperature is None else {"temperature": self.temperature}
         if self.max_tokens is not None:
             extra["max_tokens"] = self.max_tokens
         texts = stream_sdk_response(
-            lambda: client.chat.completions.create(model=self.model, messages=openai_messages(messages),
-                                                   stream=True, **extra),
+            lambda: client.chat.completions.create(  # the SDK's TypedDicts are the plain dicts it sends
+                model=self.model, messages=openai_messages(messages), stream=True, **extra),  # type: ignore[arg-type]
             _texts, clock, self.first_chunk_s, self.per_chunk_s, lambda exc: self._translate(exc, key), client.close)
         async with aclosing(texts):  # closing the outer stream closes the HTTP stream at once
             async for text in texts:
@@ -87,7 +87,7 @@ class OpenAIChatLLM:
         return None
 
 
-async def _texts(response: AsyncIterator[object]) -> AsyncIterator[str]:
+async def _texts(response: AsyncIterator[Any]) -> AsyncGenerator[str, None]:
     """The text deltas of a chat-completions stream (role-only and empty chunks skipped)."""
     async for chunk in response:
         for choice in getattr(chunk, "choices", None) or []:

@@ -21,7 +21,7 @@ from ..clock import SAMPLES_PER_FRAME
 from ..protocols import FrontEndOutput
 from ..trace import Provenance
 from .generation import KameLMGen
-from .tokenizer import SentencePieceTokenizer
+from .tokenizer import LMTokenizer, SentencePieceTokenizer
 
 
 class NeuralFrontEnd:
@@ -87,7 +87,7 @@ def silent_output() -> FrontEndOutput:
     return FrontEndOutput(text_piece="", audio=np.zeros(SAMPLES_PER_FRAME, np.float32))
 
 
-def frame_output(tokenizer: SentencePieceTokenizer, text_token: int, audio: np.ndarray, hold: bool) -> FrontEndOutput:
+def frame_output(tokenizer: LMTokenizer, text_token: int, audio: np.ndarray, hold: bool) -> FrontEndOutput:
     """The ``FrontEndOutput`` of one generated frame: its text token and decoded audio; silence if held."""
     if hold:
         return silent_output()

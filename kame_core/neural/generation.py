@@ -249,7 +249,7 @@ class KameLMGen(LMGen):
                                   cross_attention_src: torch.Tensor | None) -> tuple[torch.Tensor, torch.Tensor]:
         tokens = self.oracle_feed.tokens  # read inside the graph: its address never changes
         oracle = tokens.repeat(input_.shape[0] // tokens.shape[0])[:, None]  # CFG doubles the batch
-        return self.lm_model.forward_text(input_, sum_condition, cross_attention_src, oracle)
+        return self.lm_model.forward_text(input_, sum_condition, cross_attention_src, oracle)  # type: ignore[call-arg]
 
     @torch.no_grad()
     def _step(self, input_tokens: torch.Tensor, depformer_replace_tokens: torch.Tensor | None = None):

@@ -12,7 +12,7 @@ import dataclasses
 import importlib.metadata
 import json
 import warnings
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -305,8 +305,8 @@ def build_lm(lm_kwargs: dict[str, Any], *, oracle: bool = True, weights: str | P
     if weights is None:
         return KameLM(oracle=oracle, device=device, dtype=dtype, **kwargs).eval()
     lm = KameLM(oracle=oracle, device="meta", dtype=dtype, **kwargs)
-    state = load_file(str(weights), device=str(device))
-    state = {k: v.to(dtype) if v.is_floating_point() else v for k, v in state.items()}
+    loaded = load_file(str(weights), device=str(device))
+    state: Mapping[str, torch.Tensor] = {k: v.to(dtype) if v.is_floating_point() else v for k, v in loaded.items()}
     state = upgrade_legacy_state_dict(state) if oracle else without_oracle(state)
     lm.load_state_dict(state, assign=True)
     return lm.eval()

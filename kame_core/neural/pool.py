@@ -35,6 +35,7 @@ from ..trace import Provenance
 from .frontend import frame_output, silent_output
 from .generation import KameLMGen
 from .slots import reset_entries
+from .tokenizer import LMTokenizer
 
 __all__ = ["PoolFull", "SessionPool", "SlotFrontEnd", "SlotInput"]
 
@@ -66,7 +67,7 @@ class SessionPool:
         step_timeout_s: how long ``SlotFrontEnd.step`` waits for its batched step before it raises.
     """
 
-    def __init__(self, gen: KameLMGen, mimi: MimiModel, capacity: int, *, tokenizer: TextTokenizer,
+    def __init__(self, gen: KameLMGen, mimi: MimiModel, capacity: int, *, tokenizer: LMTokenizer,
                  provenance: Provenance, gather_s: float = 0.02, step_timeout_s: float = 30.0) -> None:
         if not isinstance(capacity, int) or capacity < 1:
             raise ValueError(f"capacity must be a positive int, got {capacity!r}")

@@ -73,6 +73,7 @@ def write_tiny_checkpoint(folder: str | Path, *, seed: int = 0, oracle: bool = T
     lm = KameLM(oracle=oracle, **lm_kwargs)
     if oracle:
         with torch.no_grad():  # a trained oracle embedding is not the text embedding: make it its own
+            assert lm.oracle_emb is not None  # made with oracle=True
             lm.oracle_emb.weight.normal_(std=0.02)
     save_file({k: v.detach().contiguous() for k, v in lm.state_dict().items()}, str(folder / loaders.MOSHI_NAME))
     mimi_config = small_mimi_config()

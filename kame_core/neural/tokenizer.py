@@ -6,11 +6,20 @@ back-end LLM's answer are encoded with it), so both streams display and compare 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Protocol
 
 import sentencepiece
 
+from ..protocols import TextTokenizer
+
 WORD_BOUNDARY = "\u2581"  # sentencepiece's '▁', shown as a leading space
 
+
+
+class LMTokenizer(TextTokenizer, Protocol):
+    """A text tokenizer that also tells padding ids (the LM's own, or a stand-in for random weights)."""
+
+    def is_padding(self, token_id: int) -> bool: ...
 
 class SentencePieceTokenizer:
     """``TextTokenizer`` over a sentencepiece model, with the LM's special ids.

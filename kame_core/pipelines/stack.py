@@ -22,6 +22,7 @@ from ..protocols import TTS, FrontEnd, StreamingLLM, StreamingSTT
 from ..scenario import Scenario
 from ..session import SessionDriver
 from ..session.live import release, release_front_end
+from ..trace import SessionTrace
 from . import CascadeConfig, make_runner
 from .tandem import SessionConfig
 
@@ -139,7 +140,7 @@ def record_scenario(stack: Stack, user_audio: np.ndarray, *, name: str, title: s
     config = session or SessionConfig()
     if title and not config.title:
         config = dataclasses.replace(config, title=title)
-    runs = {}
+    runs: dict[str, SessionTrace] = {}
     for mode in modes:
         with stack.session(mode, session=config, cascade=cascade) as runner:
             runs[mode] = runner.run_sync(user_audio)

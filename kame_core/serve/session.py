@@ -16,6 +16,7 @@ The transport is a :class:`Connection` (the server adapts a Starlette websocket;
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 import logging
 from collections.abc import Callable
@@ -212,7 +213,8 @@ class ChatSession:
         try:
             self.live = await asyncio.to_thread(
                 LiveSession, self.make_runner, head_start_s=self.head_start_s, max_input_s=float("inf"),
-                sink=sink, on_end=lambda: loop.call_soon_threadsafe(_resolve, driver_done), journal=journal)
+                sink=sink, on_end=functools.partial(loop.call_soon_threadsafe, _resolve, driver_done),
+                journal=journal)
         except PoolFull as err:  # every slot of the model is taken (another door took the last one)
             reason = f"server busy: {err}"
             log.warning("session %s refused: %s", self.session_id, reason)
@@ -223,10 +225,12 @@ class ChatSession:
             reason = f"the session could not start: {type(err).__name__}"
             await conn.close(P.CLOSE_INTERNAL, reason)
             return SessionResult(self.session_id, None, 0, reason, P.CLOSE_INTERNAL)
+        live = self.live
+        assert live is not None  # built above
         try:
             return await self._serve(conn, outbox, driver_done)
         finally:
-            self.live.stop()  # idempotent; a driver that never started gives its slot back here
+            live.stop()  # idempotent; a driver that never started gives its slot back here
 
     async def _serve(self, conn: Connection, outbox: asyncio.Queue[bytes | None],
                      driver_done: asyncio.Future[None]) -> SessionResult:
@@ -281,7 +285,8 @@ class ChatSession:
             deadline = min(started + limits.max_wall_s,
                            (last_audio + limits.idle_s) if heard else (started + limits.first_audio_s))
             receive = asyncio.ensure_future(conn.receive())
-            done, _ = await asyncio.wait({receive, driver_done}, timeout=max(0.0, deadline - now),
+            waited: set[asyncio.Future[Any]] = {receive, driver_done}
+            done, _ = await asyncio.wait(waited, timeout=max(0.0, deadline - now),
                                          return_when=asyncio.FIRST_COMPLETED)
             if not done:  # a time limit
                 receive.cancel()
@@ -320,7 +325,7 @@ class ChatSession:
             if not P.looks_like_ogg(payload):
                 return self._bad_input(f"kind 0x01 payload of {len(payload)} bytes is not an Ogg/Opus page")
             try:  # any decoder failure is the client's problem: a warning, a fresh decoder, the session goes on
-                audio = np.asarray(self._opus_in.append_bytes(payload), np.float32).reshape(-1)
+                audio: np.ndarray = np.asarray(self._opus_in.append_bytes(payload), np.float32).reshape(-1)
             except Exception as err:  # noqa: BLE001 - sphn raises plain exceptions for bad streams
                 import sphn
 

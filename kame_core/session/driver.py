@@ -96,9 +96,14 @@ class PipelineConfig(Protocol):
 class Pipeline(Protocol):
     """One way of answering the user, on the driver's frames (see the module docstring)."""
 
-    mode: str
-    config: PipelineConfig
-    turn_config: TurnConfig
+    @property
+    def mode(self) -> str: ...
+
+    @property
+    def config(self) -> PipelineConfig: ...
+
+    @property
+    def turn_config(self) -> TurnConfig: ...
 
     def begin(self, session: Session) -> None:
         """A session starts: record provenance and configuration, reset components, spawn tasks."""

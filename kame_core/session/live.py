@@ -46,7 +46,7 @@ class LiveSession:
 
     def __init__(self, make_runner: Callable[[Clock], SessionDriver], *, head_start_s: float = 0.16,
                  max_input_s: float = MAX_INPUT_S, sink: FrameSink | None = None,
-                 on_end: Callable[[], None] | None = None, journal: Any = None) -> None:
+                 on_end: Callable[[], object] | None = None, journal: Any = None) -> None:
         self.runner = make_runner(RealTimeClock())
         self.head_start_s, self.max_input_s = head_start_s, max_input_s
         self.sink, self.on_end = sink, on_end

@@ -60,7 +60,7 @@ class LiveSource:
         self._frames: deque[np.ndarray] = deque()
         self._read = 0  # index of the frame at the head of ``_frames``
         self._pushed = 0
-        self._buffer = np.zeros(0, np.float32)
+        self._buffer: np.ndarray = np.zeros(0, np.float32)
         self._lock = threading.Lock()
         self.closed = False
         self.underruns = 0

@@ -41,8 +41,8 @@ class StreamingSileroVAD:
     def reset(self) -> None:
         self._h = np.zeros((1, 1, 128), np.float32)
         self._c = np.zeros((1, 1, 128), np.float32)
-        self._context = np.zeros(CONTEXT, np.float32)
-        self._pending = np.zeros(0, np.float32)
+        self._context: np.ndarray = np.zeros(CONTEXT, np.float32)
+        self._pending: np.ndarray = np.zeros(0, np.float32)
 
     def push(self, audio16k: np.ndarray) -> np.ndarray:
         """Feed 16 kHz audio; return the probabilities of the windows it completed (maybe none)."""

@@ -232,7 +232,7 @@ class ToneTTS:
 
     def synthesize(self, text: str) -> Synthesis:
         self.calls.append(text)
-        parts = [np.zeros(int(self.LEAD_S * SAMPLE_RATE), np.float32)]
+        parts: list[np.ndarray] = [np.zeros(int(self.LEAD_S * SAMPLE_RATE), np.float32)]
         words, t = [], self.LEAD_S
         for word in text.split():
             n = int((0.1 + self.per_char_s * len(word)) * SAMPLE_RATE)

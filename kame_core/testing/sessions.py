@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import Literal
 
 from kame_core.clock import VirtualClock
 from kame_core.pipelines.cascade import CascadeRunner
@@ -46,7 +47,8 @@ def session_audio_and_segments(seconds: float = 120.0):
     return segments, audio
 
 
-def build_session(mode: str = "kame", seconds: float = 120.0, forced_delay_ms: int = 0) -> SessionTrace:
+def build_session(mode: Literal["kame", "moshi"] = "kame", seconds: float = 120.0,
+                  forced_delay_ms: int = 0) -> SessionTrace:
     """A multi-turn session of about ``seconds`` made with the test doubles (provenance: test-double)."""
     segments, audio = session_audio_and_segments(seconds)
     config = SessionConfig(mode=mode, forced_delay_ms=forced_delay_ms, max_tail_s=0.0, quiet_after_s=0.0,
@@ -74,7 +76,7 @@ def mountain_answer(transcript: str) -> str:
     return "mont blanc at four thousand eight hundred and six metres on the border of france and italy"
 
 
-def mountain_session(mode: str = "kame", delay_ms: int = 0) -> SessionTrace:
+def mountain_session(mode: Literal["kame", "moshi"] = "kame", delay_ms: int = 0) -> SessionTrace:
     """One spoken question (the tallest mountain), answered vaguely then fully: oracle restarts and
     self-corrections in a few seconds."""
     seg = [words_at(MOUNTAIN_QUESTION, 0.5, per_word=0.35)]

@@ -80,8 +80,8 @@ class PiperTTS:
         self.voice, self.aligned = load_piper_voice(str(model_path), str(config_path), alignments)
         from piper import SynthesisConfig
 
-        noise = {"noise_scale": 0.0, "noise_w_scale": 0.0} if deterministic else {}
-        self._syn_config = SynthesisConfig(length_scale=length_scale, **noise)
+        self._syn_config = (SynthesisConfig(length_scale=length_scale, noise_scale=0.0, noise_w_scale=0.0)
+                            if deterministic else SynthesisConfig(length_scale=length_scale))
         self.sample_rate = self.voice.config.sample_rate
         timing = "phoneme alignments" if self.aligned else "phoneme counts"
         self.provenance = Provenance(kind="tts", model_id=Path(model_path).stem,

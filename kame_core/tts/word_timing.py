@@ -103,7 +103,8 @@ def _assign_unmatched(owner: list[int | None], n_words: int) -> dict[int, list[i
         k = j
         while k < len(monotonic) and monotonic[k] is None:
             k += 1
-        nxt = monotonic[k] if k < len(monotonic) else n_words
+        found = monotonic[k] if k < len(monotonic) else None
+        nxt = found if found is not None else n_words
         run, gap = list(range(j, k)), list(range(prev + 1, nxt))[: k - j]
         if gap:
             for g, word in enumerate(gap):
