@@ -83,7 +83,7 @@ _BANDS = {"oracle stream": (0.0, 1.5), "output audio": (1.5, 2.3), "inner monolo
 _Y = {lane: (lo + hi) / 2 for lane, (lo, hi) in _BANDS.items()}
 _Y_RANGE = (-0.04, 5.9)
 _WAVE = {"user audio": (3.96, 0.3), "output audio": (1.9, 0.32)}     # (centre, half height)
-_ROWS = {
+_ROWS: dict[str, Any] = {  # a row (float) or the rows of a staggered lane (tuple)
     "stt": 5.4, "llm": 5.06, "resets": 4.72, "latency": 4.42,           # events lane
     "user words": (3.53,),                                             # under the user waveform
     "monologue": (3.02, 2.72), "correction": 3.3,                      # inner monologue lane
