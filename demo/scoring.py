@@ -9,7 +9,7 @@ with the reason in the label.
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -23,7 +23,8 @@ JUDGE_KEY_VARS = ("OPENAI_API_KEY", "ANTHROPIC_API_KEY", "KAME_LLM_API_KEY")
 class Judge(Protocol):
     """An answer judge on the 1–10 MT-Bench scale."""
 
-    label: str
+    @property
+    def label(self) -> str: ...
 
     def score(self, answer: str, references: Sequence[str]) -> float: ...
 
@@ -37,7 +38,7 @@ class AnswerScore:
     label: str
 
 
-def judge_available(env: dict[str, str] | None = None) -> bool:
+def judge_available(env: Mapping[str, str] | None = None) -> bool:
     """Whether a judge key is set (the judge itself is passed to :func:`score_answer`)."""
     env = os.environ if env is None else env
     return any(env.get(name) for name in JUDGE_KEY_VARS)
@@ -101,7 +102,7 @@ class MTBenchJudge:
         return float(result.verdict.rating)
 
 
-def judge_from_env(question: str, category: str = "", env: dict[str, str] | None = None) -> MTBenchJudge | None:
+def judge_from_env(question: str, category: str = "", env: Mapping[str, str] | None = None) -> MTBenchJudge | None:
     """The judge the environment asks for: ``$KAME_JUDGE`` (an LLM spec), else ``openai:gpt-4`` when
     ``$OPENAI_API_KEY`` is set, else ``anthropic`` when ``$ANTHROPIC_API_KEY`` is; ``None`` without a key or a
     question (the proxy is used then)."""

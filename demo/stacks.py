@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from functools import lru_cache
 
@@ -46,7 +46,7 @@ class LiveStack:
     gate: SessionGate
 
 
-def llm_spec(env: dict[str, str] | None = None) -> str:
+def llm_spec(env: Mapping[str, str] | None = None) -> str:
     """Which oracle LLM to use: ``KAME_LLM``, else OpenAI / Anthropic when a key is set, else offline."""
     env = os.environ if env is None else env
     if env.get("KAME_LLM"):
@@ -58,12 +58,12 @@ def llm_spec(env: dict[str, str] | None = None) -> str:
     return "offline"
 
 
-def small_model_openers(env: dict[str, str] | None = None) -> bool:
+def small_model_openers(env: Mapping[str, str] | None = None) -> bool:
     env = os.environ if env is None else env
     return env.get("KAME_SMALL_MODEL", "1") not in ("0", "false", "no")
 
 
-def front_end_choice(env: dict[str, str] | None = None) -> FrontEndChoice:
+def front_end_choice(env: Mapping[str, str] | None = None) -> FrontEndChoice:
     """The front-end the app's environment names (ValueError naming a malformed variable)."""
     return FrontEndChoice.from_env(os.environ if env is None else env)
 

@@ -629,17 +629,17 @@ class _RunBuilder:
         dotted: tuple[list[float | None], list[float | None]] = ([], [])
         candidates = []
         for tl in turns:
-            present = [(k, step) for k, step in enumerate(tl.steps) if step.t is not None]
+            present = [(k, step, step.t) for k, step in enumerate(tl.steps) if step.t is not None]
             chain = _latency_chain(tl)
-            for k, step in present:
-                mx.append(float(step.t))
+            for k, step, at in present:
+                mx.append(float(at))
                 md.append((tl.turn, k))
                 mh.append(_anchor_head(tl, step) + chain)
                 label = _ANCHOR_LABELS.get(step.name, "")
                 if label:
                     candidates.append((_ANCHOR_PRIORITY.index(step.name) if step.name in _ANCHOR_PRIORITY
-                                       else len(_ANCHOR_PRIORITY), float(step.t), label))
-            times = [float(step.t) for _, step in present]
+                                       else len(_ANCHOR_PRIORITY), float(at), label))
+            times = [float(at) for _, _, at in present]
             if len(times) > 1:
                 dotted[0].extend([min(times), max(times), None])
                 dotted[1].extend([y, y, None])
@@ -789,12 +789,12 @@ def _event_traces(trace: SessionTrace, ax: _Axes, legend: _LegendOnce, duration:
     markers("LLM request started", start_marks, "triangle-right", _INK, 9)
 
     def end_marks(kind: EventKind, verb: str) -> list[tuple[float, float, str]]:
-        marks = []
+        marks: list[tuple[float, float, str]] = []
         for e in ev[kind]:
             req, rev = e.data.get("request"), e.data.get("revision")
             late = " (late: the back-end ignored the cancel)" if e.data.get("late") else ""
-            request = requests.get(req)
-            marks.append((e.t, row_of.get(req, _ROWS["llm"]),
+            request = requests.get(req) if isinstance(req, int) else None
+            marks.append((e.t, row_of.get(req, _ROWS["llm"]) if isinstance(req, int) else _ROWS["llm"],
                           f"<b>LLM request {req} {verb}</b>{late} · {e.t:.2f} s"
                           + (f" · oracle rev {rev}" if rev is not None else "")
                           + quoted(e, "text") + quoted(e, "error")
@@ -807,10 +807,11 @@ def _event_traces(trace: SessionTrace, ax: _Axes, legend: _LegendOnce, duration:
     markers("LLM error", end_marks(EventKind.LLM_ERROR, "failed"), "asterisk-open", _PURPLE, 10, hollow=True)
 
     resets = []
-    for r in oracle_revisions(trace):
-        hint_text = "" if r.hint_level is None else f" · hint level {r.hint_level}"
-        resets.append((r.reset_t, _ROWS["resets"], f"<b>oracle reset → rev {r.revision}</b> · {r.reset_t:.2f} s · "
-                                                   f"request {r.request if r.request is not None else '?'}{hint_text}"))
+    for rev_info in oracle_revisions(trace):
+        hint_text = "" if rev_info.hint_level is None else f" · hint level {rev_info.hint_level}"
+        resets.append((rev_info.reset_t, _ROWS["resets"],
+                       f"<b>oracle reset → rev {rev_info.revision}</b> · {rev_info.reset_t:.2f} s · request "
+                       f"{rev_info.request if rev_info.request is not None else '?'}{hint_text}"))
     markers("oracle reset", resets, "diamond", _ORANGE, 10)
     markers("note", [(e.t, _ROWS["resets"], f"<b>note</b> · {e.t:.2f} s<br>"
                       + _wrap(", ".join(f"{k}: {v}" for k, v in e.data.items())))
@@ -948,11 +949,11 @@ def with_playhead(fig: FigureLike, t: float | None) -> FigureLike:
                 out.layout.shapes[k].update(x0=t or 0.0, x1=t or 0.0, opacity=0.0 if t is None else 1.0)
         return out
     as_json = isinstance(fig, str)
-    data = json.loads(fig) if as_json else copy.deepcopy(fig)
+    data: dict = json.loads(fig) if isinstance(fig, str) else copy.deepcopy(fig)
     for s in data.get("layout", {}).get("shapes", []):
         if s.get("name") == PLAYHEAD:
             s.update(x0=t or 0.0, x1=t or 0.0, opacity=0.0 if t is None else 1.0)
-    return json.dumps(data) if as_json else data
+    return json.dumps(data) if as_json else data  # type: ignore[return-value]  # the form it was given
 
 
 #: Browser-side playhead: ``kameSetPlayhead(root, t)`` moves the playhead of every timeline under

@@ -54,7 +54,7 @@ def _decode_av(path: Path) -> tuple[np.ndarray, int]:
         resampler = av.AudioResampler(format="flt", layout="mono", rate=SAMPLE_RATE)
         chunks, total = [], 0
         for frame in container.decode(stream):
-            for out in resampler.resample(frame):
+            for out in resampler.resample(frame):  # type: ignore[arg-type]  # an audio stream decodes AudioFrames
                 chunk = out.to_ndarray().reshape(-1)
                 chunks.append(chunk)
                 total += len(chunk)

@@ -60,6 +60,7 @@ class MadeSession:
         import time
 
         stamp = time.strftime("%H:%M:%S")
+        assert loaded.path is not None  # made sessions are files
         return cls(loaded.key, f"{stamp} · {loaded.title or loaded.key} · {', '.join(loaded.scenario.runs)}",
                    Path(loaded.path))
 
@@ -177,7 +178,7 @@ def _download_path(session: AppSession) -> str | None:
 
 
 # ------------------------------------------------------------------------------------------ opening
-EMPTY_OPEN = (None, [], None, "", None)
+EMPTY_OPEN: tuple[Any, list, Any, str, Any] = (None, [], None, "", None)
 
 
 def _view_of(session: AppSession, loaded: library.LoadedScenario, run_id: str):
@@ -371,7 +372,7 @@ def compare(state: Any = None):
     transcript."""
     session = session_of(state)
     if session.loaded is None:
-        return Compared(session, None, [], *([None] * COMPARE_SLOTS), "Open a scenario first.")
+        return Compared(session, None, [], None, None, None, "Open a scenario first.")
     ordered = _ordered_runs(session.loaded)
     traces = {run_label(k, t): t for k, t in ordered}
     fig = compare_figure(traces, title=f"{session.loaded.title} — every mode on one clock",
@@ -389,7 +390,7 @@ def compare(state: Any = None):
     names = " · ".join(f"player {i + 1}: {run_label(k, t)}" for i, (k, t) in enumerate(ordered[:COMPARE_SLOTS]))
     names += "\n\n### Latency per user turn, run by run (after the end of the user's speech)\n\n" + "\n\n".join(
         f"#### {run_label(k, t)}\n\n{latency_markdown(t)}" for k, t in ordered)
-    return Compared(session, fig, rows, *audio, names)
+    return Compared(session, fig, rows, audio[0], audio[1], audio[2], names)
 
 
 COMPARE_HEADERS = ["run", "front-end / pipeline (provenance)", "onset latency", "FD-Bench timing", "oracle revisions",
@@ -639,6 +640,7 @@ def mic_stop(modes: list[str] | None, state: Any = None) -> LiveRun:
     scenario, path = saved.scenario, saved.path
     session.show(library.LoadedScenario(scenario=scenario, key=f"live:{name}", origin="live", recorded=False,
                                         path=path), "kame")
+    assert session.loaded is not None  # shown just above
     traces = {run_label(k, t): t for k, t in _ordered_runs(session.loaded)}
     fig = compare_figure(traces, title=scenario.title, recorded=False)
     return LiveRun(session, outcome_message(f"done: {trace.duration:.1f} s session", runs), fig, ran, str(path))
@@ -665,7 +667,7 @@ def open_talk_session(session_id: str | None, state: Any = None, *, sessions_dir
         copy = session.files() / path.name
         shutil.copyfile(path, copy)
     except (ValueError, OSError) as err:
-        return TalkOpened(*_failed(session, _error("Cannot open the talk session", err)), None)
+        return TalkOpened(**_failed(session, _error("Cannot open the talk session", err))._asdict(), file=None)
 
     def opener() -> library.LoadedScenario:
         loaded = library.open_file(copy, origin="live", key=f"live:{path.stem}")
@@ -673,4 +675,5 @@ def open_talk_session(session_id: str | None, state: Any = None, *, sessions_dir
         return loaded
 
     result = _open(session, "Cannot open the talk session", opener)
-    return TalkOpened(*result, str(copy) if session.loaded is not None and session.loaded.path == copy else None)
+    return TalkOpened(**result._asdict(),
+                      file=str(copy) if session.loaded is not None and session.loaded.path == copy else None)
