@@ -204,17 +204,26 @@ def request_token_use(request: LLMRequest, token_use: Mapping[int, TokenUse]) ->
             "words_dropped": max(0, len(request.text.split()) - reached)}
 
 
-def latency_breakdown(trace: SessionTrace, turn_gap_s: float = TurnConfig.turn_gap_s) -> list[TurnLatency]:
+def latency_breakdown(trace: SessionTrace, turn_gap_s: float = TurnConfig.turn_gap_s,
+                      onsets: Sequence[TurnOnset] | None = None) -> list[TurnLatency]:
     """Per user turn, the response's anchors (see :class:`TurnLatency`). The request an answer is traced through
-    is the first one started at or after the turn's final transcript (the one made from the whole turn)."""
-    onsets = turn_onsets(trace, turn_gap_s)
+    is the first one started at or after the turn's final transcript (the one made from the whole turn).
+
+    ``onsets``: the turns' onsets when already known (a live session's :class:`LiveOnsets`); then only those
+    turns are broken down and the trace's audio is not read (a snapshot without audio will do)."""
+    if onsets is None:
+        onsets = turn_onsets(trace, turn_gap_s)
+    onset_of_turn = {o.turn: o for o in onsets}
     turns = user_turns(trace, turn_gap_s)
     finals = [e for e in trace.events_of(EventKind.STT_FINAL) if str(e.data.get("text", "")).strip()]
     requests = llm_requests(trace)
     resets = {r.revision: r for r in oracle_revisions(trace)}
     delay = float(trace.config.get("forced_delay_ms", 0) or 0) / 1000
     out = []
-    for k, (turn, onset) in enumerate(zip(turns, onsets)):
+    for k, turn in enumerate(turns):
+        onset = onset_of_turn.get(k)
+        if onset is None:
+            continue
         lo, hi = turn.start, turns[k + 1].start if k + 1 < len(turns) else float("inf")
         final = next((e.t for e in finals if turn.end - FRAME_SECONDS <= e.t < hi), None)
         during = tuple(r for r in requests if lo <= r.start_t < hi)

@@ -234,15 +234,17 @@ class SessionTrace:
     def oracle_revisions(self) -> list[int]:
         return sorted({f.oracle.revision for f in self.frames if f.oracle.revision is not None})
 
-    def snapshot(self) -> SessionTrace:
+    def snapshot(self, audio: bool = True) -> SessionTrace:
         """A finished copy of a trace that may still be growing (a live session, read from another thread):
-        the frames, events and audio appended so far, cut to the frames complete in all three."""
+        the frames, events and audio appended so far, cut to the frames complete in all three. ``audio=False``
+        leaves the audio out (empty arrays): a cheap copy for readers of frames and events only."""
         frames, events = list(self.frames), list(self.events)
         user, output = list(self._user_chunks), list(self._output_chunks)
         base = len(self.user_audio) // SAMPLES_PER_FRAME      # frames already concatenated by finish()
         n = max(0, min(len(frames) - base, len(user), len(output)))
-        user_audio = np.concatenate([self.user_audio, *user[:n]])
-        output_audio = np.concatenate([self.output_audio, *output[:n]])
+        empty = np.zeros(0, np.float32)
+        user_audio = np.concatenate([self.user_audio, *user[:n]]) if audio else empty
+        output_audio = np.concatenate([self.output_audio, *output[:n]]) if audio else empty
         return SessionTrace(mode=self.mode, provenance=dict(self.provenance), config=dict(self.config),
                             frames=frames[: base + n], events=sorted(events, key=lambda e: e.t),
                             user_audio=user_audio, output_audio=output_audio, title=self.title,

@@ -27,7 +27,7 @@ from typing import Any, Protocol
 import numpy as np
 
 from ..clock import FRAME_SECONDS, SAMPLE_RATE
-from ..metrics import LiveOnsets, latency_breakdown
+from ..metrics import LiveOnsets, TurnOnset, latency_breakdown
 from ..neural.choice import NeuralModels
 from ..neural.pool import PoolFull
 from ..session import FrameOut, LiveSession, SessionStore
@@ -105,7 +105,7 @@ class StreamSink:
                                  None if onset.audio_onset is None else round(onset.audio_onset, 3))
             self.turns.append(notice.to_json())
             out.append(P.notice(notice))
-            latency = self._turn_latency(onset.turn)
+            latency = self._turn_latency(onset)
             if latency is not None:
                 out.append(P.notice(N.TurnLatency(**latency)))
             if self._metrics is not None:
@@ -114,15 +114,16 @@ class StreamSink:
             self._metrics.on_frame(frame)
         self._post(out)
 
-    def _turn_latency(self, turn: int) -> dict[str, Any] | None:
-        """The turn's latency breakdown as known now (:meth:`TurnLatency.to_json`), from a snapshot of the trace
-        (its audio joined, so audible output is measured as the Timeline does)."""
+    def _turn_latency(self, onset: TurnOnset) -> dict[str, Any] | None:
+        """The turn's latency breakdown as known now (:meth:`TurnLatency.to_json`). On the session's thread, in
+        the frame loop: it reads a snapshot of frames and events only, and takes the onset (audible output
+        included) from :class:`LiveOnsets`, which measured it as the Timeline does, instead of re-reading audio."""
         trace = self._trace_of()
         if trace is None:
             return None
-        snapshot = trace.snapshot()
-        found = next((t for t in latency_breakdown(snapshot) if t.turn == turn), None)
-        return None if found is None else found.to_json(oracle_token_use(snapshot))
+        snapshot = trace.snapshot(audio=False)
+        found = latency_breakdown(snapshot, onsets=[onset])
+        return found[0].to_json(oracle_token_use(snapshot)) if found else None
 
     def _hint_levels(self) -> list[bytes]:
         """``hint_level`` messages for revisions whose level is new or changed (a later final refines it)."""
