@@ -105,6 +105,11 @@ def test_scoring_follows_the_benchmarks_rules(tmp_path):
     assert summary.takeover_rate == 0.5 and summary.takeovers == 2
     assert summary.latency_clipped_s == pytest.approx(0.25)  # (0.5 + max(0, -0.5)) / 2, as the benchmark does
     assert summary.latency_signed_s == pytest.approx(0.0)
+    bad_turn = sample("bad-annotation", [(w, 2.5 + 0.1 * i, 2.6 + 0.1 * i) for i, w in enumerate("a b c d".split())])
+    for annotation in ('[{"timestamp": ["NaN"]}]', "[]", "not json"):
+        (bad_turn.folder / "turn_taking.json").write_text(annotation)
+        with pytest.raises(fdb.FDBError, match="turn_taking.json"):
+            fdb.score_sample(bad_turn, tmp_path)
     broken = tmp_path / "smooth" / "broken"
     broken.mkdir()
     (broken / fdb.OUTPUT_JSON).write_text('{"text": "no chunks"}')
@@ -194,6 +199,7 @@ def test_the_command_answers_writes_and_scores_a_made_up_benchmark_folder(tmp_pa
     assert scores["smooth_turn_taking"].takeover  # the stand-in answers the question
     assert scores["smooth_turn_taking"].latency_s is not None and scores["smooth_turn_taking"].latency_s < 2.0
     assert "| smooth_turn_taking | 1 | 1.000 |" in printed
+    assert "outputs made by: cpu-stand-in" in printed and "not the trained model" in printed  # provenance
     summary = json.loads((tmp_path / fdb.SUMMARY).read_text())
     assert [s["key"] for s in summary["samples"]] == ["pause_handling/1", "smooth_turn_taking/1"]
     assert "NOT the trained model" in summary["system"]["components"]["front_end"]

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import io
 import json
+import math
 import os
 import statistics
 from collections.abc import Iterable, Sequence
@@ -213,16 +214,21 @@ class SampleScore:
     #: first output word's start minus the end of the user's turn (smooth turn-taking only; signed)
     latency_s: float | None = None
     words: int = 0
+    #: what made the output (``output.json``'s ``kame_studio.front_end``); "" for files made elsewhere
+    made_by: str = ""
 
     def to_json(self) -> dict[str, Any]:
         return {"key": self.key, "task": self.task, "takeover": self.takeover,
-                "latency_s": None if self.latency_s is None else round(self.latency_s, 3), "words": self.words}
+                "latency_s": None if self.latency_s is None else round(self.latency_s, 3), "words": self.words,
+                "made_by": self.made_by}
 
 
 def score_sample(sample: Sample, root: Path) -> SampleScore:
     """Takeover (and, for smooth turn-taking, latency) from ``output.json`` and the task's annotation."""
     try:
-        chunks = json.loads((sample.folder / OUTPUT_JSON).read_text(encoding="utf-8"))["chunks"]
+        doc = json.loads((sample.folder / OUTPUT_JSON).read_text(encoding="utf-8"))
+        chunks = doc["chunks"]
+        made_by = doc.get("kame_studio", {}).get("front_end", "") if isinstance(doc.get("kame_studio"), dict) else ""
         times = [(float(c["timestamp"][0]), float(c["timestamp"][-1] if c["timestamp"][-1] is not None
                                                    else c["timestamp"][0])) for c in chunks]
     except (OSError, ValueError, KeyError, TypeError, IndexError) as exc:
@@ -230,9 +236,15 @@ def score_sample(sample: Sample, root: Path) -> SampleScore:
     took = bool(times) and is_takeover(times[-1][1] - times[0][0], len(times))
     latency = None
     if took and sample.task == "smooth_turn_taking":
-        turn = json.loads((sample.folder / "turn_taking.json").read_text(encoding="utf-8"))
-        latency = times[0][0] - float(turn[0]["timestamp"][0])
-    return SampleScore(sample.key(root), sample.task, took, latency, len(times))
+        annotation = sample.folder / "turn_taking.json"
+        try:
+            end = float(json.loads(annotation.read_text(encoding="utf-8"))[0]["timestamp"][0])
+        except (OSError, ValueError, KeyError, TypeError, IndexError) as exc:
+            raise FDBError(f"{annotation}: not a Full-Duplex-Bench turn_taking.json ({exc})") from None
+        if not math.isfinite(end):
+            raise FDBError(f"{annotation}: the turn's end time is not a finite number")
+        latency = times[0][0] - end
+    return SampleScore(sample.key(root), sample.task, took, latency, len(times), str(made_by))
 
 
 @dataclass(frozen=True)

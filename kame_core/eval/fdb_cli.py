@@ -118,6 +118,8 @@ def run(args: argparse.Namespace, say: Callable[[str], None] = print,
     say(fdb.TABLE_HEAD)
     for line in fdb.summarize(scores):
         say(line.line())
+    for made_by in sorted({s.made_by or "made elsewhere (no kame_studio key in output.json)" for s in scores}):
+        say(f"outputs made by: {made_by}")
     say("takeover: the benchmark's rule (no takeover when silent, or < 1 s and <= 3 words); latency: first output "
         "word minus the end of the user's turn, negatives clipped to 0, over takeover samples. Interruption "
         "quality needs the benchmark's LLM judge and is not scored here.")

@@ -92,12 +92,12 @@ def silent_scenario(path: str | os.PathLike[str], minutes: float, runs: int = 3)
     upload budget must stop before decoding."""
     import numpy as np
 
-    from kame_core.clock import SAMPLES_PER_FRAME
+    from kame_core.clock import FRAME_RATE, SAMPLES_PER_FRAME
     from kame_core.pipelines.run_kinds import RUN_KINDS
     from kame_core.scenario import Scenario, save_scenario
     from kame_core.trace import FrameRecord
 
-    n_frames = int(minutes * 60 * 12.5)
+    n_frames = int(minutes * 60 * FRAME_RATE)
     silence = np.zeros(n_frames * SAMPLES_PER_FRAME, np.float32)
     traces = {}
     kinds = sorted(RUN_KINDS.values(), key=lambda k: k.id not in ("kame", "moshi", "cascade"))  # the modes first
