@@ -64,16 +64,11 @@ def official_scores(eval_dir: Path, pass_root: Path) -> list[str]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     fdb_cli.add_parser(parser.add_subparsers(dest="command", required=True))
-    argv = sys.argv[1:]
-    passes, eval_dir = 3, None
-    if "--passes" in argv:
-        i = argv.index("--passes")
-        passes = int(argv[i + 1])
-        del argv[i:i + 2]
-    if "--fdb-eval" in argv:
-        i = argv.index("--fdb-eval")
-        eval_dir = Path(argv[i + 1])
-        del argv[i:i + 2]
+    own = argparse.ArgumentParser(add_help=False)
+    own.add_argument("--passes", type=int, default=3)
+    own.add_argument("--fdb-eval", type=Path, default=None)
+    mine, argv = own.parse_known_args()
+    passes, eval_dir = mine.passes, mine.fdb_eval
     args = parser.parse_args(["fdb", *argv, "--no-progress", "--overwrite"])
     fdb_cli.check_args(args)
     source = args.root.resolve()
