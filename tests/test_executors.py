@@ -50,7 +50,7 @@ def test_executor_option_errors_are_clear(monkeypatch: pytest.MonkeyPatch) -> No
         make_executor("spark")
     with pytest.raises(ExecutorUnavailable, match="--ray-address needs --executor ray"):
         make_executor("local", ray_address="auto")
-    monkeypatch.setattr("kame_core.executors.base.ray_available", lambda: False)
+    monkeypatch.setattr("kame_core.executors.factory.ray_available", lambda: False)
     with pytest.raises(ExecutorUnavailable, match="requirements-ray.txt"):
         make_executor("ray")
 
