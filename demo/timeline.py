@@ -53,10 +53,11 @@ import numpy as np
 import plotly.graph_objects as go
 
 from kame_core.clock import FRAME_SECONDS, SAMPLE_RATE
+from kame_core.events import LlmError, LlmRequestCancel, LlmRequestFinish, SttFinal, SttPartial, payloads
 from kame_core.hint_levels import HINT_LEVEL_BOUNDS
 from kame_core.metrics import TurnLatency, TurnOnset, latency_breakdown, turn_onsets
 from kame_core.pipelines.run_kinds import RUN_KINDS
-from kame_core.trace import Event, EventKind, SessionTrace
+from kame_core.trace import EventKind, SessionTrace
 from kame_core.trace_query import llm_requests, oracle_revisions, self_corrections
 
 from .provenance_badge import provenance_badge
@@ -440,7 +441,7 @@ class _RunBuilder:
     def _user_words(self) -> None:
         """The STT's final words with their audio times, under the user waveform: a tick per word (hover gives
         it), its text where it fits at the reference zoom; the rest go to "every word (close zoom)"."""
-        words = [w for e in self.trace.events_of(EventKind.STT_FINAL) for w in e.data.get("words", []) or []
+        words = [w for _, final in payloads(self.trace, SttFinal, lenient=True) for w in final.words or []
                  if isinstance(w, (list, tuple)) and len(w) == 3]
         if not words:
             return
@@ -756,16 +757,15 @@ def _event_traces(trace: SessionTrace, ax: _Axes, legend: _LegendOnce, duration:
                                     line=dict(width=1.4 if hollow else 0.6, color=colour if hollow else "white")),
                         **legend(name), **xy))
 
-    def quoted(e: Event, key: str) -> str:
-        text = str(e.data.get(key, "") or "")
+    def quoted(value: object) -> str:
+        text = str(value or "")
         return f"<br>“{_wrap(text)}”" if text.strip() else ""
 
-    ev = {k: trace.events_of(k) for k in EventKind}
     stt = _ROWS["stt"]
-    markers("STT partial", [(e.t, stt, f"<b>STT partial</b> · {e.t:.2f} s{quoted(e, 'text')}")
-                            for e in ev[EventKind.STT_PARTIAL]], "circle", _SKY, 7, hollow=True)
-    markers("STT final", [(e.t, stt, f"<b>STT final</b> · {e.t:.2f} s{quoted(e, 'text')}")
-                          for e in ev[EventKind.STT_FINAL]], "circle", _BLUE, 9)
+    markers("STT partial", [(e.t, stt, f"<b>STT partial</b> · {e.t:.2f} s{quoted(p.text)}")
+                            for e, p in payloads(trace, SttPartial, lenient=True)], "circle", _SKY, 7, hollow=True)
+    markers("STT final", [(e.t, stt, f"<b>STT final</b> · {e.t:.2f} s{quoted(p.text)}")
+                          for e, p in payloads(trace, SttFinal, lenient=True)], "circle", _BLUE, 9)
 
     # LLM requests as bars from start to end, on two sub-rows so overlapping requests stay apart
     requests = {r.request: r for r in llm_requests(trace)}
@@ -788,23 +788,27 @@ def _event_traces(trace: SessionTrace, ax: _Axes, legend: _LegendOnce, duration:
                             name=f"LLM requests ({outcome})", **xy))
     markers("LLM request started", start_marks, "triangle-right", _INK, 9)
 
-    def end_marks(kind: EventKind, verb: str) -> list[tuple[float, float, str]]:
+    def end_marks(cls: type[LlmRequestFinish | LlmRequestCancel | LlmError],
+                  verb: str) -> list[tuple[float, float, str]]:
         marks: list[tuple[float, float, str]] = []
-        for e in ev[kind]:
-            req, rev = e.data.get("request"), e.data.get("revision")
-            late = " (late: the back-end ignored the cancel)" if e.data.get("late") else ""
+        for e, p in payloads(trace, cls, lenient=True):
+            req = p.request
+            rev = None if isinstance(p, LlmError) else p.revision
+            late = " (late: the back-end ignored the cancel)" if isinstance(p, LlmRequestCancel) and p.late else ""
+            # an error's text is an extra field (what an imported official log's stream had said)
+            said = e.data.get("text") if isinstance(p, LlmError) else p.text
             request = requests.get(req) if isinstance(req, int) else None
             marks.append((e.t, row_of.get(req, _ROWS["llm"]) if isinstance(req, int) else _ROWS["llm"],
                           f"<b>LLM request {req} {verb}</b>{late} · {e.t:.2f} s"
                           + (f" · oracle rev {rev}" if rev is not None else "")
-                          + quoted(e, "text") + quoted(e, "error")
+                          + quoted(said) + quoted(p.error if isinstance(p, LlmError) else "")
                           + (f"<br>transcript:<br>“{_wrap(request.transcript)}”"
                              if request is not None and request.transcript.strip() else "")))
         return marks
 
-    markers("LLM request finished", end_marks(EventKind.LLM_REQUEST_FINISH, "finished"), "square", _INK, 7)
-    markers("LLM request cancelled", end_marks(EventKind.LLM_REQUEST_CANCEL, "cancelled"), "x", _VERMILLION, 9)
-    markers("LLM error", end_marks(EventKind.LLM_ERROR, "failed"), "asterisk-open", _PURPLE, 10, hollow=True)
+    markers("LLM request finished", end_marks(LlmRequestFinish, "finished"), "square", _INK, 7)
+    markers("LLM request cancelled", end_marks(LlmRequestCancel, "cancelled"), "x", _VERMILLION, 9)
+    markers("LLM error", end_marks(LlmError, "failed"), "asterisk-open", _PURPLE, 10, hollow=True)
 
     resets = []
     for rev_info in oracle_revisions(trace):
@@ -815,7 +819,7 @@ def _event_traces(trace: SessionTrace, ax: _Axes, legend: _LegendOnce, duration:
     markers("oracle reset", resets, "diamond", _ORANGE, 10)
     markers("note", [(e.t, _ROWS["resets"], f"<b>note</b> · {e.t:.2f} s<br>"
                       + _wrap(", ".join(f"{k}: {v}" for k, v in e.data.items())))
-                     for e in ev[EventKind.NOTE]], "circle-x-open", _MUTED, 8)
+                     for e in trace.events_of(EventKind.NOTE)], "circle-x-open", _MUTED, 8)
     return out
 
 

@@ -32,8 +32,8 @@ from .trace import Event, EventKind, SessionTrace
 
 __all__ = ["PAYLOADS", "HoldEnd", "HoldStart", "LlmError", "LlmFirstChunk", "LlmRequestCancel", "LlmRequestFinish",
            "LlmRequestStart", "Note", "OracleAppend", "OracleReset", "Payload", "ResponseOnset", "SelfCorrection",
-           "SttFinal", "SttPartial", "TurnBoundary", "UserSpeechEnd", "UserSpeechStart", "field_checks",
-           "payload_of", "payloads"]
+           "SttFinal", "SttPartial", "TurnBoundary", "UserSpeechEnd", "UserSpeechStart", "bulky_fields",
+           "field_checks", "live_data", "payload_of", "payloads"]
 
 
 def required(check: Check) -> Any:
@@ -44,6 +44,12 @@ def required(check: Check) -> Any:
 def absent_or(check: Check) -> Any:
     """A field that may be absent (None here); when present, checked by ``check``."""
     return dataclasses.field(default=None, metadata={"check": check})
+
+
+def bulky(check: Check) -> Any:
+    """Like :func:`absent_or`, for a field too bulky for the live protocol (token ids, word timings, the
+    messages of a request): in the saved trace, left out of live events (:func:`live_data`)."""
+    return dataclasses.field(default=None, metadata={"check": check, "bulky": True})
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -101,7 +107,7 @@ class SttFinal(Payload):
 
     kind: ClassVar[EventKind] = EventKind.STT_FINAL
     text: str = required(S.text)
-    words: list[list[Any]] | None = absent_or(S.list_of(S.word_timing))
+    words: list[list[Any]] | None = bulky(S.list_of(S.word_timing))
     source: str | None = absent_or(S.text)
 
 
@@ -135,7 +141,7 @@ class LlmRequestStart(Payload):
     policy: str | None = absent_or(S.text)
     transcript: str | None = absent_or(S.text)
     transcript_t: float | None = absent_or(S.optional(S.time_s))
-    messages: list[dict[str, str]] | None = absent_or(S.list_of(S.chat_message))
+    messages: list[dict[str, str]] | None = bulky(S.list_of(S.chat_message))
 
 
 @_payload
@@ -207,7 +213,7 @@ class OracleAppend(Payload):
     request: int = required(S.ident)
     revision: int = required(S.ident)
     text: str = required(S.text)
-    tokens: list[int] | None = absent_or(S.list_of(S.ident))
+    tokens: list[int] | None = bulky(S.list_of(S.ident))
 
 
 @_payload
@@ -293,6 +299,19 @@ def field_checks(kind: EventKind) -> tuple[dict[str, Check], dict[str, Check]]:
         is_required = f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING
         (need if is_required else may)[f.name] = f.metadata["check"]
     return need, may
+
+
+@functools.cache
+def bulky_fields(kind: EventKind) -> frozenset[str]:
+    """The fields of ``kind``'s payload declared :func:`bulky`."""
+    return frozenset(f.name for f in dataclasses.fields(PAYLOADS[kind]) if f.metadata.get("bulky"))
+
+
+def live_data(event: Event) -> dict[str, Any]:
+    """``event``'s data as the live protocol sends it: every field but its payload's bulky ones (extra fields,
+    such as a note's details, included)."""
+    leave_out = bulky_fields(event.kind)
+    return {k: v for k, v in event.data.items() if k not in leave_out}
 
 
 def payload_of(event: Event, *, lenient: bool = False) -> Payload:

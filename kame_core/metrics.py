@@ -215,7 +215,7 @@ def latency_breakdown(trace: SessionTrace, turn_gap_s: float = TurnConfig.turn_g
         onsets = turn_onsets(trace, turn_gap_s)
     onset_of_turn = {o.turn: o for o in onsets}
     turns = user_turns(trace, turn_gap_s)
-    finals = [e for e in trace.events_of(EventKind.STT_FINAL) if str(e.data.get("text", "")).strip()]
+    finals = [e for e, final in ev.payloads(trace, ev.SttFinal, lenient=True) if str(final.text or "").strip()]
     requests = llm_requests(trace)
     resets = {r.revision: r for r in oracle_revisions(trace)}
     delay = float(trace.config.get("forced_delay_ms", 0) or 0) / 1000
@@ -265,13 +265,15 @@ def annotate_hint_levels(trace: SessionTrace) -> int:
     for i, e in enumerate(trace.events):
         if e.kind is not EventKind.ORACLE_RESET:
             continue
-        request = e.data.get("request")
-        ratio = ratios.get(request) if isinstance(request, int) else None
-        if ratio is not None:
+        reset = ev.payload_of(e, lenient=True)
+        assert isinstance(reset, ev.OracleReset)
+        level = reset.hint_level
+        ratio = ratios.get(reset.request) if isinstance(reset.request, int) else None
+        if ratio is not None and (level != hint_level(ratio) or reset.spoken_ratio != ratio):
             level = hint_level(ratio)
-            if e.data.get("hint_level") != level or e.data.get("spoken_ratio") != ratio:
-                trace.events[i] = type(e)(e.t, e.kind, {**e.data, "hint_level": level, "spoken_ratio": ratio})
-        carried += isinstance(trace.events[i].data.get("hint_level"), int)
+            # the same data with the two fields brought up to date (extras and key order kept)
+            trace.events[i] = type(e)(e.t, e.kind, {**e.data, "hint_level": level, "spoken_ratio": ratio})
+        carried += isinstance(level, int) and not isinstance(level, bool)
     return carried
 
 
@@ -303,9 +305,9 @@ def stt_word_lags(trace: SessionTrace, spoken: Sequence[Word], window_s: float =
     """For each word the user really said (times of its audio in the session), seconds from the end of its
     audio to the first STT partial or final at or after it that contains the word; ``None`` if none within
     ``window_s``. Words are compared case- and punctuation-insensitively."""
-    updates = sorted(((e.t, set(_norm_words(str(e.data.get("text", "")))))
-                      for e in trace.events if e.kind in (EventKind.STT_PARTIAL, EventKind.STT_FINAL)),
-                     key=lambda item: item[0])
+    said: list[tuple[Event, ev.SttPartial | ev.SttFinal]] = [*ev.payloads(trace, ev.SttPartial, lenient=True),
+                                                           *ev.payloads(trace, ev.SttFinal, lenient=True)]
+    updates = sorted(((e.t, set(_norm_words(str(p.text or "")))) for e, p in said), key=lambda item: item[0])
     lags: list[float | None] = []
     for word in spoken:
         target = _norm_words(word.text)

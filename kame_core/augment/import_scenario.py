@@ -8,10 +8,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from .. import events as ev
 from ..clock import frame_start
 from ..metrics import annotate_onsets
 from ..scenario import Scenario
-from ..trace import EventKind, FrameRecord, OracleToken, Provenance, SessionTrace
+from ..trace import FrameRecord, OracleToken, Provenance, SessionTrace
 from .oracle_stream import NO_EVENT
 from .training_dialogue import dialogue_frames, load_training_dialogue
 from .transcript import TranscriptWord
@@ -60,13 +61,14 @@ def training_dialogue_scenario(root: str | Path, dialogue_id: str) -> Scenario:
         sl = slice(i * 1920, (i + 1) * 1920)
         trace.append_frame(record, dialogue.user_audio[sl], dialogue.assistant_audio[sl])
     for utterance in _utterances(dialogue.words, USER):
-        trace.add_event(utterance[0].start, EventKind.USER_SPEECH_START, audio_t=utterance[0].start)
-        trace.add_event(utterance[-1].end, EventKind.USER_SPEECH_END, audio_t=utterance[-1].end)
-        trace.add_event(utterance[-1].end, EventKind.STT_FINAL, text=" ".join(w.word for w in utterance),
-                        words=[[w.word, w.start, w.end] for w in utterance], source="reference transcript")
+        trace.record(utterance[0].start, ev.UserSpeechStart(audio_t=utterance[0].start))
+        trace.record(utterance[-1].end, ev.UserSpeechEnd(audio_t=utterance[-1].end))
+        trace.record(utterance[-1].end, ev.SttFinal(text=" ".join(w.word for w in utterance),
+                                                     words=[[w.word, w.start, w.end] for w in utterance],
+                                                     source="reference transcript"))
     for k, r in enumerate(records):
-        trace.add_event(r.t, EventKind.ORACLE_RESET, revision=k + 1, hint_level=r.hint_level,
-                        text=r.prediction, spoken_ratio=r.current_spoken_ratio, request=None)
+        trace.record(r.t, ev.OracleReset(request=None, revision=k + 1, hint_level=r.hint_level,
+                                         spoken_ratio=r.current_spoken_ratio, text=r.prediction))
     trace.finish()
     annotate_onsets(trace)
     return Scenario(name=dialogue_id, title=trace.title, runs={"training": trace}, tags=["training-dialogue"],

@@ -37,6 +37,7 @@ import soundfile as sf
 from ..audio_io import resample
 from ..clock import SAMPLE_RATE, SAMPLES_PER_FRAME
 from ..duplex_metrics import is_takeover
+from ..events import Note, payloads
 from ..files import write_bytes_atomic
 
 #: annotation file of each v1 task, as the benchmark names them
@@ -146,7 +147,7 @@ def answer_locally(stack: Any, mode: str, audio: np.ndarray, *, seed: int = 0,
         trace = runner.run_sync(audio)
     front = trace.provenance.get("front_end") or trace.provenance.get("tts")
     label = " · ".join(p for p in (front.kind, front.model_id, front.label) if p) if front else mode
-    notes = [e.data.get("what", "") for e in trace.events if e.kind.value == "note"]
+    notes = [str(note.what or "") for _, note in payloads(trace, Note, lenient=True)]
     return Answer(trace.output_audio, label, trace.spoken_text(), [n for n in notes if n])
 
 

@@ -33,13 +33,14 @@ from pathlib import Path
 import numpy as np
 import soundfile as sf
 
+from .. import events as ev
 from ..audio_io import resample
 from ..augment.word_tokenizer import WordTokenizer
 from ..clock import SAMPLE_RATE, SAMPLES_PER_FRAME, frame_of
 from ..metrics import annotate_hint_levels, annotate_onsets
 from ..oracle import OracleStream
 from ..scenario import MAX_AUDIO_MEMBER_S, Scenario
-from ..trace import EventKind, FrameRecord, OracleToken, Provenance, SessionTrace
+from ..trace import FrameRecord, OracleToken, Provenance, SessionTrace
 
 PARTIALS, FINALS, STREAMS = "asr_partial.txt", "user_words.txt", "llm_stream_words.txt"
 ORACLE, MONOLOGUE, CONVERSATION = "oracle_stream.txt", "moshi_words.txt", "conversation.txt"
@@ -261,47 +262,48 @@ def import_official_log(log_dir: str | Path, recording: str | Path | None = None
                                  [(line, "partial") for line in lines[PARTIALS]], key=lambda x: x[0].ms)
     for line, kind in finals_and_partials:
         if kind == "final":
-            trace.add_event(t(line), EventKind.STT_FINAL, text=line.text, source="official log")
+            trace.record(t(line), ev.SttFinal(text=line.text, source="official log"))
         else:
-            trace.add_event(t(line), EventKind.STT_PARTIAL, text=line.text)
+            trace.record(t(line), ev.SttPartial(text=line.text))
 
     by_request = {s.request: s for s in streams}
     for k, s in enumerate(streams):
         committed = [line.text for line, kind in finals_and_partials if kind == "final" and line.ms <= s.line.ms]
         heard = [(line, kind) for line, kind in finals_and_partials if line.ms <= s.line.ms]
         pending = heard[-1][0].text if heard and heard[-1][1] == "partial" else ""
-        trace.add_event(t(s.line), EventKind.LLM_REQUEST_START, request=s.request, reason="official log",
-                        transcript=" ".join([*committed, pending]).strip(),
-                        transcript_t=t(heard[-1][0]) if heard else None, log_line=s.line.where)
+        trace.record(t(s.line), ev.LlmRequestStart(request=s.request, reason="official log",
+                                                   transcript=" ".join([*committed, pending]).strip(),
+                                                   transcript_t=t(heard[-1][0]) if heard else None),
+                     log_line=s.line.where)
         rev = next((r for r in revisions if r.request == s.request), None)
         applied = rev.chunks[-1] if rev is not None and rev.chunks else (rev.reset if rev is not None else None)
         next_start = streams[k + 1].line if k + 1 < len(streams) else None
         if s.outcome == "error":
-            trace.add_event(t(applied or s.line), EventKind.LLM_ERROR, request=s.request,
-                            error="logged as [ERROR]", text=s.text, time_inferred=True)
+            trace.record(t(applied or s.line), ev.LlmError(request=s.request, error="logged as [ERROR]"),
+                         text=s.text, time_inferred=True)
         elif s.outcome == "cancelled":
             end = next_start if next_start is not None else (applied or s.line)
             if applied is not None and applied.ms > end.ms:
                 end = applied
-            trace.add_event(t(end), EventKind.LLM_REQUEST_CANCEL, request=s.request, revision=s.revision,
-                            text=s.text, time_inferred=True)
+            trace.record(t(end), ev.LlmRequestCancel(request=s.request, revision=s.revision, text=s.text),
+                         time_inferred=True)
         else:
-            trace.add_event(t(applied or s.line), EventKind.LLM_REQUEST_FINISH, request=s.request,
-                            revision=s.revision, text=s.text, chunks=len(rev.chunks) if rev else 0,
-                            time_inferred=True)
+            trace.record(t(applied or s.line), ev.LlmRequestFinish(
+                request=s.request, revision=s.revision, text=s.text, chunks=len(rev.chunks) if rev else 0),
+                time_inferred=True)
 
     tokenizer = WordTokenizer()
     oracle_events: list[tuple[float, int, list[int]]] = []  # (time, revision, token ids; [] for a reset)
     for k, rev in enumerate(revisions, start=1):
         request = rev.request
         if request is not None and request in by_request:
-            trace.add_event(t(rev.reset), EventKind.LLM_FIRST_CHUNK, request=request, revision=k)
-        trace.add_event(t(rev.reset), EventKind.ORACLE_RESET, revision=k, request=request)
+            trace.record(t(rev.reset), ev.LlmFirstChunk(request=request, revision=k))
+        trace.record(t(rev.reset), ev.OracleReset(revision=k, request=request))
         oracle_events.append((t(rev.reset), k, []))
         for chunk in rev.chunks:
             ids = tokenizer.encode(chunk.text)
-            trace.add_event(t(chunk), EventKind.ORACLE_APPEND, request=request if request is not None else 0,
-                            revision=k, text=chunk.text + " ", tokens=ids)
+            trace.record(t(chunk), ev.OracleAppend(request=request if request is not None else 0, revision=k,
+                                                   text=chunk.text + " ", tokens=ids))
             oracle_events.append((t(chunk), k, ids))
 
     monologue: dict[int, str] = {}

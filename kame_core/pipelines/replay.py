@@ -24,6 +24,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..clock import FRAME_SECONDS, SAMPLES_PER_FRAME, Clock, VirtualClock
+from ..events import SttFinal, SttPartial, payload_of
 from ..protocols import ChatMessage, FrontEnd, LLMError, STTEvent, Word
 from ..trace import Event, EventKind, Provenance, SessionTrace
 from ..trace_query import llm_requests
@@ -44,16 +45,17 @@ class ReplayUnavailable(ValueError):
 
 
 def _stt_event(e: Event) -> STTEvent:
-    d = e.data
     if e.kind is EventKind.USER_SPEECH_START:
         return STTEvent("speech_start", start=e.audio_t)
     if e.kind is EventKind.USER_SPEECH_END:
         return STTEvent("speech_end", end=e.audio_t)
-    if e.kind is EventKind.STT_PARTIAL:
-        return STTEvent("partial", text=str(d.get("text", "")))
-    words = tuple(Word(str(w[0]), float(w[1]), float(w[2])) for w in d.get("words", []) or []
+    said = payload_of(e, lenient=True)
+    if isinstance(said, SttPartial):
+        return STTEvent("partial", text=str(said.text or ""))
+    assert isinstance(said, SttFinal), e.kind
+    words = tuple(Word(str(w[0]), float(w[1]), float(w[2])) for w in said.words or []
                   if isinstance(w, (list, tuple)) and len(w) == 3)
-    return STTEvent("final", text=str(d.get("text", "")), words=words)
+    return STTEvent("final", text=str(said.text or ""), words=words)
 
 
 class ReplaySTT:

@@ -8,6 +8,7 @@ from typing import Any
 
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 
+from ..events import LlmFirstChunk, LlmRequestStart, Note, payload_of
 from ..session import FrameOut
 from ..trace import EventKind
 
@@ -66,20 +67,21 @@ class SessionMetricsTap:
 
     def __init__(self, metrics: ServerMetrics) -> None:
         self.metrics = metrics
-        self._requests: dict[Any, float] = {}
+        self._requests: dict[int, float] = {}
         self._speech_end: float | None = None
 
     def on_frame(self, frame: FrameOut) -> None:
         m = self.metrics
         m.frames.inc()
         for event in frame.events:
-            kind, data = event.kind, event.data
-            if kind is EventKind.NOTE and data.get("what") == "missed frame deadline":
+            kind = event.kind
+            payload = payload_of(event, lenient=True)
+            if isinstance(payload, Note) and payload.what == "missed frame deadline":
                 m.missed.inc()
-            elif kind is EventKind.LLM_REQUEST_START:
-                self._requests[data.get("request")] = event.t
-            elif kind is EventKind.LLM_FIRST_CHUNK and data.get("request") in self._requests:
-                m.llm_first.observe(max(0.0, event.t - self._requests.pop(data.get("request"))))
+            elif isinstance(payload, LlmRequestStart):
+                self._requests[payload.request] = event.t
+            elif isinstance(payload, LlmFirstChunk) and payload.request in self._requests:
+                m.llm_first.observe(max(0.0, event.t - self._requests.pop(payload.request)))
             elif kind is EventKind.ORACLE_RESET:
                 m.resets.inc()
             elif kind is EventKind.USER_SPEECH_END:

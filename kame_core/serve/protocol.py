@@ -23,6 +23,7 @@ from typing import Any
 
 import numpy as np
 
+from ..events import live_data
 from ..trace import Event, EventKind
 
 HANDSHAKE = 0x00
@@ -40,10 +41,6 @@ CLOSE_POLICY = 1008           # the session length limit
 CLOSE_TOO_BIG = 1009          # one message over the size limit
 CLOSE_INTERNAL = 1011         # the session failed on the server
 CLOSE_TRY_LATER = 1013        # the session limit is reached
-
-#: trace-event fields left out of live events (bulky, and in the saved scenario anyway)
-_BULKY = ("messages", "tokens", "words")
-
 
 @dataclass(frozen=True)
 class Limits:
@@ -110,10 +107,10 @@ def pcm_from_bytes(payload: bytes) -> np.ndarray:
 
 
 def event_json(event: Event) -> dict[str, Any]:
-    """A trace event as a live 0x07 object: ``{"type": "event", "t", "kind", "data"}`` without bulky fields
-    (an LLM request's messages, token ids, word timings)."""
-    data = {k: v for k, v in event.data.items() if k not in _BULKY}
-    return {"type": "event", "t": round(event.t, 3), "kind": event.kind.value, "data": data}
+    """A trace event as a live 0x07 object: ``{"type": "event", "t", "kind", "data"}``, ``data`` without the
+    fields its payload declares bulky (an LLM request's messages, token ids, word timings; they are in the saved
+    scenario): :func:`kame_core.events.live_data`."""
+    return {"type": "event", "t": round(event.t, 3), "kind": event.kind.value, "data": live_data(event)}
 
 
 #: the trace events a live client is sent (everything a viewer of the four streams needs)

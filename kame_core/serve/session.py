@@ -27,6 +27,7 @@ from typing import Any, Protocol
 import numpy as np
 
 from ..clock import FRAME_SECONDS, SAMPLE_RATE
+from ..events import OracleReset, payloads
 from ..metrics import LiveOnsets, TurnOnset, latency_breakdown
 from ..neural.choice import NeuralModels
 from ..neural.pool import PoolFull
@@ -131,13 +132,13 @@ class StreamSink:
         if trace is None:
             return []
         out = []
-        for event in trace.events_of(EventKind.ORACLE_RESET):
-            revision, level = event.data.get("revision"), event.data.get("hint_level")
-            known = (level, event.data.get("spoken_ratio"))
+        for _, reset in payloads(trace, OracleReset, lenient=True):
+            revision, level = reset.revision, reset.hint_level
+            known = (level, reset.spoken_ratio)
             if revision is None or level is None or self._hints.get(revision) == known:
                 continue
             self._hints[revision] = known
-            out.append(P.notice(N.HintLevel(revision, level, known[1])))
+            out.append(P.notice(N.HintLevel(revision, level, reset.spoken_ratio)))
         return out
 
 
