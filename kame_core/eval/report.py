@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from ..pipelines.run_kinds import RUN_KINDS
 from .proxy import PROXY_LABEL
 
 if TYPE_CHECKING:
@@ -30,8 +31,16 @@ PAPER_ROWS: tuple[tuple[str, float, float | None], ...] = (
     ("gpt-4.1 alone (text)", 7.79, None),
 )
 CATEGORY_ORDER = ("reasoning", "stem", "humanities")
-SYSTEM_NAMES = {"kame": "KAME (tandem)", "moshi": "Moshi mode (oracle off)", "cascade": "cascade (Unmute-like)",
-                "control": "back-end LLM alone (final oracle text)"}
+#: the one system of the report that is not a run kind: the back-end LLM's final oracle text, judged as text
+CONTROL_NAME = "back-end LLM alone (final oracle text)"
+
+
+def system_name(system: str) -> str:
+    """How the report names ``system``: a run kind's full label (:data:`RUN_KINDS`), the control, or itself."""
+    if system == "control":
+        return CONTROL_NAME
+    kind = RUN_KINDS.get(system)
+    return kind.full_label if kind is not None else system
 
 
 @dataclass(frozen=True)
@@ -104,7 +113,7 @@ def table_markdown(summaries: Sequence[SystemSummary], score_label: str, notes: 
     for s in main:
         excluded = ", ".join(f"{k}: {v}" for k, v in sorted(s.excluded.items())) or "0"
         latency = "n/a (text only)" if s.system == "control" else _fmt(s.median_latency_s)
-        lines.append("| " + " | ".join([SYSTEM_NAMES.get(s.system, s.system),
+        lines.append("| " + " | ".join([system_name(s.system),
                                          *[_fmt(s.per_category[c]) for c in categories], _fmt(s.average),
                                          latency, str(s.sessions), str(s.scored), excluded]) + " |")
     lines += ["", f"## The paper's figures ({QUOTED})", "",
@@ -130,7 +139,7 @@ def write_table_csv(path: Path, summaries: Sequence[SystemSummary], score_label:
                          f"average score [{score_label}]", f"average MT-Bench score ({QUOTED})",
                          "median onset latency (s)", "sessions", "turns scored", "turns excluded"])
         for s in main:
-            writer.writerow([SYSTEM_NAMES.get(s.system, s.system), "measured here",
+            writer.writerow([system_name(s.system), "measured here",
                              *[_csv(s.per_category[c]) for c in categories], _csv(s.average), "",
                              _csv(s.median_latency_s), s.sessions, s.scored, sum(s.excluded.values())])
         for name, average, latency in PAPER_ROWS:
@@ -158,7 +167,7 @@ def table_figure(summaries: Sequence[SystemSummary], score_label: str, stem: Pat
         if s.delay_s != 0 or s.average is None:
             continue
         x = s.median_latency_s if s.system != "control" else None
-        name = SYSTEM_NAMES.get(s.system, s.system) + (" (no latency: drawn at 0)" if x is None else "")
+        name = system_name(s.system) + (" (no latency: drawn at 0)" if x is None else "")
         fig.add_trace(go.Scatter(x=[x if x is not None else 0.0], y=[s.average], mode="markers+text",
                                  name=f"{name} — measured, {score_label}", text=[name], textposition="top center",
                                  marker={"size": 12}))
@@ -190,12 +199,12 @@ def write_sweep(summaries: Sequence[SystemSummary], sweep_modes: Sequence[str], 
         writer.writerow(["system", "forced delay (s)", f"average score [{score_label}]", "median onset latency (s)",
                          "sessions", "turns scored", "turns excluded"])
         for s in points:
-            writer.writerow([SYSTEM_NAMES.get(s.system, s.system), s.delay_s, _csv(s.average),
+            writer.writerow([system_name(s.system), s.delay_s, _csv(s.average),
                              _csv(s.median_latency_s), s.sessions, s.scored, sum(s.excluded.values())])
     fig = make_subplots(rows=1, cols=2, subplot_titles=(f"score [{score_label}]", "median onset latency (s)"))
     for system in sweep_modes:
         mine = [s for s in points if s.system == system]
-        name = SYSTEM_NAMES.get(system, system)
+        name = system_name(system)
         fig.add_trace(go.Scatter(x=[s.delay_s for s in mine], y=[s.average for s in mine], mode="lines+markers",
                                  name=f"{name}: score"), row=1, col=1)
         fig.add_trace(go.Scatter(x=[s.delay_s for s in mine], y=[s.median_latency_s for s in mine],
@@ -232,7 +241,7 @@ def duplex_markdown(results: Iterable[SessionResultLike]) -> str:
         rate = sum(bool(t[0]) for t in turns) / len(turns) if turns else None
         stopped = [s for s in stops if s is not None]
         lines.append("| " + " | ".join([
-            SYSTEM_NAMES.get(system, system), f"{delay:g}", str(len(turns)), _fmt(rate),
+            system_name(system), f"{delay:g}", str(len(turns)), _fmt(rate),
             _fmt(_mean(signed)), _fmt(_mean([max(0.0, v) for v in signed])), str(len(took)),
             _fmt(_mean(stopped)), str(len(stops)), str(len(stops) - len(stopped))]) + " |")
     return "\n".join(lines) + "\n"

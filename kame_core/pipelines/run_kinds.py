@@ -23,13 +23,20 @@ __all__ = ["RUN_KINDS", "RunKind", "policy_run_kind", "run_label"]
 
 @dataclass(frozen=True)
 class RunKind:
-    """One way of running an input: ``id`` (the scenario's run id), ``label`` (on screen), ``mode`` (the pipeline)
-    and ``session`` (the session configuration it implies; None: the stack's default)."""
+    """One way of running an input: ``id`` (the scenario's run id), ``label`` (on screen), ``mode`` (the pipeline),
+    ``session`` (the session configuration it implies; None: the stack's default) and ``detail`` (what it is, in
+    a few words, where a table names it in full: the eval report)."""
 
     id: str
     label: str
     mode: Mode
     session: SessionConfig | None = None
+    detail: str = ""
+
+    @property
+    def full_label(self) -> str:
+        """``label (detail)``, or the label alone."""
+        return f"{self.label} ({self.detail})" if self.detail else self.label
 
     @property
     def policy(self) -> str | None:
@@ -42,17 +49,17 @@ class RunKind:
 def policy_run_kind(policy: str) -> RunKind:
     """The KAME run of oracle policy ``policy`` (a key of ``POLICIES``): ``kame`` for the default one."""
     if policy == DEFAULT_POLICY:
-        return RunKind("kame", "KAME", "kame")
+        return RunKind("kame", "KAME", "kame", detail="tandem")
     return RunKind(f"kame-{policy.replace('_', '-')}", f"KAME ({policy.replace('_', ' ')} policy)", "kame",
-                   SessionConfig(oracle=OracleConfig(policy=policy)))
+                   SessionConfig(oracle=OracleConfig(policy=policy)), detail="tandem")
 
 
 #: every run kind, in the order they are offered and compared: KAME per oracle policy, Moshi mode, the cascade
 RUN_KINDS: dict[str, RunKind] = {kind.id: kind for kind in (
     policy_run_kind(DEFAULT_POLICY),
     *(policy_run_kind(policy) for policy in POLICIES if policy != DEFAULT_POLICY),
-    RunKind("moshi", "Moshi mode", "moshi"),
-    RunKind("cascade", "cascade", "cascade"),
+    RunKind("moshi", "Moshi mode", "moshi", detail="oracle off"),
+    RunKind("cascade", "cascade", "cascade", detail="Unmute-like"),
 )}
 
 
