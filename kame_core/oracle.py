@@ -27,7 +27,8 @@ Two things are options of :class:`OracleConfig`, recorded in the trace config:
   last ``user: ...`` line, cut to its last ``max_prompt_chars`` characters; ``"chat"`` sends chat turns.
 * ``policy``: a key of :data:`~kame_core.oracle_policies.POLICIES` (each with its one-line description there):
   ``"restart"`` is the original policy above, ``"emission"`` the official repository's newer emission-based
-  adoption.
+  adoption. ``options`` holds the chosen policy's own (its ``Options`` dataclass: ``restart_word_delta``,
+  ``max_starts_per_window`` and ``rate_window_s`` above; the emission policy's ``max_concurrent_streams``).
 """
 from __future__ import annotations
 

@@ -43,40 +43,45 @@ class OracleConfig:
     """
 
     interval_s: float = 0.5
-    restart_word_delta: int = 2
-    max_starts_per_window: int = 5
-    rate_window_s: float = 2.0
     system_prompt: str = ""
     prompt_layout: Literal["official", "chat"] = "official"
     #: a key of :data:`~kame_core.oracle_policies.POLICIES`
     policy: str = DEFAULT_POLICY
-    #: emission policy: most streams running at once (the official ``--max-concurrent-streams``)
-    max_concurrent_streams: int = 7
     #: official layout: the user message is cut to its last this many characters (``--max-prompt-chars``)
     max_prompt_chars: int = 6000
+    #: the policy's own options (its ``Options`` dataclass, e.g. the restart policy's ``restart_word_delta``,
+    #: the emission policy's ``max_concurrent_streams``); absent ones take their defaults, all are recorded
+    options: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if self.prompt_layout not in PROMPT_LAYOUTS:
             raise ValueError(f"unknown prompt layout {self.prompt_layout!r}: expected one of {PROMPT_LAYOUTS}")
         if self.policy not in POLICIES:
             raise ValueError(f"unknown oracle policy {self.policy!r}: expected one of {', '.join(POLICIES)}")
-        if self.max_concurrent_streams < 1 or self.max_prompt_chars < 1:
-            raise ValueError("max_concurrent_streams and max_prompt_chars must be at least 1")
+        if not self.interval_s > 0 or self.max_prompt_chars < 1:
+            raise ValueError("interval_s must be above 0 and max_prompt_chars at least 1")
+        # checked now (a bad name or value fails here, not at the session's first poll), recorded in full
+        self.options = dataclasses.asdict(POLICIES[self.policy].options(self.options, self.policy))
         if not self.system_prompt:
             self.system_prompt = OFFICIAL_SYSTEM_PROMPT if self.prompt_layout == "official" else DEFAULT_SYSTEM_PROMPT
 
     def to_json(self) -> dict[str, object]:
-        return dict(self.__dict__)
+        return {**self.__dict__, "options": dict(self.options)}
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> OracleConfig:
         """Inverse of :meth:`to_json`; unknown keys are ignored. A trace recorded before the layout and policy
-        were options used chat turns and the restart policy: missing keys say so, not today's defaults."""
+        were options used chat turns and the restart policy: missing keys say so, not today's defaults. One
+        recorded before policies had their own options kept them beside the others (every policy's): the chosen
+        policy's are taken from there."""
         known = {f.name for f in dataclasses.fields(cls)}
         values = {k: v for k, v in data.items() if k in known}
         if data:
             values.setdefault("prompt_layout", "chat")
             values.setdefault("policy", "restart")  # the only policy there was
+            if "options" not in data and values["policy"] in POLICIES:
+                own = {f.name for f in dataclasses.fields(POLICIES[values["policy"]].policy.Options)}
+                values["options"] = {k: v for k, v in data.items() if k in own}
         return cls(**values)
 
     def messages(self, conversation: Conversation) -> list[ChatMessage]:

@@ -61,6 +61,27 @@ def test_bad_options_are_refused_and_old_traces_read_as_what_they_used() -> None
     assert again == OracleConfig(policy="emission")
 
 
+def test_each_policy_owns_its_options() -> None:
+    # the chosen policy's options, every one recorded (defaults filled), none of another policy's
+    assert OracleConfig().to_json()["options"] == {"restart_word_delta": 2, "max_starts_per_window": 5,
+                                                   "rate_window_s": 2.0}
+    assert OracleConfig(policy="emission").options == {"max_concurrent_streams": 7}
+    assert OracleConfig(policy="final_only").options == {}
+    with pytest.raises(ValueError, match=r"oracle policy 'restart' has no option 'max_concurrent_streams' "
+                                         r"\(its options: max_starts_per_window, rate_window_s, restart_word_delta\)"):
+        OracleConfig(options={"max_concurrent_streams": 3})
+    with pytest.raises(ValueError, match="emission policy: max_concurrent_streams must be at least 1"):
+        OracleConfig(policy="emission", options={"max_concurrent_streams": 0})
+    with pytest.raises(ValueError, match="restart_word_delta"):
+        OracleConfig(options={"restart_word_delta": 0})
+    # a trace from before policies owned their options: every policy's beside the others; the chosen one's kept
+    old = {"interval_s": 0.5, "restart_word_delta": 3, "max_starts_per_window": 5, "rate_window_s": 2.0,
+           "system_prompt": "x", "prompt_layout": "official", "policy": "emission", "max_concurrent_streams": 4,
+           "max_prompt_chars": 6000}
+    assert OracleConfig.from_json(old).options == {"max_concurrent_streams": 4}
+    assert OracleConfig.from_json({**old, "policy": "restart"}).options["restart_word_delta"] == 3
+
+
 @dataclass
 class LatencyLLM:
     """Answers request k (1-based) after ``first[k]`` seconds with ``text(k)``, one word per chunk."""
@@ -101,8 +122,12 @@ class Harness:
         return self.trace
 
 
+def _partial(text: str) -> Callable[[Conversation], None]:
+    return lambda c: c.on_partial(text)
+
+
 def partials(*texts: str, every: float = 0.5) -> list[tuple[float, Callable[[Conversation], None] | None]]:
-    return [(round(every * (k + 1), 3), lambda c, t=t: c.on_partial(t)) for k, t in enumerate(texts)]
+    return [(round(every * (k + 1), 3), _partial(t)) for k, t in enumerate(texts)]
 
 
 def test_streams_run_at_once_and_the_first_to_emit_is_adopted() -> None:
@@ -135,16 +160,20 @@ def test_an_unchanged_transcript_starts_nothing_a_final_forces_a_start() -> None
 
 def test_no_start_while_the_assistant_spoke_last() -> None:
     h = Harness(LatencyLLM(first={}))
+
+    def more_speech_then_the_user(c: Conversation) -> None:
+        c.on_assistant_piece(" there")
+        c.pending_user = "hi you"
+
     trace = h.run([(0.5, lambda c: c.on_partial("hi")), (1.0, lambda c: c.on_assistant_piece(" hello")),
-                   (1.5, lambda c: (c.on_assistant_piece(" there"), setattr(c, "pending_user", "hi you")))],
-                  until=3.0)
+                   (1.5, more_speech_then_the_user)], until=3.0)
     assert [round(e.t, 3) for e in trace.events_of(EventKind.LLM_REQUEST_START)] == [0.5]
 
 
 def test_over_budget_the_adopted_and_newest_waiting_streams_are_kept() -> None:
     # 1 emits at once and streams on for seconds; the others never emit within the test
     llm = LatencyLLM(first={1: 0.2, **{k: 10.0 for k in range(2, 9)}}, text=lambda k: f"long{k} " * 40)
-    h = Harness(llm, max_concurrent_streams=3)
+    h = Harness(llm, options={"max_concurrent_streams": 3})
     trace = h.run(partials(*(" ".join(["w"] * n) for n in range(1, 7))), until=3.5)
     reasons = {e.data["request"]: e.data.get("reason") for e in trace.events_of(EventKind.LLM_REQUEST_CANCEL)
                if e.t < 3.5 - 1e-9}
@@ -205,10 +234,11 @@ def test_a_live_run_can_put_both_oracle_policies_side_by_side(tmp_path) -> None:
 
     steps = list(run_audio(stack, audio, ["kame", "kame-emission"], tmp_path, components="doubles", source="test"))
     loaded = steps[-1].loaded
+    assert loaded is not None
     assert list(loaded.scenario.runs) == ["kame", "kame-emission"]
     policies = {k: t.config["oracle"]["policy"] for k, t in loaded.scenario.runs.items()}
     assert policies == {"kame": "restart", "kame-emission": "emission"}
     session = session_of(None)
     session.loaded = loaded
-    _, fig, rows, *_ = compare(session)
-    assert [r[0] for r in rows] == ["KAME", "KAME (emission policy)"] and fig is not None
+    compared = compare(session)
+    assert [r[0] for r in compared.rows] == ["KAME", "KAME (emission policy)"] and compared.figure is not None

@@ -5,31 +5,39 @@ against it, the eval's ``--oracle-policy`` offers its ids, and every policy but 
 its own (:mod:`kame_core.pipelines.run_kinds`). A policy is a subclass of :class:`OraclePolicy`
 (:mod:`.base`); :class:`~kame_core.oracle.OracleManager` runs it.
 
-Adding one: a module here with its :class:`OraclePolicy` subclass, one line in :data:`POLICIES`, one test.
+Adding one: a module here with its :class:`OraclePolicy` subclass (and, if it has options, their frozen dataclass as
+its ``Options``), one line in :data:`POLICIES`, one test.
 """
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
-from .base import Drop, OraclePolicy, OracleState, PolicyConfig, StartPoint, Verdict
-from .emission import EmissionPolicy
+from .base import Drop, NoOptions, OraclePolicy, OracleState, PolicyConfig, StartPoint, Verdict, make_options
+from .emission import EmissionOptions, EmissionPolicy
 from .final_only import FinalOnlyPolicy
-from .restart import RestartPolicy
+from .restart import RestartOptions, RestartPolicy
 
-__all__ = ["DEFAULT_POLICY", "POLICIES", "Drop", "EmissionPolicy", "FinalOnlyPolicy", "OraclePolicy", "OracleState",
-           "PolicyFactory", "RestartPolicy", "StartPoint", "Verdict", "make_policy"]
+__all__ = ["DEFAULT_POLICY", "POLICIES", "Drop", "EmissionOptions", "EmissionPolicy", "FinalOnlyPolicy", "NoOptions",
+           "OraclePolicy", "OracleState", "PolicyFactory", "RestartOptions", "RestartPolicy", "StartPoint", "Verdict",
+           "make_policy"]
 
 
 @dataclass(frozen=True)
 class PolicyFactory:
-    """How a policy is made for a configuration, and what it does in one line (for help texts and the UI)."""
+    """A policy's class, and what it does in one line (for help texts and the UI)."""
 
-    make: Callable[[PolicyConfig], OraclePolicy]
+    policy: type[OraclePolicy]
     description: str
 
     def __call__(self, config: PolicyConfig) -> OraclePolicy:
-        return self.make(config)
+        return self.policy(config)
+
+    def options(self, values: Mapping[str, Any], policy: str) -> Any:
+        """The policy's options (its :attr:`~OraclePolicy.Options`) from ``values``; ValueError naming what is
+        wrong."""
+        return make_options(self.policy.Options, values, policy)
 
 
 DEFAULT_POLICY = "restart"  #: KAME's original; the one plain ``kame`` runs use

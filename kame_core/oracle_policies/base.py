@@ -19,9 +19,13 @@ from __future__ import annotations
 
 import abc
 import asyncio
+import dataclasses
 import enum
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Any, ClassVar, Protocol, TypeVar
+
+OptionsT = TypeVar("OptionsT")
 
 
 class ConversationView(Protocol):
@@ -36,13 +40,30 @@ class ConversationView(Protocol):
 
 
 class PolicyConfig(Protocol):
-    """What a policy reads of its configuration (:class:`kame_core.oracle_config.OracleConfig`)."""
+    """What a policy reads of its configuration (:class:`kame_core.oracle_config.OracleConfig`): which policy,
+    and values for its own options (:attr:`OraclePolicy.Options`; absent ones take their defaults)."""
 
     policy: str
-    restart_word_delta: int
-    max_starts_per_window: int
-    rate_window_s: float
-    max_concurrent_streams: int
+
+    @property
+    def options(self) -> Mapping[str, Any]: ...
+
+
+@dataclass(frozen=True)
+class NoOptions:
+    """The options of a policy that has none."""
+
+
+def make_options(options_type: type[OptionsT], values: Mapping[str, Any], policy: str) -> OptionsT:
+    """``options_type`` built from ``values``; a name it does not have or a value it refuses raises ValueError
+    naming the policy, the option and the options it has."""
+    known = {f.name for f in dataclasses.fields(options_type)}  # type: ignore[arg-type]
+    unknown = sorted(set(values) - known)
+    if unknown:
+        has = ", ".join(sorted(known)) or "none"
+        raise ValueError(f"oracle policy {policy!r} has no option {', '.join(map(repr, unknown))} (its options: "
+                         f"{has})")
+    return options_type(**values)
 
 
 class Verdict(enum.Enum):
@@ -101,9 +122,13 @@ class OraclePolicy(abc.ABC):
 
     #: record why a request was cancelled (``reason`` of its cancel event); the restart policy's traces never did
     records_cancel_reasons: bool = True
+    #: the policy's own options: a frozen dataclass whose fields all have defaults, checked in ``__post_init__``
+    #: (``OracleConfig.options`` gives values; the trace records them all)
+    Options: ClassVar[type] = NoOptions
 
     def __init__(self, config: PolicyConfig) -> None:
         self.config = config
+        self.options: Any = make_options(self.Options, config.options, config.policy)
 
     @abc.abstractmethod
     def trigger(self, state: OracleState) -> str | None:

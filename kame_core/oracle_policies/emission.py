@@ -18,10 +18,26 @@ Requests carry ``policy="emission"``; a cancellation says why (``reason``).
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from .base import OraclePolicy, OracleState
 
 
+@dataclass(frozen=True)
+class EmissionOptions:
+    """How many streams may run at once."""
+
+    max_concurrent_streams: int = 7  #: the official ``--max-concurrent-streams``
+
+    def __post_init__(self) -> None:
+        if self.max_concurrent_streams < 1:
+            raise ValueError("emission policy: max_concurrent_streams must be at least 1")
+
+
 class EmissionPolicy(OraclePolicy):
+    Options = EmissionOptions
+    options: EmissionOptions
+
     def trigger(self, state: OracleState) -> str | None:
         conv = state.conversation
         if conv.finals > state.last_start.finals:
@@ -40,7 +56,7 @@ class EmissionPolicy(OraclePolicy):
     def to_cancel(self, state: OracleState) -> dict[int, str]:
         """With the budget full: keep the adopted stream and the newest not-yet-emitting ones."""
         live = state.live
-        excess = len(live) + 1 - self.config.max_concurrent_streams
+        excess = len(live) + 1 - self.options.max_concurrent_streams
         dropped: dict[int, str] = {}
         for request in live:
             if excess <= 0:

@@ -7,11 +7,29 @@ landed; after a back-end error retry at the next poll; at most ``max_starts_per_
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from .base import OraclePolicy, OracleState
+
+
+@dataclass(frozen=True)
+class RestartOptions:
+    """When a running stream is restarted, and how often a stream may start."""
+
+    restart_word_delta: int = 2      #: user words since the last start that restart a running stream
+    max_starts_per_window: int = 5   #: starts allowed in any ``rate_window_s``
+    rate_window_s: float = 2.0
+
+    def __post_init__(self) -> None:
+        if self.restart_word_delta < 1 or self.max_starts_per_window < 1 or not self.rate_window_s > 0:
+            raise ValueError("restart policy: restart_word_delta and max_starts_per_window must be at least 1, "
+                             "rate_window_s above 0")
 
 
 class RestartPolicy(OraclePolicy):
     records_cancel_reasons = False  # its traces have never said why a request was cancelled: it was superseded
+    Options = RestartOptions
+    options: RestartOptions
 
     def trigger(self, state: OracleState) -> str | None:
         conv, since = state.conversation, state.last_start
@@ -27,10 +45,10 @@ class RestartPolicy(OraclePolicy):
             return None
         if new_final:
             return "final"
-        if words - since.words >= self.config.restart_word_delta:
+        if words - since.words >= self.options.restart_word_delta:
             return f"user words +{words - since.words}"
         return None
 
     def withhold(self, state: OracleState, now: float) -> str | None:
-        recent = [t for t in state.start_times if t > now - self.config.rate_window_s]
-        return "oracle restart rate-limited" if len(recent) >= self.config.max_starts_per_window else None
+        recent = [t for t in state.start_times if t > now - self.options.rate_window_s]
+        return "oracle restart rate-limited" if len(recent) >= self.options.max_starts_per_window else None
