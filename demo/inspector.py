@@ -8,11 +8,12 @@ from typing import Any
 
 import numpy as np
 
+from kame_core.clock import FRAME_SECONDS, frame_of
 from kame_core.duplex_metrics import DuplexSummary, duplex_metrics
-from kame_core.metrics import session_metrics
+from kame_core.metrics import latency_breakdown, request_token_use, session_metrics
 from kame_core.scenario import Scenario
 from kame_core.trace import PROVENANCE_KINDS, SessionTrace
-from kame_core.trace_query import revision_at
+from kame_core.trace_query import oracle_token_use, revision_at
 
 
 def run_summary_rows(scenario: Scenario) -> list[list[Any]]:
@@ -75,9 +76,6 @@ def _token_note(request: object, use: dict) -> str:
 def latency_markdown(trace: SessionTrace) -> str:
     """Markdown: per user turn, when each anchor of the response came (seconds after the end of the user's
     speech; negative = before), and the LLM requests of the turn with why they started and how they ended."""
-    from kame_core.metrics import latency_breakdown, request_token_use
-    from kame_core.trace_query import oracle_token_use
-
     turns = latency_breakdown(trace)
     use = oracle_token_use(trace)
     if not turns:
@@ -103,8 +101,6 @@ def latency_markdown(trace: SessionTrace) -> str:
 
 def frame_details(trace: SessionTrace, t: float) -> str:
     """Markdown: what the four streams held at session time ``t`` (the playhead), for one run."""
-    from kame_core.clock import FRAME_SECONDS, frame_of
-
     if trace.n_frames == 0:
         return "empty run"
     t = min(max(0.0, float(t)), trace.duration - 1e-9)

@@ -21,6 +21,7 @@ run reports its takeover rate and latency without the benchmark's repository.
 """
 from __future__ import annotations
 
+import asyncio
 import io
 import json
 import math
@@ -153,8 +154,6 @@ def answer_locally(stack: Any, mode: str, audio: np.ndarray, *, seed: int = 0,
 
 def answer_from_server(url: str, audio: np.ndarray) -> Answer:
     """Stream ``audio`` in real time to a live-protocol server, as Full-Duplex-Bench's moshi client does."""
-    import asyncio
-
     from ..serve.client import talk
 
     result = asyncio.run(talk(url, audio, tail_s=0.5, end=False))
