@@ -29,9 +29,9 @@ import numpy as np
 
 from .clock import FRAME_SECONDS, SAMPLES_PER_FRAME
 from .metrics import SILENCE_RMS, turn_onsets
-from .session.turns import TurnConfig
 from .trace import SessionTrace
 from .trace_query import user_turns
+from .turns import TurnConfig
 
 #: FD-Bench's backchannel rule: a response shorter than this and of at most BACKCHANNEL_WORDS is no takeover
 BACKCHANNEL_MAX_S = 1.0

@@ -7,7 +7,7 @@ Times are on the trace's timeline: frame ``i`` of every stream sits at ``i * 80 
   front-end starts before the user finished (KAME's "speak while thinking"). The audio variant uses the
   first output frame louder than -60 dBFS RMS.
 * A **user turn** is a run of speech segments separated by less than ``turn_gap_s`` of silence
-  (:func:`kame_core.session.turns.group_turns`, read through :mod:`kame_core.trace_query`).
+  (:func:`kame_core.turns.group_turns`, read through :mod:`kame_core.trace_query`).
 * **Oracle revisions**: resets of the oracle stream. **Self-corrections**: events recorded by the front-end.
 * **Transcript → oracle**: for each revision, the time from the STT update that its LLM request was built
   from to the frame where its start token was fed.
@@ -26,7 +26,6 @@ from . import events as ev
 from .clock import FRAME_SECONDS, SAMPLES_PER_FRAME
 from .hint_levels import hint_level
 from .protocols import Word
-from .session.turns import TurnConfig, UserTurn, group_turns
 from .trace import Event, EventKind, SessionTrace
 from .trace_query import (
     LLMRequest,
@@ -38,6 +37,7 @@ from .trace_query import (
     speech_segments,
     user_turns,
 )
+from .turns import TurnConfig, UserTurn, group_turns
 
 __all__ = ["CARRY_OVER_GAP_S", "SILENCE_RMS", "LatencyStep", "LiveOnsets", "SessionMetrics", "TurnLatency",
            "TurnOnset", "UserTurn", "latency_breakdown",

@@ -26,8 +26,8 @@ from . import events as ev
 from .clock import FRAME_SECONDS
 from .hint_levels import hint_level as level_of_ratio
 from .hint_levels import spoken_ratio
-from .session.turns import TurnConfig, UserTurn, group_turns
 from .trace import Event, EventKind, SessionTrace
+from .turns import TurnConfig, UserTurn, group_turns
 
 Outcome = Literal["finished", "cancelled", "error", "open"]
 _END_KINDS = {EventKind.LLM_REQUEST_FINISH: "finished", EventKind.LLM_REQUEST_CANCEL: "cancelled",
@@ -345,7 +345,7 @@ def speech_segments(trace: SessionTrace) -> list[tuple[float, float]]:
 
 
 def user_turns(trace: SessionTrace, turn_gap_s: float = TurnConfig.turn_gap_s) -> list[UserTurn]:
-    """The user's turns: speech segments grouped by :func:`~kame_core.session.turns.group_turns`."""
+    """The user's turns: speech segments grouped by :func:`~kame_core.turns.group_turns`."""
     return group_turns(speech_segments(trace), turn_gap_s)
 
 

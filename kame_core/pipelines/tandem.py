@@ -2,7 +2,7 @@
 
 Per 80 ms frame, on top of what the driver does (:mod:`kame_core.session.driver`):
 
-1. the forced-delay rule (:meth:`~kame_core.session.turns.UserTurnTracker.holding`) says whether the
+1. the forced-delay rule (:meth:`~kame_core.turns.UserTurnTracker.holding`) says whether the
    front-end is held silent;
 2. the oracle stream yields this frame's oracle token (start token / oracle id / padding);
 3. the front-end steps; a self-correction it reports is recorded with the frames it abandoned and the
@@ -34,8 +34,8 @@ from ..protocols import (
     STTEvent,
 )
 from ..session.driver import Session, SessionDriver
-from ..session.turns import TurnConfig
 from ..trace import FrameRecord, OracleToken, SessionTrace, silence
+from ..turns import TurnConfig
 
 
 @dataclass

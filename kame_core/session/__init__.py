@@ -10,6 +10,7 @@
 * :mod:`.store`    -- :class:`SessionStore`: ids, files, titles and saving of live sessions
 * :mod:`.admission` -- :class:`SessionGate`: how many live sessions a shared resource (a pool) admits
 """
+from ..turns import TurnConfig, UserTurn, UserTurnTracker, group_turns
 from .admission import SessionGate, Ticket
 from .driver import (
            FrameOut,
@@ -23,7 +24,6 @@ from .live import LiveSession, release, release_front_end
 from .sources import ArraySource, LiveSource, UserAudioSource, follow_session
 from .store import SessionStore, default_sessions_dir, new_session_id, session_file
 from .stt_loop import STTLoop
-from .turns import TurnConfig, UserTurn, UserTurnTracker, group_turns
 
 __all__ = ["ArraySource", "FrameOut", "FrameSink", "LiveSession", "LiveSource", "Pipeline", "STTLoop", "Session",
            "SessionDriver", "SessionGate", "SessionStore", "Ticket", "TurnConfig", "UserAudioSource", "UserTurn",

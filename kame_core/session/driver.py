@@ -27,13 +27,14 @@ from typing import Any, Protocol
 import numpy as np
 
 from .. import events as ev
+from .. import metrics
 from ..clock import FRAME_SECONDS, Clock, VirtualClock
 from ..oracle import Conversation
 from ..protocols import StreamingSTT, STTEvent
 from ..trace import Event, FrameRecord, SessionTrace, silence
+from ..turns import TurnConfig, UserTurnTracker
 from .sources import ArraySource, UserAudioSource, follow_session
 from .stt_loop import STTLoop
-from .turns import TurnConfig, UserTurnTracker
 
 
 @dataclass(frozen=True)
@@ -173,8 +174,6 @@ class SessionDriver:
                 except asyncio.CancelledError:
                     pass
         trace = session.trace.finish()
-        # imported here: metrics reads traces through trace_query, which imports this package's turn model
-        from .. import metrics
         metrics.annotate_onsets(trace)
         metrics.annotate_hint_levels(trace)
         return trace

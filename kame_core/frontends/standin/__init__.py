@@ -23,7 +23,7 @@ What it imitates, frame by frame on the 80 ms clock:
   local model) alone, when the user's transcript reaches it through :meth:`StandInFrontEnd.observe_stt`.
 
 Split by concern: :mod:`.hearing` (the oracle stream as heard; the user is followed by a
-:class:`~kame_core.session.turns.UserTurnTracker` and the floor listener), :mod:`.deciding` (the answer
+:class:`~kame_core.turns.UserTurnTracker` and the floor listener), :mod:`.deciding` (the answer
 being spoken and :func:`~.deciding.decide`, a pure function of it and a newer answer), :mod:`.speaking`
 (phrases, the word queue, the speaker) and :mod:`.frontend` (one step = hear, decide, speak).
 

@@ -12,8 +12,8 @@ import numpy as np
 
 from ...clock import FRAME_SECONDS
 from ...protocols import TTS, FrontEndOutput, SelfCorrection, STTEvent, TextTokenizer
-from ...session.turns import TurnConfig, UserTurnTracker
 from ...trace import Provenance
+from ...turns import TurnConfig, UserTurnTracker
 from ..floor import UserFloor
 from ..tokenizer import WordTokenizer
 from .deciding import Answer, Source, decide

@@ -1,5 +1,5 @@
 """What the stand-in hears: the oracle stream token by token (the user is followed by a
-:class:`~kame_core.session.turns.UserTurnTracker` from the STT events, and by the floor listener from the
+:class:`~kame_core.turns.UserTurnTracker` from the STT events, and by the floor listener from the
 user's audio, :mod:`kame_core.frontends.floor`)."""
 from __future__ import annotations
 
