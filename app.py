@@ -2,21 +2,27 @@
 
 The interface lives in :mod:`demo.ui` (layout and wiring) and :mod:`demo.views` (callbacks); the HTTP server
 (Gradio mounted on FastAPI, plus the session-file route) in :mod:`demo.server`. Gradio analytics are off.
-``KAME_HOST`` / ``KAME_PORT`` change the address, ``KAME_SCENARIOS_DIR`` the scenarios folder.
+The environment is read once, here (:class:`kame_core.settings.Settings`; docs/environment.md lists it):
+``KAME_HOST`` / ``KAME_PORT`` change the address, ``KAME_SCENARIOS_DIR`` the scenarios folder; a malformed
+value stops the app with one ``error:`` line before anything loads.
 """
 from __future__ import annotations
 
 import os
 
+# before Gradio is imported (it reads the variable then); see kame_core/settings.py
 os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
 
-from demo.server import serve, server_address  # noqa: E402
+from demo.server import serve  # noqa: E402
 from demo.ui import build_app, launch_options  # noqa: E402
+from kame_core.settings import settings_or_exit  # noqa: E402
 
 
 def main() -> None:
-    host, port = server_address(os.environ)
-    serve(build_app().queue(default_concurrency_limit=4), host, port, **launch_options())
+    settings = settings_or_exit(os.environ)
+    host, port = settings.server.address()
+    serve(build_app(settings=settings).queue(default_concurrency_limit=4), host, port, settings=settings,
+          **launch_options())
 
 
 if __name__ == "__main__":

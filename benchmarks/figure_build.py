@@ -38,13 +38,13 @@ def time_it(fn, runs: int) -> tuple[float, float, object]:
 
 def bench_app(folder: Path, name: str, runs: int) -> None:
     """The app's callbacks, server side: open a scenario (figure ready) and compare its runs."""
-    import os
-
-    os.environ["KAME_SCENARIOS_DIR"] = str(folder)
     from demo import views
+    from kame_core.settings import Settings
+
+    settings = Settings.from_env({"KAME_SCENARIOS_DIR": str(folder)})
 
     def open_it():
-        return views.open_bundled(name)
+        return views.open_bundled(name, settings=settings)
 
     median, first, result = time_it(open_it, runs)
     size = len(result[2].to_json().encode())

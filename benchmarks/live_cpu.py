@@ -24,8 +24,10 @@ import numpy as np
 from kame_core.clock import SAMPLE_RATE, RealTimeClock
 from kame_core.llm.local_smollm import LocalSmolLM
 from kame_core.metrics import stt_word_lags, turn_onsets
+from kame_core.paths import ModelFiles
 from kame_core.pipelines.stack import Stack, cpu_stack
 from kame_core.protocols import TTS, Word
+from kame_core.settings import Settings
 from kame_core.testing.timing import Timing
 from kame_core.trace import EventKind, SessionTrace
 
@@ -47,9 +49,9 @@ def user_recording(tts: TTS) -> tuple[np.ndarray, list[Word]]:
     return audio, words
 
 
-def warm_up(stack: Stack, audio: np.ndarray) -> None:
+def warm_up(stack: Stack, audio: np.ndarray, files: ModelFiles) -> None:
     """Load every model and run each once, so the timed sessions measure steady state."""
-    LocalSmolLM().load()
+    LocalSmolLM(cache_root=files.cache_root).load()
     stt = stack.make_stt()
     for i in range(0, 3 * SAMPLE_RATE, 1920):
         stt.accept(audio[i: i + 1920])
@@ -107,11 +109,12 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=1)
     parser.add_argument("--oracle-llm", default="offline")
     args = parser.parse_args()
-    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")  # for huggingface_hub too
+    files = Settings.from_env(os.environ).stack.files
     t0 = time.perf_counter()
-    stack = cpu_stack(llm=args.oracle_llm)
+    stack = cpu_stack(llm=args.oracle_llm, files=files)
     audio, words = user_recording(stack.tts)
-    warm_up(stack, audio)
+    warm_up(stack, audio, files)
     print(f"set-up + warm-up {time.perf_counter() - t0:.1f} s; cores {os.cpu_count()}; "
           f"load average {os.getloadavg()[0]:.2f}")
     print("components:", *(f"  {role}: {what}" for role, what in stack.components.items()), sep="\n")

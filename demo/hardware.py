@@ -13,9 +13,10 @@ Three kinds, as on Hugging Face Spaces (the same words hold for a local machine)
 """
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
+
+from kame_core.settings import Hosting
 
 #: hardware kinds, in the order the notes list them
 KINDS = ("cpu", "zero-gpu", "gpu")
@@ -63,16 +64,15 @@ class Hardware:
                 "neural front-end.")
 
 
-def detect(env: Mapping[str, str], *, cuda: bool | None = None, gpu_duration_s: int | None = None) -> Hardware:
-    """The hardware of this process: ZeroGPU when ``SPACES_ZERO_GPU`` is set in ``env``, else a dedicated GPU
-    when ``cuda`` (default: :func:`cuda_visible`, asked only off ZeroGPU), else CPU. ``gpu_duration_s`` is the
-    ZeroGPU slot a live upload requests."""
-    on_space = bool(env.get("SPACE_ID"))
-    if env.get("SPACES_ZERO_GPU", "").lower() not in ("", "0", "false", "no"):
-        return Hardware("zero-gpu", talk_on_cpu=True, gpu_duration_s=gpu_duration_s, on_space=on_space)
+def detect(hosting: Hosting, *, cuda: bool | None = None, gpu_duration_s: int | None = None) -> Hardware:
+    """The hardware of this process: ZeroGPU when ``hosting`` says so (``SPACES_ZERO_GPU``), else a dedicated
+    GPU when ``cuda`` (default: :func:`cuda_visible`, asked only off ZeroGPU), else CPU. ``gpu_duration_s`` is
+    the ZeroGPU slot a live upload requests."""
+    if hosting.zero_gpu:
+        return Hardware("zero-gpu", talk_on_cpu=True, gpu_duration_s=gpu_duration_s, on_space=hosting.on_space)
     if cuda_visible() if cuda is None else cuda:
-        return Hardware("gpu", talk_on_cpu=False, on_space=on_space)
-    return Hardware("cpu", talk_on_cpu=False, on_space=on_space)  # the live stack is the CPU stack already
+        return Hardware("gpu", talk_on_cpu=False, on_space=hosting.on_space)
+    return Hardware("cpu", talk_on_cpu=False, on_space=hosting.on_space)  # the live stack is the CPU stack already
 
 
 def cuda_visible() -> bool:

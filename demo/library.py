@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import tempfile
 import zipfile
 from collections.abc import Callable
@@ -24,28 +23,29 @@ NO_SCENARIOS = ("No scenario files in {folder}. Upload a .kame file, open a trai
                 "the Live tab (set KAME_SCENARIOS_DIR to use another folder).")
 
 
-def scenarios_dir() -> Path:
-    """The folder of bundled scenarios: ``$KAME_SCENARIOS_DIR`` or ``scenarios/`` in the repository."""
-    return Path(os.environ.get("KAME_SCENARIOS_DIR") or REPO_ROOT / "scenarios")
+def scenarios_dir(configured: Path | None = None) -> Path:
+    """The folder of bundled scenarios: ``configured`` (``Settings.content.scenarios_dir``,
+    ``KAME_SCENARIOS_DIR``) or ``scenarios/`` in the repository."""
+    return Path(configured) if configured else REPO_ROOT / "scenarios"
 
 
 def bundled_names(folder: Path | None = None) -> list[str]:
-    """Names (file stems) of the scenario files in ``folder``, sorted."""
+    """Names (file stems) of the scenario files in ``folder`` (default :func:`scenarios_dir`), sorted."""
     folder = folder or scenarios_dir()
     if not folder.is_dir():
         return []
     return sorted(p.name[: -len(SUFFIX)] for p in folder.glob(f"*{SUFFIX}") if not p.name.startswith("."))
 
 
-def training_root() -> Path | None:
-    """The KAME-layout training-dialogue folder named by ``$KAME_TRAINING_DIR`` (``audio/`` + ``text/``), if any."""
-    env = os.environ.get("KAME_TRAINING_DIR")
-    root = Path(env) if env else None
+def training_root(configured: Path | None = None) -> Path | None:
+    """``configured`` (``Settings.content.training_dir``, ``KAME_TRAINING_DIR``) when it is a folder in the KAME
+    layout (``audio/`` + ``text/``), else None."""
+    root = Path(configured) if configured else None
     return root if root is not None and (root / "audio").is_dir() and (root / "text").is_dir() else None
 
 
 def training_dialogue_ids(root: Path | None = None) -> list[str]:
-    root = root or training_root()
+    """The dialogue ids of a KAME-layout folder (``None``: no folder, no ids)."""
     if root is None:
         return []
     return sorted(p.stem for p in (root / "audio").iterdir() if p.is_file() and not p.name.startswith("."))
@@ -193,10 +193,10 @@ def open_bundled(name: str, folder: Path | None = None) -> LoadedScenario:
 
 
 def open_training(dialogue_id: str, root: Path | None = None) -> LoadedScenario:
-    """Import a training dialogue of the KAME dataset layout as a one-run scenario."""
+    """Import a training dialogue of the KAME-layout folder ``root`` (:func:`training_root`) as a one-run
+    scenario."""
     from kame_core.augment.import_scenario import training_dialogue_scenario
 
-    root = root or training_root()
     if root is None:
         raise ScenarioError("training dialogues", "no KAME-layout folder found (set KAME_TRAINING_DIR)")
     if dialogue_id not in training_dialogue_ids(root):

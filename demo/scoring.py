@@ -2,22 +2,24 @@
 
 Default: the offline proxy score (:mod:`kame_core.eval.proxy`, semantic similarity to reference answers,
 labelled "proxy — not MT-Bench"). A judge (an LLM judge of spoken MT-Bench) is used only when one is passed
-in *and* its API key is set in the environment (:func:`judge_from_env` builds one from ``$KAME_JUDGE`` /
-the keys); every result names the measure that produced it, and a judge that fails falls back to the proxy
-with the reason in the label.
+in *and* its API key is set in the environment (:func:`judge_for` builds the one the settings name:
+``KAME_JUDGE`` / the keys); every result names the measure that produced it, and a judge that fails falls
+back to the proxy with the reason in the label.
 """
 from __future__ import annotations
 
-import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
 from kame_core.eval.proxy import PROXY_LABEL, proxy_scorer
+from kame_core.keys import KEY_VARS, keys_set
+from kame_core.paths import ModelFiles
 from kame_core.protocols import LLMError
+from kame_core.settings import Settings
 
 #: environment variables whose presence means a judge may run (keys are never read into the app)
-JUDGE_KEY_VARS = ("OPENAI_API_KEY", "ANTHROPIC_API_KEY", "KAME_LLM_API_KEY")
+JUDGE_KEY_VARS = KEY_VARS
 
 
 class Judge(Protocol):
@@ -39,9 +41,9 @@ class AnswerScore:
 
 
 def judge_available(env: Mapping[str, str] | None = None) -> bool:
-    """Whether a judge key is set (the judge itself is passed to :func:`score_answer`)."""
-    env = os.environ if env is None else env
-    return any(env.get(name) for name in JUDGE_KEY_VARS)
+    """Whether a judge key is set in ``env`` (default: the process environment now, as keys are looked up when
+    used: :mod:`kame_core.keys`); the judge itself is passed to :func:`score_answer`."""
+    return bool(keys_set(env))
 
 
 def score_answer(answer: str, references: Sequence[str], judge: Judge | None = None) -> AnswerScore:
@@ -65,14 +67,16 @@ class MTBenchJudge:
     """Spoken MT-Bench single-answer grading of one answer to ``question`` with FastChat's judge prompts
     (``single-math-v1`` with the references for reasoning/math, else ``single-v1``), by the back-end ``spec``.
 
-    The prompts come from ``$KAME_MT_BENCH_DIR`` or FastChat's repository (downloaded once, cached). An
-    unparsable or out-of-range verdict raises :class:`JudgeUnavailable`: it is never guessed.
+    The prompts come from ``data_dir`` (``KAME_MT_BENCH_DIR``) or FastChat's repository (downloaded once,
+    cached under ``files.cache_root``, where an offline judge's model is cached too). An unparsable or
+    out-of-range verdict raises :class:`JudgeUnavailable`: it is never guessed.
     """
 
     question: str
     spec: str
     category: str = ""
     data_dir: str | None = None
+    files: ModelFiles | None = None
 
     @property
     def label(self) -> str:
@@ -90,9 +94,10 @@ class MTBenchJudge:
         if question.needs_reference and not question.reference:
             question = Question(0, "app", question.turns)  # no reference: the plain prompt
         try:
-            prompts = resolve_data(self.data_dir).judge_prompts
+            cache_root = self.files.cache_root if self.files else None
+            prompts = resolve_data(self.data_dir, cache_root=cache_root).judge_prompts
             messages = build_judge_messages(prompts[judge_prompt_name(question, 1)], question, [answer], 1)
-            judge = EvalJudge(make_judge_llm(self.spec), judge_model_name(self.spec), max_concurrency=1)
+            judge = EvalJudge(make_judge_llm(self.spec, self.files), judge_model_name(self.spec), max_concurrency=1)
         except (MTBenchDataError, KeyError, LLMError) as err:
             raise JudgeUnavailable(f"judge {self.spec}: {err}") from None
         result = judge.judge_all([messages])[0]
@@ -102,15 +107,13 @@ class MTBenchJudge:
         return float(result.verdict.rating)
 
 
-def judge_from_env(question: str, category: str = "", env: Mapping[str, str] | None = None) -> MTBenchJudge | None:
-    """The judge the environment asks for: ``$KAME_JUDGE`` (an LLM spec), else ``openai:gpt-4`` when
-    ``$OPENAI_API_KEY`` is set, else ``anthropic`` when ``$ANTHROPIC_API_KEY`` is; ``None`` without a key or a
-    question (the proxy is used then)."""
-    env = os.environ if env is None else env
-    if not question or not judge_available(env):
+def judge_for(question: str, category: str = "", settings: Settings | None = None) -> MTBenchJudge | None:
+    """The judge ``settings`` name (``Settings.judge``: ``KAME_JUDGE``, else ``openai:gpt-4`` when
+    ``OPENAI_API_KEY`` is set, else ``anthropic`` when ``ANTHROPIC_API_KEY`` is); ``None`` without a key or a
+    question (the proxy is used then). Default settings: no judge."""
+    settings = settings or Settings()
+    if not question or not settings.judge.spec:
         return None
-    spec = env.get("KAME_JUDGE") or ("openai:gpt-4" if env.get("OPENAI_API_KEY") else
-                                     "anthropic" if env.get("ANTHROPIC_API_KEY") else "")
-    if not spec:
-        return None
-    return MTBenchJudge(question, spec, category, env.get("KAME_MT_BENCH_DIR") or None)
+    data_dir = settings.judge.mt_bench_dir
+    return MTBenchJudge(question, settings.judge.spec, category, str(data_dir) if data_dir else None,
+                        files=settings.stack.files)

@@ -9,13 +9,11 @@
   ``KAME_SESSIONS_DIR`` (the Talk tab opens them from there);
 
 and :func:`serve` runs it with uvicorn. Gradio's file cache is cleaned on a schedule and uploads are capped
-(:data:`MAX_UPLOAD`).
+(:data:`MAX_UPLOAD`). The variables come in as the entry point's :class:`kame_core.settings.Settings`.
 """
 from __future__ import annotations
 
-import os
 import time
-from collections.abc import Mapping
 from typing import Any
 
 import gradio as gr
@@ -23,9 +21,9 @@ from fastapi import FastAPI, HTTPException
 from fastapi.responses import FileResponse
 
 from kame_core.serve import ROUTE as CHAT_ROUTE
-from kame_core.serve import ChatServer, ServedStack, default_sessions_dir
-from kame_core.serve.access import Access
+from kame_core.serve import ChatServer, ServedStack
 from kame_core.serve.server import served_stack, uvicorn_options
+from kame_core.settings import Settings
 
 from . import session_files
 
@@ -33,38 +31,20 @@ from . import session_files
 MAX_UPLOAD = "30mb"
 
 
-def server_address(env: Mapping[str, str], default_host: str = "127.0.0.1") -> tuple[str, int]:
-    """(host, port) to listen on: ``KAME_HOST``/``KAME_PORT``, else Gradio's ``GRADIO_SERVER_NAME``/``PORT``
-    (what Hugging Face Spaces set), else ``default_host``:7860. A malformed port raises ValueError naming it."""
-    host = env.get("KAME_HOST") or env.get("GRADIO_SERVER_NAME") or default_host
-    raw = env.get("KAME_PORT") or env.get("GRADIO_SERVER_PORT") or env.get("PORT") or "7860"
-    try:
-        port = int(raw)
-    except ValueError:
-        raise ValueError(f"port {raw!r} is not a number (KAME_PORT / GRADIO_SERVER_PORT)") from None
-    if not 0 < port < 65536:
-        raise ValueError(f"port {port} is outside 1..65535 (KAME_PORT / GRADIO_SERVER_PORT)")
-    return host, port
-
-
-def chat_server(env: Mapping[str, str] | None = None) -> ChatServer:
-    """The live-protocol server of the app: the live stack (:func:`demo.stacks.live_stack`, loaded on the first
-    conversation), ``KAME_MAX_SESSIONS`` at once (0: no limit), saved in ``KAME_SESSIONS_DIR``."""
-    env = os.environ if env is None else env
-    raw = env.get("KAME_MAX_SESSIONS", "2")
-    try:
-        limit = int(raw)
-    except ValueError:
-        raise ValueError(f"KAME_MAX_SESSIONS {raw!r} is not a number") from None
+def chat_server(settings: Settings | None = None) -> ChatServer:
+    """The live-protocol server of the app: the live stack (:func:`demo.stacks.live_stack` of
+    ``settings.stack``, loaded on the first conversation), ``settings.server.max_sessions`` at once
+    (``KAME_MAX_SESSIONS``), saved in ``settings.server.sessions_dir``, admitted by ``settings.server.access``."""
+    settings = settings or Settings()
 
     def load() -> ServedStack:
         from .stacks import live_stack
 
-        live = live_stack()  # the local oracle LLM is warmed before the first handshake
+        live = live_stack(settings.stack)  # the local oracle LLM is warmed before the first handshake
         return served_stack(live.stack, gate=live.gate)
 
-    return ChatServer(load, max_sessions=limit if limit > 0 else None, sessions_dir=default_sessions_dir(dict(env)),
-                      access=Access.from_env(env))
+    server = settings.server
+    return ChatServer(load, max_sessions=server.max_sessions, sessions_dir=server.sessions_dir, access=server.access)
 
 
 def create_app(blocks: gr.Blocks, chat: ChatServer | None = None, **gradio_options: Any) -> FastAPI:
@@ -85,12 +65,15 @@ def create_app(blocks: gr.Blocks, chat: ChatServer | None = None, **gradio_optio
     return gr.mount_gradio_app(app, blocks, path="/", **options)
 
 
-def serve(blocks: gr.Blocks, host: str, port: int, **gradio_options: Any) -> None:
-    """Run the app until interrupted (SIGINT / SIGTERM end it cleanly and delete the session files)."""
+def serve(blocks: gr.Blocks, host: str, port: int, *, settings: Settings | None = None,
+          **gradio_options: Any) -> None:
+    """Run the app with ``settings`` (the entry point's, read once from the environment) until interrupted
+    (SIGINT / SIGTERM end it cleanly and delete the session files)."""
     import uvicorn
 
+    settings = settings or Settings()
     janitor = session_files.Janitor().start()
-    chat = chat_server()
+    chat = chat_server(settings)
     if host not in ("127.0.0.1", "localhost", "::1") and not chat.access.token:
         print(f"warning: listening on {host} without KAME_TOKEN: any program that reaches this port can open "
               "/api/chat (cross-site browser pages are refused; set KAME_TOKEN for other clients)", flush=True)
@@ -98,12 +81,13 @@ def serve(blocks: gr.Blocks, host: str, port: int, **gradio_options: Any) -> Non
     chat.preload()  # every model of live sessions loads and warms before the port opens: /readyz is true then
     app = create_app(blocks, chat, **gradio_options)
     shown = "127.0.0.1" if host in ("0.0.0.0", "::") else host
-    front = (f"the neural front-end {os.environ['KAME_WEIGHTS'].strip()}" if os.environ.get("KAME_WEIGHTS", "").strip()
+    weights = settings.stack.front_end.weights
+    front = (f"the neural front-end {weights}" if weights
              else "the CPU stand-in (not the trained model; set KAME_WEIGHTS for the neural front-end)")
     print(f"KAME studio ready at http://{shown}:{port}/ in {time.perf_counter() - started:.1f} s (live protocol at "
           f"ws://{shown}:{port}/api/chat; /healthz, /readyz, /metrics); live sessions run {front}", flush=True)
     try:
-        uvicorn.run(app, host=host, port=port, log_level=os.environ.get("KAME_LOG_LEVEL", "warning"),
+        uvicorn.run(app, host=host, port=port, log_level=settings.server.log_level,
                     timeout_graceful_shutdown=5, **uvicorn_options(chat))
     finally:
         janitor.stop()

@@ -1,12 +1,16 @@
 """The components the app computes with, built once per process on first use (loading models takes seconds).
 
-* :func:`front_end_choice` -- which front-end: ``KAME_WEIGHTS`` (a local folder or a Hugging Face repo id),
-  ``KAME_MOSHI_WEIGHTS``, ``KAME_DEVICE`` (cuda|cpu; default cuda when available), ``KAME_POOL_SIZE``
-  (:class:`kame_core.neural.choice.FrontEndChoice`); without weights, the CPU stand-in.
+Every function takes the app's :class:`kame_core.settings.StackSettings` (``Settings.stack``, read from the
+environment once at startup) and caches what it builds per settings:
+
+* the front-end: ``settings.front_end`` (``KAME_WEIGHTS``: a local folder or a Hugging Face repo id,
+  ``KAME_MOSHI_WEIGHTS``, ``KAME_DEVICE``, ``KAME_POOL_SIZE``, ``KAME_KV_FRAMES``:
+  :class:`kame_core.neural.choice.FrontEndChoice`); without weights, the CPU stand-in.
 * :func:`live_stack` -- for live sessions (Talk, Live uploads, the microphone): with weights, KAME and Moshi
   mode take slots of the models' session pools (:func:`neural_models`, loaded once), on CPU or GPU; else the
-  CPU stack. The oracle LLM from ``KAME_LLM`` (a :func:`kame_core.llm.make_llm` spec), else a frontier model
-  when its key is set, else the offline SmolLM2. It says, in words, which components it is made of and why.
+  CPU stack. The oracle LLM is ``settings.llm`` (``KAME_LLM``, a :func:`kame_core.llm.make_llm` spec, else a
+  frontier model when its key is set, else the offline SmolLM2). It says, in words, which components it is
+  made of and why.
 * :func:`cpu_live_stack` -- the same without the neural front-end, for live talk sessions on ZeroGPU
   (:mod:`demo.hardware`).
 * :func:`rerun_front_end` -- the front-end factory for forced-delay re-runs: a pool slot of the neural model
@@ -20,16 +24,16 @@ capacity is the pool's size, shared by Talk, Live uploads and the microphone.
 from __future__ import annotations
 
 import dataclasses
-import os
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import lru_cache
 
-from kame_core.neural.choice import FrontEndChoice, NeuralModels
+from kame_core.neural.choice import NeuralModels
 from kame_core.pipelines.stack import GUESS_SYSTEM, Stack, cpu_stack, with_neural
 from kame_core.protocols import FrontEnd
 from kame_core.serve.server import pool_gate
 from kame_core.session import SessionGate
+from kame_core.settings import StackSettings
 
 #: how long a forced-delay re-run waits for a free slot of the neural model
 RERUN_WAIT_S = 60.0
@@ -46,38 +50,13 @@ class LiveStack:
     gate: SessionGate
 
 
-def llm_spec(env: Mapping[str, str] | None = None) -> str:
-    """Which oracle LLM to use: ``KAME_LLM``, else OpenAI / Anthropic when a key is set, else offline."""
-    env = os.environ if env is None else env
-    if env.get("KAME_LLM"):
-        return env["KAME_LLM"]
-    if env.get("OPENAI_API_KEY"):
-        return "openai"
-    if env.get("ANTHROPIC_API_KEY"):
-        return "anthropic"
-    return "offline"
-
-
-def small_model_openers(env: Mapping[str, str] | None = None) -> bool:
-    env = os.environ if env is None else env
-    return env.get("KAME_SMALL_MODEL", "1") not in ("0", "false", "no")
-
-
-def front_end_choice(env: Mapping[str, str] | None = None) -> FrontEndChoice:
-    """The front-end the app's environment names (ValueError naming a malformed variable)."""
-    return FrontEndChoice.from_env(os.environ if env is None else env)
-
-
 @lru_cache(maxsize=1)
-def neural_models() -> tuple[NeuralModels | None, str]:
-    """The neural models (one session pool per model) when ``KAME_WEIGHTS`` is set and loads; else None and
-    why not, in words."""
+def neural_models(settings: StackSettings) -> tuple[NeuralModels | None, str]:
+    """The neural models (one session pool per model) when ``settings.front_end`` has weights and they load;
+    else None and why not, in words."""
     from kame_core.neural.loading import CheckpointUnavailable
 
-    try:
-        choice = front_end_choice()
-    except ValueError as err:
-        return None, str(err)
+    choice = settings.front_end
     if not choice.neural:
         return None, "KAME_WEIGHTS is not set (a local checkpoint folder or a Hugging Face repo id)"
     try:
@@ -87,13 +66,13 @@ def neural_models() -> tuple[NeuralModels | None, str]:
 
 
 @lru_cache(maxsize=1)
-def _cpu_stack() -> Stack:
+def _cpu_stack(settings: StackSettings) -> Stack:
     """The CPU stack both live stacks start from (one set of loaded models per process)."""
-    return cpu_stack(llm=llm_spec(), small_model_openers=small_model_openers())
+    return cpu_stack(llm=settings.llm, small_model_openers=settings.small_model, files=settings.files)
 
 
-def _live(models: NeuralModels | None, why: str) -> LiveStack:
-    stack = _cpu_stack()
+def _live(settings: StackSettings, models: NeuralModels | None, why: str) -> LiveStack:
+    stack = _cpu_stack(settings)
     if models is not None:
         stack = with_neural(stack, models)
         gate = pool_gate(models.pool("kame").capacity)
@@ -107,9 +86,9 @@ def _live(models: NeuralModels | None, why: str) -> LiveStack:
 
 
 @lru_cache(maxsize=1)
-def live_stack() -> LiveStack:
+def live_stack(settings: StackSettings) -> LiveStack:
     """The stack live sessions run on (built once per process): neural when ``KAME_WEIGHTS`` loads."""
-    return _live(*neural_models())
+    return _live(settings, *neural_models(settings))
 
 
 #: why a live talk session on ZeroGPU runs the CPU stack (shown in its components line)
@@ -118,9 +97,9 @@ TALK_ON_CPU_WHY = ("live talk on ZeroGPU runs the CPU stack: a talk session stre
 
 
 @lru_cache(maxsize=1)
-def cpu_live_stack() -> LiveStack:
+def cpu_live_stack(settings: StackSettings) -> LiveStack:
     """The CPU stack for live sessions that must not touch the GPU (talk sessions on ZeroGPU)."""
-    return _live(None, TALK_ON_CPU_WHY)
+    return _live(settings, None, TALK_ON_CPU_WHY)
 
 
 @dataclass(frozen=True)
@@ -132,27 +111,27 @@ class RerunFrontEnd:
 
 
 @lru_cache(maxsize=1)
-def rerun_front_end() -> RerunFrontEnd:
+def rerun_front_end(settings: StackSettings) -> RerunFrontEnd:
     """The front-end of re-runs on the virtual clock: a slot of the neural model's pool when weights are set
     (waiting up to :data:`RERUN_WAIT_S` for one), else the CPU stand-in with Piper (or espeak-ng) speech."""
-    models, _why = neural_models()
+    models, _why = neural_models(settings)
     if models is not None:
         return RerunFrontEnd(make=lambda: models.join("kame", wait_s=RERUN_WAIT_S),
                              description=models.describe("kame"))
-    return _stand_in_rerun()
+    return _stand_in_rerun(settings)
 
 
-def _stand_in_rerun() -> RerunFrontEnd:
+def _stand_in_rerun(settings: StackSettings) -> RerunFrontEnd:
     from kame_core.frontends import StandInFrontEnd
     from kame_core.tts import make_tts
 
     speech = make_tts("auto")
     opener: Callable[[str], str] | None = None
     model_provenance = None
-    if small_model_openers():
+    if settings.small_model:
         from kame_core.llm.local_smollm import LocalSmolLM
 
-        small = LocalSmolLM(max_new_tokens=40)
+        small = LocalSmolLM(max_new_tokens=40, cache_root=settings.files.cache_root)
         model_provenance = small.provenance
 
         def opener(transcript: str) -> str:

@@ -8,15 +8,18 @@ the live protocol at ``/api/chat``: :mod:`demo.talk`).
 """
 from __future__ import annotations
 
+import functools
 import os
 from collections.abc import Callable
-from typing import Any
 
+# before Gradio is imported (it reads the variable then): an exception documented in kame_core/settings.py;
+# everything else the app reads from the environment comes in as a kame_core.settings.Settings
 os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
 
 import gradio as gr  # noqa: E402
 
 from kame_core.pipelines.run_kinds import RUN_KINDS  # noqa: E402
+from kame_core.settings import Settings  # noqa: E402
 
 from . import hardware as hw  # noqa: E402
 from . import library, views  # noqa: E402
@@ -126,35 +129,30 @@ def _player() -> gr.HTML:
     return gr.HTML("")
 
 
-def _front_end_choice() -> Any:
-    """The front-end the environment names (None when a variable is malformed: the live stack says why)."""
-    from .stacks import front_end_choice
-
-    try:
-        return front_end_choice()
-    except ValueError:
-        return None
-
-
 #: a user's state (open scenario, booked memory, private files) is dropped after this long without an action
 SESSION_IDLE_S = 3 * 3600
 
 
 def build_app(gpu: Callable[[Callable], Callable] | None = None, hardware: hw.Hardware | None = None,
-              ) -> gr.Blocks:
+              settings: Settings | None = None) -> gr.Blocks:
     """The whole app (no module-level state: each user's state is a ``gr.State``).
 
     ``gpu`` wraps the callbacks that may use a GPU (live uploads on the neural front-end), e.g.
     ``spaces.GPU(duration=120)`` on a ZeroGPU Space; None leaves them as they are. ``hardware`` (default:
-    detected from the environment, :func:`demo.hardware.detect`) is shown in the header and decides where a
-    live talk session runs (the CPU stack on ZeroGPU).
+    detected from ``settings.hosting``, :func:`demo.hardware.detect`) is shown in the header and decides where
+    a live talk session runs (the CPU stack on ZeroGPU). ``settings``: what the entry point read from the
+    environment (default: an empty environment's); every callback that needs a part of it is given it here.
     """
+    settings = settings or Settings()
     if hardware is None:
-        hardware = hw.detect(os.environ)
-    live_fn = gpu(views.live_upload) if gpu is not None else views.live_upload
-    budget = UploadBudget.from_env(os.environ)  # this app's memory for open uploads, all users together
-    names = library.bundled_names()
-    dialogues = library.training_dialogue_ids()
+        hardware = hw.detect(settings.hosting)
+    # a partial keeps the callback's name and module (spaces.GPU registers it) and is picklable
+    live_upload = functools.update_wrapper(functools.partial(views.live_upload, settings=settings), views.live_upload)
+    live_fn = gpu(live_upload) if gpu is not None else live_upload
+    budget = UploadBudget.of(settings.uploads)  # this app's memory for open uploads, all users together
+    folder = library.scenarios_dir(settings.content.scenarios_dir)
+    names = library.bundled_names(folder)
+    dialogues = library.training_dialogue_ids(library.training_root(settings.content.training_dir))
     with gr.Blocks(title="KAME studio", analytics_enabled=False, delete_cache=(1800, 7200)) as app:
         # private files and booked upload memory go with the session: when the tab closes, or after
         # SESSION_IDLE_S without any action
@@ -162,11 +160,11 @@ def build_app(gpu: Callable[[Callable], Callable] | None = None, hardware: hw.Ha
         gr.Markdown("**KAME studio** · tandem speech-to-speech (KAME, arXiv 2510.02327): the four token streams — "
                     + ", ".join(LANES[1:]) + " — on one clock; every run carries a provenance badge.",
                     elem_id="kame-title")
-        gr.Markdown(hardware.header_line(_front_end_choice()), elem_id="kame-hardware")
+        gr.Markdown(hardware.header_line(settings.stack.front_end), elem_id="kame-hardware")
         with gr.Row(equal_height=True, elem_id="kame-bar"):  # one compact bar: the plot stays in view
             choice = gr.Dropdown(names, value=names[0] if names else None, label="Scenario (scenarios folder)",
                                  elem_id="kame-picker", scale=3,
-                                 info=None if names else library.NO_SCENARIOS.format(folder=library.scenarios_dir()))
+                                 info=None if names else library.NO_SCENARIOS.format(folder=folder))
             dialogue = gr.Dropdown(dialogues, value=None, scale=2,
                                    label="…or a training dialogue" if dialogues else
                                    "…or a training dialogue (KAME_TRAINING_DIR)")
@@ -265,13 +263,13 @@ def build_app(gpu: Callable[[Callable], Callable] | None = None, hardware: hw.Ha
         picker_label = "Scenario (scenarios folder)"
 
         def on_bundled(name, st):
-            return _opened_outputs(views.open_bundled(name, st))
+            return _opened_outputs(views.open_bundled(name, st, settings=settings))
 
         def on_upload(file, st):
             return _opened_outputs(views.open_upload(file, st, budget))
 
         def on_training(dialogue_id, st):
-            return _opened_outputs(views.open_training(dialogue_id, st))
+            return _opened_outputs(views.open_training(dialogue_id, st, settings=settings))
 
         def picker(st):
             """The scenario picker names what is open when it is not one of its own files; the list of what
@@ -290,7 +288,7 @@ def build_app(gpu: Callable[[Callable], Callable] | None = None, hardware: hw.Ha
             return _opened_outputs(views.open_made(label, st))
 
         def on_default(st):
-            return _opened_outputs(views.open_default(st))
+            return _opened_outputs(views.open_default(st, settings=settings))
 
         outs = [state, status, plot, table, audio, run]
         for trigger, fn, inp, api in ((choice.input, on_bundled, choice, "open_scenario"),
@@ -309,12 +307,15 @@ def build_app(gpu: Callable[[Callable], Callable] | None = None, hardware: hw.Ha
         compare_btn.click(views.compare, state, [state, compare_plot, compare_table, *slots, compare_names],
                           api_name="compare")
         evo_btn.click(views.evolution, state, [state, evo_plot, evo_text], api_name="evolution")
-        evo_all_btn.click(views.evolution_bundled, state, [state, evo_plot, evo_text], api_name="evolution_bundled")
-        delay_btn.click(views.forced_delay, [delay, state], [state, delay_plot, delay_text], api_name="forced_delay")
-        delay.release(views.forced_delay, [delay, state], [state, delay_plot, delay_text], api_visibility="private")
-        curve_btn.click(views.delay_curve, state, [state, curve_plot, curve_text], api_name="delay_curve")
+        evolution_bundled = functools.partial(views.evolution_bundled, settings=settings)
+        evo_all_btn.click(evolution_bundled, state, [state, evo_plot, evo_text], api_name="evolution_bundled")
+        forced_delay = functools.partial(views.forced_delay, settings=settings)
+        delay_btn.click(forced_delay, [delay, state], [state, delay_plot, delay_text], api_name="forced_delay")
+        delay.release(forced_delay, [delay, state], [state, delay_plot, delay_text], api_visibility="private")
+        curve_btn.click(functools.partial(views.delay_curve, settings=settings), state,
+                        [state, curve_plot, curve_text], api_name="delay_curve")
         def on_mic(chunk, st):
-            shown = views.mic_chunk(chunk, st, cpu_only=hardware.talk_on_cpu)
+            shown = views.mic_chunk(chunk, st, cpu_only=hardware.talk_on_cpu, settings=settings)
             return shown.session, shown.status, gr.skip() if shown.figure is None else shown.figure
 
         mic.stream(on_mic, [mic, state], [state, live_status, live_plot], stream_every=0.5, time_limit=310,
@@ -323,7 +324,7 @@ def build_app(gpu: Callable[[Callable], Callable] | None = None, hardware: hw.Ha
                                                                           live_components, live_file],
                                          api_name="mic_stop")
         def on_talk_open(session_id, st):
-            opened = views.open_talk_session(session_id, st)
+            opened = views.open_talk_session(session_id, st, sessions_dir=settings.server.sessions_dir)
             return (*_opened_outputs(opened), opened.file,
                     gr.Tabs(selected="timeline") if opened.file is not None else gr.skip())
 

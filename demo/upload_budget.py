@@ -6,21 +6,19 @@ will take against the app's budget; the reservation belongs to the user's sessio
 that session opens something else or ends (``gr.State``'s delete callback). Past the budget, an upload is
 refused with the figures, and the user's session keeps what it had open.
 
-Settings (environment, read once when the app is built): ``KAME_UPLOAD_BUDGET_MB`` (all open uploads together,
-default 2048) and ``KAME_UPLOAD_MAX_MB`` (one upload's decoded audio, default 256, about 46 minutes of 24 kHz
-audio across its tracks).
+Settings (:class:`kame_core.settings.UploadLimits`, read from the environment once at startup):
+``KAME_UPLOAD_BUDGET_MB`` (all open uploads together, default 2048) and ``KAME_UPLOAD_MAX_MB`` (one upload's
+decoded audio, default 256, about 46 minutes of 24 kHz audio across its tracks).
 """
 from __future__ import annotations
 
 import threading
-from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from kame_core.scenario import ScenarioError
+from kame_core.settings import DEFAULT_BUDGET_MB, DEFAULT_UPLOAD_MB, MB, UploadLimits
 
-MB = 2 ** 20
-DEFAULT_BUDGET_MB = 2048
-DEFAULT_UPLOAD_MB = 256
+__all__ = ["DEFAULT_BUDGET_MB", "DEFAULT_UPLOAD_MB", "MB", "Reservation", "UploadBudget"]
 
 
 @dataclass
@@ -46,21 +44,9 @@ class UploadBudget:
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     @classmethod
-    def from_env(cls, env: Mapping[str, str]) -> UploadBudget:
-        """From ``KAME_UPLOAD_BUDGET_MB`` / ``KAME_UPLOAD_MAX_MB``; a malformed value names the variable."""
-        def megabytes(name: str, default: int) -> int:
-            raw = env.get(name, "").strip()
-            if not raw:
-                return default * MB
-            try:
-                value = float(raw)
-            except ValueError:
-                raise ValueError(f"{name}={raw!r}: expected a number of megabytes") from None
-            if not 1 <= value <= 1024 * 1024:
-                raise ValueError(f"{name}={raw!r}: expected 1 .. 1048576 megabytes")
-            return int(value * MB)
-        return cls(megabytes("KAME_UPLOAD_BUDGET_MB", DEFAULT_BUDGET_MB),
-                   megabytes("KAME_UPLOAD_MAX_MB", DEFAULT_UPLOAD_MB))
+    def of(cls, limits: UploadLimits) -> UploadBudget:
+        """An empty budget with ``limits`` (``Settings.uploads``: ``KAME_UPLOAD_BUDGET_MB``, ``KAME_UPLOAD_MAX_MB``)."""
+        return cls(limits.budget_bytes, limits.per_upload_bytes)
 
     @property
     def held_bytes(self) -> int:

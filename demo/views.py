@@ -22,6 +22,7 @@ from kame_core.neural.pool import PoolFull
 from kame_core.pipelines.replay import REPLAY_LABEL, ReplayUnavailable
 from kame_core.pipelines.run_kinds import RUN_KINDS
 from kame_core.scenario import ScenarioError, save_scenario
+from kame_core.settings import Settings
 from kame_core.trace import EventKind, SessionTrace
 from kame_core.trace_query import problems
 
@@ -31,7 +32,7 @@ from .inspector import duplex_text, frame_details, latency_markdown, run_summary
 from .player import player_html, write_mix
 from .provenance_badge import provenance_badge
 from .results import Compared, LiveRun, MicProgress, Opened, Plotted, RunShown, Seeked, TalkOpened
-from .scoring import MTBenchJudge, judge_from_env
+from .scoring import MTBenchJudge, judge_for
 from .timeline import RUN_NAMES, compare_figure, timeline_figure, with_playhead
 from .uploads import UploadError, decode_upload
 
@@ -233,14 +234,15 @@ def show_opened(state: Any = None):
     return _opened(session, session.loaded)
 
 
-def open_bundled(name: str | None, state: Any = None):
-    """Open a scenario of the scenarios folder. Returns (session, status, figure, summary rows, audio,
-    run ids, selected run)."""
+def open_bundled(name: str | None, state: Any = None, *, settings: Settings | None = None):
+    """Open a scenario of the scenarios folder (``settings.content``; default: the repository's). Returns
+    (session, status, figure, summary rows, audio, run ids, selected run)."""
     session = session_of(state)
+    folder = library.scenarios_dir((settings or Settings()).content.scenarios_dir)
     if not name:
-        return _failed(session, library.NO_SCENARIOS.format(folder=library.scenarios_dir())
-                       if not library.bundled_names() else "Choose a scenario.")
-    return _open(session, "Cannot open scenario", lambda: library.open_bundled(name))
+        return _failed(session, library.NO_SCENARIOS.format(folder=folder)
+                       if not library.bundled_names(folder) else "Choose a scenario.")
+    return _open(session, "Cannot open scenario", lambda: library.open_bundled(name, folder))
 
 
 def open_upload(file: str | None, state: Any = None, budget: Any = None):
@@ -272,12 +274,13 @@ def open_upload(file: str | None, state: Any = None, budget: Any = None):
     return result
 
 
-def open_training(dialogue_id: str | None, state: Any = None):
-    """Import a training dialogue (KAME dataset layout) into the same view."""
+def open_training(dialogue_id: str | None, state: Any = None, *, settings: Settings | None = None):
+    """Import a training dialogue (KAME dataset layout, ``settings.content.training_dir``) into the same view."""
     session = session_of(state)
     if not dialogue_id:
         return _failed(session, "Choose a training dialogue.")
-    return _open(session, "Cannot import training dialogue", lambda: library.open_training(dialogue_id))
+    root = library.training_root((settings or Settings()).content.training_dir)
+    return _open(session, "Cannot import training dialogue", lambda: library.open_training(dialogue_id, root))
 
 
 def open_made(label: str | None, state: Any = None):
@@ -296,15 +299,16 @@ def open_made(label: str | None, state: Any = None):
     return _open(session, f"Cannot reopen {found.label}", opener)
 
 
-def open_default(state: Any = None):
+def open_default(state: Any = None, *, settings: Settings | None = None):
     """The first screen: the first bundled scenario, else the first training dialogue, else a message."""
-    names = library.bundled_names()
+    content = (settings or Settings()).content
+    names = library.bundled_names(library.scenarios_dir(content.scenarios_dir))
     if names:
-        return open_bundled(names[0], state)
-    ids = library.training_dialogue_ids()
+        return open_bundled(names[0], state, settings=settings)
+    ids = library.training_dialogue_ids(library.training_root(content.training_dir))
     if ids:
-        return open_training(ids[0], state)
-    return open_bundled(None, state)
+        return open_training(ids[0], state, settings=settings)
+    return open_bundled(None, state, settings=settings)
 
 
 def download_scenario(state: Any = None):
@@ -416,19 +420,21 @@ def evolution(state: Any = None):
     return Plotted(session, fig, f"{made_by}\n\nPer hint level ({refs}):\n\n" + level_table_markdown(points))
 
 
-def evolution_bundled(state: Any = None):
-    """The oracle's evolution pooled over every scenario of the scenarios folder: (session, figure, markdown)."""
+def evolution_bundled(state: Any = None, *, settings: Settings | None = None):
+    """The oracle's evolution pooled over every scenario of the scenarios folder (``settings.content``):
+    (session, figure, markdown)."""
     from kame_core.evolution import level_table_markdown
     from kame_core.scenario import load_scenario
 
     from .evolution import evolution_figure, scenario_points
 
     session = session_of(state)
-    names = library.bundled_names()
+    folder = library.scenarios_dir((settings or Settings()).content.scenarios_dir)
+    names = library.bundled_names(folder)
     if not names:
-        return Plotted(session, None, library.NO_SCENARIOS.format(folder=library.scenarios_dir()))
+        return Plotted(session, None, library.NO_SCENARIOS.format(folder=folder))
     try:
-        scenarios = [load_scenario(library.scenarios_dir() / f"{name}.kame") for name in names]
+        scenarios = [load_scenario(folder / f"{name}.kame") for name in names]
     except ScenarioError as err:
         return Plotted(session, None, _error("Cannot read the scenarios folder", err))
     points = [p for scenario in scenarios for p in scenario_points(scenario)]
@@ -457,26 +463,28 @@ def _kame_run(session: AppSession) -> SessionTrace:
     return found
 
 
-def _judge(session: AppSession) -> MTBenchJudge | None:
+def _judge(session: AppSession, settings: Settings) -> MTBenchJudge | None:
     """The MT-Bench judge for the opened input's first question when a key is set (else the proxy scores)."""
     loaded = session.loaded
     if loaded is None or not loaded.questions:
         return None
-    return judge_from_env(loaded.questions[0], loaded.category)
+    return judge_for(loaded.questions[0], loaded.category, settings)
 
 
-def forced_delay(delay_s: float, state: Any = None, *, front_end: Any = None):
-    """Re-run the opened input's KAME run with ``delay_s`` of forced delay: (session, figure, markdown)."""
+def forced_delay(delay_s: float, state: Any = None, *, front_end: Any = None, settings: Settings | None = None):
+    """Re-run the opened input's KAME run with ``delay_s`` of forced delay: (session, figure, markdown).
+    ``front_end`` (default: :func:`demo.stacks.rerun_front_end` of ``settings``) makes the re-run's front-end."""
     from .stacks import rerun_front_end
 
+    settings = settings or Settings()
     session = session_of(state)
     try:
         kame = _kame_run(session)
         delay = float(delay_s)
-        factory = front_end or rerun_front_end()
+        factory = front_end or rerun_front_end(settings.stack)
         refs, note = reference_answers(session.loaded.references, kame)  # type: ignore[union-attr]
         outcome = run_delay(kame, delay, factory.make, refs, cache=session.delay_cache,
-                            cache_key=session.loaded.key, judge=_judge(session))  # type: ignore[union-attr]
+                            cache_key=session.loaded.key, judge=_judge(session, settings))  # type: ignore[union-attr]
     except (ReplayUnavailable, ValueError, TypeError, PoolFull) as err:
         return Plotted(session, None, _error("Cannot re-run", err))
     recorded_ms = int(kame.config.get("forced_delay_ms", 0))
@@ -489,18 +497,19 @@ def forced_delay(delay_s: float, state: Any = None, *, front_end: Any = None):
     return Plotted(session, fig, text)
 
 
-def delay_curve(state: Any = None, *, front_end: Any = None) -> Plotted:
+def delay_curve(state: Any = None, *, front_end: Any = None, settings: Settings | None = None) -> Plotted:
     """The latency–quality curve of the opened input over :data:`DELAYS_S`: (session, figure, markdown)."""
     from .stacks import rerun_front_end
 
+    settings = settings or Settings()
     session = session_of(state)
     try:
         kame = _kame_run(session)
-        factory = front_end or rerun_front_end()
+        factory = front_end or rerun_front_end(settings.stack)
         refs, note = reference_answers(session.loaded.references, kame)  # type: ignore[union-attr]
         if not refs:
             raise ReplayUnavailable(note)
-        judge = _judge(session)
+        judge = _judge(session, settings)
         outcomes = [run_delay(kame, d, factory.make, refs, cache=session.delay_cache,
                               cache_key=session.loaded.key, judge=judge) for d in DELAYS_S]  # type: ignore[union-attr]
     except (ReplayUnavailable, ValueError, PoolFull) as err:
@@ -519,9 +528,10 @@ def delay_curve(state: Any = None, *, front_end: Any = None) -> Plotted:
 GATE_POLL_S = 2.0
 
 
-def live_upload(file: str | None, modes: list[str] | None, state: Any = None, *, stack: Any = None
-                ) -> Iterator[tuple[Any, str, Any, str, Any]]:
-    """Run an uploaded recording live: yields (session, status, figure, components, scenario file)."""
+def live_upload(file: str | None, modes: list[str] | None, state: Any = None, *, stack: Any = None,
+                settings: Settings | None = None) -> Iterator[tuple[Any, str, Any, str, Any]]:
+    """Run an uploaded recording live: yields (session, status, figure, components, scenario file). ``stack``
+    (default: :func:`demo.stacks.live_stack` of ``settings``) is the live stack it runs on."""
     from .live import run_audio
     from .stacks import live_stack
 
@@ -532,7 +542,7 @@ def live_upload(file: str | None, modes: list[str] | None, state: Any = None, *,
             raise ValueError("choose KAME and/or the cascade")
         audio = decode_upload(file)  # refuse a bad file before loading any model
         yield LiveRun(session, "loading the stack (first time: Whisper, the LLM and the TTS load) …", None, "", None)
-        live = stack or live_stack()
+        live = stack or live_stack((settings or Settings()).stack)
         ticket = live.gate.try_enter()
         while ticket is None:  # only a single GPU model is shared; say so while waiting
             yield LiveRun(session, live.gate.busy_message(), None, live.summary, None)
@@ -568,13 +578,14 @@ def outcome_message(done: str, runs: dict[str, SessionTrace]) -> str:
 MIC_REDRAW_S = 1.5
 
 
-def mic_chunk(chunk: Any, state: Any = None, *, stack: Any = None, cpu_only: bool = False
-              ) -> MicProgress:
+def mic_chunk(chunk: Any, state: Any = None, *, stack: Any = None, cpu_only: bool = False,
+              settings: Settings | None = None) -> MicProgress:
     """A streamed microphone chunk ``(rate, samples)``: feed the live KAME session (started on the first
     chunk, on the real-time clock). Returns (session, status, figure of the session so far or None).
 
     ``cpu_only`` starts the session on the CPU stack even where a GPU model exists (ZeroGPU: a talk session
-    cannot hold a GPU slot; see :mod:`demo.hardware`)."""
+    cannot hold a GPU slot; see :mod:`demo.hardware`). ``settings.stack`` names the stacks (default settings
+    without ``settings``)."""
     from .mic import MAX_SECONDS, MicSession
     from .stacks import cpu_live_stack, live_stack
 
@@ -584,7 +595,8 @@ def mic_chunk(chunk: Any, state: Any = None, *, stack: Any = None, cpu_only: boo
     try:
         rate, samples = chunk
         if session.mic is None:
-            live = stack or (cpu_live_stack() if cpu_only else live_stack())
+            stacks = (settings or Settings()).stack
+            live = stack or (cpu_live_stack(stacks) if cpu_only else live_stack(stacks))
             ticket = live.gate.try_enter()
             if ticket is None:
                 return MicProgress(session, live.gate.busy_message() + "; try again when it ends.", None)
@@ -651,7 +663,9 @@ def open_talk_session(session_id: str | None, state: Any = None, *, sessions_dir
     """Open a session saved by the live protocol: ``"ID CLAIM"`` (the Talk tab's Stop fills both in; the claim is
     the page's secret, so only the browser session that made a talk session can open it). Returns (session,
     status, figure, summary rows, audio, run ids, selected run, scenario file for download); a malformed or
-    unknown id, or a wrong claim, is refused with a message. The file is copied into the user's private folder."""
+    unknown id, or a wrong claim, is refused with a message. The file is copied into the user's private folder.
+    ``sessions_dir``: where the live protocol saves sessions (``Settings.server.sessions_dir``; default: the
+    built-in folder)."""
     from kame_core.serve import default_sessions_dir, session_file
     from kame_core.session import SessionStore
 

@@ -6,7 +6,8 @@ hardware), wraps the GPU-bound callbacks with ``spaces.GPU`` when the app is bui
 Without a GPU the Space runs the CPU stack and the bundled recorded scenarios, exactly like ``make run``.
 On its first start it installs the packages that must go without their dependencies (NO_DEPS_PACKAGES).
 It listens where ``GRADIO_SERVER_NAME`` / ``GRADIO_SERVER_PORT`` say (Spaces set them), or ``KAME_HOST`` /
-``KAME_PORT``.
+``KAME_PORT``. The environment is read once (:class:`kame_core.settings.Settings`), with the Space's own
+defaults (:data:`SPACE_DEFAULTS`) under it.
 """
 from __future__ import annotations
 
@@ -14,15 +15,19 @@ import importlib.util
 import os
 import subprocess
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 
+# before Gradio is imported (it reads the variable then); see kame_core/settings.py
 os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
-#: the neural front-end's weights are pulled from the hub on first use when a GPU is present
-os.environ.setdefault("KAME_WEIGHTS", "SakanaAI/kame")
 
 from demo.hardware import detect  # noqa: E402
-from demo.server import serve, server_address  # noqa: E402
+from demo.server import serve  # noqa: E402
 from demo.ui import build_app, launch_options  # noqa: E402
+from kame_core.settings import Settings, settings_or_exit  # noqa: E402
+
+#: what the Space assumes where its environment says nothing: the neural front-end's weights are pulled from
+#: the hub on first use when a GPU is present
+SPACE_DEFAULTS = {"KAME_WEIGHTS": "SakanaAI/kame"}
 
 #: seconds a ZeroGPU slot is requested for one live upload (a 5-minute upload in KAME + cascade mode);
 #: a live *talk* session is not wrapped: it streams for up to 5 minutes and runs on the CPU stack on ZeroGPU
@@ -57,13 +62,22 @@ def zero_gpu_wrapper() -> Callable[[Callable], Callable] | None:
     return None if gpu is None else gpu(duration=GPU_DURATION_S)
 
 
-def build():
+def space_env(env: Mapping[str, str]) -> dict[str, str]:
+    """``env`` over :data:`SPACE_DEFAULTS` (a variable set in ``env`` wins)."""
+    return {**SPACE_DEFAULTS, **env}
+
+
+def build(settings: Settings | None = None):
     """The Space's Blocks: the live-upload callback wrapped with ``spaces.GPU`` where the package exists
-    (effect-free off ZeroGPU), the hardware detected from the environment and shown in the header."""
-    return build_app(gpu=zero_gpu_wrapper(), hardware=detect(os.environ, gpu_duration_s=GPU_DURATION_S))
+    (effect-free off ZeroGPU), the hardware detected from the settings and shown in the header. ``settings``:
+    default, this process's environment over :data:`SPACE_DEFAULTS`."""
+    settings = settings or Settings.from_env(space_env(os.environ))
+    return build_app(gpu=zero_gpu_wrapper(), hardware=detect(settings.hosting, gpu_duration_s=GPU_DURATION_S),
+                     settings=settings)
 
 
 if __name__ == "__main__":
+    settings = settings_or_exit(space_env(os.environ))
     install_no_deps_packages()
-    host, port = server_address(os.environ, default_host="0.0.0.0")
-    serve(build().queue(default_concurrency_limit=4), host, port, **launch_options())
+    host, port = settings.server.address(default_host="0.0.0.0")
+    serve(build(settings).queue(default_concurrency_limit=4), host, port, settings=settings, **launch_options())

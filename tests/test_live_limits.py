@@ -181,7 +181,7 @@ def _check_health_readiness_and_metrics(server: ChatServer, port: int) -> None:
 
 
 def test_access_refuses_cross_site_pages_and_clients_without_the_token():
-    from kame_core.serve.access import Access
+    from kame_core.access import Access
 
     open_ = Access()
     assert open_.refusal({}, {}) is None                                            # a program: no Origin
@@ -198,10 +198,17 @@ def test_access_refuses_cross_site_pages_and_clients_without_the_token():
     assert locked.refusal({"origin": "http://h:1", "host": "h:1"}, {}) is None       # the app's own page
     assert Access.from_env({"KAME_TOKEN": " t ", "KAME_ALLOWED_ORIGINS": "https://A.example/, "}) == \
         Access(token="t", allowed_origins=frozenset({"https://a.example"}))
+    # the command line adds to the environment's policy by the same rule
+    widened = Access(token="t", allowed_origins=frozenset({"https://a.example"})).with_options(
+        token=None, origins=["https://B.example/"])
+    assert widened == Access(token="t", allowed_origins=frozenset({"https://a.example", "https://b.example"}))
+    assert Access(token="t").with_options(token="u", origins=[]).token == "u"
+    with pytest.raises(ValueError, match=r"--allow-origin must be web origins .*'lab\.example' is not an origin"):
+        Access().with_options(token=None, origins=["lab.example"])
 
 
 def test_a_cross_site_page_and_a_wrong_token_are_closed_before_any_session(tmp_path):
-    from kame_core.serve.access import Access
+    from kame_core.access import Access
 
     server = ChatServer(lambda: served_stack(_doubles("hello")), max_sessions=1, sessions_dir=tmp_path,
                         access=Access(token="s3cret"))

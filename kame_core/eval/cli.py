@@ -11,8 +11,9 @@ uses the offline proxy score, labelled "proxy — not MT-Bench" everywhere. Resu
 ``OUT/cache.jsonl``: rerunning the same command after an interruption resumes without re-running finished
 sessions or re-paying judge calls, whichever executor ran them. ``--executor ray [--ray-address ADDR]`` runs
 the sessions on Ray actors (each loads the stack once); only this process writes the cache and the reports.
-Bad input ends with one ``error:`` line and exit code 2; sessions that still fail after their retries are
-listed in one ``error:`` message, exit code 1.
+Bad input ends with one ``error:`` line and exit code 2 (a malformed environment variable too: the
+environment is read once, by :class:`kame_core.settings.Settings`); sessions that still fail after their
+retries are listed in one ``error:`` message, exit code 1.
 """
 from __future__ import annotations
 
@@ -34,6 +35,7 @@ from ..neural.choice import FrontEndChoice
 from ..oracle import OracleConfig
 from ..oracle_policies import DEFAULT_POLICY, POLICIES
 from ..pipelines.stack import MODES, Mode, Stack
+from ..settings import Settings, SettingsError
 from . import fdb_cli
 from .cache import ResultCache
 from .fdb import FDBError
@@ -85,7 +87,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("mtbench", help="spoken MT-Bench: scores, onset latency, control, forced-delay sweep")
     p.add_argument("--data", type=Path, default=None,
                    help="folder with question.jsonl, judge_prompts.jsonl, gpt-4.jsonl (default: download from "
-                        "FastChat once into $KAME_CACHE_DIR/mt_bench)")
+                        "FastChat once into mt_bench/ under the cache root, KAME_CACHE_DIR)")
     p.add_argument("--out", type=Path, required=True, help="output folder (reports, cache.jsonl)")
     p.add_argument("--modes", default="kame,moshi,cascade", help="comma-separated: kame, moshi, cascade")
     p.add_argument("--seeds", type=int, default=1, help="runs per question and mode, seeds 0..N-1 (paper: 6)")
@@ -94,7 +96,7 @@ def build_parser() -> argparse.ArgumentParser:
     FrontEndChoice.add_arguments(p)  # --weights etc.: sessions run concurrently on one pool per model
     p.add_argument("--judge", default="auto",
                    help=f"judge LLM spec, 'none' (offline proxy score) or 'auto' ({DEFAULT_JUDGE} when "
-                        "$OPENAI_API_KEY is set, else none)")
+                        "OPENAI_API_KEY is set, else none)")
     p.add_argument("--delays", default="0,0.5,1,2,3", help="forced delays in seconds for the sweep")
     p.add_argument("--sweep-modes", default="kame", help="tandem modes the sweep runs (kame, moshi)")
     p.add_argument("--oracle-policy", choices=tuple(POLICIES), default=DEFAULT_POLICY,
@@ -128,17 +130,17 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _judge_spec(choice: str) -> str | None:
+def _judge_spec(choice: str, settings: Settings) -> str | None:
     if choice == "none":
         return None
     if choice == "auto":
-        return DEFAULT_JUDGE if os.environ.get("OPENAI_API_KEY", "").strip() else None
+        return DEFAULT_JUDGE if "OPENAI_API_KEY" in settings.keys else None
     return choice
 
 
-def _make_judge(spec: str, args: argparse.Namespace) -> Judge:
+def _make_judge(spec: str, args: argparse.Namespace, settings: Settings) -> Judge:
     try:
-        llm = make_judge_llm(spec)
+        llm = make_judge_llm(spec, settings.stack.files)
     except MissingAPIKey as exc:
         raise CommandError(f"--judge {spec}: {exc} Refusing to start: no session was run. For an offline "
                            f"score use --judge none ({PROXY_LABEL}).") from None
@@ -157,7 +159,11 @@ def stack_identity(args: argparse.Namespace) -> dict[str, str]:
             "front_end": front_end, "oracle_policy": args.oracle_policy, "prompt_layout": args.prompt_layout}
 
 
-def run_mtbench(args: argparse.Namespace) -> int:
+def run_mtbench(args: argparse.Namespace, settings: Settings | None = None) -> int:
+    """Run ``mtbench`` with ``args``; ``settings`` (default: an empty environment's) say where models and the
+    MT-Bench download are cached and which keys are set (``--judge auto``)."""
+    settings = settings or Settings()
+    files = settings.stack.files
     started = time.perf_counter()
     if args.seeds < 1 or args.max_concurrency < 1 or args.retries < 0:
         raise CommandError("--seeds and --max-concurrency must be >= 1, --retries >= 0")
@@ -195,10 +201,10 @@ def run_mtbench(args: argparse.Namespace) -> int:
     except ExecutorUnavailable as exc:
         raise CommandError(str(exc)) from None
     # the judge first: a missing key must stop the run before any (slow or paid) work
-    spec = _judge_spec(args.judge)
-    judge = _make_judge(spec, args) if spec else None
+    spec = _judge_spec(args.judge, settings)
+    judge = _make_judge(spec, args, settings) if spec else None
     try:
-        data = resolve_data(args.data, base_url=args.fastchat_url)
+        data = resolve_data(args.data, base_url=args.fastchat_url, cache_root=files.cache_root)
         questions = data.select(parse_question_ids(args.questions))
     except MTBenchDataError as exc:
         raise CommandError(str(exc)) from None
@@ -217,7 +223,7 @@ def run_mtbench(args: argparse.Namespace) -> int:
     def local_stack() -> Stack:
         from ..pipelines.stack import cpu_stack, with_neural
 
-        stack = cpu_stack(args.oracle_llm, args.tts, whisper_model=args.whisper_model)
+        stack = cpu_stack(args.oracle_llm, args.tts, whisper_model=args.whisper_model, files=files)
         if choice.neural:  # loaded once the first session must run: a fully cached run loads nothing
             stack = with_neural(stack, choice.load())
         stack_box.append(stack)
@@ -228,7 +234,8 @@ def run_mtbench(args: argparse.Namespace) -> int:
     else:  # built in each Ray actor: a picklable factory; the notes name the parts from the traces
         from ..pipelines.stack import cpu_stack
 
-        stack = functools.partial(cpu_stack, args.oracle_llm, args.tts, whisper_model=args.whisper_model)
+        stack = functools.partial(cpu_stack, args.oracle_llm, args.tts, whisper_model=args.whisper_model,
+                                  files=files)
 
     stack_id = stack_identity(args)
     bar = tqdm(total=len(items), desc="sessions", unit="session", disable=args.no_progress)
@@ -320,10 +327,14 @@ def _notes(results: Sequence, grader: object, stack_box: list, stack_id: dict, s
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
+        try:
+            settings = Settings.from_env(os.environ)  # the one read of the environment
+        except SettingsError as exc:
+            raise CommandError(str(exc)) from None
         if args.command == "fdb":
-            fdb_cli.run(args)
+            fdb_cli.run(args, settings=settings)
             return 0
-        return run_mtbench(args)
+        return run_mtbench(args, settings)
     except (CommandError, FDBError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT

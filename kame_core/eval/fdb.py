@@ -40,6 +40,7 @@ from ..clock import SAMPLE_RATE, SAMPLES_PER_FRAME
 from ..duplex_metrics import is_takeover
 from ..events import Note, payloads
 from ..files import write_bytes_atomic
+from ..paths import ModelFiles
 
 #: annotation file of each v1 task, as the benchmark names them
 TASK_FILES = {"turn_taking.json": "smooth_turn_taking", "pause.json": "pause_handling",
@@ -166,10 +167,10 @@ def answer_from_server(url: str, audio: np.ndarray) -> Answer:
 class WordTimer:
     """Words with times in a recording: faster-whisper with word timestamps and its VAD (no words in silence)."""
 
-    def __init__(self, model_path: str | None = None) -> None:
+    def __init__(self, model_path: str | None = None, files: ModelFiles | None = None) -> None:
         from ..stt import load_whisper, resolve_whisper_model
 
-        folder = resolve_whisper_model(model_path)
+        folder = resolve_whisper_model(model_path, files)
         self.model = load_whisper(folder)
         self.label = f"faster-whisper {Path(folder).name} (word timestamps, VAD filter)"
 

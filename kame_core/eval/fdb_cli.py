@@ -25,6 +25,7 @@ from tqdm import tqdm
 from ..files import write_bytes_atomic
 from ..neural.choice import FrontEndChoice
 from ..pipelines.stack import MODES
+from ..settings import Settings
 from . import fdb
 
 
@@ -48,14 +49,15 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
 
 
-def _local_answerer(args: argparse.Namespace) -> tuple[Callable[[Any], fdb.Answer], dict[str, str]]:
+def _local_answerer(args: argparse.Namespace, settings: Settings
+                    ) -> tuple[Callable[[Any], fdb.Answer], dict[str, str]]:
     from ..pipelines.stack import cpu_stack, with_neural
 
     try:
         choice = FrontEndChoice.from_args(args)
     except ValueError as exc:
         raise fdb.FDBError(str(exc)) from None
-    stack = cpu_stack(args.oracle_llm, args.tts, whisper_model=args.whisper_model)
+    stack = cpu_stack(args.oracle_llm, args.tts, whisper_model=args.whisper_model, files=settings.stack.files)
     if choice.neural:
         stack = with_neural(stack, choice.load())
     return (lambda audio: fdb.answer_locally(stack, args.mode, audio, seed=args.seed)), dict(stack.components)
@@ -70,15 +72,17 @@ class Parts:
     timer: fdb.WordTimer
 
 
-def prepare(args: argparse.Namespace) -> Parts:
-    """Load the stack (or name the server) and the word timer for ``args``."""
+def prepare(args: argparse.Namespace, settings: Settings | None = None) -> Parts:
+    """Load the stack (or name the server) and the word timer for ``args``; ``settings`` (default: an empty
+    environment's) say where the local models come from."""
+    settings = settings or Settings()
     if args.server:
         server = args.server
         answer: Callable[[Any], fdb.Answer] = lambda audio: fdb.answer_from_server(server, audio)  # noqa: E731
         components = {"server": server.split("?")[0]}
     else:
-        answer, components = _local_answerer(args)
-    return Parts(answer, components, fdb.WordTimer(args.whisper_model))
+        answer, components = _local_answerer(args, settings)
+    return Parts(answer, components, fdb.WordTimer(args.whisper_model, settings.stack.files))
 
 
 def check_args(args: argparse.Namespace) -> None:
@@ -89,8 +93,9 @@ def check_args(args: argparse.Namespace) -> None:
 
 
 def run(args: argparse.Namespace, say: Callable[[str], None] = print,
-        parts: Parts | None = None) -> list[fdb.SampleScore]:
-    """Answer, write and score every sample under ``args.root``; raises :class:`fdb.FDBError` on bad input."""
+        parts: Parts | None = None, settings: Settings | None = None) -> list[fdb.SampleScore]:
+    """Answer, write and score every sample under ``args.root`` (``parts``: default :func:`prepare` with
+    ``settings``); raises :class:`fdb.FDBError` on bad input."""
     check_args(args)
     root = args.root.resolve()
     samples = fdb.find_samples(root, args.prefix)
@@ -100,7 +105,7 @@ def run(args: argparse.Namespace, say: Callable[[str], None] = print,
         + (f", {len(samples) - len(todo)} already answered; --overwrite redoes them)" if len(todo) < len(samples)
            else ")"))
     if todo:
-        parts = parts or prepare(args)
+        parts = parts or prepare(args, settings)
         answer, timer = parts.answer, parts.timer
         runs = []
         for sample in tqdm(todo, desc="samples", unit="sample", disable=args.no_progress):

@@ -20,6 +20,7 @@ from typing import Literal
 
 from ..clock import RealTimeClock
 from ..llm.base import LLMRateLimited, LLMTimeout, MissingAPIKey, public_url, redact
+from ..paths import ModelFiles
 from ..protocols import ChatMessage, LLMError, StreamingLLM
 from .mtbench_data import JudgePrompt, MTBenchDataError, Question
 
@@ -152,8 +153,9 @@ def judge_model_name(spec: str) -> str:
     return rest.rpartition(":")[2] if rest else kind
 
 
-def make_judge_llm(spec: str) -> StreamingLLM:
-    """The judge back-end for ``spec`` with room for an explanation (2048 tokens) and temperature 0.
+def make_judge_llm(spec: str, files: ModelFiles | None = None) -> StreamingLLM:
+    """The judge back-end for ``spec`` with room for an explanation (2048 tokens) and temperature 0
+    (``files``: where an offline judge's model is cached).
 
     Raises :class:`~kame_core.llm.base.MissingAPIKey` at once when the key is not set.
     """
@@ -163,8 +165,8 @@ def make_judge_llm(spec: str) -> StreamingLLM:
     if kind in ("openai", "anthropic", "openai-compatible"):
         return make_llm(spec, max_tokens=JUDGE_MAX_TOKENS, temperature=0.0, timeout_s=120.0)
     if kind in ("offline", "local"):
-        return make_llm(spec, max_new_tokens=256)
-    return make_llm(spec)
+        return make_llm(spec, files=files, max_new_tokens=256)
+    return make_llm(spec, files=files)
 
 
 @dataclass

@@ -172,19 +172,21 @@ def load_mt_bench(folder: str | Path) -> MTBenchData:
 
 
 # ------------------------------------------------------------------------------------------------ download
-def data_cache_dir() -> Path:
-    """``$KAME_CACHE_DIR/mt_bench`` (default ``~/.cache/kame-studio/mt_bench``)."""
-    from ..paths import cache_root
+def data_cache_dir(cache_root: Path | None = None) -> Path:
+    """``<cache root>/mt_bench`` (``KAME_CACHE_DIR``; default ``~/.cache/kame-studio/mt_bench``)."""
+    from ..paths import default_cache_root
 
-    return cache_root() / "mt_bench"
+    return (cache_root or default_cache_root()) / "mt_bench"
 
 
-def download_mt_bench(target: Path | None = None, base_url: str = FASTCHAT_RAW, timeout_s: float = 30.0) -> Path:
-    """Fetch FastChat's three MT-Bench files into ``target`` (default :func:`data_cache_dir`) unless there.
+def download_mt_bench(target: Path | None = None, base_url: str = FASTCHAT_RAW, timeout_s: float = 30.0, *,
+                      cache_root: Path | None = None) -> Path:
+    """Fetch FastChat's three MT-Bench files into ``target`` (default :func:`data_cache_dir` of ``cache_root``)
+    unless there.
 
     Each file is written atomically, so an interrupted download never leaves a half file behind.
     """
-    target = target or data_cache_dir()
+    target = target or data_cache_dir(cache_root)
     target.mkdir(parents=True, exist_ok=True)
     for name, rel in FASTCHAT_FILES.items():
         dest = target / name
@@ -211,6 +213,7 @@ def download_mt_bench(target: Path | None = None, base_url: str = FASTCHAT_RAW, 
     return target
 
 
-def resolve_data(path: str | Path | None, base_url: str = FASTCHAT_RAW) -> MTBenchData:
-    """Load ``path``; without one, the cached download (fetched first if needed)."""
-    return load_mt_bench(path if path is not None else download_mt_bench(base_url=base_url))
+def resolve_data(path: str | Path | None, base_url: str = FASTCHAT_RAW, *,
+                 cache_root: Path | None = None) -> MTBenchData:
+    """Load ``path``; without one, the cached download under ``cache_root`` (fetched first if needed)."""
+    return load_mt_bench(path if path is not None else download_mt_bench(base_url=base_url, cache_root=cache_root))

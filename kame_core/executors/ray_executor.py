@@ -74,7 +74,9 @@ class RayExecutor:
             return self.runtime_env
         if self.address:  # a cluster's workers may not have this checkout: ship the package
             return {"py_modules": [str(_PACKAGE_DIR)]}
-        # a local Ray's workers import kame_core (and the worker factory's module) from this checkout
+        # a local Ray's workers import kame_core (and the worker factory's module) from this checkout; this
+        # process's PYTHONPATH goes on to them (a documented exception to "only kame_core.settings reads the
+        # environment": it is the interpreter's, not a KAME setting)
         paths = [str(_PACKAGE_DIR.parent), *filter(None, os.environ.get("PYTHONPATH", "").split(os.pathsep))]
         return {"env_vars": {"PYTHONPATH": os.pathsep.join(dict.fromkeys(paths))}}
 

@@ -1,17 +1,17 @@
 """What every LLM back-end shares: key handling, errors, and pacing chunks on the session clock.
 
-Keys are read from the environment at the moment of each request and handed straight to the SDK; they are
-never kept on an object, put in a provenance, logged, or quoted in an error (provider error texts are
-redacted before they reach an :class:`~kame_core.protocols.LLMError`).
+Keys are read from the environment at the moment of each request (:func:`kame_core.keys.api_key`) and handed
+straight to the SDK; they are never kept on an object, put in a provenance, logged, or quoted in an error
+(provider error texts are redacted before they reach an :class:`~kame_core.protocols.LLMError`).
 """
 from __future__ import annotations
 
-import os
 import re
 from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import aclosing
 from typing import TYPE_CHECKING, Any
 
+from .. import keys
 from ..protocols import ChatMessage, LLMError
 
 if TYPE_CHECKING:
@@ -36,7 +36,7 @@ class LLMRateLimited(LLMError):
 
 def api_key(env_name: str, backend: str) -> str:
     """The key in ``$env_name``; :class:`MissingAPIKey` (with the offline alternative) when unset."""
-    value = os.environ.get(env_name, "").strip()
+    value = keys.api_key(env_name)
     if not value:
         raise MissingAPIKey(f"{backend}: ${env_name} is not set. Export it to use {backend}, {OFFLINE_HINT}.")
     return value

@@ -11,7 +11,7 @@
 """
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..protocols import StreamingLLM
 from .anthropic_messages import AnthropicLLM
@@ -20,20 +20,24 @@ from .openai_chat import OpenAIChatLLM
 from .openai_compatible import openai_compatible, parse_compatible_spec
 from .router import DEFAULT, HUMANITIES, REASONING, RoutedLLM
 
+if TYPE_CHECKING:
+    from ..paths import ModelFiles
+
 SPEC_HELP = ("offline | local | openai[:MODEL] | anthropic[:MODEL] | openai-compatible:URL:MODEL | "
              "router[:CATEGORY=SPEC,...]")
 DEFAULT_ROUTES = {REASONING: "anthropic", HUMANITIES: "openai", DEFAULT: "openai"}
 
 
-def make_llm(spec: str, **options: Any) -> StreamingLLM:
+def make_llm(spec: str, *, files: ModelFiles | None = None, **options: Any) -> StreamingLLM:
     """Build the back-end ``spec`` names; ``options`` go to its constructor (not to a router's members).
+    ``files``: where the offline back-end caches its converted model (default: the built-in cache root).
 
     Raises ``ValueError`` for a malformed spec and :class:`~.base.MissingAPIKey` when the key is not set.
     """
     kind, _, rest = spec.strip().partition(":")
     kind = kind.lower()
     if kind in ("offline", "local") and not rest:
-        return LocalSmolLM(**options)
+        return LocalSmolLM(cache_root=files.cache_root if files else None, **options)
     if kind == "openai":
         return OpenAIChatLLM(rest, **options) if rest else OpenAIChatLLM(**options)
     if kind == "anthropic":
@@ -42,7 +46,26 @@ def make_llm(spec: str, **options: Any) -> StreamingLLM:
         url, model = parse_compatible_spec(rest)
         return openai_compatible(url, model, **options)
     if kind == "router":
-        return make_router(parse_routes(rest) if rest else DEFAULT_ROUTES)
+        return make_router(parse_routes(rest) if rest else DEFAULT_ROUTES, files=files)
+    raise ValueError(f"unknown LLM spec {spec!r}; expected {SPEC_HELP}")
+
+
+def check_spec(spec: str) -> None:
+    """Raise ``ValueError`` (the message :func:`make_llm` would give) when ``spec`` does not name a back-end;
+    builds nothing and needs no key (settings check their specs at startup with it)."""
+    kind, _, rest = spec.strip().partition(":")
+    kind = kind.lower()
+    if kind in ("offline", "local") and not rest or kind in ("openai", "anthropic"):
+        return
+    if kind == "openai-compatible":
+        parse_compatible_spec(rest)
+        return
+    if kind == "router":
+        for sub in (parse_routes(rest) if rest else DEFAULT_ROUTES).values():
+            if sub.split(":", 1)[0].lower() == "router":
+                raise ValueError("a router cannot route to another router")
+            check_spec(sub)
+        return
     raise ValueError(f"unknown LLM spec {spec!r}; expected {SPEC_HELP}")
 
 
@@ -57,13 +80,13 @@ def parse_routes(text: str) -> dict[str, str]:
     return routes
 
 
-def make_router(routes: dict[str, str]) -> RoutedLLM:
+def make_router(routes: dict[str, str], files: ModelFiles | None = None) -> RoutedLLM:
     """A :class:`RoutedLLM` from ``{category: spec}``; ``default`` (else ``offline``) catches the rest.
-    Each distinct spec is built once, so two categories may share a back-end."""
+    Each distinct spec is built once, so two categories may share a back-end (``files``: see :func:`make_llm`)."""
     built: dict[str, StreamingLLM] = {}
     for sub in {*routes.values(), routes.get(DEFAULT, "offline")}:
         if sub.split(":", 1)[0].lower() == "router":
             raise ValueError("a router cannot route to another router")
-        built[sub] = make_llm(sub)
+        built[sub] = make_llm(sub, files=files)
     return RoutedLLM({c: built[s] for c, s in routes.items() if c != DEFAULT},
                      default=built[routes.get(DEFAULT, "offline")])

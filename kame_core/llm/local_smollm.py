@@ -2,9 +2,10 @@
 
 Loaded once per process and shared by every session (:func:`load_smollm2`). transformers de-quantizes the
 GGUF (Q4_1) to float32, which takes ~10-20 s on 2 cores, so the converted model is also saved once under
-``$KAME_CACHE_DIR/smollm2-135m-instruct-<version>`` (safetensors, ~0.5 GB; atomic rename) and later processes
-load that in well under a second. Generation is greedy (deterministic) and runs in a worker thread; its
-tokens reach the event loop through a queue. Closing the stream stops the thread at the next token.
+``<cache root>/smollm2-135m-instruct-<version>`` (``KAME_CACHE_DIR``, passed in as ``cache_root``; safetensors,
+~0.5 GB; atomic rename) and later processes load that in well under a second. Generation is greedy
+(deterministic) and runs in a worker thread; its tokens reach the event loop through a queue. Closing the
+stream stops the thread at the next token.
 """
 from __future__ import annotations
 
@@ -21,7 +22,7 @@ from contextlib import aclosing
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..paths import cache_root
+from ..paths import default_cache_root
 from ..protocols import ChatMessage, LLMError
 from ..trace import Provenance
 from .base import openai_messages, paced
@@ -66,15 +67,20 @@ def _package_version() -> str:
         return "unknown"
 
 
-@functools.lru_cache(maxsize=1)
-def load_smollm2() -> tuple[Any, Any]:
-    """``(model, tokenizer)``, once per process; from the converted cache when there is one."""
+def load_smollm2(cache_root: Path | None = None) -> tuple[Any, Any]:
+    """``(model, tokenizer)``, once per process; from the converted cache under ``cache_root`` (default: the
+    built-in cache root) when there is one."""
+    return _load_smollm2(cache_root or default_cache_root())
+
+
+@functools.lru_cache(maxsize=2)
+def _load_smollm2(cache_root: Path) -> tuple[Any, Any]:
     try:
         import torch
         from transformers import AutoModelForCausalLM, AutoTokenizer
     except ImportError as exc:
         raise LocalModelUnavailable("offline LLM needs torch, transformers and gguf") from exc
-    cached = cache_root() / f"smollm2-135m-instruct-{_package_version()}"
+    cached = cache_root / f"smollm2-135m-instruct-{_package_version()}"
     if not (cached / "config.json").is_file():
         source = gguf_path()
         tokenizer = AutoTokenizer.from_pretrained(source.parent, gguf_file=source.name)
@@ -103,13 +109,13 @@ def _save_atomically(model: Any, tokenizer: Any, target: Path) -> None:
 
 
 def _generate(messages: Sequence[ChatMessage], max_new_tokens: int, emit: Callable[[str], None],
-              stop: threading.Event) -> None:
+              stop: threading.Event, cache_root: Path | None = None) -> None:
     """Greedy generation in the calling thread; ``emit`` gets each new piece of text as it is decoded."""
     import torch
     from transformers import StoppingCriteria, StoppingCriteriaList
     from transformers.generation.streamers import BaseStreamer
 
-    model, tokenizer = load_smollm2()
+    model, tokenizer = load_smollm2(cache_root)
 
     class Stop(StoppingCriteria):
         def __call__(self, input_ids: Any, scores: Any, **kwargs: Any) -> bool:
@@ -170,13 +176,16 @@ class LocalSmolLM:
     """:class:`~kame_core.protocols.StreamingLLM` with SmolLM2-135M-Instruct, offline, no key."""
 
     def __init__(self, max_new_tokens: int = 64, first_chunk_s: float = 0.15, per_chunk_s: float = 0.04,
-                 system_prompt: str | None = SMALL_MODEL_SYSTEM_PROMPT, niceness: int = 10) -> None:
+                 system_prompt: str | None = SMALL_MODEL_SYSTEM_PROMPT, niceness: int = 10,
+                 cache_root: Path | None = None) -> None:
         """``first_chunk_s``/``per_chunk_s``: latencies modelled on the virtual clock (about what 2 CPU cores
         achieve), so virtual-clock results do not depend on this machine's speed. ``system_prompt`` replaces
         the caller's system message (``None`` keeps the caller's). ``niceness``: streamed answers are generated
         in a thread this much nicer than the rest (Linux), so on a busy CPU the oracle waits, not the 80 ms
-        frames of the live sessions (the back-end thinks in the background while the front-end talks)."""
+        frames of the live sessions (the back-end thinks in the background while the front-end talks).
+        ``cache_root``: where the converted model is cached (default: the built-in cache root)."""
         self.niceness = niceness
+        self.cache_root = cache_root
         gguf_path()  # fail now, clearly, if the package is missing
         self.max_new_tokens = max_new_tokens
         self.first_chunk_s = first_chunk_s
@@ -195,7 +204,7 @@ class LocalSmolLM:
 
     def load(self) -> None:
         """Load (or convert) the model now, blocking, so the first answer does not pay for it."""
-        load_smollm2()
+        load_smollm2(self.cache_root)
 
     def complete(self, prompt: str, system: str | None = None, max_new_tokens: int | None = None) -> str:
         """Blocking, whole answer to one user ``prompt`` (for the stand-in's opener / Moshi-mode answers)."""
@@ -203,7 +212,7 @@ class LocalSmolLM:
         if not system:
             messages = self._with_system_prompt(messages)
         pieces: list[str] = []
-        _generate(messages, max_new_tokens or self.max_new_tokens, pieces.append, threading.Event())
+        _generate(messages, max_new_tokens or self.max_new_tokens, pieces.append, threading.Event(), self.cache_root)
         return "".join(pieces).strip()
 
     async def stream(self, messages: Sequence[ChatMessage], clock: Clock) -> AsyncIterator[str]:
@@ -226,7 +235,7 @@ class LocalSmolLM:
         def work() -> None:
             try:
                 _lower_thread_priority(self.niceness)
-                _generate(self._with_system_prompt(messages), self.max_new_tokens, put, stop)
+                _generate(self._with_system_prompt(messages), self.max_new_tokens, put, stop, self.cache_root)
             except Exception as exc:  # noqa: BLE001 - handed to the consumer as an LLMError
                 put(exc)
             finally:

