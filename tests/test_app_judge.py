@@ -3,7 +3,8 @@ from __future__ import annotations
 
 import pytest
 
-from demo.scoring import JudgeUnavailable, MTBenchJudge, judge_from_env, score_answer
+from demo.scoring import JudgeUnavailable, MTBenchJudge, judge_for, score_answer
+from kame_core.settings import Settings
 
 from .fakes.judge import FakeJudge
 from .shared_data import MT_BENCH, needs_mt_bench
@@ -55,9 +56,9 @@ def test_an_unparsable_verdict_falls_back_to_the_labelled_proxy(monkeypatch) -> 
 
 
 def test_no_key_no_judge() -> None:
-    assert judge_from_env("What is the capital of France?", env={}) is None
-    assert judge_from_env("", env={"OPENAI_API_KEY": "x"}) is None
-    chosen = judge_from_env("Q?", env={"OPENAI_API_KEY": "x"})
+    assert judge_for("What is the capital of France?", settings=Settings.from_env({})) is None
+    assert judge_for("", settings=Settings.from_env({"OPENAI_API_KEY": "x"})) is None
+    chosen = judge_for("Q?", settings=Settings.from_env({"OPENAI_API_KEY": "x"}))
     assert chosen is not None and chosen.spec == "openai:gpt-4"
-    assert judge_from_env("Q?", env={"ANTHROPIC_API_KEY": "x", "KAME_JUDGE": "anthropic:claude-x"}).spec == \
-        "anthropic:claude-x"
+    chosen = judge_for("Q?", settings=Settings.from_env({"ANTHROPIC_API_KEY": "x", "KAME_JUDGE": "anthropic:claude-x"}))
+    assert chosen is not None and chosen.spec == "anthropic:claude-x"

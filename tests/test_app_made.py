@@ -23,20 +23,24 @@ def test_made_sessions_are_listed_reopened_and_private(tmp_path):
     assert "kame, moshi" in session.made[0].label
     names = library.bundled_names()
     if names:  # opening a bundled scenario keeps the list
-        session, *_ = views.open_bundled(names[0], session)
+        session = views.open_bundled(names[0], session).session
         assert [m.key for m in session.made] == ["live:a", "live:b"]
-    session, status, *_ = views.open_made(session.made[0].label, session)
+    opened = views.open_made(session.made[0].label, session)
+    session, status = opened.session, opened.status
     assert session.loaded.key == "live:a" and session.loaded.recorded is False, status
     assert len(session.made) == 2
     # an unknown label (another user's, a forged one) is refused; the session keeps what it had open
     other = views.AppSession()
-    other, status, *_ = views.open_made(session.made[0].label, other)
+    refused = views.open_made(session.made[0].label, other)
+    other, status = refused.session, refused.status
     assert other.loaded is None and "Pick a session made in this browser session" in status
-    session, status, *_ = views.open_made("../../etc/passwd", session)
+    refused = views.open_made("../../etc/passwd", session)
+    session, status = refused.session, refused.status
     assert session.loaded.key == "live:a" and "Pick a session" in status
     # a made file deleted since: a clear refusal, nothing lost
     second.unlink()
-    session, status, *_ = views.open_made(session.made[1].label, session)
+    refused = views.open_made(session.made[1].label, session)
+    session, status = refused.session, refused.status
     assert session.loaded.key == "live:a" and "Cannot reopen" in status
 
 

@@ -11,6 +11,7 @@ from demo import stacks, views
 from kame_core.clock import SAMPLE_RATE
 from kame_core.neural.choice import ORACLE_OFF_LABEL
 from kame_core.neural.tiny import TINY_LABEL, write_tiny_checkpoint
+from kame_core.settings import Settings
 from kame_core.testing.doubles import ScriptedLLM
 
 from .app_scenarios import QUESTIONS, piper
@@ -20,24 +21,20 @@ pytestmark = pytest.mark.slow  # Whisper, Piper, seconds of a neural model
 
 @pytest.fixture(scope="module")
 def neural_env(tmp_path_factory):
-    """The app's process-wide stacks built from KAME_WEIGHTS / KAME_DEVICE / KAME_POOL_SIZE (caches cleared
-    before and after, so other tests keep the CPU stack)."""
+    """The app's settings from KAME_WEIGHTS / KAME_DEVICE / KAME_POOL_SIZE, and its process-wide stacks built
+    from them (caches cleared before and after, so other tests keep the CPU stack)."""
     tiny = write_tiny_checkpoint(tmp_path_factory.mktemp("tiny") / "ckpt")
     caches = (stacks.neural_models, stacks.live_stack, stacks.rerun_front_end, stacks._cpu_stack)
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setenv("KAME_WEIGHTS", str(tiny))
-        mp.setenv("KAME_DEVICE", "cpu")
-        mp.setenv("KAME_POOL_SIZE", "2")
-        mp.setenv("KAME_SMALL_MODEL", "0")
-        mp.setenv("KAME_LLM", "offline")
-        for cache in caches:
-            cache.cache_clear()
-        yield tiny
-        models, _ = stacks.neural_models()
-        if models is not None:
-            models.close()
-        for cache in caches:
-            cache.cache_clear()
+    settings = Settings.from_env({"KAME_WEIGHTS": str(tiny), "KAME_DEVICE": "cpu", "KAME_POOL_SIZE": "2",
+                                  "KAME_SMALL_MODEL": "0", "KAME_LLM": "offline"})
+    for cache in caches:
+        cache.cache_clear()
+    yield settings
+    models, _ = stacks.neural_models(settings.stack)
+    if models is not None:
+        models.close()
+    for cache in caches:
+        cache.cache_clear()
 
 
 def test_a_live_upload_runs_kame_and_moshi_mode_on_the_pool_beside_the_cascade(neural_env, tmp_path):
@@ -45,15 +42,16 @@ def test_a_live_upload_runs_kame_and_moshi_mode_on_the_pool_beside_the_cascade(n
 
     path = tmp_path / "question.wav"
     sf.write(str(path), piper().synthesize(QUESTIONS["mountain"][0]).audio, SAMPLE_RATE)
-    live = stacks.live_stack()
+    live = stacks.live_stack(neural_env.stack)
     assert live.neural and live.gate.capacity == 2
     # the oracle LLM scripted, so the test does not wait for SmolLM2; everything else is the app's stack
     live = dataclasses.replace(live, stack=dataclasses.replace(live.stack, llm=ScriptedLLM(
         lambda t: QUESTIONS["mountain"][1])))
     steps = list(views.live_upload(str(path), ["kame", "moshi", "cascade"], views.AppSession(), stack=live))
-    session, status, fig, components, file = steps[-1]
-    assert fig is not None and file, status
-    assert TINY_LABEL in components and "pool of 2" in components
+    last = steps[-1]
+    session = last.session
+    assert last.figure is not None and last.file, last.status
+    assert TINY_LABEL in last.components and "pool of 2" in last.components
     runs = session.loaded.scenario.runs
     assert set(runs) == {"kame", "moshi", "cascade"}
     assert runs["kame"].provenance["front_end"].kind == "neural-random"
@@ -61,14 +59,14 @@ def test_a_live_upload_runs_kame_and_moshi_mode_on_the_pool_beside_the_cascade(n
     assert ORACLE_OFF_LABEL not in runs["kame"].provenance["front_end"].label
     resets = [f.oracle for f in runs["kame"].frames if f.oracle.is_start]
     assert resets, "no oracle reached the neural model"
-    _, _, rows, *_ = views.compare(session)
-    badges = {row[0]: row[1] for row in rows}
+    badges = {row[0]: row[1] for row in views.compare(session).rows}
     assert any(ORACLE_OFF_LABEL in b for b in badges.values()), badges
     assert any("random weights" in b and ORACLE_OFF_LABEL not in b for b in badges.values()), badges
     assert live.stack.neural.free_slots() == 2  # every run gave its slot back
 
-    session, fig, text = views.forced_delay(1.0, session)
-    assert fig is not None, text
+    rerun_shown = views.forced_delay(1.0, session, settings=neural_env)
+    session, text = rerun_shown.session, rerun_shown.text
+    assert rerun_shown.figure is not None, text
     assert "neural front-end" in text and TINY_LABEL in text
     rerun = session.delay_cache[(session.loaded.key, 1000)].trace
     assert rerun.provenance["front_end"].kind == "neural-random" and rerun.config["forced_delay_ms"] == 1000
@@ -78,6 +76,6 @@ def test_a_live_upload_runs_kame_and_moshi_mode_on_the_pool_beside_the_cascade(n
 def test_the_header_names_the_neural_front_end(neural_env):
     from demo.hardware import Hardware
 
-    line = Hardware("cpu", talk_on_cpu=False).header_line(stacks.front_end_choice())
-    assert str(neural_env) in line and "neural front-end" in line and "2 sessions at once" in line
+    line = Hardware("cpu", talk_on_cpu=False).header_line(neural_env.stack.front_end)
+    assert neural_env.stack.front_end.weights in line and "neural front-end" in line and "2 sessions at once" in line
     assert "oracle off" in line

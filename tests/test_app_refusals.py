@@ -82,38 +82,42 @@ def _edit_nan_time(t):
 ])
 def test_malformed_event_payloads_are_refused_naming_the_field_and_the_session_keeps_its_scenario(
         tmp_path, scenarios, edit, field):
-    session, *_ = views.open_upload(str(scenarios["bones"]))
+    session = views.open_upload(str(scenarios["bones"])).session
     before = session.loaded
     bad = _rewrite_trace(scenarios["mountain"], tmp_path / "bad.kame", edit)
-    session, status, fig, rows, audio, runs, selected = views.open_upload(str(bad), session)
+    refused = views.open_upload(str(bad), session)
+    session, status = refused.session, refused.status
     assert status.startswith("**Invalid scenario file bad.kame**") and field in status, status
     assert "events[" in status                           # the event is located, not only the file named
     assert session.loaded is before and "bones" in status.lower() or session.loaded is before
-    assert fig is not None and runs == list(before.scenario.runs)   # the page still shows what is open
+    assert refused.figure is not None and refused.runs == list(before.scenario.runs)  # still shows what is open
     session, path = views.download_scenario(session)
     assert Path(path) == scenarios["bones"]            # download gives the kept scenario, not the refused one
 
 
 def test_a_refused_upload_leaves_compare_and_forced_delay_on_the_kept_scenario(tmp_path, scenarios, stand_in):
-    session, *_ = views.open_upload(str(scenarios["bones"]))
+    session = views.open_upload(str(scenarios["bones"])).session
     bad = _rewrite_trace(scenarios["mountain"], tmp_path / "bad.kame", _edit_words)
-    session = views.open_upload(str(bad), session)[0]
-    session, fig, rows, *_ = views.compare(session)
-    assert "two hundred and six" in rows[0][-1]
-    session, fig, text = views.forced_delay(1.0, session, front_end=stand_in)
+    session = views.open_upload(str(bad), session).session
+    compared = views.compare(session)
+    session = compared.session
+    assert "two hundred and six" in compared.rows[0][-1]
+    text = views.forced_delay(1.0, session, front_end=stand_in).text
     assert "two hundred and six" in text or "bones" in text.lower()
 
 
 def test_forced_delay_results_follow_the_opened_file_not_the_first_one(scenarios, stand_in):
     """Bug 1: every file-opened scenario once shared the cache key 'category'."""
-    session = views.open_upload(str(scenarios["mountain"]))[0]
+    session = views.open_upload(str(scenarios["mountain"])).session
     key_a = session.loaded.key
-    session, _, text_a = views.forced_delay(1.0, session, front_end=stand_in)
-    session = views.open_upload(str(scenarios["bones"]), session)[0]
+    first = views.forced_delay(1.0, session, front_end=stand_in)
+    session, text_a = first.session, first.text
+    session = views.open_upload(str(scenarios["bones"]), session).session
     assert session.loaded.key != key_a and session.loaded.key != "category"
-    session, fig, text_b = views.forced_delay(1.0, session, front_end=stand_in)
+    second = views.forced_delay(1.0, session, front_end=stand_in)
+    session, text_b = second.session, second.text
     assert "Elbrus" in text_a and "two hundred and six" in text_b and "Elbrus" not in text_b
-    assert "bones" in fig.layout.title.text.lower()
+    assert "bones" in second.figure.layout.title.text.lower()
     # the same file opened again shares its cached re-run
     again = library.open_file(scenarios["bones"])
     assert again.key == session.loaded.key
@@ -145,9 +149,10 @@ def test_a_zip_bomb_audio_member_is_refused_before_decoding(tmp_path, scenarios)
     with zipfile.ZipFile(bomb) as zf:
         info = zf.getinfo("user.wav")
     assert info.compress_size < 300_000 and info.file_size > 190 * 2 ** 20   # ~200 KB stored, 200 MiB inflated
-    session, *_ = views.open_upload(str(scenarios["bones"]))
+    session = views.open_upload(str(scenarios["bones"])).session
     started = time.perf_counter()
-    session, status, *_ = views.open_upload(str(bomb), session)
+    refused = views.open_upload(str(bomb), session)
+    session, status = refused.session, refused.status
     assert time.perf_counter() - started < 5.0
     assert "Invalid scenario file" in status and "min" in status, status
     assert "bones" in session.loaded.title.lower() or session.loaded.path == scenarios["bones"]

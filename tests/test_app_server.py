@@ -185,7 +185,7 @@ def test_api_drives_playback_compare_and_the_forced_delay_slider(app_url):
     assert any("re-run, forced delay 2.0 s" in r for r in _figure(fig)["layout"]["meta"]["kame_timeline"]["runs"])
 
 
-def test_four_clients_at_once_on_different_scenarios_get_their_own_results(app_url):
+def test_four_clients_at_once_on_different_scenarios_get_their_own_results(app_url) -> None:
     from gradio_client import Client
 
     results: dict[str, dict] = {}

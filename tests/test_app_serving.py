@@ -13,9 +13,9 @@ import time
 import pytest
 
 from demo import session_files
-from demo.server import server_address
 from kame_core.frontends.standin.deciding import common_prefix, decide, first_contradiction
 from kame_core.session import SessionGate
+from kame_core.settings import Settings
 from kame_core.testing.waiting import wait_until
 
 
@@ -69,7 +69,7 @@ def test_sigterm_removes_the_process_folder():
 
 
 # ------------------------------------------------------------------------------------------------ gate
-def test_a_single_gpu_model_admits_one_session_and_says_how_many_wait():
+def test_a_single_gpu_model_admits_one_session_and_says_how_many_wait() -> None:
     gate = SessionGate(capacity=1, reason="one live session at a time on the GPU model")
     first = gate.try_enter()
     assert first is not None and gate.try_enter() is None
@@ -101,13 +101,13 @@ def test_the_cpu_stack_admits_every_session_at_once():
     ({"PORT": "8080"}, ("127.0.0.1", 8080)),
 ])
 def test_the_listening_address_follows_kame_then_gradio_variables(env, expected):
-    assert server_address(env) == expected
+    assert Settings.from_env(env).server.address() == expected
 
 
 @pytest.mark.parametrize("port", ["http", "0", "70000"])
 def test_a_malformed_port_is_named(port):
     with pytest.raises(ValueError, match="KAME_PORT"):
-        server_address({"KAME_PORT": port})
+        Settings.from_env({"KAME_PORT": port})
 
 
 # ------------------------------------------------------------------------------------ stand-in decision

@@ -6,6 +6,7 @@ import zipfile
 
 import app
 from demo import views
+from kame_core.settings import Settings
 
 
 def test_app_builds_with_analytics_off():
@@ -22,33 +23,34 @@ def test_app_builds_with_analytics_off():
 def test_bad_upload_is_a_clear_message(tmp_path):
     bad = tmp_path / "bad.kame"
     bad.write_text("not a zip")
-    session, status, fig, rows, audio, runs, selected = views.open_upload(str(bad))
-    assert fig is None and rows == [] and "Invalid scenario file" in status and "bad.kame" in status
+    opened = views.open_upload(str(bad))
+    status = opened.status
+    assert opened.figure is None and opened.rows == [] and "Invalid scenario file" in status and "bad.kame" in status
 
 
 def test_invalid_scenario_names_the_field(tmp_path):
     path = tmp_path / "x.kame"
     with zipfile.ZipFile(path, "w") as zf:
         zf.writestr("scenario.json", json.dumps({"schema_version": 1, "name": "x", "runs": "nope"}))
-    status = views.open_upload(str(path))[1]
+    status = views.open_upload(str(path)).status
     assert "scenario.json.runs" in status and "expected a list" in status
 
 
 def test_escaping_name_is_refused():
-    session, status, fig, *_ = views.open_bundled("../../etc/passwd")
-    assert fig is None and "Cannot open scenario" in status
+    opened = views.open_bundled("../../etc/passwd")
+    assert opened.figure is None and "Cannot open scenario" in opened.status
 
 
-def test_empty_scenarios_folder_says_so(tmp_path, monkeypatch):
-    monkeypatch.setenv("KAME_SCENARIOS_DIR", str(tmp_path))
-    status = views.open_bundled(None)[1]
+def test_empty_scenarios_folder_says_so(tmp_path):
+    settings = Settings.from_env({"KAME_SCENARIOS_DIR": str(tmp_path)})
+    status = views.open_bundled(None, settings=settings).status
     assert "No scenario files in" in status and str(tmp_path) in status
 
 
 def test_callbacks_without_a_scenario_say_what_to_do():
-    assert "Open a scenario first" in views.seek(1.0)[2]
-    assert "Open a scenario first" in views.compare()[-1]
-    assert "Cannot re-run" in views.forced_delay(1.0)[2]
+    assert "Open a scenario first" in views.seek(1.0).details
+    assert "Open a scenario first" in views.compare().names
+    assert "Cannot re-run" in views.forced_delay(1.0).text
 
 
 def test_summary_names_what_produced_each_run():

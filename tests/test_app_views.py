@@ -19,6 +19,7 @@ from demo.uploads import MAX_SECONDS, UploadError, decode_upload
 from kame_core.clock import SAMPLE_RATE
 from kame_core.frontends import StandInFrontEnd
 from kame_core.session import SessionGate
+from kame_core.settings import Settings
 from kame_core.testing.doubles import ScriptedLLM
 
 from .app_scenarios import QUESTIONS, add_manifest_fields, piper, record_question
@@ -103,8 +104,8 @@ def test_live_upload_refuses_bad_files_and_the_session_survives(tmp_path):
     empty.write_bytes(b"")
     session = views.AppSession()
     steps = list(views.live_upload(str(empty), ["kame"], session, stack=object()))
-    assert "Cannot run this input" in steps[-1][1] and "empty.ogg" in steps[-1][1]
-    assert "choose KAME" in list(views.live_upload(str(empty), [], session))[-1][1]
+    assert "Cannot run this input" in steps[-1].status and "empty.ogg" in steps[-1].status
+    assert "choose KAME" in list(views.live_upload(str(empty), [], session))[-1].status
 
 
 # ---------------------------------------------------------------------------------- scenario files
@@ -114,58 +115,60 @@ def test_manifest_extras_are_read_and_validated(tmp_path, scenario_file):
     bad = tmp_path / "bad.kame"
     bad.write_bytes(scenario_file.read_bytes())
     add_manifest_fields(bad, references=[1, 2])
-    status = views.open_upload(str(bad))[1]
+    status = views.open_upload(str(bad)).status
     assert "Invalid scenario file" in status and "scenario.json.references" in status
 
 
 def test_download_gives_the_opened_scenario_back(scenario_file):
-    session = views.open_upload(str(scenario_file))[0]
+    session = views.open_upload(str(scenario_file)).session
     session, path = views.download_scenario(session)
     assert Path(path) == scenario_file
 
 
 @pytest.mark.skipif(not SHARED.is_dir(), reason="shared spokenwoz sample not present")
-def test_training_dialogue_opens_in_the_same_view_and_downloads(monkeypatch):
-    monkeypatch.setenv("KAME_TRAINING_DIR", str(SHARED))
-    dialogue = library.training_dialogue_ids()[0]
-    session, status, fig, rows, audio, runs, selected = views.open_training(dialogue)
-    assert "imported training dialogue" in status and runs == ["training"]
-    assert list(fig.layout.yaxis.ticktext) == list(LANES)
-    assert any("imported training dialogue" in (a.text or "") for a in fig.layout.annotations)
-    assert "<audio" in audio
-    session, path = views.download_scenario(session)
+def test_training_dialogue_opens_in_the_same_view_and_downloads():
+    settings = Settings.from_env({"KAME_TRAINING_DIR": str(SHARED)})
+    dialogue = library.training_dialogue_ids(library.training_root(settings.content.training_dir))[0]
+    opened = views.open_training(dialogue, settings=settings)
+    assert "imported training dialogue" in opened.status and opened.runs == ["training"]
+    assert list(opened.figure.layout.yaxis.ticktext) == list(LANES)
+    assert any("imported training dialogue" in (a.text or "") for a in opened.figure.layout.annotations)
+    assert "<audio" in opened.audio
+    session, path = views.download_scenario(opened.session)
     reopened = library.open_file(path)
     assert reopened.scenario.runs["training"].n_frames == session.loaded.scenario.runs["training"].n_frames
-    assert "no KAME run" in views.forced_delay(1.0, session)[2]
-    assert "Cannot import" in views.open_training("no-such-dialogue")[1]
+    assert "no KAME run" in views.forced_delay(1.0, session).text
+    assert "Cannot import" in views.open_training("no-such-dialogue", settings=settings).status
 
 
 # ------------------------------------------------------------------------------------- forced delay
 def test_forced_delay_rerun_reports_latency_oracle_and_answer(scenario_file, stand_in):
-    session = views.open_upload(str(scenario_file))[0]
-    session, fig, text = views.forced_delay(1.5, session, front_end=stand_in)
+    session = views.open_upload(str(scenario_file)).session
+    plotted = views.forced_delay(1.5, session, front_end=stand_in)
+    session, fig, text = plotted.session, plotted.figure, plotted.text
     outcome = session.delay_cache[(session.loaded.key, 1500)]
     assert outcome.onset_latency_s is not None and outcome.onset_latency_s >= 1.4
     assert outcome.oracle is not None and "Elbrus" in outcome.oracle.full_text
     assert "Elbrus" in outcome.answer and outcome.score is not None and outcome.score.kind == "proxy"
     assert "Forced delay 1.5 s" in text and "proxy — not MT-Bench" in text and "CPU stand-in" in text
     assert len(fig.layout.meta["kame_timeline"]["runs"]) == 2
-    assert "Cannot re-run" in views.forced_delay(4.0, session, front_end=stand_in)[2]   # outside 0–3 s
+    assert "Cannot re-run" in views.forced_delay(4.0, session, front_end=stand_in).text   # outside 0–3 s
 
 
 def test_latency_quality_curve_over_the_delays(scenario_file, stand_in):
-    session = views.open_upload(str(scenario_file))[0]
-    session, fig, text = views.delay_curve(session, front_end=stand_in)
+    session = views.open_upload(str(scenario_file)).session
+    curve = views.delay_curve(session, front_end=stand_in)
+    fig, text = curve.figure, curve.text
     latencies = list(fig.data[0].x)
     assert len(latencies) == len(DELAYS_S) and latencies == sorted(latencies)
     assert latencies[-1] - latencies[0] > 2.5
     assert "proxy — not MT-Bench" in fig.layout.title.subtitle.text
     assert "the scenario's reference answers" in text
     # without references the recorded final oracle stands in, and the page says so
-    no_refs = views.open_upload(str(scenario_file))[0]
+    no_refs = views.open_upload(str(scenario_file)).session
     no_refs.loaded.references = []
     no_refs.loaded.key += ":no-refs"
-    text = views.forced_delay(0.0, no_refs, front_end=stand_in)[2]
+    text = views.forced_delay(0.0, no_refs, front_end=stand_in).text
     assert "fallback: the recorded KAME run's final oracle text" in text
 
 
@@ -206,10 +209,11 @@ def test_live_upload_runs_kame_and_cascade_on_the_cpu_stack_and_downloads(tmp_pa
     live = LiveStack(stack=stack, summary="stt: Whisper-base · front_end: CPU stand-in · oracle_llm: scripted (test)",
                      neural=False, gate=SessionGate())
     steps = list(views.live_upload(str(path), ["kame", "cascade"], views.AppSession(), stack=live))
-    session, status, fig, components, file = steps[-1]
-    assert "done" in status and "Components that ran" in components and "Whisper" in components
-    assert any("running KAME" in s[1] for s in steps) and any("running cascade" in s[1] for s in steps)
-    reopened = library.open_file(file)
+    last = steps[-1]
+    session, fig = last.session, last.figure
+    assert "done" in last.status and "Components that ran" in last.components and "Whisper" in last.components
+    assert any("running KAME" in s.status for s in steps) and any("running cascade" in s.status for s in steps)
+    reopened = library.open_file(last.file)
     assert set(reopened.scenario.runs) == {"kame", "cascade"}
     finals = " ".join(e.data["text"] for e in reopened.scenario.runs["kame"].events if e.kind.value == "stt_final")
     assert "mountain" in finals.lower()
@@ -227,7 +231,7 @@ def test_live_upload_of_noise_says_no_speech_was_heard(tmp_path):
     sf.write(str(noise), (0.05 * rng.standard_normal(10 * SAMPLE_RATE)).astype(np.float32), SAMPLE_RATE)
     stack = cpu_stack(llm=ScriptedLLM(lambda t: "never asked"), tts=piper(), small_model_openers=False)
     live = LiveStack(stack=stack, summary="test stack", neural=False, gate=SessionGate())
-    status = list(views.live_upload(str(noise), ["kame"], views.AppSession(), stack=live))[-1][1]
+    status = list(views.live_upload(str(noise), ["kame"], views.AppSession(), stack=live))[-1].status
     assert "The session ran, but" in status and "no speech was heard" in status and "done" not in status
 
 
@@ -239,8 +243,8 @@ def test_a_live_upload_waiting_for_the_gpu_model_is_told_so(tmp_path, speech):
     held = gate.try_enter()
     live = LiveStack(stack=object(), summary="neural (test)", neural=True, gate=gate)
     steps = views.live_upload(str(path), ["kame"], views.AppSession(), stack=live)
-    assert "loading" in next(steps)[1]
-    waiting = next(steps)[1]
+    assert "loading" in next(steps).status
+    waiting = next(steps).status
     assert "waiting" in waiting and "GPU" in waiting and "1 session(s) ahead" in waiting
     steps.close()
     held.release()

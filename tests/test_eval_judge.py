@@ -65,7 +65,7 @@ def test_each_prompt_is_assembled_and_sent_verbatim(data, fake, qid, turn, name)
         assert (q.reference[1] in user.content) == (turn == 2)
         assert "[The Start of Reference Answer]" in user.content or "Reference answer" in user.content
     result = judge_for(fake).judge_all([messages])[0]
-    assert result.verdict.rating == 7.0 and result.verdict.status == "ok"
+    assert result.verdict is not None and result.verdict.rating == 7.0 and result.verdict.status == "ok"
     body = fake.requests[-1].body
     assert body["messages"] == [{"role": "system", "content": system.content},
                                 {"role": "user", "content": user.content}]
@@ -123,7 +123,7 @@ def test_retries_with_backoff_on_429_and_500(data, fake) -> None:
     judge = judge_for(fake, sleep=sleep)
     msgs = build_judge_messages(data.judge_prompts["single-v1"], data.questions[141], ["x"], 1)
     [result] = judge.judge_all([msgs])
-    assert result.verdict.rating == 7.0 and result.attempts == 3
+    assert result.verdict is not None and result.verdict.rating == 7.0 and result.attempts == 3
     assert len(fake.requests) == 3 and judge.usage.retries == 2 and judge.usage.calls == 3
     assert len(waits) == 2 and 0.01 <= waits[0] < waits[1]  # exponential backoff
 
@@ -151,7 +151,7 @@ def test_concurrency_is_bounded(data, fake) -> None:
     q = data.questions[141]
     prompts = [build_judge_messages(data.judge_prompts["single-v1"], q, [f"answer {i}"], 1) for i in range(6)]
     results = judge.judge_all(prompts)
-    assert all(r.verdict.rating == 7.0 for r in results)
+    assert all(r.verdict is not None and r.verdict.rating == 7.0 for r in results)
     assert fake.max_in_flight == 2
 
 

@@ -9,6 +9,7 @@ import http.server
 import json
 import shutil
 import threading
+from typing import Any
 
 import numpy as np
 import pytest
@@ -49,7 +50,8 @@ def test_paper_subset_loads_with_references_for_reasoning() -> None:
     assert len(questions) == 30 and all(len(q.turns) == 2 for q in questions)
     assert {q.category for q in questions} == {"reasoning", "stem", "humanities"}
     assert all(q.reference and len(q.reference) == 2 for q in questions if q.category == "reasoning")
-    assert data.questions[101].reference[0].startswith("If you have just overtaken the second person")
+    reference = data.questions[101].reference
+    assert reference is not None and reference[0].startswith("If you have just overtaken the second person")
 
 
 @pytest.mark.parametrize("text, message", [("101-x", "bad question range"), ("110-101", "110"), (",", "no question")])
@@ -107,20 +109,19 @@ def fastchat_mirror(tmp_path):
 
 
 @needs_mt_bench
-def test_download_on_demand_into_the_cache(fastchat_mirror, tmp_path, monkeypatch) -> None:
-    monkeypatch.setenv("KAME_CACHE_DIR", str(tmp_path / "cache"))
-    folder = download_mt_bench(base_url=fastchat_mirror)
+def test_download_on_demand_into_the_cache(fastchat_mirror, tmp_path) -> None:
+    cache_root = tmp_path / "cache"  # KAME_CACHE_DIR, as the eval command passes it down
+    folder = download_mt_bench(base_url=fastchat_mirror, cache_root=cache_root)
     assert folder == tmp_path / "cache" / "mt_bench"
     assert (folder / "question.jsonl").read_bytes() == (DATA / "question.jsonl").read_bytes()
     assert len(load_mt_bench(folder).questions) == 80
     # cached: a second call needs no server at all
-    assert download_mt_bench(base_url="http://127.0.0.1:9") == folder
+    assert download_mt_bench(base_url="http://127.0.0.1:9", cache_root=cache_root) == folder
 
 
-def test_download_offline_fails_with_a_clear_message(tmp_path, monkeypatch) -> None:
-    monkeypatch.setenv("KAME_CACHE_DIR", str(tmp_path / "cache"))
-    with pytest.raises(MTBenchDataError) as info:
-        download_mt_bench(base_url="http://127.0.0.1:9")  # nothing listens on the discard port
+def test_download_offline_fails_with_a_clear_message(tmp_path) -> None:
+    with pytest.raises(MTBenchDataError) as info:  # nothing listens on the discard port
+        download_mt_bench(base_url="http://127.0.0.1:9", cache_root=tmp_path / "cache")
     text = str(info.value)
     assert "could not download" in text and "--data PATH" in text and "question.jsonl" in text
     assert not list((tmp_path / "cache" / "mt_bench").iterdir())  # no half files
@@ -165,24 +166,27 @@ def test_turn_taking_waits_for_the_answer_to_end() -> None:
 
 def test_turn_taking_gives_up_after_max_wait_when_nothing_is_said() -> None:
     source = TurnTakingSource([_speech(3), _speech(3)], TurnTaking(lead_in_s=0, max_wait_s=1.6))
-    source.follow(SessionTrace(mode="moshi"))
+    trace = SessionTrace(mode="moshi")
+    source.follow(trace)
     i = 0
     while source.read_frame(i) is not None:
-        source._trace.append_frame(FrameRecord(), silence(), silence())
+        trace.append_frame(FrameRecord(), silence(), silence())
         i += 1
     assert source.turn_frames == [[0, 3], [23, 26]] and source.waits == ["timed out: no finished answer"]
 
 
 def test_final_oracle_is_the_last_revision_of_each_turn() -> None:
     trace = SessionTrace(mode="kame")
-    for t, kind, data in [(1.0, EventKind.ORACLE_RESET, {"revision": 1}),
-                          (1.1, EventKind.ORACLE_APPEND, {"revision": 1, "text": "Lyon is"}),
-                          (1.5, EventKind.ORACLE_RESET, {"revision": 2}),
-                          (1.6, EventKind.ORACLE_APPEND, {"revision": 2, "text": "Paris is"}),
-                          (1.7, EventKind.ORACLE_APPEND, {"revision": 1, "text": " stale"}),
-                          (1.8, EventKind.ORACLE_APPEND, {"revision": 2, "text": " the capital."}),
-                          (9.0, EventKind.ORACLE_RESET, {"revision": 3}),
-                          (9.2, EventKind.ORACLE_APPEND, {"revision": 3, "text": "Second answer."})]:
+    events: list[tuple[float, EventKind, dict[str, Any]]] = [
+        (1.0, EventKind.ORACLE_RESET, {"revision": 1}),
+        (1.1, EventKind.ORACLE_APPEND, {"revision": 1, "text": "Lyon is"}),
+        (1.5, EventKind.ORACLE_RESET, {"revision": 2}),
+        (1.6, EventKind.ORACLE_APPEND, {"revision": 2, "text": "Paris is"}),
+        (1.7, EventKind.ORACLE_APPEND, {"revision": 1, "text": " stale"}),
+        (1.8, EventKind.ORACLE_APPEND, {"revision": 2, "text": " the capital."}),
+        (9.0, EventKind.ORACLE_RESET, {"revision": 3}),
+        (9.2, EventKind.ORACLE_APPEND, {"revision": 3, "text": "Second answer."})]
+    for t, kind, data in events:
         trace.add_event(t, kind, **data)
     assert final_oracle_text(trace, 0.0, 8.0) == "Paris is the capital."
     assert final_oracle_text(trace, 8.0, None) == "Second answer."
@@ -217,7 +221,8 @@ def test_plan_runs_every_mode_at_zero_and_the_sweep_modes_at_other_delays() -> N
 def test_proxy_references_fall_back_to_the_question_text() -> None:
     data = load_mt_bench(DATA)
     refs, kind = proxy_references(data.questions[101], 2)
-    assert refs == [data.questions[101].reference[1]] and kind == "reference answer"
+    reference = data.questions[101].reference
+    assert reference is not None and refs == [reference[1]] and kind == "reference answer"
     refs, kind = proxy_references(data.questions[151], 2)
     assert kind.startswith("question text") and data.questions[151].turns[1] in refs[0]
     assert proxy_references(data.questions[144], 1)[1] == "reference answer"  # inline reference in question.jsonl
@@ -237,7 +242,8 @@ def _rows() -> list[ScoreRow]:
 
 
 def test_report_labels_proxy_everywhere_and_quotes_the_paper(tmp_path) -> None:
-    lat = {("kame", 0.0): [-0.2, 0.1, 0.3], ("cascade", 0.0): [1.5], ("kame", 1.0): [1.1]}
+    lat: dict[tuple[str, float], list[float | None]] = {
+        ("kame", 0.0): [-0.2, 0.1, 0.3], ("cascade", 0.0): [1.5], ("kame", 1.0): [1.1]}
     summaries = summarize(_rows(), lat, {("kame", 0.0): 3, ("cascade", 0.0): 1, ("kame", 1.0): 1})
     kame = next(s for s in summaries if s.system == "kame" and s.delay_s == 0)
     assert kame.per_category["reasoning"] == 5.5 and kame.per_category["humanities"] is None
@@ -296,7 +302,7 @@ def test_oracle_policy_and_layout_reach_the_runner_and_the_cache_key(tmp_path, m
     assert (emission["oracle_policy"], emission["prompt_layout"]) == ("emission", "chat")
     seen = []
 
-    class Stack:
+    class FakeStack:  # stands in for a Stack: only .tts is read (the runner is the test's)
         tts = None
 
     def runner(stack, mode, question, audio, **kwargs):
@@ -308,8 +314,10 @@ def test_oracle_policy_and_layout_reach_the_runner_and_the_cache_key(tmp_path, m
     oracle = OracleConfig(policy="emission", prompt_layout="chat")
     monkeypatch.setattr("kame_core.eval.harness.synthesize_turns", lambda tts, q: [])  # no TTS needed here
     for stack_id in (default, emission):
-        run_sessions([SessionItem(question, "kame", 0, 0.0)], Stack, stack_id, cache, runner=runner, oracle=oracle)
-    run_sessions([SessionItem(question, "kame", 0, 0.0)], Stack, emission, cache, runner=runner, oracle=oracle)
+        run_sessions([SessionItem(question, "kame", 0, 0.0)], FakeStack, stack_id, cache,  # type: ignore[arg-type]
+                     runner=runner, oracle=oracle)
+    run_sessions([SessionItem(question, "kame", 0, 0.0)], FakeStack, emission, cache,  # type: ignore[arg-type]
+                 runner=runner, oracle=oracle)
     assert seen == [oracle, oracle]  # two keys, two runs; the third call came from the cache
     assert session_config("kame", 0, 0.0, oracle).oracle.policy == "emission"
     assert session_config("kame", 0, 0.0).oracle == OracleConfig()

@@ -35,8 +35,11 @@ def run():
 def test_points_sharpen_towards_the_final_oracle(run) -> None:
     points = evolution_points(run, ["paris is the capital of france"], run="kame")
     assert len(points) >= 2 and points[-1].is_final and points[-1].to_final == 1.0
-    assert points[0].to_final < 0.3 and points[0].hint_level < points[-1].hint_level == 5
-    assert points[0].to_reference < points[-1].to_reference
+    first, last = points[0], points[-1]
+    assert first.hint_level is not None and last.hint_level is not None
+    assert first.to_final < 0.3 and first.hint_level < last.hint_level == 5
+    assert first.to_reference is not None and last.to_reference is not None
+    assert first.to_reference < last.to_reference
     assert all(p.reached_t is not None for p in points) and any(p.switched for p in points)
     # the front-end spoke from the first revision ("let me think") before it corrected itself to the final one:
     # "spoke from it" counts both, "self-corrected to it" only the final
@@ -60,13 +63,15 @@ def test_figure_colours_levels_and_draws_the_means(run) -> None:
 
 
 def test_app_views_per_input_and_over_the_folder() -> None:
-    session, fig, text = views.evolution(None)
-    assert fig is None and "Open a scenario first" in text
-    session = views.open_bundled("01-knowledge-capital-of-france")[0]
-    session, fig, text = views.evolution(session)
-    assert fig is not None and "scenario's reference answers" in text and "| 5 |" in text
+    nothing = views.evolution(None)
+    assert nothing.figure is None and "Open a scenario first" in nothing.text
+    session = views.open_bundled("01-knowledge-capital-of-france").session
+    plotted = views.evolution(session)
+    text = plotted.text
+    assert plotted.figure is not None and "scenario's reference answers" in text and "| 5 |" in text
     assert "Revisions made by" in text and "not the trained model" in text   # provenance of the points
-    session, fig, text = views.evolution_bundled(session)
+    pooled = views.evolution_bundled(plotted.session)
+    fig, text = pooled.figure, pooled.text
     from demo import library
 
     assert fig is not None and f"over {len(library.bundled_names())} scenarios" in fig.layout.title.text

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from typing import NoReturn, cast
 
 import pytest
 
@@ -13,7 +14,8 @@ class FlakyWorker:
     """Fails the first ``fail_times`` calls for each item named 'flaky'; always fails on 'bad'."""
 
     def __init__(self, fail_times: int = 1) -> None:
-        self.fail_times, self.seen = fail_times, {}
+        self.fail_times = fail_times
+        self.seen: dict[str, int] = {}
 
     def __call__(self, item: str) -> str:
         self.seen[item] = self.seen.get(item, 0) + 1
@@ -39,7 +41,7 @@ def test_local_executor_retries_then_reports(workers: int) -> None:
 
 
 def test_local_executor_builds_no_worker_without_items() -> None:
-    def refuse() -> None:
+    def refuse() -> NoReturn:
         raise AssertionError("no worker should be built")
 
     assert list(LocalExecutor().map(refuse, [])) == []
@@ -84,7 +86,7 @@ def test_local_threads_share_one_worker_and_run_items_at_once() -> None:
 
     outcomes = list(make_executor("local", threads=3, retries=0).map(Meeting, list(range(5))))
     assert len(built) == 1
-    assert sorted(o.value for o in outcomes if o.ok) == [0, 10, 20, 30]
+    assert sorted(cast(int, o.value) for o in outcomes if o.ok) == [0, 10, 20, 30]  # ok: the value is set
     assert [o.error for o in outcomes if not o.ok] == ["ValueError: bad item"]
     with pytest.raises(ExecutorUnavailable, match="workers = 1"):
         make_executor("local", workers=2, threads=2)

@@ -102,7 +102,7 @@ def test_a_killed_worker_is_replaced_and_nothing_is_lost_or_duplicated(tmp_path:
             seen.append(outcome.index)
             yield outcome
 
-    executor.map = recording_map
+    executor.map = recording_map  # type: ignore[method-assign]  # a spy on this instance's map, on purpose
     summary = build_dataset(pairs, crashing, executor=executor, progress=False)
     assert marker.is_file() and int(marker.read_text()) != os.getpid()  # a Ray worker process did die
     assert executor.replaced_workers == 1 and summary.retried >= 1

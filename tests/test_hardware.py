@@ -8,14 +8,15 @@ from demo import stacks, views
 from demo.hardware import ABOUT, Hardware, detect
 from demo.stacks import LiveStack
 from kame_core.session import SessionGate
+from kame_core.settings import Hosting
 
 
 def test_detect_tells_zero_gpu_from_a_dedicated_gpu_and_cpu():
-    zero = detect({"SPACES_ZERO_GPU": "true", "SPACE_ID": "me/kame"}, cuda=True, gpu_duration_s=120)
+    zero = detect(Hosting.from_env({"SPACES_ZERO_GPU": "true", "SPACE_ID": "me/kame"}), cuda=True, gpu_duration_s=120)
     assert (zero.kind, zero.talk_on_cpu, zero.gpu_duration_s, zero.on_space) == ("zero-gpu", True, 120, True)
-    gpu = detect({}, cuda=True)
+    gpu = detect(Hosting.from_env({}), cuda=True)
     assert (gpu.kind, gpu.talk_on_cpu, gpu.on_space) == ("gpu", False, False)
-    cpu = detect({"SPACES_ZERO_GPU": "false"}, cuda=False)
+    cpu = detect(Hosting.from_env({"SPACES_ZERO_GPU": "false"}), cuda=False)
     assert (cpu.kind, cpu.talk_on_cpu) == ("cpu", False)
 
 
@@ -40,7 +41,8 @@ def _busy(reason: str) -> LiveStack:
     """A live stack whose only seat is taken: mic_chunk answers with its busy message and loads nothing."""
     gate = SessionGate(capacity=1, reason=reason)
     assert gate.try_enter() is not None
-    return LiveStack(stack=None, summary=reason, neural=reason == GPU_SEAT, gate=gate)
+    # no stack on purpose: the seat is taken, so nothing ever reaches it
+    return LiveStack(stack=None, summary=reason, neural=reason == GPU_SEAT, gate=gate)  # type: ignore[arg-type]
 
 
 CPU_SEAT, GPU_SEAT = "the CPU stack's seat (test)", "the GPU model's seat (test)"
@@ -48,7 +50,8 @@ CPU_SEAT, GPU_SEAT = "the CPU stack's seat (test)", "the GPU model's seat (test)
 
 @pytest.mark.parametrize("cpu_only, used, unused", [(True, CPU_SEAT, GPU_SEAT), (False, GPU_SEAT, CPU_SEAT)])
 def test_a_talk_session_starts_on_the_stack_the_hardware_calls_for(monkeypatch, cpu_only, used, unused):
-    monkeypatch.setattr(stacks, "live_stack", lambda: _busy(GPU_SEAT))
-    monkeypatch.setattr(stacks, "cpu_live_stack", lambda: _busy(CPU_SEAT))
-    session, status, fig = views.mic_chunk((16_000, np.zeros(800, np.int16)), views.AppSession(), cpu_only=cpu_only)
-    assert used in status and unused not in status and session.mic is None and fig is None
+    monkeypatch.setattr(stacks, "live_stack", lambda _settings: _busy(GPU_SEAT))
+    monkeypatch.setattr(stacks, "cpu_live_stack", lambda _settings: _busy(CPU_SEAT))
+    progress = views.mic_chunk((16_000, np.zeros(800, np.int16)), views.AppSession(), cpu_only=cpu_only)
+    assert used in progress.status and unused not in progress.status
+    assert progress.session.mic is None and progress.figure is None

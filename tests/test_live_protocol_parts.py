@@ -46,7 +46,7 @@ def test_session_ids_never_name_other_paths(tmp_path):
     assert default_sessions_dir({"KAME_CACHE_DIR": "/k"}) == __import__("pathlib").Path("/k/sessions")
 
 
-def test_the_sink_sends_events_text_audio_and_the_turn_onset():
+def test_the_sink_sends_events_text_audio_and_the_turn_onset() -> None:
     pytest.importorskip("sphn")
     sent: list[bytes] = []
     sink = StreamSink(sent.extend, pcm_out=True)
@@ -134,10 +134,10 @@ def test_each_turn_onset_is_followed_by_its_latency_breakdown_as_the_timeline_co
 def test_the_talk_opener_refuses_a_bad_or_unknown_id(tmp_path):
     from demo import views
 
-    *first, file = views.open_talk_session("../../secret", None, sessions_dir=tmp_path)
-    assert file is None and "not a session id" in first[1]
-    *first, file = views.open_talk_session("talk-unknown", None, sessions_dir=tmp_path)
-    assert file is None and "no saved session" in first[1]
+    opened = views.open_talk_session("../../secret", None, sessions_dir=tmp_path)
+    assert opened.file is None and "not a session id" in opened.status
+    opened = views.open_talk_session("talk-unknown", None, sessions_dir=tmp_path)
+    assert opened.file is None and "no saved session" in opened.status
 
 
 def test_a_stack_that_cannot_load_closes_with_1011_and_the_server_goes_on(tmp_path):
@@ -169,7 +169,7 @@ def test_a_stack_that_cannot_load_closes_with_1011_and_the_server_goes_on(tmp_pa
         assert len(calls) == 2 and server.active == 0
 
 
-def test_the_sink_says_which_revision_is_heard_and_its_hint_level_once_known():
+def test_the_sink_says_which_revision_is_heard_and_its_hint_level_once_known() -> None:
     import json
 
     from kame_core.trace import OracleToken, SessionTrace
@@ -213,9 +213,9 @@ def test_a_talk_session_opens_only_with_the_claim_of_the_page_that_made_it(tmp_p
     store.save_claim(sid, claim)
     assert (tmp_path / f"{sid}.claim").read_text() != claim  # only its hash is kept
     for wrong in (sid, f"{sid} {'cd' * 32}", f"{sid} {claim[:-2]}", f"{sid} not-hex"):
-        *first, file = views.open_talk_session(wrong, None, sessions_dir=tmp_path)
-        assert file is None and "not made in this browser session" in first[1], wrong
-    *opened, file = views.open_talk_session(f"{sid} {claim}", None, sessions_dir=tmp_path)
-    assert file is not None and opened[0].loaded.origin == "live"
+        refused = views.open_talk_session(wrong, None, sessions_dir=tmp_path)
+        assert refused.file is None and "not made in this browser session" in refused.status, wrong
+    opened = views.open_talk_session(f"{sid} {claim}", None, sessions_dir=tmp_path)
+    assert opened.file is not None and opened.session.loaded.origin == "live"
     with pytest.raises(ValueError, match="hex"):
         store.save_claim(sid, "short")

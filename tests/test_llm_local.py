@@ -22,6 +22,7 @@ QUESTION = [ChatMessage("system", "You are a helpful assistant. Answer in one sh
 @pytest.fixture(scope="module")
 def llm() -> LocalSmolLM:
     backend = make_llm("offline", max_new_tokens=12)
+    assert isinstance(backend, LocalSmolLM)
     load_smollm2()  # the one-off load (or GGUF conversion) is not what the tests time
     return backend
 

@@ -5,6 +5,7 @@ Every check compares a batched run with the same sessions run alone (greedy deco
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 import pytest
 import torch
@@ -21,10 +22,18 @@ pytestmark = pytest.mark.slow  # many steps of the tiny model per test (make gpu
 START, PAD = 64, 3
 Schedule = dict[int, Callable[[KameLMGen, int | None], None]]
 
+
+def _restart(*tokens: int) -> Callable[[KameLMGen, int | None], None]:
+    """A schedule entry: reset the slot's oracle stream, then append ``tokens``."""
+    def call(g: KameLMGen, s: int | None) -> None:
+        g.oracle_reset(slot=s)
+        g.oracle_append(list(tokens), slot=s)
+    return call
+
+
 #: four different oracle schedules (step -> call with the slot), one per session
 SCHEDULES: list[Schedule] = [
-    {2: lambda g, s: (g.oracle_reset(slot=s), g.oracle_append([10, 11], slot=s)),
-     6: lambda g, s: (g.oracle_reset(slot=s), g.oracle_append([12], slot=s))},
+    {2: _restart(10, 11), 6: _restart(12)},
     {},
     {1: lambda g, s: g.oracle_append([20, 21, 22, 23], slot=s)},
     {0: lambda g, s: g.oracle_set_next(START, slot=s), 4: lambda g, s: g.oracle_set_next(7, slot=s),
@@ -104,7 +113,7 @@ def test_slot_arguments_are_checked(kame_lm: KameLM) -> None:
     with gen.streaming(2):
         for bad in (2, -1, True, "0"):
             with pytest.raises(ValueError, match="slot"):
-                gen.oracle_append([5], slot=bad)
+                gen.oracle_append([5], slot=bad)  # type: ignore[arg-type]  # wrong types on purpose: refused
         with pytest.raises(ValueError, match=r"outside \[0, 2\)"):
             gen.reset_slots([3])
         with pytest.raises(ValueError, match="shape"):
@@ -201,10 +210,11 @@ def test_oracle_off_batch_is_exactly_upstream_lmgen(use_sampling: bool) -> None:
 def test_shared_fixture_batch_with_a_join_equals_sessions_alone() -> None:
     """The official tiny LM (shared fixture, legacy weights upgraded; context 4, so its KV ring wraps):
     four oracle schedules in one batch, slot 2 restarted mid-way, each equals its session alone."""
-    kwargs = dict(delays=[0, 1, 2, 4], n_q=3, dep_q=3, card=32, text_card=48, dim=16, num_layers=2, num_heads=1,
-                  hidden_scale=1, depformer_dim=16, depformer_multi_linear=True, depformer_weights_per_step=True,
-                  depformer_weights_per_step_schedule=[0, 1, 1], depformer_low_rank_embeddings=8,
-                  depformer_num_heads=1, depformer_gating="silu", context=4)
+    kwargs: dict[str, Any] = dict(
+        delays=[0, 1, 2, 4], n_q=3, dep_q=3, card=32, text_card=48, dim=16, num_layers=2, num_heads=1,
+        hidden_scale=1, depformer_dim=16, depformer_multi_linear=True, depformer_weights_per_step=True,
+        depformer_weights_per_step_schedule=[0, 1, 1], depformer_low_rank_embeddings=8,
+        depformer_num_heads=1, depformer_gating="silu", context=4)
     lm = KameLM(**kwargs).eval()
     lm.load_state_dict(upgrade_legacy_state_dict(load_file(LM_FIXTURE / "test_lm_model.safetensors")))
     start = lm.text_initial_token_id
@@ -212,7 +222,7 @@ def test_shared_fixture_batch_with_a_join_equals_sessions_alone() -> None:
         {1: lambda g, s: g.oracle_append([10, 11, 12], slot=s)},
         {},
         {0: lambda g, s: g.oracle_set_next(start, slot=s), 3: lambda g, s: g.oracle_append([40, 41], slot=s)},
-        {5: lambda g, s: (g.oracle_reset(slot=s), g.oracle_append([30], slot=s))},
+        {5: _restart(30)},
     ]
     steps, join = 14, 6
     no_user = torch.zeros(4, 0, 1, dtype=torch.long)  # this LM models no user stream

@@ -24,10 +24,10 @@ SCHEDULE = {
 EXPECTED_FED = [PAD, PAD, PAD, START, 10, 11, 12, PAD, PAD, START, 20, PAD, PAD, PAD]
 
 
-def _run(lm: KameLM, user: torch.Tensor, graphs: bool) -> tuple[list[int], torch.Tensor, bool]:
+def _run(lm: KameLM, user: torch.Tensor, graphs: bool) -> tuple[list[int | None], torch.Tensor, bool]:
     logits: list[torch.Tensor] = []
     gen = KameLMGen(lm, use_sampling=False, on_text_logits_hook=lambda x: logits.append(x.float().clone()))
-    fed = []
+    fed: list[int | None] = []
     with (contextlib.nullcontext() if graphs else no_cuda_graph()), gen.streaming(1):
         address = gen.oracle_feed.tokens.data_ptr()
         for t in range(user.shape[2]):
@@ -36,6 +36,7 @@ def _run(lm: KameLM, user: torch.Tensor, graphs: bool) -> tuple[list[int], torch
             gen.step(user[:, :, t:t + 1])
             fed.append(gen.oracle_last_fed)
             assert gen.oracle_feed.tokens.data_ptr() == address
+        assert gen._streaming_state is not None
         captured = gen._streaming_state.graphed_main._graph is not None
     return fed, torch.cat(logits, dim=2), captured
 
@@ -62,7 +63,7 @@ def test_front_end_on_cuda_with_graphs(tmp_path) -> None:
     frame = (0.1 * np.sin(np.arange(1920) / 10)).astype(np.float32)
     outs = [fe.step(frame, fe.tokenizer.start_token_id if i == 2 else None) for i in range(6)]
     assert all(o.audio.shape == (1920,) and np.isfinite(o.audio).all() for o in outs)
-    assert fe.gen._streaming_state.graphed_main._graph is not None
+    assert fe.gen._streaming_state is not None and fe.gen._streaming_state.graphed_main._graph is not None
     fe.close()
 
 
@@ -84,6 +85,7 @@ def _run_batch(lm: KameLM, user: torch.Tensor, graphs: bool, join: int) -> tuple
             if out is not None:
                 outs.append(out)
             assert gen.oracle_feed.tokens.data_ptr() == address
+        assert gen._streaming_state is not None
         captured = gen._streaming_state.graphed_main._graph is not None
     return torch.cat(outs, dim=2), torch.cat(logits, dim=2), captured
 
@@ -116,5 +118,5 @@ def test_session_pool_on_cuda_with_graphs(tmp_path) -> None:
         c = pool.join()  # joins mid-batch
         outs += [pool.step({a.slot: SlotInput(frame), b.slot: SlotInput(frame), c.slot: SlotInput(frame)})
                  for _ in range(4)]
-        assert pool.gen._streaming_state.graphed_main._graph is not None
+        assert pool.gen._streaming_state is not None and pool.gen._streaming_state.graphed_main._graph is not None
     assert all(o.audio.shape == (1920,) and np.isfinite(o.audio).all() for step in outs for o in step.values())

@@ -66,14 +66,15 @@ def test_two_seconds_through_the_front_end(front_end: NeuralFrontEnd, tokenizer_
     front_end.reset(seed=1)
     trace = SessionTrace(mode="kame")
     for i, frame in enumerate(iter_frames(user)):
-        out = front_end.step(frame, schedule[i])
+        token = schedule[i]
+        out = front_end.step(frame, token)
         fed = front_end.gen.oracle_last_fed
-        assert fed == (tok.padding_token_id if schedule[i] is None else schedule[i])
+        assert fed == (tok.padding_token_id if token is None else token)
         assert out.audio.shape == (SAMPLES_PER_FRAME,) and out.audio.dtype == np.float32
         assert np.isfinite(out.audio).all()
         assert out.text_piece == ("" if out.text_token is None else tok.piece(out.text_token))
-        oracle = OracleToken(token=schedule[i], piece="" if schedule[i] is None else tok.piece(schedule[i]),
-                             revision=None if schedule[i] is None else 1, is_start=i == 12)
+        oracle = OracleToken(token=token, piece="" if token is None else tok.piece(token),
+                             revision=None if token is None else 1, is_start=i == 12)
         trace.append_frame(FrameRecord(out.text_piece, out.text_token, oracle), frame, out.audio)
     trace.finish()
 

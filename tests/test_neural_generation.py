@@ -21,10 +21,12 @@ def _user_codes(steps: int, seed: int = 1) -> torch.Tensor:
     return torch.randint(0, 2048, (1, 8, steps), generator=torch.Generator().manual_seed(seed))
 
 
-def _run(gen: LMGen, user: torch.Tensor, seed: int, schedule: dict | None = None) -> tuple[list[int], torch.Tensor]:
+def _run(gen: LMGen, user: torch.Tensor, seed: int, schedule: dict | None = None
+         ) -> tuple[list[int | None], torch.Tensor]:
     """Steps ``gen`` over ``user``; ``schedule[t]`` is called before step t. Returns fed ids and outputs."""
     torch.manual_seed(seed)
-    fed, outs = [], []
+    fed: list[int | None] = []
+    outs: list[torch.Tensor] = []
     with gen.streaming(1):
         for t in range(user.shape[2]):
             if schedule and t in schedule:
@@ -104,6 +106,7 @@ def test_no_oracle_ever_matches_upstream_when_padding_embeds_to_zero(kame_lm: Ka
     embedding added at every step: zero that row and the outputs are moshi's, token for token."""
     kame = KameLM(**tiny_lm_kwargs()).eval()
     kame.load_state_dict(kame_lm.state_dict())
+    assert kame.oracle_emb is not None
     with torch.no_grad():
         kame.oracle_emb.weight[PAD].zero_()
     moshi = LMModel(**tiny_lm_kwargs()).eval()

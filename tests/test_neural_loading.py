@@ -22,6 +22,7 @@ from kame_core.neural import (
 from kame_core.neural.configs import small_mimi_config, tiny_lm_kwargs
 from kame_core.neural.loading import load_lm
 from kame_core.neural.tiny import train_tiny_tokenizer
+from kame_core.neural.tokenizer import SentencePieceTokenizer
 
 VOCAB = 64
 COMMIT = "0" * 40
@@ -43,6 +44,7 @@ def parts(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     root = tmp_path_factory.mktemp("parts")
     torch.manual_seed(0)
     kame = KameLM(**tiny_lm_kwargs(text_card=VOCAB))
+    assert kame.oracle_emb is not None
     with torch.no_grad():
         kame.oracle_emb.weight.normal_()
     state = kame.state_dict()
@@ -132,7 +134,9 @@ def test_hub_repo_loads_offline_from_the_cache(offline_hub: Path, parts: dict[st
     fe = load_front_end(ckpt, device="cpu", dtype=torch.float32)
     assert fe.provenance.kind == "neural-kame" and fe.provenance.model_id == "someone/kame-tiny"
     assert fe.gen.temp == 0.6 and fe.tokenizer.start_token_id == VOCAB
-    assert torch.equal(fe.lm.oracle_emb.weight, fe.lm.text_emb.weight)  # legacy weights upgraded
+    lm = fe.lm
+    assert isinstance(lm, KameLM) and lm.oracle_emb is not None
+    assert torch.equal(lm.oracle_emb.weight, lm.text_emb.weight)  # legacy weights upgraded
     fe.reset(0)
     assert fe.step(torch.zeros(1920).numpy(), fe.tokenizer.start_token_id).audio.shape == (1920,)
     fe.close()
@@ -145,7 +149,8 @@ def test_local_kame_folder(tmp_path: Path, parts: dict[str, Path]) -> None:
                                 mimi_config=small_mimi_config())
     assert ckpt.provenance.kind == "neural-kame" and ckpt.model_id == str(tmp_path)
     lm = load_lm(ckpt, dtype=torch.float32)
-    assert lm.oracle_enabled and not torch.equal(lm.oracle_emb.weight, lm.text_emb.weight)  # trained oracle kept
+    assert lm.oracle_enabled and lm.oracle_emb is not None
+    assert not torch.equal(lm.oracle_emb.weight, lm.text_emb.weight)  # trained oracle kept
 
 
 def test_local_moshi_baseline_is_the_oracle_off_model(tmp_path: Path, parts: dict[str, Path]) -> None:
@@ -173,4 +178,5 @@ def test_local_kame_folder_as_a_session_pool(tmp_path: Path, parts: dict[str, Pa
         with pytest.raises(PoolFull):
             pool.join()
         out = a.step(torch.zeros(1920).numpy(), a.tokenizer.start_token_id)
-        assert out.audio.shape == (1920,) and b.tokenizer.vocab_size == VOCAB
+        assert out.audio.shape == (1920,) and isinstance(b.tokenizer, SentencePieceTokenizer)
+        assert b.tokenizer.vocab_size == VOCAB

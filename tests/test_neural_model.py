@@ -1,6 +1,8 @@
 """KameLM: the official fixture reproduced through the legacy upgrade, and the oracle embedding's maths."""
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 import torch
 from moshi.models.lm import LMModel
@@ -13,7 +15,7 @@ from kame_core.neural.configs import tiny_lm_kwargs
 from .shared_data import LM_FIXTURE
 
 FIXTURE = LM_FIXTURE
-FIXTURE_KWARGS = dict(
+FIXTURE_KWARGS: dict[str, Any] = dict(
     delays=[0, 1, 2, 4], n_q=3, dep_q=3, card=32, text_card=48, dim=16, num_layers=2, num_heads=1,
     hidden_scale=1, depformer_dim=16, depformer_multi_linear=True, depformer_weights_per_step=True,
     depformer_weights_per_step_schedule=[0, 1, 1], depformer_low_rank_embeddings=8,
@@ -101,6 +103,7 @@ def test_oracle_embedding_is_added_to_the_text_embedding() -> None:
     """text_emb(x) + oracle_emb(x) with equal tables is exactly a doubled text table in plain moshi."""
     torch.manual_seed(3)
     kame = KameLM(**tiny_lm_kwargs()).eval()
+    assert kame.oracle_emb is not None
     kame.oracle_emb.weight.copy_(kame.text_emb.weight)
     moshi = LMModel(**tiny_lm_kwargs()).eval()
     moshi.load_state_dict({k: v for k, v in kame.state_dict().items() if not k.startswith("oracle_emb.")})

@@ -135,23 +135,24 @@ def test_the_app_opens_a_zipped_log_folder(tmp_path: Path) -> None:
     with zipfile.ZipFile(archive, "w") as zf:
         for path in sorted(folder.iterdir()):
             zf.write(path, f"session-7/{path.name}")
-    session, status, fig, rows, *_ = views.open_upload(str(archive))
-    assert fig is not None and "official KAME server log" in status, status
-    assert session.loaded.origin == "official-log" and rows[0][1] == "kame"
-    labels = " ".join(t for tr in fig.data if (tr.name or "").endswith("· revisions") for t in tr.text)
+    opened = views.open_upload(str(archive))
+    session = opened.session
+    assert opened.figure is not None and "official KAME server log" in opened.status, opened.status
+    assert session.loaded.origin == "official-log" and opened.rows[0][1] == "kame"
+    labels = " ".join(t for tr in opened.figure.data if (tr.name or "").endswith("· revisions") for t in tr.text)
     assert "hint 5" in labels
     broken = tmp_path / "broken.zip"
     with zipfile.ZipFile(broken, "w") as zf:
         for path in sorted(folder.iterdir()):
             zf.writestr(path.name, "not a log line\n" if path.name == "user_words.txt" else path.read_text())
-    _, status, *_ = views.open_upload(str(broken), session)
+    status = views.open_upload(str(broken), session).status
     assert "Invalid official KAME log broken.zip" in status and "user_words.txt:1: expected" in status, status
     (folder / "moshi_words.txt").unlink()
     partial = tmp_path / "partial.zip"
     with zipfile.ZipFile(partial, "w") as zf:
         for path in sorted(folder.iterdir()):
             zf.write(path, path.name)
-    _, status, *_ = views.open_upload(str(partial), session)
+    status = views.open_upload(str(partial), session).status
     assert "moshi_words.txt: missing from the log folder partial" in status, status
     assert session.loaded.origin == "official-log"  # the refused upload left the opened one in place
 

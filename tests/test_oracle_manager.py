@@ -91,7 +91,7 @@ def test_assistant_speech_never_counts_as_user_words():
     assert h.conv.user_word_count() == 1
 
 
-def test_at_most_five_starts_in_any_two_second_window():
+def test_at_most_five_starts_in_any_two_second_window() -> None:
     h = Harness(interval_s=0.1)
     script = []
     words: list[str] = []

@@ -131,7 +131,7 @@ def test_turns_and_onsets_for_two_turns():
     assert len(trace.events_of(EventKind.RESPONSE_ONSET)) == 2
 
 
-def test_concurrent_sessions_are_isolated():
+def test_concurrent_sessions_are_isolated() -> None:
     """Two sessions on one event loop and two more in threads produce the same traces as alone."""
     def build(question, answer):
         seg = [words_at(question, 0.4)]

@@ -10,6 +10,7 @@ import subprocess
 import sys
 import types
 from pathlib import Path
+from typing import cast
 
 import gradio
 import pytest
@@ -32,7 +33,7 @@ def _front_matter() -> dict:
 
 
 def _requirements(path: Path) -> dict[str, Requirement]:
-    reqs = {}
+    reqs: dict[str, Requirement] = {}
     for line in path.read_text(encoding="utf-8").splitlines():
         line = line.split("#", 1)[0].strip()
         if line:
@@ -53,13 +54,15 @@ def _space_pins() -> dict[str, Version]:
 
 def _declared(dist: str) -> list[Requirement]:
     """The runtime requirements ``dist`` declares that apply on Linux / this Python (no extras)."""
-    env = dict(default_environment(), sys_platform="linux", platform_system="Linux", extra="")
+    # packaging's Environment is a TypedDict whose every value is a str
+    env = cast("dict[str, str]", dict(default_environment(), sys_platform="linux", platform_system="Linux", extra=""))
     reqs = [Requirement(r) for r in metadata.requires(dist) or []]
     return [r for r in reqs if r.marker is None or r.marker.evaluate(env)]
 
 
 def _import_entry(name: str, path: Path = SPACE / "app.py"):
     spec = importlib.util.spec_from_file_location(name, path)
+    assert spec is not None and spec.loader is not None, path
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
@@ -199,7 +202,7 @@ def test_built_space_imports_from_its_own_folder_and_lists_the_bundled_scenarios
 
 # ----------------------------------------------------------------------------------------------- entry point
 def test_entry_point_imports_and_builds_without_spaces(monkeypatch):
-    monkeypatch.setenv("KAME_WEIGHTS", "SakanaAI/kame")  # the entry point sets it; restored afterwards
+    monkeypatch.setenv("KAME_WEIGHTS", "SakanaAI/kame")  # the Space's default (SPACE_DEFAULTS), as a Space sets it
     monkeypatch.setitem(sys.modules, "spaces", None)  # not importable, as off Spaces
     module = _import_entry("space_app_cpu")
     assert module.zero_gpu_wrapper() is None
@@ -213,7 +216,7 @@ def test_entry_point_ignores_the_checkouts_spaces_folder(monkeypatch):
     assert _import_entry("space_app_ns").zero_gpu_wrapper() is None
 
 
-def test_entry_point_wraps_the_live_upload_with_spaces_gpu_and_says_where_talk_runs(monkeypatch):
+def test_entry_point_wraps_the_live_upload_with_spaces_gpu_and_says_where_talk_runs(monkeypatch) -> None:
     wrapped: list[tuple[int, str]] = []
 
     def gpu(duration: int = 60):
@@ -235,14 +238,17 @@ def test_entry_point_wraps_the_live_upload_with_spaces_gpu_and_says_where_talk_r
 
 
 def test_address_follows_gradio_conventions_then_kame_overrides():
-    from demo.server import server_address
+    from kame_core.settings import Settings
+
+    def server_address(env: dict[str, str], default_host: str = "127.0.0.1") -> tuple[str, int]:
+        return Settings.from_env(env).server.address(default_host)
 
     assert server_address({}, default_host="0.0.0.0") == ("0.0.0.0", 7860)
     spaces_env = {"GRADIO_SERVER_NAME": "0.0.0.0", "GRADIO_SERVER_PORT": "7861"}
     assert server_address(spaces_env) == ("0.0.0.0", 7861)
     assert server_address({"PORT": "8080"}) == ("127.0.0.1", 8080)
     assert server_address(dict(spaces_env, KAME_HOST="127.0.0.2", KAME_PORT="9000")) == ("127.0.0.2", 9000)
-    with pytest.raises(ValueError, match="'x' is not a number"):
+    with pytest.raises(ValueError, match="GRADIO_SERVER_PORT must be a whole number .*got 'x'"):
         server_address({"GRADIO_SERVER_PORT": "x"})
-    with pytest.raises(ValueError, match="outside 1..65535"):
+    with pytest.raises(ValueError, match="GRADIO_SERVER_PORT must be a whole number from 1 to 65535"):
         server_address({"GRADIO_SERVER_PORT": "70000"})

@@ -9,7 +9,7 @@ from kame_core.frontends import StandInConfig, StandInFrontEnd, WordTokenizer, c
 from kame_core.frontends.standin import first_contradiction
 from kame_core.metrics import session_metrics
 from kame_core.pipelines.tandem import SessionConfig, TandemRunner
-from kame_core.protocols import FrontEnd, Synthesis, TextTokenizer, Word
+from kame_core.protocols import FrontEnd, FrontEndOutput, Synthesis, TextTokenizer, Word
 from kame_core.testing.doubles import ScriptedLLM, ScriptedSTT, ToneTTS, dominant_pitch, loud, speech_like, words_at
 from kame_core.trace import EventKind, Provenance
 
@@ -22,8 +22,8 @@ class Drive:
     def __init__(self, front_end: StandInFrontEnd) -> None:
         self.fe = front_end
         self.tok = front_end.tokenizer
-        self.pending: list[int] = []
-        self.outputs = []
+        self.pending: list[int | None] = []
+        self.outputs: list[FrontEndOutput] = []
         self.holds: list[bool] = []
 
     def oracle(self, text: str, gap: int = 0) -> None:

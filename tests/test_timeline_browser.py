@@ -52,6 +52,7 @@ Promise.resolve(kameSetPlayhead(document, 4.0)).then(function () {
 
 
 def _chromium(*args: str, timeout: float = 90) -> subprocess.CompletedProcess[str]:
+    assert CHROMIUM is not None  # the module is skipped without it
     return subprocess.run([CHROMIUM, *FLAGS, *args], capture_output=True, text=True, timeout=timeout,
                           check=False)
 

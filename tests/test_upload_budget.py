@@ -8,6 +8,7 @@ import pytest
 from demo import library, views
 from demo.upload_budget import MB, UploadBudget
 from kame_core.scenario import ScenarioError, load_scenario
+from kame_core.settings import UploadLimits
 from kame_core.testing.sessions import silent_scenario
 
 
@@ -42,46 +43,50 @@ def test_budget_limits_and_settings():
     assert (budget.held_bytes, budget.uploads) == (40 * MB, 1)
     b.release()
     assert budget.held_bytes == 0
-    env = UploadBudget.from_env({"KAME_UPLOAD_BUDGET_MB": "512", "KAME_UPLOAD_MAX_MB": "64"})
+    env = UploadBudget.of(UploadLimits.from_env({"KAME_UPLOAD_BUDGET_MB": "512", "KAME_UPLOAD_MAX_MB": "64"}))
     assert (env.max_bytes, env.per_upload_bytes) == (512 * MB, 64 * MB)
-    assert UploadBudget.from_env({}).max_bytes == 2048 * MB
+    assert UploadBudget.of(UploadLimits.from_env({})).max_bytes == 2048 * MB
     for bad in ("lots", "0", "nan", "-5"):
         with pytest.raises(ValueError, match="KAME_UPLOAD_BUDGET_MB"):
-            UploadBudget.from_env({"KAME_UPLOAD_BUDGET_MB": bad})
+            UploadLimits.from_env({"KAME_UPLOAD_BUDGET_MB": bad})
 
 
 def test_sessions_share_the_budget_and_a_refusal_keeps_the_session_as_it_was(silence):
     budget = UploadBudget(max_bytes=60 * MB, per_upload_bytes=50 * MB)
-    first, status, *_ = views.open_upload(str(silence["two"]), None, budget)
+    opened = views.open_upload(str(silence["two"]), None, budget)
+    first, status = opened.session, opened.status
     assert first.loaded is not None and "silence" in first.loaded.title, status
     assert budget.held_bytes == library.scenario_audio_bytes(first.loaded.scenario) and budget.uploads == 1
 
-    second, *_ = views.open_upload(str(silence["one"]), None, budget)  # 44 + 11 MB: fits
+    second = views.open_upload(str(silence["one"]), None, budget).session  # 44 + 11 MB: fits
     kept = second.loaded
-    second, status, *_ = views.open_upload(str(silence["two"]), second, budget)  # 55 + 44 MB: refused
+    refused = views.open_upload(str(silence["two"]), second, budget)  # 55 + 44 MB: refused
+    second, status = refused.session, refused.status
     assert "in use" in status and "try again when other sessions have closed" in status, status
     assert second.loaded is kept and budget.uploads == 2  # the refused booking was given back at once
 
     views.discard_session(first)  # the first user left: its memory is free again
     assert budget.uploads == 1
-    second, status, *_ = views.open_upload(str(silence["two"]), second, budget)
+    opened = views.open_upload(str(silence["two"]), second, budget)
+    second, status = opened.session, opened.status
     assert second.loaded is not kept, status
     assert budget.uploads == 1 and budget.held_bytes == library.scenario_audio_bytes(second.loaded.scenario)
 
     too_big = UploadBudget(max_bytes=60 * MB, per_upload_bytes=20 * MB)
-    third, status, *_ = views.open_upload(str(silence["two"]), None, too_big)
+    refused = views.open_upload(str(silence["two"]), None, too_big)
+    third, status = refused.session, refused.status
     assert third.loaded is None and "one upload may take at most 20 MB" in status and too_big.uploads == 0
 
 
 def test_opening_something_else_gives_the_booking_back(silence):
     budget = UploadBudget(max_bytes=60 * MB, per_upload_bytes=50 * MB)
-    session, *_ = views.open_upload(str(silence["one"]), None, budget)
+    session = views.open_upload(str(silence["one"]), None, budget).session
     assert budget.uploads == 1
     names = library.bundled_names()
     if names:
-        session, *_ = views.open_bundled(names[0], session)
+        session = views.open_bundled(names[0], session).session
     else:  # no scenarios folder: another upload replaces the first booking
-        session, *_ = views.open_upload(str(silence["two"]), session, budget)
+        session = views.open_upload(str(silence["two"]), session, budget).session
     assert budget.uploads == (0 if names else 1)
     views.discard_session(session)
     assert budget.uploads == 0 and budget.held_bytes == 0

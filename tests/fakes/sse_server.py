@@ -98,6 +98,7 @@ class FakeServer:
     @property
     def url(self) -> str:
         host, port = self._server.server_address[:2]
+        assert isinstance(host, str), host  # an AF_INET server: a str host
         return f"http://{host}:{port}"
 
     def __enter__(self) -> FakeServer:
