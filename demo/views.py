@@ -8,6 +8,7 @@ Every callback turns bad input into a message and leaves the session usable.
 from __future__ import annotations
 
 import shutil
+import time
 import weakref
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -17,22 +18,29 @@ from typing import Any
 import numpy as np
 
 from kame_core.duplex_metrics import duplex_metrics
+from kame_core.evolution import level_table_markdown
 from kame_core.metrics import session_metrics
 from kame_core.neural.pool import PoolFull
-from kame_core.pipelines.replay import REPLAY_LABEL, ReplayUnavailable
+from kame_core.pipelines.replay import REPLAY_LABEL, ReplayUnavailable, recorded_input
 from kame_core.pipelines.run_kinds import RUN_KINDS
-from kame_core.scenario import ScenarioError, save_scenario
+from kame_core.scenario import ScenarioError, load_scenario, save_scenario
+from kame_core.serve import default_sessions_dir, session_file
+from kame_core.session import SessionStore, new_session_id
 from kame_core.settings import Settings
 from kame_core.trace import EventKind, SessionTrace
 from kame_core.trace_query import problems
 
 from . import library, session_files
 from .delay_sweep import DELAYS_S, DelayOutcome, curve_figure, describe_outcome, reference_answers, run_delay
+from .evolution import evolution_figure, scenario_points
 from .inspector import duplex_text, frame_details, latency_markdown, run_summary_rows
+from .live import run_audio
+from .mic import MAX_SECONDS, MicSession
 from .player import player_html, write_mix
 from .provenance_badge import provenance_badge
 from .results import Compared, LiveRun, MicProgress, Opened, Plotted, RunShown, Seeked, TalkOpened
 from .scoring import MTBenchJudge, judge_for
+from .stacks import cpu_live_stack, live_stack, rerun_front_end
 from .timeline import RUN_NAMES, compare_figure, timeline_figure, with_playhead
 from .uploads import UploadError, decode_upload
 
@@ -58,8 +66,6 @@ class MadeSession:
 
     @classmethod
     def of(cls, loaded: library.LoadedScenario) -> MadeSession:
-        import time
-
         stamp = time.strftime("%H:%M:%S")
         assert loaded.path is not None  # made sessions are files
         return cls(loaded.key, f"{stamp} · {loaded.title or loaded.key} · {', '.join(loaded.scenario.runs)}",
@@ -182,7 +188,7 @@ def _download_path(session: AppSession) -> str | None:
 EMPTY_OPEN: tuple[Any, list, Any, str, Any] = (None, [], None, "", None)
 
 
-def _view_of(session: AppSession, loaded: library.LoadedScenario, run_id: str):
+def _view_of(session: AppSession, loaded: library.LoadedScenario, run_id: str) -> tuple[Any, list[list[Any]], str]:
     """The Timeline view of ``loaded``'s run ``run_id`` (figure, summary rows, player): built in full before
     anything is assigned, so a scenario that fails to render leaves the session as it was."""
     trace = loaded.scenario.runs[run_id]
@@ -193,14 +199,14 @@ def _view_of(session: AppSession, loaded: library.LoadedScenario, run_id: str):
     return fig, rows, sound
 
 
-def _opened(session: AppSession, loaded: library.LoadedScenario):
+def _opened(session: AppSession, loaded: library.LoadedScenario) -> Opened:
     run_id = _default_run(loaded)
     fig, rows, sound = _view_of(session, loaded, run_id)
     session.show(loaded, run_id)
     return Opened(session, status_markdown(loaded), fig, rows, sound, list(loaded.scenario.runs), run_id)
 
 
-def _failed(session: AppSession, message: str):
+def _failed(session: AppSession, message: str) -> Opened:
     """A refusal: the message, and the view of what the session already holds (unchanged)."""
     if session.loaded is None:
         return Opened(session, message, None, [], None, [], None)
@@ -213,7 +219,7 @@ def _failed(session: AppSession, message: str):
     return Opened(session, message, fig, rows, sound, list(session.loaded.scenario.runs), run_id)
 
 
-def _open(session: AppSession, title: str, opener: Callable[[], library.LoadedScenario]):
+def _open(session: AppSession, title: str, opener: Callable[[], library.LoadedScenario]) -> Opened:
     """Open with ``opener``; any failure (a validation error naming the field, or an unexpected one, named by
     its type) is refused with a message and leaves the session's scenario in place."""
     try:
@@ -225,7 +231,7 @@ def _open(session: AppSession, title: str, opener: Callable[[], library.LoadedSc
         return _failed(session, _error(title, ScenarioError(type(err).__name__, str(err)[:300])))
 
 
-def show_opened(state: Any = None):
+def show_opened(state: Any = None) -> Opened:
     """Show the session's open scenario in every view (after a Live upload or a microphone session made it):
     the same outputs as :func:`open_bundled`."""
     session = session_of(state)
@@ -234,7 +240,7 @@ def show_opened(state: Any = None):
     return _opened(session, session.loaded)
 
 
-def open_bundled(name: str | None, state: Any = None, *, settings: Settings | None = None):
+def open_bundled(name: str | None, state: Any = None, *, settings: Settings | None = None) -> Opened:
     """Open a scenario of the scenarios folder (``settings.content``; default: the repository's). Returns
     (session, status, figure, summary rows, audio, run ids, selected run)."""
     session = session_of(state)
@@ -245,7 +251,7 @@ def open_bundled(name: str | None, state: Any = None, *, settings: Settings | No
     return _open(session, "Cannot open scenario", lambda: library.open_bundled(name, folder))
 
 
-def open_upload(file: str | None, state: Any = None, budget: Any = None):
+def open_upload(file: str | None, state: Any = None, budget: Any = None) -> Opened:
     """Open an uploaded scenario file, or a zipped official KAME server log folder (validated; an invalid one
     gives an error naming the field, or the log file and line, and the session keeps the scenario it had).
     ``budget`` (:class:`demo.upload_budget.UploadBudget`): its decoded audio is booked before it is decoded,
@@ -274,7 +280,7 @@ def open_upload(file: str | None, state: Any = None, budget: Any = None):
     return result
 
 
-def open_training(dialogue_id: str | None, state: Any = None, *, settings: Settings | None = None):
+def open_training(dialogue_id: str | None, state: Any = None, *, settings: Settings | None = None) -> Opened:
     """Import a training dialogue (KAME dataset layout, ``settings.content.training_dir``) into the same view."""
     session = session_of(state)
     if not dialogue_id:
@@ -283,7 +289,7 @@ def open_training(dialogue_id: str | None, state: Any = None, *, settings: Setti
     return _open(session, "Cannot import training dialogue", lambda: library.open_training(dialogue_id, root))
 
 
-def open_made(label: str | None, state: Any = None):
+def open_made(label: str | None, state: Any = None) -> Opened:
     """Reopen a session this browser session made (its label in :attr:`AppSession.made`); nothing else can be
     named here, so other users' sessions never open."""
     session = session_of(state)
@@ -299,7 +305,7 @@ def open_made(label: str | None, state: Any = None):
     return _open(session, f"Cannot reopen {found.label}", opener)
 
 
-def open_default(state: Any = None, *, settings: Settings | None = None):
+def open_default(state: Any = None, *, settings: Settings | None = None) -> Opened:
     """The first screen: the first bundled scenario, else the first training dialogue, else a message."""
     content = (settings or Settings()).content
     names = library.bundled_names(library.scenarios_dir(content.scenarios_dir))
@@ -311,7 +317,7 @@ def open_default(state: Any = None, *, settings: Settings | None = None):
     return open_bundled(None, state, settings=settings)
 
 
-def download_scenario(state: Any = None):
+def download_scenario(state: Any = None) -> tuple[AppSession, str | None]:
     """The opened scenario as a file (imported dialogues are written to the user's private folder)."""
     session = session_of(state)
     try:
@@ -321,7 +327,7 @@ def download_scenario(state: Any = None):
 
 
 # ---------------------------------------------------------------------------------------- playback
-def show_run(run_id: str | None, state: Any = None):
+def show_run(run_id: str | None, state: Any = None) -> RunShown:
     """Switch the timeline to another run of the opened scenario: (session, figure, audio, details)."""
     session = session_of(state)
     if session.loaded is None:
@@ -343,7 +349,7 @@ def _details_with_latency(trace: SessionTrace, t: float) -> str:
            f"{latency_markdown(trace)}"
 
 
-def seek(t: float | None, state: Any = None):
+def seek(t: float | None, state: Any = None) -> Seeked:
     """Playback position ``t`` seconds: (session, figure with the playhead at t, what the streams held)."""
     session = session_of(state)
     trace = _trace(session)
@@ -369,7 +375,7 @@ def _ordered_runs(loaded: library.LoadedScenario) -> list[tuple[str, SessionTrac
     return [(k, runs[k]) for k in order]
 
 
-def compare(state: Any = None):
+def compare(state: Any = None) -> Compared:
     """All runs of the opened input on one time axis: (session, figure, rows, slot audio ×3, transcripts).
 
     Each row: run, what produced it, onset latency, FD-Bench timing, oracle revisions, self-corrections, final
@@ -402,12 +408,8 @@ COMPARE_HEADERS = ["run", "front-end / pipeline (provenance)", "onset latency", 
 
 
 # ------------------------------------------------------------------------------------- evolution
-def evolution(state: Any = None):
+def evolution(state: Any = None) -> Plotted:
     """The oracle's evolution for the opened input: (session, figure, per-level markdown)."""
-    from kame_core.evolution import level_table_markdown
-
-    from .evolution import evolution_figure, scenario_points
-
     session = session_of(state)
     if session.loaded is None:
         return Plotted(session, None, "Open a scenario first.")
@@ -420,14 +422,9 @@ def evolution(state: Any = None):
     return Plotted(session, fig, f"{made_by}\n\nPer hint level ({refs}):\n\n" + level_table_markdown(points))
 
 
-def evolution_bundled(state: Any = None, *, settings: Settings | None = None):
+def evolution_bundled(state: Any = None, *, settings: Settings | None = None) -> Plotted:
     """The oracle's evolution pooled over every scenario of the scenarios folder (``settings.content``):
     (session, figure, markdown)."""
-    from kame_core.evolution import level_table_markdown
-    from kame_core.scenario import load_scenario
-
-    from .evolution import evolution_figure, scenario_points
-
     session = session_of(state)
     folder = library.scenarios_dir((settings or Settings()).content.scenarios_dir)
     names = library.bundled_names(folder)
@@ -471,11 +468,10 @@ def _judge(session: AppSession, settings: Settings) -> MTBenchJudge | None:
     return judge_for(loaded.questions[0], loaded.category, settings)
 
 
-def forced_delay(delay_s: float, state: Any = None, *, front_end: Any = None, settings: Settings | None = None):
+def forced_delay(delay_s: float, state: Any = None, *, front_end: Any = None,
+                 settings: Settings | None = None) -> Plotted:
     """Re-run the opened input's KAME run with ``delay_s`` of forced delay: (session, figure, markdown).
     ``front_end`` (default: :func:`demo.stacks.rerun_front_end` of ``settings``) makes the re-run's front-end."""
-    from .stacks import rerun_front_end
-
     settings = settings or Settings()
     session = session_of(state)
     try:
@@ -499,8 +495,6 @@ def forced_delay(delay_s: float, state: Any = None, *, front_end: Any = None, se
 
 def delay_curve(state: Any = None, *, front_end: Any = None, settings: Settings | None = None) -> Plotted:
     """The latency–quality curve of the opened input over :data:`DELAYS_S`: (session, figure, markdown)."""
-    from .stacks import rerun_front_end
-
     settings = settings or Settings()
     session = session_of(state)
     try:
@@ -529,12 +523,9 @@ GATE_POLL_S = 2.0
 
 
 def live_upload(file: str | None, modes: list[str] | None, state: Any = None, *, stack: Any = None,
-                settings: Settings | None = None) -> Iterator[tuple[Any, str, Any, str, Any]]:
+                settings: Settings | None = None) -> Iterator[LiveRun]:
     """Run an uploaded recording live: yields (session, status, figure, components, scenario file). ``stack``
     (default: :func:`demo.stacks.live_stack` of ``settings``) is the live stack it runs on."""
-    from .live import run_audio
-    from .stacks import live_stack
-
     session = session_of(state)
     try:
         chosen = list(modes or [])
@@ -586,9 +577,6 @@ def mic_chunk(chunk: Any, state: Any = None, *, stack: Any = None, cpu_only: boo
     ``cpu_only`` starts the session on the CPU stack even where a GPU model exists (ZeroGPU: a talk session
     cannot hold a GPU slot; see :mod:`demo.hardware`). ``settings.stack`` names the stacks (default settings
     without ``settings``)."""
-    from .mic import MAX_SECONDS, MicSession
-    from .stacks import cpu_live_stack, live_stack
-
     session = session_of(state)
     if chunk is None:
         return MicProgress(session, "", None)
@@ -625,9 +613,6 @@ def mic_chunk(chunk: Any, state: Any = None, *, stack: Any = None, cpu_only: boo
 def mic_stop(modes: list[str] | None, state: Any = None) -> LiveRun:
     """The recording ended: finish the KAME session, run the cascade on the same input if chosen (virtual
     clock), save the scenario. Returns (session, status, figure, components, scenario file)."""
-    from kame_core.pipelines.replay import recorded_input
-    from kame_core.session import SessionStore, new_session_id
-
     session = session_of(state)
     mic, live, ticket = session.mic, session.mic_stack, session.mic_ticket
     session.mic = session.mic_stack = session.mic_ticket = None
@@ -659,16 +644,14 @@ def mic_stop(modes: list[str] | None, state: Any = None) -> LiveRun:
 
 
 # ------------------------------------------------------------------------------------------------ talk
-def open_talk_session(session_id: str | None, state: Any = None, *, sessions_dir: Path | None = None):
+def open_talk_session(session_id: str | None, state: Any = None, *,
+                      sessions_dir: Path | None = None) -> TalkOpened:
     """Open a session saved by the live protocol: ``"ID CLAIM"`` (the Talk tab's Stop fills both in; the claim is
     the page's secret, so only the browser session that made a talk session can open it). Returns (session,
     status, figure, summary rows, audio, run ids, selected run, scenario file for download); a malformed or
     unknown id, or a wrong claim, is refused with a message. The file is copied into the user's private folder.
     ``sessions_dir``: where the live protocol saves sessions (``Settings.server.sessions_dir``; default: the
     built-in folder)."""
-    from kame_core.serve import default_sessions_dir, session_file
-    from kame_core.session import SessionStore
-
     session = session_of(state)
     folder = sessions_dir or default_sessions_dir()
     try:
