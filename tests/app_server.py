@@ -4,13 +4,11 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-import time
-import urllib.request
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from kame_core.testing.servers import free_port
+from kame_core.testing.servers import answers_http, free_port, wait_for_process
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -26,19 +24,7 @@ def running_app(scenarios: Path, log: Path, **env: str) -> Iterator[str]:
                                 stderr=subprocess.STDOUT)
     url = f"http://127.0.0.1:{port}/"
     try:
-        deadline = time.monotonic() + 180
-        while True:
-            if proc.poll() is not None:
-                raise RuntimeError(f"the app exited ({proc.returncode}):\n{log.read_text()[-3000:]}")
-            try:
-                with urllib.request.urlopen(url, timeout=2) as reply:
-                    if reply.status == 200:
-                        break
-            except OSError:
-                pass
-            if time.monotonic() > deadline:
-                raise TimeoutError(f"the app did not start:\n{log.read_text()[-3000:]}")
-            time.sleep(0.5)
+        wait_for_process(proc, lambda: answers_http(url), timeout_s=180, what="the app", log=log)
         yield url
     finally:
         proc.terminate()

@@ -9,9 +9,10 @@ import json
 import os
 import shutil
 import subprocess
-import time
 from pathlib import Path
 from typing import Any
+
+from kame_core.testing.waiting import wait_until
 
 CHROMIUM = next((p for p in (shutil.which(n) for n in ("chromium", "chromium-browser")) if p), None)
 
@@ -78,15 +79,11 @@ class Chromium:
         return result["result"].get("value")
 
     def wait_for(self, expression: str, timeout: float = 60.0, every: float = 0.25) -> Any:
-        """Poll ``expression`` until it is truthy; returns its value."""
-        end = time.monotonic() + timeout
-        while True:
-            value = self.evaluate(expression)
-            if value:
-                return value
-            if time.monotonic() > end:
-                raise TimeoutError(f"timed out waiting for: {expression}")
-            time.sleep(every)
+        """Poll ``expression`` until it is truthy; returns its value (TimeoutError past ``timeout``)."""
+        try:
+            return wait_until(lambda: self.evaluate(expression), timeout, every, what=expression)
+        except AssertionError as err:
+            raise TimeoutError(str(err)) from None
 
     def click(self, x: float, y: float) -> None:
         """A left click at page pixel (``x``, ``y``), as a user's mouse makes it (press, release)."""

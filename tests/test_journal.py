@@ -6,7 +6,6 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -20,7 +19,7 @@ from kame_core.scenario import load_scenario
 from kame_core.session import SessionStore
 from kame_core.session.journal import INCOMPLETE_NOTE, SessionJournal
 from kame_core.testing.doubles import EchoFrontEnd, ScriptedLLM, ScriptedSTT, ToneTTS, words_at
-from kame_core.testing.servers import free_port
+from kame_core.testing.servers import free_port, listens, wait_for_process
 from kame_core.trace import EventKind
 from tests.shared_data import REPO
 
@@ -67,14 +66,8 @@ def _start(port: int, sessions, log) -> subprocess.Popen:
     proc = subprocess.Popen([sys.executable, "-m", "kame_core.serve", "--port", str(port), "--sessions-dir",
                              str(sessions), "--no-small-model"], cwd=REPO, stdout=log, stderr=subprocess.STDOUT,
                             env=dict(os.environ, HF_HUB_OFFLINE="1"))
-    deadline = time.monotonic() + 240
-    while True:
-        try:
-            with socket.create_connection(("127.0.0.1", port), timeout=1):
-                return proc
-        except OSError:
-            assert proc.poll() is None and time.monotonic() < deadline, "the server did not start"
-            time.sleep(0.2)
+    wait_for_process(proc, lambda: listens(port), timeout_s=240, what="the server")
+    return proc
 
 
 @pytest.mark.slow

@@ -19,6 +19,7 @@ from kame_core.serve import protocol as P
 from kame_core.serve.server import served_stack
 from kame_core.testing.doubles import EchoFrontEnd, ScriptedLLM, ScriptedSTT, ToneTTS, words_at
 from kame_core.testing.servers import serving
+from kame_core.testing.waiting import wait_until
 
 websockets = pytest.importorskip("websockets")
 sphn = pytest.importorskip("sphn")
@@ -66,10 +67,7 @@ async def _session(url: str, feed=None) -> tuple[int | None, str, list[dict]]:
 
 
 def _wait_idle(server: ChatServer) -> None:
-    end = time.monotonic() + 20
-    while server.active:
-        assert time.monotonic() < end, "a session kept its place"
-        time.sleep(0.05)
+    wait_until(lambda: not server.active, 20, what="every session to give its place back")
 
 
 def test_an_idle_pair_cannot_lock_out_a_talker(served):
@@ -77,7 +75,6 @@ def test_an_idle_pair_cannot_lock_out_a_talker(served):
 
     async def scenario():
         idle = [asyncio.ensure_future(_session(url)) for _ in range(2)]
-        await asyncio.sleep(0.3)
         first = await asyncio.gather(*idle)
         talker = await _session(url, lambda ws: ws.send(P.message(P.PCM, P.pcm_to_bytes(np.zeros(4800, np.float32)))))
         return first, talker
@@ -158,7 +155,7 @@ def _check_health_readiness_and_metrics(server: ChatServer, port: int) -> None:
 
     async def two_idle():
         idle = [asyncio.ensure_future(_session(f"ws://127.0.0.1:{port}/api/chat")) for _ in range(2)]
-        await asyncio.sleep(0.5)
+        await asyncio.to_thread(wait_until, lambda: server.active == 2, 10, what="both idle clients admitted")
         busy = await asyncio.to_thread(get, "/readyz")
         return busy, await asyncio.gather(*idle)
 

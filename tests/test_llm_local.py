@@ -2,13 +2,13 @@
 from __future__ import annotations
 
 import threading
-import time
 
 import pytest
 
 from kame_core.clock import VirtualClock
 from kame_core.llm import LocalSmolLM, load_smollm2, local_smollm, make_llm
 from kame_core.protocols import ChatMessage, LLMError, StreamingLLM
+from kame_core.testing.waiting import wait_until
 
 from .fakes.streaming import cancel_after, collect
 
@@ -60,10 +60,7 @@ def test_cancelling_the_consumer_stops_generation() -> None:
     long = LocalSmolLM(max_new_tokens=400)
     got = cancel_after(long, 2, QUESTION)
     assert len(got) >= 2
-    deadline = time.monotonic() + 5
-    while _generation_threads() and time.monotonic() < deadline:
-        time.sleep(0.05)
-    assert not _generation_threads(), "generation went on after the consumer was cancelled"
+    wait_until(lambda: not _generation_threads(), 5, what="generation to stop after the consumer was cancelled")
 
 
 def test_generation_failure_is_an_llm_error(llm: LocalSmolLM, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -3,7 +3,6 @@ what it would be alone (greedy), joins and leaves mid-way, a per-model limit, se
 from __future__ import annotations
 
 import threading
-import time
 from dataclasses import dataclass
 
 import numpy as np
@@ -15,6 +14,7 @@ from kame_core.neural.configs import small_mimi_config, tiny_lm_kwargs
 from kame_core.neural.pool import PoolFull, SessionPool, SlotFrontEnd, SlotInput
 from kame_core.neural.tiny import train_tiny_tokenizer
 from kame_core.protocols import FrontEnd
+from kame_core.testing.waiting import wait_until
 
 pytestmark = pytest.mark.slow  # many steps of the tiny model per test (make gpu-check and make test run them)
 
@@ -183,9 +183,7 @@ def test_leaving_fails_the_frame_in_flight_and_frees_the_slot(models: NeuralFron
 
         thread = threading.Thread(target=step)
         thread.start()  # its frame waits for the idle session's (gather_s is long)
-        deadline = time.monotonic() + 30
-        while waiting.slot not in pool._pending and time.monotonic() < deadline:
-            time.sleep(0.01)
+        wait_until(lambda: waiting.slot in pool._pending, 30, what="the frame to wait for the idle session's")
         pool.leave(waiting)
         thread.join(timeout=30)
         assert [str(e) for e in errors] == [f"slot {waiting.slot} left the pool"]

@@ -7,7 +7,6 @@ from __future__ import annotations
 import asyncio
 import subprocess
 import sys
-import time
 
 import numpy as np
 import pytest
@@ -20,6 +19,7 @@ from kame_core.serve import ChatServer, Limits, stack_from_cpu, standalone_app
 from kame_core.serve import protocol as P
 from kame_core.serve.client import talk
 from kame_core.testing.servers import free_port, serving
+from kame_core.testing.waiting import wait_until
 from kame_core.trace import EventKind
 from tests.shared_data import REPO
 
@@ -55,13 +55,6 @@ def questions() -> dict[str, np.ndarray]:
     return {text: tts.synthesize(text).audio for text in (FRANCE, SPIDER)}
 
 
-def _wait(predicate, timeout: float, what: str) -> None:
-    end = time.monotonic() + timeout
-    while not predicate():
-        assert time.monotonic() < end, what
-        time.sleep(0.1)
-
-
 async def _refused(url: str) -> tuple[int | None, str]:
     async with websockets.connect(url) as ws:
         with pytest.raises(websockets.ConnectionClosed):
@@ -77,7 +70,8 @@ def test_two_clients_share_one_pool_and_a_third_is_refused(served, questions):
     async def scenario():
         a = asyncio.ensure_future(talk(url, questions[FRANCE], tail_s=5.0))
         b = asyncio.ensure_future(talk(url, questions[SPIDER], tail_s=5.0, lead_s=0.3))
-        await asyncio.sleep(2.0)  # both are talking now
+        # both hold their slot now
+        await asyncio.to_thread(wait_until, lambda: server.active == 2, 30, what="both sessions admitted")
         third = await _refused(url)
         return await a, await b, third
 
@@ -97,7 +91,7 @@ def test_two_clients_share_one_pool_and_a_third_is_refused(served, questions):
         first_audio = min(at for at, _ in result.audio)
         assert first_audio < 2.0, f"the first output came {first_audio:.1f} s after the handshake"
     assert slots == {0, 1}
-    _wait(lambda: len(server.results) >= before + 2, 30, "the sessions did not end on the server")
+    wait_until(lambda: len(server.results) >= before + 2, 30, what="both sessions to end on the server")
     for session in server.results[-2:]:
         trace = load_scenario(session.path).runs["kame"]
         assert trace.provenance["front_end"].kind == "neural-random"
@@ -116,8 +110,8 @@ def test_a_disconnect_frees_its_slot_within_seconds(served, questions):
     before = len(server.results)
     result = asyncio.run(talk(url, questions[FRANCE][: SAMPLE_RATE], tail_s=0.5, end=False))
     assert result.session["front_end"]["slot"] in (0, 1)
-    _wait(lambda: len(server.results) > before, 15, "the session did not end after the disconnect")
-    _wait(lambda: server.preload().neural.free_slots() == 2, 5, "the slot was not freed")
+    wait_until(lambda: len(server.results) > before, 15, what="the session to end after the disconnect")
+    wait_until(lambda: server.preload().neural.free_slots() == 2, 5, what="the slot to be freed")
     again = asyncio.run(talk(url, questions[SPIDER][: SAMPLE_RATE], tail_s=0.3))
     assert again.close_code == P.CLOSE_NORMAL and again.saved()["frames"] >= int(1.0 / FRAME_SECONDS)
 

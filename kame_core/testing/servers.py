@@ -1,15 +1,21 @@
-"""An ASGI app served by uvicorn in a thread of this process, on a free port, for tests and benchmarks: started
-with a deadline, stopped and joined on exit (and the live sessions' threads with it)."""
+"""Servers for tests and benchmarks: an ASGI app served by uvicorn in a thread of this process, on a free port,
+started with a deadline, stopped and joined on exit (and the live sessions' threads with it); and waiting, with a
+deadline, for a server started as another process to answer."""
 from __future__ import annotations
 
 import contextlib
 import socket
+import subprocess
 import threading
 import time
-from collections.abc import Iterator
+import urllib.request
+from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
-__all__ = ["free_port", "serving"]
+from .waiting import wait_until
+
+__all__ = ["answers_http", "free_port", "listens", "serving", "wait_for_process"]
 
 
 def free_port() -> int:
@@ -43,3 +49,39 @@ def serving(app: Any, *, start_timeout_s: float = 30.0, **config: Any) -> Iterat
         for other in threading.enumerate():  # live sessions' driver threads end before the interpreter does
             if other.name.startswith("kame-talk-"):
                 other.join(60)
+
+
+def listens(port: int, host: str = "127.0.0.1") -> bool:
+    """Whether something accepts TCP connections on ``host:port`` now."""
+    try:
+        with socket.create_connection((host, port), timeout=1):
+            return True
+    except OSError:
+        return False
+
+
+def answers_http(url: str) -> bool:
+    """Whether ``url`` answers 200 now."""
+    try:
+        with urllib.request.urlopen(url, timeout=2) as reply:
+            return bool(reply.status == 200)
+    except OSError:
+        return False
+
+
+def wait_for_process(proc: subprocess.Popen[Any], ready: Callable[[], bool], *, timeout_s: float, what: str,
+                     log: Path | None = None) -> None:
+    """Poll ``ready`` until it holds; RuntimeError if ``proc`` exits first, AssertionError past ``timeout_s``
+    (both with the tail of ``log`` when given)."""
+    def tail() -> str:
+        return f":\n{log.read_text(errors='replace')[-3000:]}" if log is not None and log.is_file() else ""
+
+    def check() -> bool:
+        if proc.poll() is not None:
+            raise RuntimeError(f"{what} exited ({proc.returncode}){tail()}")
+        return ready()
+
+    try:
+        wait_until(check, timeout_s, every_s=0.2, what=what)
+    except AssertionError as err:
+        raise AssertionError(f"{err}{tail()}") from None
