@@ -10,7 +10,7 @@ dataclass; from it :func:`~kame_core.event_schema.check_event_data` checks a loa
   (:meth:`~kame_core.trace.SessionTrace.record`) stores :meth:`Payload.to_data`: every field the writer gave
   (None included: a cancel before any revision records ``"revision": null``) and every other field that is not
   None, in declaration order; fields outside the dataclass (a note's details, a cancel's reason) go as extras.
-  ``trace.add_event(t, kind, **data)`` still takes any data.
+  It is the one way events are written (a loaded trace's come from its file, checked field by field).
 * **reading** -- :func:`payload_of` builds an event's payload from its data (absent fields take their default,
   unknown extra fields are left out); :func:`payloads` lists a trace's events of one payload class with their
   payloads. Extra fields stay in ``event.data`` (an official log's ``time_inferred``, a note's details).

@@ -156,8 +156,7 @@ _FRAME_COLUMNS = ("text_piece", "text_token", "oracle_token", "oracle_piece", "o
 
 @dataclass
 class SessionTrace:
-    """Everything a session produced. Build one with :meth:`append_frame` / :meth:`record` (or
-    :meth:`add_event`)."""
+    """Everything a session produced. Build one with :meth:`append_frame` and :meth:`record`."""
 
     mode: str  # "kame" | "moshi" | "cascade" | "imported" ...
     provenance: dict[str, Provenance] = field(default_factory=dict)
@@ -170,12 +169,6 @@ class SessionTrace:
     sample_rate: int = SAMPLE_RATE
 
     # -- building -----------------------------------------------------------------------------------
-    def add_event(self, t: float, kind: EventKind, **data: Any) -> Event:
-        """Record an event of ``kind`` with ``data`` as it is (prefer :meth:`record`, which is typed)."""
-        event = Event(t=t, kind=kind, data=data)
-        self.events.append(event)
-        return event
-
     def record(self, t: float, payload: Payload, **extra: Any) -> Event:
         """Record an event from its typed payload (:mod:`kame_core.events`): its data is
         :meth:`~kame_core.events.Payload.to_data` (every field the writer gave, None included, and every other
@@ -184,7 +177,9 @@ class SessionTrace:
         clash = data.keys() & extra.keys()
         if clash:
             raise ValueError(f"{', '.join(sorted(clash))}: a field of {type(payload).__name__}, give it there")
-        return self.add_event(t, payload.kind, **data, **extra)
+        event = Event(t=t, kind=payload.kind, data={**data, **extra})
+        self.events.append(event)
+        return event
 
     def append_frame(self, record: FrameRecord, user_frame: np.ndarray, output_frame: np.ndarray) -> None:
         """Append one frame of all four streams (audio frames must be 1920 samples)."""

@@ -6,7 +6,8 @@ import pytest
 
 from kame_core.clock import FRAME_SECONDS, SAMPLES_PER_FRAME
 from kame_core.duplex_metrics import duplex_metrics, model_speech_segments, pool
-from kame_core.trace import EventKind, FrameRecord, SessionTrace
+from kame_core.events import UserSpeechEnd, UserSpeechStart
+from kame_core.trace import FrameRecord, SessionTrace
 
 from .doubles import tone
 
@@ -32,8 +33,8 @@ def build(seconds: float, user: list[tuple[float, float]], words: list[tuple[flo
         trace.append_frame(FrameRecord(text_piece=piece, text_token=7 if piece else None), silent,
                            voice if loud[i] else silent)
     for a, b in user:
-        trace.add_event(a, EventKind.USER_SPEECH_START, audio_t=a)
-        trace.add_event(b, EventKind.USER_SPEECH_END, audio_t=b)
+        trace.record(a, UserSpeechStart(audio_t=a))
+        trace.record(b, UserSpeechEnd(audio_t=b))
     return trace.finish()
 
 

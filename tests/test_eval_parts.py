@@ -35,6 +35,7 @@ from kame_core.eval.report import (
     write_table_csv,
 )
 from kame_core.eval.sessions import SessionResult, TurnTaking, TurnTakingSource, final_oracle_text
+from kame_core.events import PAYLOADS
 from kame_core.trace import EventKind, FrameRecord, SessionTrace, silence
 
 from .shared_data import MT_BENCH, needs_mt_bench
@@ -178,16 +179,16 @@ def test_turn_taking_gives_up_after_max_wait_when_nothing_is_said() -> None:
 def test_final_oracle_is_the_last_revision_of_each_turn() -> None:
     trace = SessionTrace(mode="kame")
     events: list[tuple[float, EventKind, dict[str, Any]]] = [
-        (1.0, EventKind.ORACLE_RESET, {"revision": 1}),
-        (1.1, EventKind.ORACLE_APPEND, {"revision": 1, "text": "Lyon is"}),
-        (1.5, EventKind.ORACLE_RESET, {"revision": 2}),
-        (1.6, EventKind.ORACLE_APPEND, {"revision": 2, "text": "Paris is"}),
-        (1.7, EventKind.ORACLE_APPEND, {"revision": 1, "text": " stale"}),
-        (1.8, EventKind.ORACLE_APPEND, {"revision": 2, "text": " the capital."}),
-        (9.0, EventKind.ORACLE_RESET, {"revision": 3}),
-        (9.2, EventKind.ORACLE_APPEND, {"revision": 3, "text": "Second answer."})]
+        (1.0, EventKind.ORACLE_RESET, {"request": 1, "revision": 1}),
+        (1.1, EventKind.ORACLE_APPEND, {"request": 1, "revision": 1, "text": "Lyon is"}),
+        (1.5, EventKind.ORACLE_RESET, {"request": 2, "revision": 2}),
+        (1.6, EventKind.ORACLE_APPEND, {"request": 2, "revision": 2, "text": "Paris is"}),
+        (1.7, EventKind.ORACLE_APPEND, {"request": 1, "revision": 1, "text": " stale"}),
+        (1.8, EventKind.ORACLE_APPEND, {"request": 2, "revision": 2, "text": " the capital."}),
+        (9.0, EventKind.ORACLE_RESET, {"request": 3, "revision": 3}),
+        (9.2, EventKind.ORACLE_APPEND, {"request": 3, "revision": 3, "text": "Second answer."})]
     for t, kind, data in events:
-        trace.add_event(t, kind, **data)
+        trace.record(t, PAYLOADS[kind](**data))
     assert final_oracle_text(trace, 0.0, 8.0) == "Paris is the capital."
     assert final_oracle_text(trace, 8.0, None) == "Second answer."
     assert final_oracle_text(trace, 20.0, None) == ""

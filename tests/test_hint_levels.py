@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 from kame_core.clock import VirtualClock
+from kame_core.events import LlmRequestStart, OracleReset, SttFinal, SttPartial, UserSpeechEnd, UserSpeechStart
 from kame_core.hint_levels import hint_level, spoken_ratio
 from kame_core.metrics import annotate_hint_levels
 from kame_core.pipelines.tandem import SessionConfig, TandemRunner
@@ -49,20 +50,19 @@ def _trace(segments: list[tuple[float, float]] | None = None) -> SessionTrace:
     """Requests asked at 2, 4 and 6 of 8 words, then after the final; a second question after it."""
     trace = SessionTrace(mode="kame")
     for start, end in segments or []:
-        trace.add_event(start, EventKind.USER_SPEECH_START, audio_t=start)
-        trace.add_event(end, EventKind.USER_SPEECH_END, audio_t=end)
+        trace.record(start, UserSpeechStart(audio_t=start))
+        trace.record(end, UserSpeechEnd(audio_t=end))
     question = "what is the capital city of france please"
     for k, n in enumerate([2, 4, 6]):
         t = 1.0 + k
-        trace.add_event(t, EventKind.STT_PARTIAL, text=" ".join(question.split()[:n]))
-        trace.add_event(t + 0.1, EventKind.LLM_REQUEST_START, request=k + 1,
-                        transcript=" ".join(question.split()[:n]))
-        trace.add_event(t + 0.4, EventKind.ORACLE_RESET, request=k + 1, revision=k + 1)
-    trace.add_event(4.5, EventKind.STT_FINAL, text=question)
-    trace.add_event(4.6, EventKind.LLM_REQUEST_START, request=4, transcript=question)
-    trace.add_event(5.0, EventKind.ORACLE_RESET, request=4, revision=4)
-    trace.add_event(9.0, EventKind.LLM_REQUEST_START, request=5, transcript=question + " and of")
-    trace.add_event(9.4, EventKind.ORACLE_RESET, request=5, revision=5)
+        trace.record(t, SttPartial(text=" ".join(question.split()[:n])))
+        trace.record(t + 0.1, LlmRequestStart(request=k + 1, transcript=" ".join(question.split()[:n])))
+        trace.record(t + 0.4, OracleReset(request=k + 1, revision=k + 1))
+    trace.record(4.5, SttFinal(text=question))
+    trace.record(4.6, LlmRequestStart(request=4, transcript=question))
+    trace.record(5.0, OracleReset(request=4, revision=4))
+    trace.record(9.0, LlmRequestStart(request=5, transcript=question + " and of"))
+    trace.record(9.4, OracleReset(request=5, revision=5))
     trace.events.sort(key=lambda e: e.t)
     return trace
 
@@ -84,7 +84,7 @@ def test_a_recorded_level_wins_over_the_derived_one() -> None:
 
 def test_finals_of_one_turn_make_one_utterance() -> None:
     trace = _trace(segments=[(0.5, 2.2), (2.6, 4.2)])  # a 0.4 s pause: one turn of two segments
-    trace.add_event(2.5, EventKind.STT_FINAL, text="what is the capital")
+    trace.record(2.5, SttFinal(text="what is the capital"))
     trace.events.sort(key=lambda e: e.t)
     trace.events = [type(e)(e.t, e.kind, {**e.data, "text": "city of france please"})
                     if e.kind is EventKind.STT_FINAL and e.t == 4.5 else e for e in trace.events]

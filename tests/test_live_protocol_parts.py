@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from kame_core.events import PAYLOADS, OracleReset, SttFinal
 from kame_core.serve import protocol as P
 from kame_core.serve.session import StreamSink, default_sessions_dir, session_file
 from kame_core.session import FrameOut
@@ -81,7 +82,7 @@ def test_the_live_onset_is_the_metrics_onset():
         events = []
         if i in speech:
             kind, at = speech[i]
-            events.append(trace.add_event(at, kind, audio_t=at))
+            events.append(trace.record(at, PAYLOADS[kind](audio_t=at)))
         talking = 7 <= i < 20 or 52 <= i < 70   # the first answer starts before the user finished
         out = np.full(1920, 0.1 if talking else 0.0, np.float32)
         record = FrameRecord(text_piece=" w", text_token=5) if talking else FrameRecord()
@@ -109,7 +110,7 @@ def test_each_turn_onset_is_followed_by_its_latency_breakdown_as_the_timeline_co
               10: [(EventKind.USER_SPEECH_END, {"audio_t": 0.8})],
               12: [(EventKind.STT_FINAL, {"text": "how far is the moon"})]}
     for i in range(40):
-        events = tuple(trace.add_event(i * 0.08, kind, **data) for kind, data in script.get(i, ()))
+        events = tuple(trace.record(i * 0.08, PAYLOADS[kind](**data)) for kind, data in script.get(i, ()))
         talking = 14 <= i < 30
         oracle = (OracleToken(token=0, revision=1, is_start=True) if i == 8 else
                   OracleToken(token=11, piece=" it", revision=1) if i == 9 else OracleToken())
@@ -185,15 +186,15 @@ def test_the_sink_says_which_revision_is_heard_and_its_hint_level_once_known() -
         sent.clear()
         return [m for m in found if m.get("type") in ("hint_level", "oracle_heard")]
 
-    reset = trace.add_event(0.5, EventKind.ORACLE_RESET, revision=1, request=1)
+    reset = trace.record(0.5, OracleReset(revision=1, request=1))
     sink.on_frame(FrameOut(7, 0.64, FrameRecord(oracle=OracleToken(token=64, revision=1, is_start=True)),
                            quiet, quiet, (reset,)))
     assert messages() == [{"type": "oracle_heard", "frame": 7, "t": 0.56, "revision": 1}]
     trace.events[-1] = Event(0.5, EventKind.ORACLE_RESET, {**reset.data, "hint_level": 3, "spoken_ratio": 0.9})
-    final = trace.add_event(1.0, EventKind.STT_FINAL, text="what is it")
+    final = trace.record(1.0, SttFinal(text="what is it"))
     sink.on_frame(FrameOut(8, 0.72, FrameRecord(), quiet, quiet, (final,)))
     assert messages() == [{"type": "hint_level", "revision": 1, "hint_level": 3, "spoken_ratio": 0.9}]
-    again = trace.add_event(1.1, EventKind.STT_FINAL, text="")
+    again = trace.record(1.1, SttFinal(text=""))
     sink.on_frame(FrameOut(9, 0.8, FrameRecord(), quiet, quiet, (again,)))
     assert messages() == []  # told once; only a changed level is told again
 

@@ -4,9 +4,10 @@ from __future__ import annotations
 import pytest
 
 from kame_core.clock import FRAME_SECONDS
+from kame_core.events import SttFinal, SttPartial, UserSpeechEnd, UserSpeechStart
 from kame_core.metrics import stt_word_lags, turn_onsets
 from kame_core.protocols import Word
-from kame_core.trace import EventKind, FrameRecord, SessionTrace, silence
+from kame_core.trace import FrameRecord, SessionTrace, silence
 
 
 def trace_with(speaking_frames: set[int], n: int, user: list[tuple[float, float]]) -> SessionTrace:
@@ -15,8 +16,8 @@ def trace_with(speaking_frames: set[int], n: int, user: list[tuple[float, float]
         record = FrameRecord(text_piece=" word", text_token=1) if i in speaking_frames else FrameRecord()
         trace.append_frame(record, silence(), silence())
     for start, end in user:
-        trace.add_event(start, EventKind.USER_SPEECH_START, audio_t=start)
-        trace.add_event(end, EventKind.USER_SPEECH_END, audio_t=end)
+        trace.record(start, UserSpeechStart(audio_t=start))
+        trace.record(end, UserSpeechEnd(audio_t=end))
     return trace.finish()
 
 
@@ -40,9 +41,9 @@ def test_an_early_start_during_the_users_speech_still_counts_as_negative_latency
 
 def test_stt_word_lags_from_word_end_to_first_update_containing_it():
     trace = SessionTrace(mode="kame")
-    trace.add_event(1.0, EventKind.STT_PARTIAL, text="What is")
-    trace.add_event(1.3, EventKind.STT_PARTIAL, text="What is the capital?")
-    trace.add_event(2.0, EventKind.STT_FINAL, text="What is the capital of France?", words=[])
+    trace.record(1.0, SttPartial(text="What is"))
+    trace.record(1.3, SttPartial(text="What is the capital?"))
+    trace.record(2.0, SttFinal(text="What is the capital of France?", words=[]))
     spoken = [Word("What", 0.5, 0.7), Word("is", 0.7, 0.9), Word("the", 0.9, 1.0), Word("capital", 1.0, 1.4),
               Word("of", 1.4, 1.5), Word("France?", 1.5, 1.9), Word("Paris", 5.0, 5.4)]
     lags = stt_word_lags(trace, spoken)

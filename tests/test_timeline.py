@@ -34,6 +34,7 @@ from demo.timeline import (
     with_playhead,
 )
 from kame_core.clock import FRAME_SECONDS, SAMPLE_RATE, SAMPLES_PER_FRAME
+from kame_core.events import SttFinal
 from kame_core.metrics import latency_breakdown, session_metrics
 from kame_core.scenario import Scenario, load_scenario, save_scenario
 from kame_core.testing.sessions import MOUNTAIN_QUESTION, build_session
@@ -512,7 +513,7 @@ def test_words_without_room_are_left_out_not_dotted_and_counted_in_a_note(kame, 
     sparse = SessionTrace(mode="kame")
     sparse.frames = [FrameRecord() for _ in range(100)]
     sparse.user_audio = sparse.output_audio = np.zeros(100 * SAMPLES_PER_FRAME, np.float32)
-    sparse.add_event(6.0, EventKind.STT_FINAL, text="hello world", words=[["hello", 1.0, 1.4], ["world", 5.0, 5.4]])
+    sparse.record(6.0, SttFinal(text="hello world", words=[["hello", 1.0, 1.4], ["world", 5.0, 5.4]]))
     fig = timeline_figure(sparse)
     (words,) = [tr for tr in fig.data if (tr.name or "").endswith("· user words")]
     assert list(words.text) == ["hello", "world"]

@@ -7,7 +7,21 @@ import pytest
 
 from kame_core.clock import FRAME_SECONDS, SAMPLES_PER_FRAME
 from kame_core.event_schema import PayloadError
-from kame_core.events import check_event_data
+from kame_core.events import (
+    LlmError,
+    LlmFirstChunk,
+    LlmRequestCancel,
+    LlmRequestFinish,
+    LlmRequestStart,
+    OracleAppend,
+    OracleReset,
+    ResponseOnset,
+    SttFinal,
+    SttPartial,
+    UserSpeechEnd,
+    UserSpeechStart,
+    check_event_data,
+)
 from kame_core.metrics import annotate_onsets, transcript_to_oracle
 from kame_core.oracle import OracleConfig
 from kame_core.pipelines.tandem import SessionConfig
@@ -23,23 +37,23 @@ def hand_made() -> SessionTrace:
     """User speaks 0.0-1.0 s; request 1 (partial) is cancelled by request 2 (final), whose answer is fed from
     frame 15; request 3 fails. The front-end says 'paris' at frames 20-21."""
     trace = SessionTrace(mode="kame")
-    ev = trace.add_event
-    ev(0.0, EventKind.USER_SPEECH_START, audio_t=0.0)
-    ev(0.5, EventKind.STT_PARTIAL, text="capital of")
-    ev(0.6, EventKind.LLM_REQUEST_START, request=1, transcript="capital of", transcript_t=0.5)
-    ev(0.9, EventKind.LLM_FIRST_CHUNK, request=1, revision=1)
-    ev(0.9, EventKind.ORACLE_RESET, revision=1, request=1)
-    ev(0.9, EventKind.ORACLE_APPEND, request=1, revision=1, text="it is ")
-    ev(1.0, EventKind.USER_SPEECH_END, audio_t=1.0)
-    ev(1.1, EventKind.STT_FINAL, text="capital of france")
-    ev(1.1, EventKind.LLM_REQUEST_CANCEL, request=1, revision=1, text="it is ")
-    ev(1.1, EventKind.LLM_REQUEST_START, request=2, transcript="capital of france", transcript_t=1.1)
-    ev(1.2, EventKind.LLM_FIRST_CHUNK, request=2, revision=2)
-    ev(1.2, EventKind.ORACLE_RESET, revision=2, request=2)
-    ev(1.2, EventKind.ORACLE_APPEND, request=2, revision=2, text="paris ")
-    ev(1.3, EventKind.LLM_REQUEST_FINISH, request=2, revision=2, text="paris ", chunks=1)
-    ev(1.4, EventKind.LLM_REQUEST_START, request=3, transcript="capital of france")
-    ev(1.5, EventKind.LLM_ERROR, request=3, error="connection refused")
+    ev = trace.record
+    ev(0.0, UserSpeechStart(audio_t=0.0))
+    ev(0.5, SttPartial(text="capital of"))
+    ev(0.6, LlmRequestStart(request=1, transcript="capital of", transcript_t=0.5))
+    ev(0.9, LlmFirstChunk(request=1, revision=1))
+    ev(0.9, OracleReset(revision=1, request=1))
+    ev(0.9, OracleAppend(request=1, revision=1, text="it is "))
+    ev(1.0, UserSpeechEnd(audio_t=1.0))
+    ev(1.1, SttFinal(text="capital of france"))
+    ev(1.1, LlmRequestCancel(request=1, revision=1, text="it is "))
+    ev(1.1, LlmRequestStart(request=2, transcript="capital of france", transcript_t=1.1))
+    ev(1.2, LlmFirstChunk(request=2, revision=2))
+    ev(1.2, OracleReset(revision=2, request=2))
+    ev(1.2, OracleAppend(request=2, revision=2, text="paris "))
+    ev(1.3, LlmRequestFinish(request=2, revision=2, text="paris ", chunks=1))
+    ev(1.4, LlmRequestStart(request=3, transcript="capital of france"))
+    ev(1.5, LlmError(request=3, error="connection refused"))
     for i in range(30):
         oracle = OracleToken()
         if i == 11:
@@ -80,7 +94,7 @@ def test_revision_at_a_frame_is_the_newest_fed_by_then():
 def test_transcript_to_oracle_delays_and_onsets_from_frames():
     trace = hand_made()
     assert transcript_to_oracle(trace) == pytest.approx([11 * FRAME_SECONDS - 0.5, 15 * FRAME_SECONDS - 1.1])
-    trace.add_event(0.1, EventKind.RESPONSE_ONSET, turn=0, user_end=0.0, latency_s=9.9)   # stale, replaced
+    trace.record(0.1, ResponseOnset(turn=0, user_end=0.0, latency_s=9.9))   # stale, replaced
     annotate_onsets(trace)
     (onset,) = trace.events_of(EventKind.RESPONSE_ONSET)
     assert onset.t == pytest.approx(20 * FRAME_SECONDS)
@@ -92,8 +106,8 @@ def test_transcript_to_oracle_delays_and_onsets_from_frames():
 def test_user_turns_group_segments_by_the_one_turn_rule():
     trace = SessionTrace(mode="kame")
     for start, end in [(0.0, 1.0), (1.5, 2.0), (5.0, 6.0)]:
-        trace.add_event(start, EventKind.USER_SPEECH_START, audio_t=start)
-        trace.add_event(end, EventKind.USER_SPEECH_END, audio_t=end)
+        trace.record(start, UserSpeechStart(audio_t=start))
+        trace.record(end, UserSpeechEnd(audio_t=end))
     turns = user_turns(trace, turn_gap_s=1.5)
     assert [(t.start, t.end) for t in turns] == [(0.0, 2.0), (5.0, 6.0)]
 
