@@ -25,7 +25,7 @@ from kame_core.pipelines.replay import REPLAY_LABEL, ReplayUnavailable, recorded
 from kame_core.pipelines.run_kinds import RUN_KINDS
 from kame_core.scenario import ScenarioError, load_scenario, save_scenario
 from kame_core.serve import default_sessions_dir, session_file
-from kame_core.session import SessionStore, new_session_id
+from kame_core.session import SessionStore, Ticket, new_session_id
 from kame_core.settings import Settings
 from kame_core.trace import EventKind, SessionTrace
 from kame_core.trace_query import problems
@@ -40,8 +40,9 @@ from .player import player_html, write_mix
 from .provenance_badge import provenance_badge
 from .results import Compared, LiveRun, MicProgress, Opened, Plotted, RunShown, Seeked, TalkOpened
 from .scoring import MTBenchJudge, judge_for
-from .stacks import cpu_live_stack, live_stack, rerun_front_end
+from .stacks import LiveStack, cpu_live_stack, live_stack, rerun_front_end
 from .timeline import RUN_NAMES, compare_figure, timeline_figure, with_playhead
+from .upload_budget import Reservation
 from .uploads import UploadError, decode_upload
 
 #: the run slots of the Compare view, in order
@@ -80,11 +81,11 @@ class AppSession:
     run_id: str | None = None
     delay_cache: dict[Any, DelayOutcome] = field(default_factory=dict)
     folder: Path | None = None
-    mic: Any = None                 # a running demo.mic.MicSession
-    mic_stack: Any = None           # the demo.stacks.LiveStack it runs on
-    mic_ticket: Any = None          # its admission (kame_core.session.Ticket) to the stack
-    mic_shown_s: float = -1.0       # received seconds at the last live figure
-    upload: Any = None              # the open upload's demo.upload_budget.Reservation (memory it holds)
+    mic: MicSession | None = None         # a running microphone session
+    mic_stack: LiveStack | None = None    # the stack it runs on
+    mic_ticket: Ticket | None = None      # its admission to the stack
+    mic_shown_s: float = -1.0             # received seconds at the last live figure
+    upload: Reservation | None = None     # the memory the open upload holds
     made: list[MadeSession] = field(default_factory=list)  # made in this browser session, oldest first
 
     def show(self, loaded: library.LoadedScenario, run_id: str) -> None:
@@ -618,6 +619,7 @@ def mic_stop(modes: list[str] | None, state: Any = None) -> LiveRun:
     session.mic = session.mic_stack = session.mic_ticket = None
     if mic is None:
         return LiveRun(session, "Nothing was recorded.", None, "", None)
+    assert live is not None  # set together with the microphone session
     try:
         trace = mic.finish()
         runs = {"kame": trace}
