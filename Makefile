@@ -36,7 +36,7 @@ run: install
 serve: install
 	HF_HUB_OFFLINE=1 $(PY) -m kame_core.serve
 
-# ruff (pyproject.toml's rules) over every Python file and mypy over kame_core, demo and tests, then the whole suite
+# ruff and mypy (pyproject.toml's rules) over every Python file, then the whole suite
 LINTED := kame_core demo tests benchmarks spaces app.py
 lint: install
 	$(PY) -m ruff check $(LINTED)

@@ -18,7 +18,9 @@ import argparse
 import statistics
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import TypeVar
 
 from kame_core.metrics import session_metrics
 from kame_core.scenario import Scenario, load_scenario, save_scenario
@@ -26,14 +28,17 @@ from kame_core.testing.sessions import build_cascade, build_session
 
 SHARED = Path(__file__).resolve().parents[2] / "shared" / "data" / "spokenwoz_sample"
 
-def time_it(fn, runs: int) -> tuple[float, float, object]:
+T = TypeVar("T")
+
+
+def time_it(fn: Callable[[], T], runs: int) -> tuple[float, float, T]:
     """(median seconds, first seconds, last result) of ``runs`` calls of ``fn``."""
-    walls, result = [], None
+    walls, results = [], []
     for _ in range(runs):
         t0 = time.perf_counter()
-        result = fn()
+        results.append(fn())
         walls.append(time.perf_counter() - t0)
-    return statistics.median(walls), walls[0], result
+    return statistics.median(walls), walls[0], results[-1]
 
 
 def bench_app(folder: Path, name: str, runs: int) -> None:
@@ -43,17 +48,18 @@ def bench_app(folder: Path, name: str, runs: int) -> None:
 
     settings = Settings.from_env({"KAME_SCENARIOS_DIR": str(folder)})
 
-    def open_it():
+    def open_it() -> views.Opened:
         return views.open_bundled(name, settings=settings)
 
     median, first, result = time_it(open_it, runs)
-    size = len(result[2].to_json().encode())
+    size = len(result.figure.to_json().encode())
     print(f"  app open_bundled({name!r}) -> timeline figure + summary + player file: {median * 1000:.0f} ms median "
           f"(first {first * 1000:.0f} ms), figure JSON {size / 1e6:.2f} MB  [goal <= 1 s, <= 2 MB: "
           f"{'ok' if median <= 1.0 and size <= 2_000_000 else 'OVER GOAL'}]")
-    session = result[0]
+    session = result.session
     median, first, out = time_it(lambda: views.compare(session), runs)
-    size = len(out[1].to_json().encode())
+    size = len(out.figure.to_json().encode())
+    assert session.loaded is not None, result.status
     print(f"  app compare ({len(session.loaded.scenario.runs)} runs): {median * 1000:.0f} ms median "
           f"(first {first * 1000:.0f} ms), figure JSON {size / 1e6:.2f} MB")
 

@@ -137,6 +137,7 @@ def bench_config(name: str, device: torch.device, dtype: torch.dtype, steps: int
     samples = time_paired(loops, steps, warmup)
     up, ka = Timing.of(samples["upstream"]), Timing.of(samples["kame"])
     paired = statistics.median(k / u for k, u in zip(samples["kame"], samples["upstream"]))
+    assert kame.oracle_emb is not None  # a KAME LM has one
     result = {
         "config": name, "params_m": params / 1e6, "oracle_params_m": kame.oracle_emb.weight.numel() / 1e6,
         "build_s": build_s, "mimi": with_mimi, "upstream": asdict(up), "kame": asdict(ka),

@@ -134,13 +134,15 @@ def run_batch(kame, moshi, mimi: MimiModel, batch: int, device: torch.device, fr
         result["kame"] = raw_loop(KameLMGen(kame))
         _release(device)
         base = torch.cuda.memory_allocated(device) if device.type == "cuda" else 0
-        pool = SessionPool(KameLMGen(kame), mimi, batch, tokenizer=_NoTokenizer(),
-                           provenance=Provenance(kind="neural-random", model_id="random-init"))
+        pool: SessionPool | None = SessionPool(KameLMGen(kame), mimi, batch, tokenizer=_NoTokenizer(),
+                                               provenance=Provenance(kind="neural-random", model_id="random-init"))
         try:
+            assert pool is not None
             slots = [pool.join().slot for _ in range(batch)]
             frames_np = pcm[:, 0].numpy()
 
             def pool_step(frame: int) -> None:
+                assert pool is not None
                 pool.step({s: SlotInput(frames_np[s], oracle_token(s, frame, start, text_card)) for s in slots})
 
             times = _time(pool_step, device, frames, warmup)
@@ -148,7 +150,8 @@ def run_batch(kame, moshi, mimi: MimiModel, batch: int, device: torch.device, fr
             result["pool"] = {"timing": Timing.of(times), "state_bytes": state_bytes(pool.gen, kame, mimi),
                               "allocated_bytes": grown}
         finally:
-            pool.close()
+            if pool is not None:
+                pool.close()
             pool = None  # drop the last reference (pool_step's cell too) before freeing the memory
             _release(device)
     return result

@@ -18,6 +18,7 @@ import argparse
 import os
 import statistics
 import time
+from typing import Any
 
 import numpy as np
 
@@ -25,7 +26,7 @@ from kame_core.clock import SAMPLE_RATE, RealTimeClock
 from kame_core.llm.local_smollm import LocalSmolLM
 from kame_core.metrics import stt_word_lags, turn_onsets
 from kame_core.paths import ModelFiles
-from kame_core.pipelines.stack import Stack, cpu_stack
+from kame_core.pipelines.stack import Mode, Stack, cpu_stack
 from kame_core.protocols import TTS, Word
 from kame_core.settings import Settings
 from kame_core.testing.timing import Timing
@@ -80,7 +81,7 @@ def ms(values: list[float]) -> str:
     return f"median {t.median_ms:.0f} ms, p90 {t.p90_ms:.0f} ms, max {t.max_ms:.0f} ms (n={t.samples})"
 
 
-def report(name: str, trace: SessionTrace, words: list[Word], wall_s: float) -> dict[str, object]:
+def report(name: str, trace: SessionTrace, words: list[Word], wall_s: float) -> dict[str, Any]:
     n_missed, lates = missed_deadlines(trace)
     lags = stt_word_lags(trace, words)
     found = [lag for lag in lags if lag is not None]
@@ -119,9 +120,10 @@ def main() -> None:
           f"load average {os.getloadavg()[0]:.2f}")
     print("components:", *(f"  {role}: {what}" for role, what in stack.components.items()), sep="\n")
     print(f"user recording: {len(audio) / SAMPLE_RATE:.1f} s, questions at {STARTS_S} s: {QUESTIONS}")
-    results: dict[str, list[dict[str, object]]] = {"tandem": [], "cascade": []}
+    results: dict[str, list[dict[str, Any]]] = {"tandem": [], "cascade": []}
     for r in range(args.repeats):
-        for mode, name in (("kame", "tandem"), ("cascade", "cascade")):
+        modes: tuple[tuple[Mode, str], ...] = (("kame", "tandem"), ("cascade", "cascade"))
+        for mode, name in modes:
             runner = stack.runner(mode, clock=RealTimeClock())
             start = time.perf_counter()
             trace = runner.run_sync(audio)
@@ -132,8 +134,8 @@ def main() -> None:
     for name, runs in results.items():
         missed = sum(int(x["missed"]) for x in runs)
         frames = sum(int(x["frames"]) for x in runs)
-        lags = [lag for x in runs for lag in x["lags"]]  # type: ignore[union-attr]
-        onsets = [o for x in runs for o in x["onsets"] if o is not None]  # type: ignore[union-attr]
+        lags = [lag for x in runs for lag in x["lags"]]
+        onsets = [o for x in runs for o in x["onsets"] if o is not None]
         print(f"  {name:8s} missed deadlines {100 * missed / max(frames, 1):.2f} % (goal <= 1 %) | "
               f"STT lag median {statistics.median(lags) * 1000 if lags else float('nan'):.0f} ms (goal <= 300) | "
               f"onset median {statistics.median(onsets) if onsets else float('nan'):+.2f} s")

@@ -98,7 +98,7 @@ def _rounds(url: str, ns: list[int], audios: list[np.ndarray], tail_s: float, po
         if pool is not None:
             pool.step_log.clear()
         results = asyncio.run(_round(url, [audios[k % len(audios)] for k in range(n)], tail_s))
-        frames = sum(r.saved()["frames"] if r.saved() else 0 for r in results)
+        frames = sum(int(saved["frames"]) if (saved := r.saved()) else 0 for r in results)
         missed = sum(r.missed_deadlines() for r in results)
         onsets = [o for o in (r.onset_after_question() for r in results) if o is not None]
         pct = 100.0 * missed / max(1, frames)

@@ -10,6 +10,8 @@ import argparse
 import statistics
 import time
 
+import numpy as np
+
 from kame_core.clock import VirtualClock
 from kame_core.metrics import session_metrics
 from kame_core.pipelines.tandem import SessionConfig, TandemRunner
@@ -22,10 +24,12 @@ QUESTIONS = [
 ]
 
 
-def build(seconds: float) -> tuple[TandemRunner, object]:
+def build(seconds: float) -> tuple[TandemRunner, np.ndarray]:
     segments, t = [], 0.5
     for q in QUESTIONS:
         seg = words_at(q, t, per_word=0.35)
+        if seg[-1].end > seconds:  # a shorter session asks fewer questions
+            break
         segments.append(seg)
         t = seg[-1].end + 6.0
     audio = speech_like([(s[0].start, s[-1].end) for s in segments], seconds)

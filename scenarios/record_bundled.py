@@ -20,9 +20,10 @@ import json
 import os
 import sys
 import tempfile
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -94,7 +95,7 @@ def load_specs(path: Path = SPEC_PATH) -> list[ScenarioSpec]:
 def user_audio(tts: Any, questions: Sequence[str], *, lead_s: float = 0.6, turn_pause_s: float = 9.0,
                tail_s: float = 0.4) -> np.ndarray:
     """The user's side: ``lead_s`` silence, each question read by ``tts`` with ``turn_pause_s`` between."""
-    parts = [np.zeros(int(lead_s * SAMPLE_RATE), np.float32)]
+    parts: list[np.ndarray] = [np.zeros(int(lead_s * SAMPLE_RATE), np.float32)]
     for k, question in enumerate(questions):
         if k:
             parts.append(np.zeros(int(turn_pause_s * SAMPLE_RATE), np.float32))
