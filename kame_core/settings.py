@@ -24,7 +24,7 @@ from typing import TypeVar
 from .access import Access
 from .keys import KEY_VARS, api_key, keys_set
 from .llm.factory import check_spec
-from .neural.choice import FrontEndChoice
+from .neural.choice import DEVICES, MAX_KV_FRAMES, MAX_POOL_SIZE, MIN_KV_FRAMES, FrontEndChoice
 from .paths import ModelFiles, cache_root, sessions_dir
 
 __all__ = ["KEY_VARS", "ContentSettings", "Hosting", "JudgeSettings", "ServerSettings", "Settings",
@@ -48,16 +48,17 @@ def _text(env: Mapping[str, str], name: str) -> str:
     return env.get(name, "").strip()
 
 
-def _whole(env: Mapping[str, str], name: str, default: int, lo: int, hi: int, what: str = "") -> int:
+def _whole(env: Mapping[str, str], name: str, default: int, ok: Callable[[int], bool], rule: str) -> int:
+    """``name``'s whole number (``default`` when unset); one ``ok`` refuses names ``rule`` and the value."""
     raw = _text(env, name)
     if not raw:
         return default
     try:
         value = int(raw)
     except ValueError:
-        value = lo - 1
-    if not lo <= value <= hi:
-        raise SettingsError(f"{name} must be a whole number from {lo} to {hi}{what}, got {env[name]!r}")
+        value = None
+    if value is None or not ok(value):
+        raise SettingsError(f"{name} must be {rule}, got {env[name]!r}")
     return value
 
 
@@ -119,8 +120,26 @@ class StackSettings:
         hub_offline = _text(env, "HF_HUB_OFFLINE").lower() in _TRUE
         files = ModelFiles(cache_root=cache_root(env), whisper_model=str(whisper) if whisper else None,
                            hub_offline=hub_offline)
-        return cls(llm=llm, small_model=_flag(env, "KAME_SMALL_MODEL", True),
-                   front_end=_piece(FrontEndChoice.from_env, env), files=files)
+        return cls(llm=llm, small_model=_flag(env, "KAME_SMALL_MODEL", True), front_end=_front_end(env),
+                   files=files)
+
+
+def _front_end(env: Mapping[str, str]) -> FrontEndChoice:
+    """``KAME_WEIGHTS``, ``KAME_MOSHI_WEIGHTS``, ``KAME_DEVICE``, ``KAME_POOL_SIZE``, ``KAME_KV_FRAMES``; the
+    combination is checked by :class:`FrontEndChoice` itself."""
+    device = _text(env, "KAME_DEVICE").lower()
+    if device not in ("", *DEVICES):
+        raise SettingsError(f"KAME_DEVICE must be cuda or cpu, got {env['KAME_DEVICE']!r}")
+    pool_size = _whole(env, "KAME_POOL_SIZE", 2, lambda n: 1 <= n <= MAX_POOL_SIZE,
+                       f"a whole number of sessions from 1 to {MAX_POOL_SIZE} (the pool size)")
+    kv_frames = _whole(env, "KAME_KV_FRAMES", 0, lambda n: n == 0 or MIN_KV_FRAMES <= n <= MAX_KV_FRAMES,
+                       f"0 (the checkpoint's context) or a whole number of frames from {MIN_KV_FRAMES} to "
+                       f"{MAX_KV_FRAMES} (the KV cache length)")
+    try:
+        return FrontEndChoice(weights=_text(env, "KAME_WEIGHTS"), moshi_weights=_text(env, "KAME_MOSHI_WEIGHTS"),
+                              device=device, pool_size=pool_size, kv_frames=kv_frames)
+    except ValueError as err:
+        raise SettingsError(str(err)) from None
 
 
 @dataclass(frozen=True)
@@ -154,9 +173,11 @@ class ServerSettings:
             raise SettingsError(f"KAME_LOG_LEVEL must be one of {', '.join(LOG_LEVELS)}, "
                                 f"got {env['KAME_LOG_LEVEL']!r}")
         access = _piece(Access.from_env, env)
-        max_sessions = _whole(env, "KAME_MAX_SESSIONS", 2, 0, 100_000, " (0: no limit)")
+        max_sessions = _whole(env, "KAME_MAX_SESSIONS", 2, lambda n: 0 <= n <= 100_000,
+                              "a whole number from 0 to 100000 (0: no limit)")
         return cls(host=_text(env, "KAME_HOST") or _text(env, "GRADIO_SERVER_NAME"),
-                   port=_whole(env, port_var, 7860, 1, 65535, " (a port)"), log_level=level,
+                   port=_whole(env, port_var, 7860, lambda n: 1 <= n <= 65535,
+                               "a whole number from 1 to 65535 (a port)"), log_level=level,
                    max_sessions=max_sessions or None, sessions_dir=sessions_dir(env), access=access)
 
 

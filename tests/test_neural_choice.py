@@ -13,6 +13,7 @@ from kame_core.neural.loading import CheckpointUnavailable, resolve_weights
 from kame_core.neural.pool import PoolFull
 from kame_core.neural.tiny import MARKER, TINY_LABEL, write_tiny_checkpoint
 from kame_core.pipelines.stack import Stack, release_front_end, with_neural
+from kame_core.settings import StackSettings
 from kame_core.testing import doubles
 from kame_core.trace import EventKind
 from tests.shared_data import REPO
@@ -55,15 +56,20 @@ def test_a_tiny_checkpoint_is_never_shown_as_trained(tiny):
     assert baseline.provenance.kind == "neural-random" and "Moshi baseline" in baseline.provenance.label
 
 
+def _front_end_of(env: dict[str, str]) -> FrontEndChoice:
+    """The front-end the environment ``env`` chooses (read, as every variable, by the settings)."""
+    return StackSettings.from_env(env).front_end
+
+
 def test_choice_from_env_and_args_and_its_refusals():
     env = {"KAME_WEIGHTS": " /w ", "KAME_DEVICE": "CPU", "KAME_POOL_SIZE": "3"}
-    assert FrontEndChoice.from_env(env) == FrontEndChoice(weights="/w", device="cpu", pool_size=3)
-    assert not FrontEndChoice.from_env({}).neural and FrontEndChoice.from_env({}).pool_size == 2
+    assert _front_end_of(env) == FrontEndChoice(weights="/w", device="cpu", pool_size=3)
+    assert not _front_end_of({}).neural and _front_end_of({}).pool_size == 2
     for bad, needle in [({"KAME_POOL_SIZE": "two"}, "KAME_POOL_SIZE"), ({"KAME_POOL_SIZE": "0"}, "pool size"),
                         ({"KAME_POOL_SIZE": "100000"}, "pool size"), ({"KAME_DEVICE": "tpu"}, "cuda or cpu"),
                         ({"KAME_MOSHI_WEIGHTS": "/m"}, "needs --weights")]:
         with pytest.raises(ValueError, match=needle):
-            FrontEndChoice.from_env(bad)
+            _front_end_of(bad)
     parser = argparse.ArgumentParser()
     FrontEndChoice.add_arguments(parser)
     args = parser.parse_args(["--weights", "W", "--moshi-weights", "M", "--device", "cpu", "--pool-size", "4"])
@@ -147,10 +153,10 @@ def test_random_weights_at_a_named_size_need_no_files():
 def test_a_shorter_kv_cache_is_a_setting_said_in_the_label_and_costs_less(tiny):
     from kame_core.neural.slots import streaming_state_bytes
 
-    assert FrontEndChoice.from_env({"KAME_KV_FRAMES": "50"}).kv_frames == 50
+    assert _front_end_of({"KAME_KV_FRAMES": "50"}).kv_frames == 50
     for bad in ({"KAME_KV_FRAMES": "ten"}, {"KAME_KV_FRAMES": "3"}):
         with pytest.raises(ValueError, match="KAME_KV_FRAMES|KV cache length"):
-            FrontEndChoice.from_env(bad)
+            _front_end_of(bad)
     sizes = {}
     for frames in (0, 50):
         with FrontEndChoice(weights=str(tiny), device="cpu", pool_size=2, kv_frames=frames).load() as models:

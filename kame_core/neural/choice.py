@@ -17,7 +17,6 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import time
-from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -64,34 +63,6 @@ class FrontEndChoice:
     @property
     def neural(self) -> bool:
         return bool(self.weights)
-
-    @classmethod
-    def from_env(cls, env: Mapping[str, str]) -> FrontEndChoice:
-        """From ``KAME_WEIGHTS``, ``KAME_MOSHI_WEIGHTS``, ``KAME_DEVICE``, ``KAME_POOL_SIZE``, ``KAME_KV_FRAMES``
-        (:meth:`kame_core.settings.Settings.from_env` calls it); a malformed value raises ValueError naming the
-        variable and the value."""
-        def whole(name: str, default: int, ok: Callable[[int], bool], what: str) -> int:
-            raw = env.get(name, "").strip()
-            if not raw:
-                return default
-            try:
-                value = int(raw)
-            except ValueError:
-                value = -1
-            if not ok(value):
-                raise ValueError(f"{name} must be {what}, got {raw!r}")
-            return value
-
-        device = env.get("KAME_DEVICE", "").strip().lower()
-        if device not in ("", *DEVICES):
-            raise ValueError(f"KAME_DEVICE must be cuda or cpu, got {env.get('KAME_DEVICE')!r}")
-        pool_size = whole("KAME_POOL_SIZE", 2, lambda n: 1 <= n <= MAX_POOL_SIZE,
-                          f"a whole number of sessions from 1 to {MAX_POOL_SIZE} (the pool size)")
-        kv_frames = whole("KAME_KV_FRAMES", 0, lambda n: n == 0 or MIN_KV_FRAMES <= n <= MAX_KV_FRAMES,
-                          f"0 (the checkpoint's context) or a whole number of frames from {MIN_KV_FRAMES} to "
-                          f"{MAX_KV_FRAMES} (the KV cache length)")
-        return cls(weights=env.get("KAME_WEIGHTS", "").strip(), moshi_weights=env.get("KAME_MOSHI_WEIGHTS", "").strip(),
-                   device=device, pool_size=pool_size, kv_frames=kv_frames)
 
     @staticmethod
     def add_arguments(parser: argparse.ArgumentParser) -> None:
