@@ -56,10 +56,15 @@ class OracleConfig:
     def __post_init__(self) -> None:
         if self.prompt_layout not in PROMPT_LAYOUTS:
             raise ValueError(f"unknown prompt layout {self.prompt_layout!r}: expected one of {PROMPT_LAYOUTS}")
-        if self.policy not in POLICIES:
+        if not isinstance(self.policy, str) or self.policy not in POLICIES:
             raise ValueError(f"unknown oracle policy {self.policy!r}: expected one of {', '.join(POLICIES)}")
-        if not self.interval_s > 0 or self.max_prompt_chars < 1:
-            raise ValueError("interval_s must be above 0 and max_prompt_chars at least 1")
+        interval, chars = self.interval_s, self.max_prompt_chars
+        if isinstance(interval, bool) or not isinstance(interval, (int, float)) or not 0 < interval < 3600:
+            raise ValueError(f"interval_s must be a number of seconds above 0 and below an hour, got {interval!r:.60}")
+        if isinstance(chars, bool) or not isinstance(chars, int) or chars < 1:
+            raise ValueError(f"max_prompt_chars must be a whole number of at least 1, got {chars!r:.60}")
+        if not isinstance(self.system_prompt, str):
+            raise ValueError(f"system_prompt must be text, got {type(self.system_prompt).__name__}")
         # checked now (a bad name or value fails here, not at the session's first poll), recorded in full
         self.options = dataclasses.asdict(POLICIES[self.policy].options(self.options, self.policy))
         if not self.system_prompt:
@@ -79,7 +84,7 @@ class OracleConfig:
         if data:
             values.setdefault("prompt_layout", "chat")
             values.setdefault("policy", "restart")  # the only policy there was
-            if "options" not in data and values["policy"] in POLICIES:
+            if "options" not in data and isinstance(values["policy"], str) and values["policy"] in POLICIES:
                 own = {f.name for f in dataclasses.fields(POLICIES[values["policy"]].policy.Options)}
                 values["options"] = {k: v for k, v in data.items() if k in own}
         return cls(**values)

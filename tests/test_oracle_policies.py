@@ -80,6 +80,18 @@ def test_each_policy_owns_its_options() -> None:
            "max_prompt_chars": 6000}
     assert OracleConfig.from_json(old).options == {"max_concurrent_streams": 4}
     assert OracleConfig.from_json({**old, "policy": "restart"}).options["restart_word_delta"] == 3
+    # a config read from a file: wrong types and non-finite numbers are refused by name, never a TypeError
+    for bad, needle in [({"options": "abc"}, "options must be an object"),
+                        ({"options": {"restart_word_delta": "2"}}, "restart_word_delta must be a whole number"),
+                        ({"options": {"restart_word_delta": True}}, "restart_word_delta must be a whole number"),
+                        ({"options": {"max_starts_per_window": 2.5}}, "max_starts_per_window must be a whole"),
+                        ({"options": {"rate_window_s": float("nan")}}, "rate_window_s must be a finite number"),
+                        ({"interval_s": "x"}, "interval_s must be a number of seconds"),
+                        ({"interval_s": float("inf")}, "interval_s must be a number of seconds"),
+                        ({"max_prompt_chars": 1.5}, "max_prompt_chars must be a whole number"),
+                        ({"policy": ["restart"]}, "unknown oracle policy")]:
+        with pytest.raises(ValueError, match=needle):
+            OracleConfig.from_json(bad)
 
 
 @dataclass

@@ -21,6 +21,7 @@ import abc
 import asyncio
 import dataclasses
 import enum
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Protocol, TypeVar
@@ -55,15 +56,38 @@ class NoOptions:
 
 
 def make_options(options_type: type[OptionsT], values: Mapping[str, Any], policy: str) -> OptionsT:
-    """``options_type`` built from ``values``; a name it does not have or a value it refuses raises ValueError
-    naming the policy, the option and the options it has."""
-    known = {f.name for f in dataclasses.fields(options_type)}  # type: ignore[arg-type]
-    unknown = sorted(set(values) - known)
+    """``options_type`` built from ``values``; a name it does not have, a value of another type than its default's
+    (a whole number for an int, a finite number for a float; never a bool for either) or a value its checks refuse
+    raises ValueError naming the policy and the option (values may come from a file: a loaded trace's config)."""
+    if not isinstance(values, Mapping):
+        raise ValueError(f"oracle policy {policy!r}: options must be an object of named values, got "
+                         f"{type(values).__name__}")
+    defaults = {f.name: f.default for f in dataclasses.fields(options_type)}  # type: ignore[arg-type]
+    unknown = sorted(str(name) for name in values if name not in defaults)
     if unknown:
-        has = ", ".join(sorted(known)) or "none"
+        has = ", ".join(sorted(defaults)) or "none"
         raise ValueError(f"oracle policy {policy!r} has no option {', '.join(map(repr, unknown))} (its options: "
                          f"{has})")
+    for name, value in values.items():
+        if not _same_kind(value, defaults[name]):
+            raise ValueError(f"oracle policy {policy!r}: option {name} must be a {_kind(defaults[name])}, got "
+                             f"{value!r:.60}")
     return options_type(**values)
+
+
+def _kind(default: object) -> str:
+    return {bool: "true or false", int: "whole number", float: "finite number"}.get(type(default), "text")
+
+
+def _same_kind(value: object, default: object) -> bool:
+    """Whether ``value`` may stand where ``default`` does (an int counts as a float; a bool as neither)."""
+    if isinstance(default, bool) or isinstance(value, bool):
+        return isinstance(default, bool) and isinstance(value, bool)
+    if isinstance(default, int):
+        return isinstance(value, int)
+    if isinstance(default, float):
+        return isinstance(value, (int, float)) and math.isfinite(value)
+    return isinstance(value, type(default))
 
 
 class Verdict(enum.Enum):
