@@ -40,6 +40,7 @@ from .event_schema import (
     check_trace_config,
 )
 from .events import check_event_data
+from .oracle_config import OracleConfig
 from .trace import FRAME_COLUMNS, SCHEMA_VERSION, EventKind, SessionTrace
 
 SUFFIX = ".kame"
@@ -436,6 +437,11 @@ def _validate_trace(data: Any, where: str) -> None:
         check_trace_config(config, f"{where}.config")
     except PayloadError as err:
         raise ScenarioError(err.field, err.problem) from None
+    if "oracle" in config:  # its shape is checked above; what it means, by the config's own rules (re-runs read it)
+        try:
+            OracleConfig.from_json(config["oracle"])
+        except ValueError as err:
+            raise ScenarioError(f"{where}.config.oracle", str(err)) from None
     frames = _require(data, "frames", dict, where)
     for col in FRAME_COLUMNS:
         values = _require(frames, col, list, f"{where}.frames")

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import pytest
 
@@ -81,7 +82,7 @@ def test_each_policy_owns_its_options() -> None:
     assert OracleConfig.from_json(old).options == {"max_concurrent_streams": 4}
     assert OracleConfig.from_json({**old, "policy": "restart"}).options["restart_word_delta"] == 3
     # a config read from a file: wrong types and non-finite numbers are refused by name, never a TypeError
-    for bad, needle in [({"options": "abc"}, "options must be an object"),
+    hostile: list[tuple[dict[str, Any], str]] = [({"options": "abc"}, "options must be an object"),
                         ({"options": {"restart_word_delta": "2"}}, "restart_word_delta must be a whole number"),
                         ({"options": {"restart_word_delta": True}}, "restart_word_delta must be a whole number"),
                         ({"options": {"max_starts_per_window": 2.5}}, "max_starts_per_window must be a whole"),
@@ -89,7 +90,8 @@ def test_each_policy_owns_its_options() -> None:
                         ({"interval_s": "x"}, "interval_s must be a number of seconds"),
                         ({"interval_s": float("inf")}, "interval_s must be a number of seconds"),
                         ({"max_prompt_chars": 1.5}, "max_prompt_chars must be a whole number"),
-                        ({"policy": ["restart"]}, "unknown oracle policy")]:
+                        ({"policy": ["restart"]}, "unknown oracle policy")]
+    for bad, needle in hostile:
         with pytest.raises(ValueError, match=needle):
             OracleConfig.from_json(bad)
 

@@ -134,6 +134,13 @@ def test_bad_event_kind(saved, tmp_path):
     expect_error(bad, "events[0].kind", "unknown event kind 'explosion'")
 
 
+def test_a_crafted_oracle_config_is_refused_by_the_configs_own_rules(saved, tmp_path):
+    def crafted(o):
+        o["config"]["oracle"]["options"] = {"restart_word_delta": "2"}
+    bad = rewrite(saved, tmp_path / "o.kame", edit_json("runs/kame/trace.json", crafted))
+    expect_error(bad, "config.oracle", "option restart_word_delta must be a whole number")
+
+
 def test_missing_field(saved, tmp_path):
     bad = rewrite(saved, tmp_path / "m.kame", edit_json("runs/kame/trace.json", lambda o: o.pop("provenance")))
     expect_error(bad, "runs/kame/trace.json.provenance", "missing")
