@@ -39,14 +39,14 @@ def main() -> None:
     names = library.bundled_names()
     if not names:
         raise SystemExit("no bundled scenarios (scenarios/*.kame)")
-    warm, *_ = views.open_bundled(names[0], None)  # imports, fonts, figure code: not per-session memory
+    warm = views.open_bundled(names[0], None).session  # imports, fonts, figure code: not per-session memory
     views.discard_session(warm)
     base = rss_mb()
     print(f"baseline RSS (views imported, one scenario opened and closed): {base:.0f} MB")
     budget = UploadBudget()
     sessions = []
     for _ in range(args.sessions):
-        session, *_ = views.open_bundled(names[0], None)
+        session = views.open_bundled(names[0], None).session
         sessions.append(session)
     held = rss_mb()
     size = library.scenario_audio_bytes(sessions[0].loaded.scenario) / MB
@@ -57,17 +57,19 @@ def main() -> None:
         print(f"attack file: {bomb.stat().st_size / 1024:.0f} kB on disk, 90 minutes of audio in 3 tracks")
         before = rss_mb()
         t0 = time.perf_counter()
-        attacker, status, *_ = views.open_upload(str(bomb), None, None)
+        refused = views.open_upload(str(bomb), None, None)
+        attacker, status = refused.session, refused.status
         took = time.perf_counter() - t0
         opened = attacker.loaded is not None
         print(f"  without a budget: {'opened' if opened else 'refused'} in {took:.1f} s, "
               f"RSS +{rss_mb() - before:.0f} MB "
               "while the session keeps it")
         views.discard_session(attacker)
-        del attacker
+        del attacker, refused  # the result holds the session too
         before = rss_mb()
         t0 = time.perf_counter()
-        attacker, status, *_ = views.open_upload(str(bomb), None, budget)
+        refused = views.open_upload(str(bomb), None, budget)
+        attacker, status = refused.session, refused.status
         took = time.perf_counter() - t0
         verdict = "opened" if attacker.loaded is not None else "refused"
         print(f"  with the default budget ({budget.per_upload_bytes / MB:.0f} MB per upload, "

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -28,6 +29,7 @@ import time
 from pathlib import Path
 
 from kame_core.eval import fdb, fdb_cli
+from kame_core.settings import settings_or_exit
 
 SCRIPTS = {"smooth_turn_taking": "eval_smooth_turn_taking.py", "pause_handling": "eval_pause_handling.py"}
 
@@ -73,7 +75,8 @@ def main() -> None:
     fdb_cli.check_args(args)
     source = args.root.resolve()
     started = time.perf_counter()
-    parts = fdb_cli.prepare(args)
+    settings = settings_or_exit(os.environ, "fdb_passes")
+    parts = fdb_cli.prepare(args, settings)
     print(f"loaded in {time.perf_counter() - started:.1f} s: {parts.components}")
     results, words = [], []
     with tempfile.TemporaryDirectory(prefix="fdb-passes-") as tmp:

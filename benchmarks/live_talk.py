@@ -37,6 +37,7 @@ import numpy as np
 from kame_core.neural.choice import FrontEndChoice
 from kame_core.serve import ChatServer, stack_from_cpu, standalone_app
 from kame_core.serve.client import TalkResult, talk
+from kame_core.settings import settings_or_exit
 from kame_core.testing.servers import serving
 from kame_core.testing.timing import Timing, percentile
 
@@ -70,7 +71,8 @@ def main() -> None:
     logging.basicConfig(level=logging.WARNING)
     tts = make_tts("piper")
     audios = [tts.synthesize(q).audio for q in QUESTIONS]
-    server = ChatServer(stack_from_cpu(args.llm, small_model_openers=args.small_model, front_end=choice),
+    files = settings_or_exit(os.environ, "live_talk").stack.files
+    server = ChatServer(stack_from_cpu(args.llm, small_model_openers=args.small_model, front_end=choice, files=files),
                         max_sessions=None, sessions_dir=Path(os.environ.get("TMPDIR", "/tmp")) / "kame-live-talk-bench")
     started = time.perf_counter()
     served = server.preload()

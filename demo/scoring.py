@@ -13,13 +13,10 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from kame_core.eval.proxy import PROXY_LABEL, proxy_scorer
-from kame_core.keys import KEY_VARS, keys_set
+from kame_core.keys import keys_set
 from kame_core.paths import ModelFiles
 from kame_core.protocols import LLMError
 from kame_core.settings import Settings
-
-#: environment variables whose presence means a judge may run (keys are never read into the app)
-JUDGE_KEY_VARS = KEY_VARS
 
 
 class Judge(Protocol):

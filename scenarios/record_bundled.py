@@ -189,8 +189,9 @@ def main(argv: Sequence[str] | None = None) -> int:
                 raise BundleError(f"unknown scenario(s) {sorted(unknown)}; known: {[s.name for s in specs]}")
             specs = [s for s in specs if s.name in args.only]
         from kame_core.pipelines.stack import cpu_stack
+        from kame_core.settings import settings_or_exit
 
-        stack = cpu_stack()
+        stack = cpu_stack(files=settings_or_exit(os.environ, "record_bundled").stack.files)
         for spec in specs:
             scenario = record_one(stack, spec)
             path = save_checked(scenario, args.out, args.max_bytes)
