@@ -30,6 +30,7 @@ ENVIRONMENT_READERS = {
     "kame_core/executors/ray_executor.py": "hands PYTHONPATH on to Ray's workers",
     "kame_core/serve/__main__.py": "entry point: python -m kame_core.serve",
     "kame_core/eval/cli.py": "entry point: python -m kame_core.eval",
+    "kame_core/augment/cli.py": "entry point: python -m kame_core.augment",
     "app.py": "entry point (and GRADIO_ANALYTICS_ENABLED before Gradio is imported)",
     "spaces/app.py": "entry point of the Space (and GRADIO_ANALYTICS_ENABLED)",
     "demo/ui.py": "GRADIO_ANALYTICS_ENABLED before Gradio is imported",
@@ -185,6 +186,7 @@ def test_an_entry_point_stops_with_one_error_line(capsys: pytest.CaptureFixture[
 
 def test_the_commands_refuse_a_bad_variable_before_any_work(monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
                                                            capsys: pytest.CaptureFixture[str]) -> None:
+    from kame_core.augment.cli import main as augment_main
     from kame_core.eval.cli import EXIT_BAD_INPUT
     from kame_core.eval.cli import main as eval_main
     from kame_core.serve.__main__ import main as serve_main
@@ -193,6 +195,9 @@ def test_the_commands_refuse_a_bad_variable_before_any_work(monkeypatch: pytest.
     assert eval_main(["mtbench", "--out", str(tmp_path / "out"), "--judge", "none"]) == EXIT_BAD_INPUT
     assert "error: KAME_UPLOAD_MAX_MB must be" in capsys.readouterr().err
     assert not (tmp_path / "out").exists()
+    assert augment_main(["oracle", "--text-dir", str(tmp_path), "--out-dir", str(tmp_path / "oracle")]) == 2
+    assert "error: KAME_UPLOAD_MAX_MB must be" in capsys.readouterr().err
+    assert not (tmp_path / "oracle").exists()
     monkeypatch.setenv("KAME_POOL_SIZE", "abc")
     with pytest.raises(SystemExit) as info:
         serve_main([])

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import functools
+import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -21,10 +22,17 @@ from pathlib import Path
 from tqdm import tqdm
 
 from ..executors import EXECUTOR_CHOICES, ExecutorError, ExecutorUnavailable, make_executor
+from ..settings import Settings, SettingsError
 from .layout import dialogue_files, load_oracle_raw, write_oracle_raw
 from .oracle_records import DEFAULT_INTERVAL, generate_oracle_records
 from .oracle_stream import dialogue_stream_arrays, write_stream_npz
-from .simulator_factory import SIMULATOR_SPEC_HELP, SimulatorUnavailable, make_simulator, parse_simulator_spec
+from .simulator_factory import (
+    SIMULATOR_SPEC_HELP,
+    SimulatorUnavailable,
+    load_llm_backend,
+    make_simulator,
+    parse_simulator_spec,
+)
 from .simulators import SimulatorError
 from .spoken_dataset import BuildConfig, QAFileError, build_dataset, load_qa_pairs
 from .transcript import TranscriptError, load_transcript
@@ -58,7 +66,7 @@ def run_oracle(args: argparse.Namespace) -> int:
     files = _text_files(args.text_dir)
     # validate every transcript before the first (possibly paid) simulator call
     dialogues = [(path.stem, load_transcript(path)) for path in files]
-    simulator = make_simulator(args.simulator)
+    simulator = make_simulator(args.simulator, functools.partial(load_llm_backend, files=args.files))
     total = 0
     for dialogue_id, words in tqdm(dialogues, desc="oracle", unit="dialogue", disable=None):
         records = generate_oracle_records(words, simulator, args.interval)
@@ -96,7 +104,8 @@ def run_dataset(args: argparse.Namespace) -> int:
     config = BuildConfig(
         out_dir=args.out_dir,
         tts_factory=functools.partial(load_tts_backend, args.tts),
-        simulator_factory=functools.partial(make_simulator, args.simulator),
+        simulator_factory=functools.partial(make_simulator, args.simulator,
+                                            functools.partial(load_llm_backend, files=args.files)),
         interval=args.interval,
     )
     summary = build_dataset(pairs, config, executor=executor)
@@ -158,6 +167,10 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
+        try:  # the one read of the environment: where a local simulator model is cached
+            args.files = Settings.from_env(os.environ).stack.files
+        except SettingsError as exc:
+            raise CommandError(str(exc)) from None
         return args.run(args)
     except CommandError as exc:
         message, code = str(exc), exc.code

@@ -11,6 +11,7 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from ..paths import ModelFiles
 from ..protocols import StreamingLLM
 from .oracle_records import OracleSimulator
 from .simulators import LLMSimulator, OfflineSimulator
@@ -45,8 +46,9 @@ def parse_simulator_spec(text: str) -> SimulatorSpec:
     raise SimulatorUnavailable(f"bad --simulator {text!r}; expected {SIMULATOR_SPEC_HELP}")
 
 
-def load_llm_backend(spec: SimulatorSpec) -> StreamingLLM:
-    """Build the StreamingLLM for ``spec`` through ``kame_core.llm.make_llm`` (imported lazily)."""
+def load_llm_backend(spec: SimulatorSpec, files: ModelFiles | None = None) -> StreamingLLM:
+    """Build the StreamingLLM for ``spec`` through ``kame_core.llm.make_llm`` (imported lazily; ``files``: where a
+    local model is cached, default the built-in cache root)."""
     try:
         make_llm = importlib.import_module("kame_core.llm").make_llm
     except (ImportError, AttributeError) as exc:
@@ -59,7 +61,7 @@ def load_llm_backend(spec: SimulatorSpec) -> StreamingLLM:
     else:
         text = spec.kind if spec.model is None else f"{spec.kind}:{spec.model}"
     try:
-        return make_llm(text)
+        return make_llm(text, files=files)
     except (ImportError, KeyError, ValueError, RuntimeError) as exc:
         raise SimulatorUnavailable(f"cannot start the {spec.kind!r} back-end: {exc}") from exc
 
