@@ -13,7 +13,7 @@ import os
 # before Gradio is imported (it reads the variable then); see kame_core/settings.py
 os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
 
-from demo.server import serve  # noqa: E402
+from demo.server import chat_server, serve  # noqa: E402
 from demo.ui import build_app, launch_options  # noqa: E402
 from kame_core.settings import settings_or_exit  # noqa: E402
 
@@ -21,8 +21,9 @@ from kame_core.settings import settings_or_exit  # noqa: E402
 def main() -> None:
     settings = settings_or_exit(os.environ)
     host, port = settings.server.address()
-    serve(build_app(settings=settings).queue(default_concurrency_limit=4), host, port, settings=settings,
-          **launch_options())
+    chat = chat_server(settings, host)  # first: the Talk page's tickets come from its book
+    blocks = build_app(settings=settings, tickets=chat.tickets, recording=chat.recording_problem)
+    serve(blocks.queue(default_concurrency_limit=4), host, port, settings=settings, chat=chat, **launch_options())
 
 
 if __name__ == "__main__":

@@ -8,11 +8,18 @@
   at most ``KAME_MAX_SESSIONS`` (default 2) conversations at once, one on a single GPU model; each saved in
   ``KAME_SESSIONS_DIR`` (the Talk tab opens them from there);
 
-and :func:`serve` runs it with uvicorn. Gradio's file cache is cleaned on a schedule and uploads are capped
-(:data:`MAX_UPLOAD`). The variables come in as the entry point's :class:`kame_core.settings.Settings`.
+and :func:`serve` runs it with uvicorn (secret query values kept out of its log: :mod:`kame_core.serve.redaction`).
+Gradio's file cache is cleaned on a schedule and uploads are capped (:data:`MAX_UPLOAD`). The variables come in as
+the entry point's :class:`kame_core.settings.Settings`.
+
+The Talk page passes a ``KAME_TOKEN`` check with one-use tickets of the chat server's book
+(:attr:`kame_core.serve.ChatServer.tickets`): the entry point builds the chat server first and hands its book to
+:func:`demo.ui.build_app` and the server itself to :func:`serve`, so the page's tickets are the ones the server
+redeems.
 """
 from __future__ import annotations
 
+import sys
 import time
 from typing import Any
 
@@ -22,7 +29,10 @@ from fastapi.responses import FileResponse
 
 from kame_core.serve import ROUTE as CHAT_ROUTE
 from kame_core.serve import ChatServer, ServedStack
-from kame_core.serve.server import served_stack, uvicorn_options
+from kame_core.serve.lifecycle import run
+from kame_core.serve.redaction import install_redaction
+from kame_core.serve.server import served_stack
+from kame_core.session.disk import FolderInUse
 from kame_core.settings import Settings
 
 from . import session_files
@@ -31,10 +41,12 @@ from . import session_files
 MAX_UPLOAD = "30mb"
 
 
-def chat_server(settings: Settings | None = None) -> ChatServer:
+def chat_server(settings: Settings | None = None, host: str = "127.0.0.1") -> ChatServer:
     """The live-protocol server of the app: the live stack (:func:`demo.stacks.live_stack` of
     ``settings.stack``, loaded on the first conversation), ``settings.server.max_sessions`` at once
-    (``KAME_MAX_SESSIONS``), saved in ``settings.server.sessions_dir``, admitted by ``settings.server.access``."""
+    (``KAME_MAX_SESSIONS``), saved in ``settings.server.sessions_dir``, admitted by ``settings.server.access``
+    as it applies to a server listening on ``host`` (the loopback names only there, unless
+    ``KAME_ALLOWED_HOSTS`` says otherwise)."""
     settings = settings or Settings()
 
     def load() -> ServedStack:
@@ -44,7 +56,8 @@ def chat_server(settings: Settings | None = None) -> ChatServer:
         return served_stack(live.stack, gate=live.gate)
 
     server = settings.server
-    return ChatServer(load, max_sessions=server.max_sessions, sessions_dir=server.sessions_dir, access=server.access)
+    return ChatServer(load, max_sessions=server.max_sessions, sessions_dir=server.sessions_dir,
+                      access=server.access.bound_to(host))
 
 
 def create_app(blocks: gr.Blocks, chat: ChatServer | None = None, **gradio_options: Any) -> FastAPI:
@@ -66,18 +79,23 @@ def create_app(blocks: gr.Blocks, chat: ChatServer | None = None, **gradio_optio
 
 
 def serve(blocks: gr.Blocks, host: str, port: int, *, settings: Settings | None = None,
-          **gradio_options: Any) -> None:
+          chat: ChatServer | None = None, **gradio_options: Any) -> None:
     """Run the app with ``settings`` (the entry point's, read once from the environment) until interrupted
-    (SIGINT / SIGTERM end it cleanly and delete the session files)."""
-    import uvicorn
-
+    (SIGINT / SIGTERM end it cleanly and delete the session files). ``chat``: the live-protocol server,
+    ``chat_server(settings, host)`` by default -- pass the one whose ticket book ``blocks`` was built with."""
     settings = settings or Settings()
+    chat = chat or chat_server(settings, host)
     janitor = session_files.Janitor().start()
-    chat = chat_server(settings)
-    if host not in ("127.0.0.1", "localhost", "::1") and not chat.access.token:
-        print(f"warning: listening on {host} without KAME_TOKEN: any program that reaches this port can open "
-              "/api/chat (cross-site browser pages are refused; set KAME_TOKEN for other clients)", flush=True)
+    for warning in chat.access.exposure(host):
+        print(f"warning: {warning}", flush=True)
     started = time.perf_counter()
+    try:
+        problem = chat.open_folder()  # one server per sessions folder, before anything is recovered
+    except FolderInUse as err:
+        print(f"error: {err}", file=sys.stderr, flush=True)
+        raise SystemExit(2) from None
+    if problem is not None:
+        print(f"warning: live sessions are refused: {problem} ({chat.sessions_dir})", flush=True)
     chat.preload()  # every model of live sessions loads and warms before the port opens: /readyz is true then
     app = create_app(blocks, chat, **gradio_options)
     shown = "127.0.0.1" if host in ("0.0.0.0", "::") else host
@@ -86,9 +104,9 @@ def serve(blocks: gr.Blocks, host: str, port: int, *, settings: Settings | None 
              else "the CPU stand-in (not the trained model; set KAME_WEIGHTS for the neural front-end)")
     print(f"KAME studio ready at http://{shown}:{port}/ in {time.perf_counter() - started:.1f} s (live protocol at "
           f"ws://{shown}:{port}/api/chat; /healthz, /readyz, /metrics); live sessions run {front}", flush=True)
-    try:
-        uvicorn.run(app, host=host, port=port, log_level=settings.server.log_level,
-                    timeout_graceful_shutdown=5, **uvicorn_options(chat))
+    install_redaction()
+    try:  # SIGTERM / SIGINT: live sessions are saved and told so (1001) before the server stops
+        run(app, chat, host=host, port=port, log_level=settings.server.log_level, timeout_graceful_shutdown=5)
     finally:
         janitor.stop()
         session_files.remove_process_folder()

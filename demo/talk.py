@@ -16,7 +16,11 @@ page load (beside the playhead script of :mod:`demo.ui`). In the page:
   ``kame-talk-timeline`` 10 times a second: the last 20 s, pausable, scrolled back with the slider or the
   wheel; the text boxes beside it are redrawn every 200 ms;
 * Stop sends ``{"type": "end"}``; once the server replies ``saved``, the session id goes into a hidden
-  textbox and a hidden button opens it in Timeline / Compare (:func:`demo.views.open_talk_session`).
+  textbox and a hidden button opens it in Timeline / Compare (:func:`demo.views.open_talk_session`);
+* right before it connects, the page clicks a hidden button whose Gradio event (of this page's session) puts a
+  fresh one-use ticket of the chat server into a hidden textbox (:func:`demo.views.talk_ticket`); the page
+  connects with ``&ticket=`` -- what admits it when the server has a ``KAME_TOKEN`` (a server without one
+  ignores it). The page always asks, so there is one way to connect.
 """
 from __future__ import annotations
 
@@ -27,6 +31,10 @@ from .timeline import HINT_COLOURS, HINT_UNKNOWN_COLOUR, LIVE_COLOURS
 #: element ids the Python side wires to
 TALK_ID_BOX = "kame-talk-id"
 TALK_OPEN_BUTTON = "kame-talk-open"
+TALK_TICKET_BOX = "kame-talk-ticket"
+TALK_TICKET_BUTTON = "kame-talk-ticket-ask"
+#: how long the page waits for its ticket (a busy app answers in well under a second)
+TICKET_WAIT_MS = 20000
 
 TALK_HTML = """
 <div id="kame-talk">
@@ -152,6 +160,21 @@ TALK_JS = r"""
     var slider = $('kame-talk-scroll'); if (slider) slider.value = 1000;
     var pause = $('kame-talk-pause'); if (pause) pause.textContent = 'Pause view';
   }
+  // a fresh one-use ticket from the app, through a Gradio event of this page's session (see demo.talk)
+  function askTicket() {
+    var box = document.querySelector('#KAME_TICKET_BOX textarea, #KAME_TICKET_BOX input');
+    var ask = document.querySelector('#KAME_TICKET_ASK');
+    if (!box || !ask) return Promise.reject(new Error('the page has no ticket button'));
+    var before = box.value, asked = Date.now();
+    ask.click();
+    return new Promise(function (resolve, reject) {
+      (function poll() {
+        if (box.value && box.value !== before) resolve(box.value);
+        else if (Date.now() - asked > KAME_TICKET_WAIT) reject(new Error('the app gave no ticket to connect with'));
+        else setTimeout(poll, 25);
+      })();
+    });
+  }
   function rms(f) { var ss = 0; for (var i = 0; i < f.length; i++) ss += f[i] * f[i]; return Math.sqrt(ss / f.length); }
   function revisionOf(r) {
     var L = T.timeline.revisions;
@@ -166,7 +189,12 @@ TALK_JS = r"""
       return;
     }
     if (o.type === 'saved') { T.saved = o; return; }
-    if (o.type === 'warning') { T.warnings.push(o.message); return; }
+    if (o.type === 'warning') {
+      T.warnings.push(o.message);
+      // recording to disk failed: the conversation goes on (kept in memory); say so where the user looks
+      if (o.about === 'recording') setStatus('live — ' + o.message);
+      return;
+    }
     if (o.type === 'turn_onset') { T.turns.push(o); TL.onsets.push(o); return; }
     if (o.type === 'turn_latency') { T.latency.push(o); return; }
     if (o.type === 'oracle_heard') { TL.heard.push({t: o.t, revision: o.revision}); return; }
@@ -414,8 +442,11 @@ TALK_JS = r"""
       T.capture = new AudioWorkletNode(T.ctx, 'kame-capture', {numberOfOutputs: 0});
       T.ctx.createMediaStreamSource(T.stream).connect(T.capture);
       await T.ctx.resume();
+      setStatus('asking the app for a ticket …');
+      var ticket = await askTicket();
       var url = (location.protocol === 'https:' ? 'wss://' : 'ws://') + location.host +
-        location.pathname.replace(/\/[^\/]*$/, '') + '/api/chat?audio=pcm&claim=' + T.claim;
+        location.pathname.replace(/\/[^\/]*$/, '') + '/api/chat?audio=pcm&claim=' + T.claim +
+        '&ticket=' + encodeURIComponent(ticket);
       setStatus('connecting (the first session loads the models) …');
       var ws = T.ws = new WebSocket(url);
       ws.binaryType = 'arraybuffer';
@@ -468,7 +499,12 @@ TALK_JS = r"""
   function finish() {
     clearInterval(T.timer); render(); drawTimeline(); stopMedia(); T.ws = null; T.state = 'idle';
     $('kame-talk-start').disabled = false; $('kame-talk-stop').disabled = true;
-    var id = T.saved ? T.saved.id : null;
+    var id = T.saved && T.saved.file ? T.saved.id : null;
+    if (T.saved && !T.saved.file && T.saved.error) {
+      setStatus('not saved (' + T.saved.frames + ' frames): ' + T.saved.error + (T.saved.retrying ?
+        ' — the server keeps trying, and recovers it from its journal at its next start' : ''));
+      return;
+    }
     if (!id) { setStatus('ended (' + T.closeCode + (T.closeReason ? ': ' + T.closeReason : '') + ')'); return; }
     setStatus('saved as ' + id + ' — opening it in Timeline');
     var box = document.querySelector('#KAME_ID textarea, #KAME_ID input');
@@ -508,4 +544,6 @@ TALK_JS = r"""
   }, 100);
 }
 """.replace("KAME_ID", TALK_ID_BOX).replace("KAME_OPEN", TALK_OPEN_BUTTON).replace(
+    "KAME_TICKET_BOX", TALK_TICKET_BOX).replace("KAME_TICKET_ASK", TALK_TICKET_BUTTON).replace(
+    "KAME_TICKET_WAIT", str(TICKET_WAIT_MS)).replace(
     "KAME_COLOURS", json.dumps(LIVE_COLOURS))

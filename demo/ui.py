@@ -20,12 +20,21 @@ import gradio as gr  # noqa: E402
 
 from kame_core.pipelines.run_kinds import RUN_KINDS  # noqa: E402
 from kame_core.settings import Settings  # noqa: E402
+from kame_core.tickets import TicketBook  # noqa: E402
 
 from . import hardware as hw  # noqa: E402
 from . import library, views  # noqa: E402
 from .inspector import PAPER_NOTE, PAPER_TABLE_HEADERS, PAPER_TABLE_ROWS, RUN_SUMMARY_HEADERS  # noqa: E402
 from .results import Opened, TalkOpened  # noqa: E402
-from .talk import TALK_CSS, TALK_HTML, TALK_ID_BOX, TALK_JS, TALK_OPEN_BUTTON  # noqa: E402
+from .talk import (  # noqa: E402
+    TALK_CSS,
+    TALK_HTML,
+    TALK_ID_BOX,
+    TALK_JS,
+    TALK_OPEN_BUTTON,
+    TALK_TICKET_BOX,
+    TALK_TICKET_BUTTON,
+)
 from .timeline import LANES, PLAYHEAD_JS  # noqa: E402
 from .upload_budget import UploadBudget  # noqa: E402
 
@@ -133,8 +142,15 @@ def _player() -> gr.HTML:
 SESSION_IDLE_S = 3 * 3600
 
 
+def recording_notice(problem: str | None) -> str:
+    """The header's line when live sessions cannot be recorded ("" when they can)."""
+    return "" if problem is None else (f"⚠ **Live sessions are refused: {problem}.** Talk needs a writable "
+                                       "sessions folder (`KAME_SESSIONS_DIR`); everything else works.")
+
+
 def build_app(gpu: Callable[[Callable], Callable] | None = None, hardware: hw.Hardware | None = None,
-              settings: Settings | None = None) -> gr.Blocks:
+              settings: Settings | None = None, tickets: TicketBook | None = None,
+              recording: Callable[[], str | None] | None = None) -> gr.Blocks:
     """The whole app (no module-level state: each user's state is a ``gr.State``).
 
     ``gpu`` wraps the callbacks that may use a GPU (live uploads on the neural front-end), e.g.
@@ -142,8 +158,14 @@ def build_app(gpu: Callable[[Callable], Callable] | None = None, hardware: hw.Ha
     detected from ``settings.hosting``, :func:`demo.hardware.detect`) is shown in the header and decides where
     a live talk session runs (the CPU stack on ZeroGPU). ``settings``: what the entry point read from the
     environment (default: an empty environment's); every callback that needs a part of it is given it here.
+    ``tickets``: the book of the chat server that serves ``/api/chat`` beside this app
+    (:attr:`kame_core.serve.ChatServer.tickets`); the Talk page connects with its one-use tickets (without one,
+    a book of its own: enough for a server with no ``KAME_TOKEN``). ``recording``: why live sessions cannot be
+    recorded now, or None (:meth:`kame_core.serve.ChatServer.recording_problem`), shown under the header at each
+    page load (the server refuses live sessions meanwhile).
     """
     settings = settings or Settings()
+    tickets = tickets if tickets is not None else TicketBook()
     if hardware is None:
         hardware = hw.detect(settings.hosting)
     # a partial keeps the callback's name and module (spaces.GPU registers it) and is picklable
@@ -161,6 +183,8 @@ def build_app(gpu: Callable[[Callable], Callable] | None = None, hardware: hw.Ha
                     + ", ".join(LANES[1:]) + " — on one clock; every run carries a provenance badge.",
                     elem_id="kame-title")
         gr.Markdown(hardware.header_line(settings.stack.front_end), elem_id="kame-hardware")
+        if recording is not None:
+            gr.Markdown(lambda: recording_notice(recording()), elem_id="kame-recording")
         with gr.Row(equal_height=True, elem_id="kame-bar"):  # one compact bar: the plot stays in view
             choice = gr.Dropdown(names, value=names[0] if names else None, label="Scenario (scenarios folder)",
                                  elem_id="kame-picker", scale=3,
@@ -252,6 +276,9 @@ def build_app(gpu: Callable[[Callable], Callable] | None = None, hardware: hw.Ha
                 talk_id = gr.Textbox(elem_id=TALK_ID_BOX, elem_classes=["kame-hidden"], show_label=False,
                                      container=False)
                 talk_open = gr.Button("open talk session", elem_id=TALK_OPEN_BUTTON, elem_classes=["kame-hidden"])
+                talk_ticket = gr.Textbox(elem_id=TALK_TICKET_BOX, elem_classes=["kame-hidden"], show_label=False,
+                                         container=False)
+                talk_ticket_ask = gr.Button("ticket", elem_id=TALK_TICKET_BUTTON, elem_classes=["kame-hidden"])
         with gr.Accordion("About: hardware, weights, keys, settings", open=False):  # below: the plot stays in view
             gr.Markdown(hw.ABOUT)
 
@@ -328,6 +355,14 @@ def build_app(gpu: Callable[[Callable], Callable] | None = None, hardware: hw.Ha
             return (*_opened_outputs(opened), opened.file,
                     gr.Tabs(selected="timeline") if opened.file is not None else gr.skip())
 
+        def on_talk_ticket(request: gr.Request) -> str:
+            """A one-use ticket for ``/api/chat``, bound to this page's Gradio session (the page asks right before
+            it connects)."""
+            return views.talk_ticket(tickets, request.session_hash)
+
+        # private: not offered to API clients; not queued behind the default concurrency limit
+        talk_ticket_ask.click(on_talk_ticket, None, talk_ticket, api_visibility="private", concurrency_limit=None,
+                              show_progress="hidden")
         talk_open.click(on_talk_open, [talk_id, state], [*outs, download, tabs], api_name="open_talk_session").then(
             picker, state, [choice, made], api_visibility="private").then(
             views.compare, state, [state, compare_plot, compare_table, *slots, compare_names])

@@ -26,7 +26,9 @@ from kame_core.pipelines.run_kinds import RUN_KINDS
 from kame_core.scenario import ScenarioError, load_scenario, save_scenario
 from kame_core.serve import default_sessions_dir, session_file
 from kame_core.session import SessionStore, Ticket, new_session_id
+from kame_core.session.disk import error_words
 from kame_core.settings import Settings
+from kame_core.tickets import TicketBook
 from kame_core.trace import EventKind, SessionTrace
 from kame_core.trace_query import problems
 
@@ -166,7 +168,8 @@ def status_markdown(loaded: library.LoadedScenario) -> str:
 
 
 def _error(title: str, err: Exception) -> str:
-    return f"**{title}** — {err}"
+    """A refusal for the user; a file-system error in words without the server's paths."""
+    return f"**{title}** — {error_words(err) if isinstance(err, OSError) else err}"
 
 
 def _trace(session: AppSession) -> SessionTrace | None:
@@ -646,6 +649,12 @@ def mic_stop(modes: list[str] | None, state: Any = None) -> LiveRun:
 
 
 # ------------------------------------------------------------------------------------------------ talk
+def talk_ticket(tickets: TicketBook, owner: str | None) -> str:
+    """A one-use ticket of the chat server's book for the Talk page of Gradio session ``owner`` (it replaces the
+    one that session held): what admits the page to ``/api/chat`` when a token is required."""
+    return tickets.issue(owner or "no session")
+
+
 def open_talk_session(session_id: str | None, state: Any = None, *,
                       sessions_dir: Path | None = None) -> TalkOpened:
     """Open a session saved by the live protocol: ``"ID CLAIM"`` (the Talk tab's Stop fills both in; the claim is
@@ -660,7 +669,7 @@ def open_talk_session(session_id: str | None, state: Any = None, *,
         sid, _, claim = (session_id or "").strip().partition(" ")
         path = session_file(folder, sid)
         if not path.is_file():
-            raise ScenarioError("session", f"no saved session {sid!r} in {folder}")
+            raise ScenarioError("session", f"no saved session {sid!r} in the sessions folder")
         if not SessionStore(Path(folder)).owns(sid, claim.strip()):
             raise ScenarioError("session", f"talk session {sid!r} was not made in this browser session")
         copy = session.files() / path.name

@@ -157,7 +157,9 @@ class ServerSettings:
     max_sessions: int | None = 2
     #: ``KAME_SESSIONS_DIR``, else ``sessions/`` under the cache root
     sessions_dir: Path = field(default_factory=lambda: sessions_dir({}))
-    #: ``KAME_TOKEN`` (never in a repr) and ``KAME_ALLOWED_ORIGINS``
+    #: ``KAME_TOKEN`` and ``KAME_METRICS_TOKEN`` (never in a repr; blank: refused), ``KAME_ALLOWED_ORIGINS``,
+    #: ``KAME_ALLOWED_HOSTS`` (its loopback default is applied where the listening host is known:
+    #: :meth:`kame_core.access.Access.bound_to`)
     access: Access = field(default_factory=Access)
 
     def address(self, default_host: str = "127.0.0.1") -> tuple[str, int]:

@@ -21,9 +21,10 @@ from collections.abc import Callable, Mapping
 os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
 
 from demo.hardware import detect  # noqa: E402
-from demo.server import serve  # noqa: E402
+from demo.server import chat_server, serve  # noqa: E402
 from demo.ui import build_app, launch_options  # noqa: E402
 from kame_core.settings import Settings, settings_or_exit  # noqa: E402
+from kame_core.tickets import TicketBook  # noqa: E402
 
 #: what the Space assumes where its environment says nothing: the neural front-end's weights are pulled from
 #: the hub on first use when a GPU is present
@@ -67,17 +68,21 @@ def space_env(env: Mapping[str, str]) -> dict[str, str]:
     return {**SPACE_DEFAULTS, **env}
 
 
-def build(settings: Settings | None = None):
+def build(settings: Settings | None = None, tickets: TicketBook | None = None,
+          recording: Callable[[], str | None] | None = None):
     """The Space's Blocks: the live-upload callback wrapped with ``spaces.GPU`` where the package exists
     (effect-free off ZeroGPU), the hardware detected from the settings and shown in the header. ``settings``:
-    default, this process's environment over :data:`SPACE_DEFAULTS`."""
+    default, this process's environment over :data:`SPACE_DEFAULTS`; ``tickets``: the chat server's book (the
+    Talk page's tickets); ``recording``: why live sessions cannot be recorded now (shown in the header)."""
     settings = settings or Settings.from_env(space_env(os.environ))
     return build_app(gpu=zero_gpu_wrapper(), hardware=detect(settings.hosting, gpu_duration_s=GPU_DURATION_S),
-                     settings=settings)
+                     settings=settings, tickets=tickets, recording=recording)
 
 
 if __name__ == "__main__":
     settings = settings_or_exit(space_env(os.environ))
     install_no_deps_packages()
     host, port = settings.server.address(default_host="0.0.0.0")
-    serve(build(settings).queue(default_concurrency_limit=4), host, port, settings=settings, **launch_options())
+    chat = chat_server(settings, host)  # first: the Talk page's tickets come from its book
+    blocks = build(settings, chat.tickets, chat.recording_problem)
+    serve(blocks.queue(default_concurrency_limit=4), host, port, settings=settings, chat=chat, **launch_options())

@@ -37,6 +37,8 @@ def test_a_session_whose_end_never_came_is_recovered_incomplete(tmp_path):
                              title="Talk session (live protocol)", components="doubles",
                              trace_of=lambda: runner.session.trace if runner.session else None, flush_every_s=0.0)
     trace = runner.run_sync(np.zeros(4 * SAMPLE_RATE, np.float32), journal)  # never closed, never discarded
+    assert store.recover() == []  # its session is live (it holds the journal's mark): left alone
+    journal._mark.drop()  # the process died: the kernel dropped its locks
     with open(store.journal("talk-20260101-000000-abcdef01") / "frames.jsonl", "a") as half:
         half.write('{"text_piece": "cut in the mid')  # the line being written when the process died
     (saved,) = store.recover()
@@ -107,3 +109,35 @@ def test_kill_9_mid_conversation_loses_at_most_the_last_second(tmp_path):
     expected_s = len(question) / SAMPLE_RATE + 3.0
     assert trace.n_frames * FRAME_SECONDS >= expected_s - 1.5, (trace.n_frames, expected_s)  # ≤ ~1 s lost
     assert float(np.abs(trace.user_audio).max()) > 0.05  # the question is in it
+
+
+@pytest.mark.slow
+def test_sigterm_mid_conversation_saves_tells_and_closes_1001(tmp_path):
+    """A real ``python -m kame_core.serve`` told to stop (SIGTERM) mid-conversation: the client gets ``saved`` and
+    then 1001 "server shutting down", the session is saved whole (not incomplete), no journal is left."""
+    from kame_core.serve import protocol as P
+    from kame_core.serve.client import talk
+
+    sessions, port = tmp_path / "sessions", free_port()
+    tone = (0.2 * np.sin(2 * np.pi * 220 * np.arange(3 * SAMPLE_RATE) / SAMPLE_RATE)).astype(np.float32)
+    with open(tmp_path / "server.log", "wb") as log:
+        proc = _start(port, sessions, log)
+        try:
+            async def stopped_mid_conversation():
+                client = asyncio.ensure_future(talk(f"ws://127.0.0.1:{port}/api/chat", tone, tail_s=20.0))
+                await asyncio.sleep(4.0)
+                proc.send_signal(signal.SIGTERM)
+                return await asyncio.wait_for(client, 60)
+
+            result = asyncio.run(stopped_mid_conversation())
+            assert proc.wait(60) in (0, -signal.SIGTERM)  # uvicorn re-raises the signal once it stopped cleanly
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+    assert result.close_code == P.CLOSE_GOING_AWAY and result.close_reason == "server shutting down"
+    saved = result.saved()
+    assert saved is not None and saved["error"] is None and saved["frames"] >= 30
+    scenario = load_scenario(sessions / saved["file"])
+    assert "incomplete" not in scenario.runs["kame"].config
+    assert scenario.runs["kame"].n_frames == saved["frames"]
+    assert not any(SessionStore(sessions).journal_root.iterdir())

@@ -12,7 +12,9 @@ import urllib.request
 
 import numpy as np
 import pytest
+from starlette.datastructures import QueryParams
 
+from kame_core.access import LOOPBACK_HOSTS, Access
 from kame_core.pipelines.stack import Stack
 from kame_core.serve import ChatServer, Limits, standalone_app
 from kame_core.serve import protocol as P
@@ -20,6 +22,7 @@ from kame_core.serve.server import served_stack
 from kame_core.testing.doubles import EchoFrontEnd, ScriptedLLM, ScriptedSTT, ToneTTS, words_at
 from kame_core.testing.servers import serving
 from kame_core.testing.waiting import wait_until
+from kame_core.tickets import TicketBook
 
 websockets = pytest.importorskip("websockets")
 sphn = pytest.importorskip("sphn")
@@ -177,62 +180,270 @@ def _check_health_readiness_and_metrics(server: ChatServer, port: int) -> None:
     assert values["kame_frames_total"] >= 12  # the talker's second of audio, frame by frame
 
 
-def test_access_refuses_cross_site_pages_and_clients_without_the_token():
-    from kame_core.access import Access
+# ------------------------------------------------------------------------------------------------ who may connect
+def _query(text: str = "") -> QueryParams:
+    """A query string as the server sees it (every value of a repeated name kept)."""
+    return QueryParams(text)
 
+
+def test_access_needs_the_token_from_every_client_whatever_its_origin_and_host_say():
     open_ = Access()
-    assert open_.refusal({}, {}) is None                                            # a program: no Origin
-    assert open_.refusal({"origin": "http://127.0.0.1:7860", "host": "127.0.0.1:7860"}, {}) is None  # its page
-    assert "cross-site" in open_.refusal({"origin": "https://evil.example", "host": "127.0.0.1:7860"}, {})
+    assert open_.refusal({}, _query()) is None                                            # a program: no Origin
+    same_origin = {"origin": "http://127.0.0.1:7860", "host": "127.0.0.1:7860"}
+    assert open_.refusal(same_origin, _query()) is None                                   # its page, no token set
+    assert "cross-site" in open_.refusal({"origin": "https://evil.example", "host": "127.0.0.1:7860"}, _query())
     allowed = Access(allowed_origins=frozenset({"https://lab.example"}))
-    assert allowed.refusal({"origin": "https://lab.example/", "host": "x:1"}, {}) is None
+    assert allowed.refusal({"origin": "https://lab.example/", "host": "x:1"}, _query()) is None
     locked = Access(token="s3cret")
-    assert "token" in locked.refusal({}, {})
-    assert "token" in locked.refusal({}, {"token": "s3cre"})
-    assert locked.refusal({}, {"token": "s3cret"}) is None
-    assert locked.refusal({"x-kame-token": "s3cret"}, {}) is None
-    assert locked.refusal({"authorization": "Bearer s3cret"}, {}) is None
-    assert locked.refusal({"origin": "http://h:1", "host": "h:1"}, {}) is None       # the app's own page
+    assert "token" in locked.refusal(same_origin, _query())  # Origin == Host is what any script can send: no pass
+    assert "token" in locked.refusal({}, _query())
+    assert "token" in locked.refusal({}, _query("token=s3cre"))
+    for repeated in ("token=wrong&token=s3cret", "token=s3cret&token=s3cret", "token=s3cret&ticket=a&ticket=b"):
+        assert "repeated" in locked.refusal({}, _query(repeated)), repeated
+    assert locked.refusal({}, _query("token=s3cret")) is None
+    assert locked.refusal(same_origin, _query("token=s3cret")) is None
+    assert locked.refusal({"x-kame-token": "s3cret"}, _query()) is None
+    assert locked.refusal({"authorization": "Bearer s3cret"}, _query()) is None
     assert Access.from_env({"KAME_TOKEN": " t ", "KAME_ALLOWED_ORIGINS": "https://A.example/, "}) == \
         Access(token="t", allowed_origins=frozenset({"https://a.example"}))
-    # the command line adds to the environment's policy by the same rule
+    # the command line adds to the environment's policy by the same rules
     widened = Access(token="t", allowed_origins=frozenset({"https://a.example"})).with_options(
-        token=None, origins=["https://B.example/"])
-    assert widened == Access(token="t", allowed_origins=frozenset({"https://a.example", "https://b.example"}))
+        token=None, origins=["https://B.example/"], hosts=["Kame.example", "::1"], metrics_token="m")
+    assert widened == Access(token="t", allowed_origins=frozenset({"https://a.example", "https://b.example"}),
+                             allowed_hosts=frozenset({"kame.example", "[::1]"}), metrics_token="m")
     assert Access(token="t").with_options(token="u", origins=[]).token == "u"
     with pytest.raises(ValueError, match=r"--allow-origin must be web origins .*'lab\.example' is not an origin"):
         Access().with_options(token=None, origins=["lab.example"])
+    with pytest.raises(ValueError, match=r"--allow-host must be host names .*'http://kame\.example' is not one"):
+        Access().with_options(token=None, origins=[], hosts=["http://kame.example"])
+    for blank in ("   ", ""):  # never "no token" by accident
+        with pytest.raises(ValueError, match="--token is blank"):
+            Access(token="t").with_options(token=blank, origins=[])
+        with pytest.raises(ValueError, match="--metrics-token is blank"):
+            Access().with_options(token=None, origins=[], metrics_token=blank)
 
 
-def test_a_cross_site_page_and_a_wrong_token_are_closed_before_any_session(tmp_path):
-    from kame_core.access import Access
+def test_the_host_allow_list_refuses_a_rebound_name():
+    local = Access(token="t").bound_to("127.0.0.1")
+    assert local.allowed_hosts == LOOPBACK_HOSTS and Access().bound_to("::1").allowed_hosts == LOOPBACK_HOSTS
+    for host in ("127.0.0.1:8998", "localhost:7860", "[::1]:8998", "LOCALHOST", "127.0.0.1"):
+        assert local.refusal({"host": host}, _query("token=t")) is None, host
+    # a DNS-rebinding page: its name resolves to this machine, so it is "same-origin" -- its Host gives it away
+    rebound = {"origin": "http://rebound.example:8998", "host": "rebound.example:8998"}
+    assert "'rebound.example:8998' is not allowed" in local.refusal(rebound, _query("token=t"))
+    for host in ("127.0.0.1.rebound.example", "localhost.rebound.example:80", "[::2]:1", "", "a:b:c"):
+        assert "is not allowed" in local.refusal({"host": host}, _query("token=t")), host
+    assert len(local.refusal({"host": "x" * 5000}, _query())) < 200  # the reason names the host, truncated
+    listed = Access(allowed_hosts=frozenset({"kame.example", "other.example:8443"})).bound_to("127.0.0.1")
+    assert listed.refusal({"host": "kame.example:1234"}, _query()) is None                # no port: any port
+    assert listed.refusal({"host": "other.example:8443"}, _query()) is None
+    assert listed.refusal({"host": "other.example:80"}, _query()) is not None              # that port only
+    assert listed.refusal({"host": "127.0.0.1:8998"}, _query()) is not None  # the list replaces the default
+    anywhere = Access().bound_to("0.0.0.0")
+    assert anywhere.allowed_hosts == frozenset() and anywhere.refusal({"host": "any.example"}, _query()) is None
+    assert Access(allowed_hosts=frozenset({"*"})).bound_to("127.0.0.1").refusal({"host": "a.b"}, _query()) is None
+    # what a server listening beyond loopback warns about: no token, no host list
+    assert [w.split(":")[0] for w in anywhere.exposure("0.0.0.0")] == ["listening on 0.0.0.0 without a token",
+                                                                       "listening on 0.0.0.0 with no host allow-list"]
+    assert Access(token="t", allowed_hosts=frozenset({"kame.example"})).exposure("0.0.0.0") == []
+    assert local.exposure("127.0.0.1") == [] and Access().exposure("localhost") == []
 
-    server = ChatServer(lambda: served_stack(_doubles("hello")), max_sessions=1, sessions_dir=tmp_path,
-                        access=Access(token="s3cret"))
-    server.preload()
-    with serving(standalone_app(server)) as port:
-        _check_access(server, f"ws://127.0.0.1:{port}/api/chat")
+
+def test_a_ticket_admits_once_before_it_expires_and_only_the_latest_of_its_session():
+    now = [1000.0]
+    book = TicketBook(lifetime_s=60.0, max_outstanding=3, clock=lambda: now[0])
+    locked = Access(token="s3cret")
+    first = book.issue("page-a")
+    assert len(first) >= 32 and first != book.issue("page-b")  # 192 random bits, url-safe
+    assert locked.refusal({}, _query(f"ticket={first}"), book) is None
+    assert "used" in locked.refusal({}, _query(f"ticket={first}"), book)  # single use
+    late = book.issue("page-a")
+    now[0] += 59.9
+    soon = book.issue("page-c")
+    now[0] += 0.1
+    assert not book.redeem(late) and book.redeem(soon)  # expired at 60 s; the other one still good
+    old, new = book.issue("page-a"), book.issue("page-a")
+    assert not book.redeem(old) and book.redeem(new)  # a session's new ticket revokes its previous one
+    for n in range(10):
+        book.issue(f"page-{n}")
+    assert book.outstanding == 3  # bounded: the oldest go first
+    now[0] += 61
+    assert book.outstanding == 0
+    assert "ticket" in locked.refusal({}, _query("ticket=made-up"), book)
+    assert "ticket" in locked.refusal({}, _query(f"ticket={book.issue('page-a')}"))  # no book: no ticket admits
+    unused = book.issue("page-a")
+    assert Access().refusal({}, _query(f"ticket={unused}"), book) is None  # no token: a ticket is not needed ...
+    assert book.redeem(unused)                                              # ... nor used up
+    with pytest.raises(ValueError, match="lifetime above 0 s"):
+        TicketBook(lifetime_s=0)
 
 
-def _check_access(server: ChatServer, url: str) -> None:
-    async def closed(target: str, **headers) -> tuple[int | None, str]:
-        async with websockets.connect(target, additional_headers=headers or None) as ws:
+def _closed(target: str, sock: socket.socket | None = None, **headers: str) -> tuple[int | None, str]:
+    """Connect (through ``sock`` when given) and read until the server closes: (code, reason)."""
+    async def run() -> tuple[int | None, str]:
+        async with websockets.connect(target, additional_headers=headers or None, sock=sock) as ws:
             with pytest.raises(websockets.ConnectionClosed):
                 while True:
                     await asyncio.wait_for(ws.recv(), 10)
             return ws.close_code, ws.close_reason or ""
 
-    code, reason = asyncio.run(closed(url + "?token=s3cret", Origin="https://evil.example"))
-    assert code == P.CLOSE_POLICY and "cross-site" in reason
-    code, reason = asyncio.run(closed(url + "?token=wrong"))
-    assert code == P.CLOSE_POLICY and "token" in reason
-    assert server.active == 0 and server.results == []  # no session was ever started
+    return asyncio.run(run())
 
-    async def with_token():
-        async with websockets.connect(url + "?token=s3cret") as ws:
+
+def _handshake(target: str) -> bytes:
+    async def run() -> bytes:
+        async with websockets.connect(target) as ws:
             return await asyncio.wait_for(ws.recv(), 10)
 
-    assert asyncio.run(with_token()) == bytes([P.HANDSHAKE])
+    return asyncio.run(run())
+
+
+def test_refused_clients_are_closed_before_any_session_and_a_ticket_admits_once(tmp_path):
+    now = [0.0]
+    server = ChatServer(lambda: served_stack(_doubles("hello")), max_sessions=1, sessions_dir=tmp_path,
+                        access=Access(token="s3cret").bound_to("127.0.0.1"), tickets=TicketBook(clock=lambda: now[0]))
+    server.preload()
+    with serving(standalone_app(server)) as port:
+        url = f"ws://127.0.0.1:{port}/api/chat"
+        expired = server.tickets.issue("page")
+        now[0] += 61
+        refused = {"cross-site": _closed(url + "?token=s3cret", Origin="https://evil.example"),
+                   "token": _closed(url + "?token=wrong"),
+                   "token ": _closed(url, Origin=f"http://127.0.0.1:{port}"),  # the app's own origin, no token
+                   "repeated": _closed(url + "?token=wrong&token=s3cret"),
+                   "ticket": _closed(url + f"?ticket={expired}")}
+        with socket.create_connection(("127.0.0.1", port)) as rebinding:  # rebound.example resolved to 127.0.0.1
+            refused["'rebound.example"] = _closed(f"ws://rebound.example:{port}/api/chat?token=s3cret",
+                                                  sock=rebinding, Origin=f"http://rebound.example:{port}")
+        for why, (code, reason) in refused.items():
+            assert code == P.CLOSE_POLICY and why.strip() in reason, (why, code, reason)
+        assert server.active == 0 and server.results == []  # no session was ever started
+        assert _handshake(url + "?token=s3cret") == bytes([P.HANDSHAKE])
+        _wait_idle(server)
+        ticket = server.tickets.issue("page")
+        assert _handshake(url + f"?audio=pcm&ticket={ticket}") == bytes([P.HANDSHAKE])
+        _wait_idle(server)
+        code, reason = _closed(url + f"?ticket={ticket}")
+        assert code == P.CLOSE_POLICY and "used" in reason  # a ticket that reached a log is worth nothing
+
+
+def test_the_apps_talk_tab_connects_with_a_ticket_of_its_gradio_session(tmp_path):
+    """The app's wiring without a browser: the Talk tab's hidden ticket event, triggered through Gradio's queue as
+    the page does, returns a ticket of the chat server's book, which admits one websocket despite the token."""
+    from demo.server import create_app
+    from demo.ui import build_app
+
+    chat = ChatServer(lambda: served_stack(_doubles("hello")), max_sessions=1, sessions_dir=tmp_path,
+                      access=Access(token="s3cret").bound_to("127.0.0.1"))
+    chat.preload()
+    blocks = build_app(tickets=chat.tickets).queue()
+    event = next(i for i, f in blocks.fns.items() if getattr(f.fn, "__name__", "") == "on_talk_ticket")
+    with serving(create_app(blocks, chat)) as port:
+        gradio = f"http://127.0.0.1:{port}/gradio_api"
+
+        def ticket(page: str) -> str:
+            """What the page's Gradio session ``page`` gets when it asks."""
+            body = json.dumps({"data": [], "fn_index": event, "session_hash": page}).encode()
+            join = urllib.request.Request(gradio + "/queue/join", data=body,
+                                          headers={"Content-Type": "application/json"})
+            urllib.request.urlopen(join, timeout=10).close()
+            with urllib.request.urlopen(f"{gradio}/queue/data?session_hash={page}", timeout=10) as stream:
+                for line in stream:
+                    if b"process_completed" in line:
+                        return json.loads(line.decode().removeprefix("data:"))["output"]["data"][0]
+            raise AssertionError("the ticket event never completed")
+
+        url = f"ws://127.0.0.1:{port}/api/chat?audio=pcm&claim=c"
+        first = ticket("page-1")
+        assert chat.tickets.outstanding == 1
+        assert _handshake(url + f"&ticket={first}") == bytes([P.HANDSHAKE])
+        _wait_idle(chat)
+        assert "used" in _closed(url + f"&ticket={first}")[1]
+        old, new = ticket("page-2"), ticket("page-2")
+        assert "ticket" in _closed(url + f"&ticket={old}")[1]  # the page's newer ticket replaced it
+        assert _handshake(url + f"&ticket={new}") == bytes([P.HANDSHAKE])
+        _wait_idle(chat)
+
+
+def test_metrics_need_the_metrics_token_and_an_allowed_host(tmp_path):
+    server = ChatServer(lambda: served_stack(_doubles()), sessions_dir=tmp_path,
+                        access=Access(metrics_token="m3trics").bound_to("127.0.0.1"))
+    with serving(standalone_app(server)) as port:
+        def get(**headers: str) -> tuple[int, str, str]:
+            request = urllib.request.Request(f"http://127.0.0.1:{port}/metrics", headers=headers)
+            try:
+                with urllib.request.urlopen(request, timeout=5) as reply:
+                    return reply.status, reply.read().decode(), reply.headers.get("WWW-Authenticate", "")
+            except urllib.error.HTTPError as err:
+                return err.code, err.read().decode(), err.headers.get("WWW-Authenticate", "")
+
+        code, body, challenge = get()
+        assert (code, challenge) == (401, "Bearer") and "metrics token" in body
+        assert get(Authorization="Bearer wrong")[0] == 401
+        code, body, _ = get(Authorization="Bearer m3trics")
+        assert code == 200 and "kame_sessions_active" in body
+        code, body, _ = get(Authorization="Bearer m3trics", Host=f"rebound.example:{port}")
+        assert code == 403 and "rebound.example" in body
+
+
+def test_a_blank_token_stops_the_server_at_start_up(monkeypatch, capsys):
+    from kame_core.serve.__main__ import main
+
+    monkeypatch.delenv("KAME_TOKEN", raising=False)
+    monkeypatch.delenv("KAME_METRICS_TOKEN", raising=False)
+    for argv, said in ((["--token", "   "], "--token is blank"), (["--token", ""], "--token is blank"),
+                       (["--metrics-token", "\t"], "--metrics-token is blank")):
+        with pytest.raises(SystemExit) as info:
+            main(argv)
+        assert info.value.code == 2 and said in capsys.readouterr().err, argv
+    monkeypatch.setenv("KAME_TOKEN", "  ")
+    with pytest.raises(SystemExit) as info:
+        main([])
+    assert info.value.code == 2 and "KAME_TOKEN is blank ('  ')" in capsys.readouterr().err
+
+
+def test_secret_query_values_never_reach_the_log(tmp_path) -> None:
+    """uvicorn logs each request's path with its query (HTTP on uvicorn.access, websockets on uvicorn.error):
+    the filter both entry points install writes the token, tickets and claims as [redacted]."""
+    import logging
+
+    from kame_core.serve.redaction import install_redaction, redact
+
+    assert redact("/api/chat?audio=pcm&claim=c1&TOKEN=t1&%74icket=t2&x=token=1") == \
+        "/api/chat?audio=pcm&claim=[redacted]&TOKEN=[redacted]&%74icket=[redacted]&x=token=1"
+    server = ChatServer(lambda: served_stack(_doubles("hello")), max_sessions=1, sessions_dir=tmp_path,
+                        access=Access(token="SECRET-token"))
+    server.preload()
+    install_redaction()  # as the entry points do: before uvicorn configures its logging, which keeps it
+    lines: list[str] = []
+
+    class Keep(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            lines.append(record.getMessage())
+
+    keep = Keep()
+    loggers = [logging.getLogger(name) for name in ("uvicorn.access", "uvicorn.error", "kame.serve")]
+    with serving(standalone_app(server), log_level="info") as port:
+        for logger in loggers:
+            logger.addHandler(keep)
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz?token=SECRET-token&x=1", timeout=5):
+                pass
+            url = f"ws://127.0.0.1:{port}/api/chat"
+            assert _handshake(url + "?token=SECRET-token&claim=SECRET-claim") == bytes([P.HANDSHAKE])
+            _wait_idle(server)
+            assert _closed(url + "?ticket=SECRET-ticket")[0] == P.CLOSE_POLICY
+            assert _closed(url + "?%74oken=SECRET-wrong")[0] == P.CLOSE_POLICY  # the server reads it as token=
+            wait_until(lambda: sum("WebSocket /api/chat" in line for line in lines) >= 3, 10,
+                       what="the websockets' log lines")
+        finally:
+            for logger in loggers:
+                logger.removeHandler(keep)
+    text = "\n".join(lines)
+    assert "SECRET" not in text, text
+    assert "GET /healthz?token=[redacted]&x=1" in text, text  # the lines are there, only the values are gone
+    assert "?token=[redacted]&claim=[redacted]" in text and "?ticket=[redacted]" in text, text
+    assert "?%74oken=[redacted]" in text, text
 
 
 def test_a_raw_connection_that_never_sends_a_request_is_closed(tmp_path):

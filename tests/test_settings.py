@@ -121,6 +121,9 @@ PARSED: list[tuple[dict[str, str], Callable[[Settings], Any], Any]] = [
     ({"KAME_SESSIONS_DIR": "/s", "KAME_CACHE_DIR": "/c"}, lambda s: s.server.sessions_dir, Path("/s")),
     ({"KAME_TOKEN": " t ", "KAME_ALLOWED_ORIGINS": "https://A.example/, http://b.example:8080"},
      lambda s: s.server.access, Access("t", frozenset({"https://a.example", "http://b.example:8080"}))),
+    ({"KAME_ALLOWED_HOSTS": " Kame.Example, kame.example:8443,::1 ,", "KAME_METRICS_TOKEN": " m ",
+      "KAME_TOKEN": ""}, lambda s: s.server.access,  # an empty token variable is unset
+     Access(allowed_hosts=frozenset({"kame.example", "kame.example:8443", "[::1]"}), metrics_token="m")),
     ({"KAME_HOST": "10.0.0.2", "GRADIO_SERVER_NAME": "0.0.0.0"}, lambda s: s.server.address(), ("10.0.0.2", 7860)),
     ({"GRADIO_SERVER_NAME": "0.0.0.0"}, lambda s: s.server.address(), ("0.0.0.0", 7860)),
     ({"KAME_PORT": "9000", "GRADIO_SERVER_PORT": "7861", "PORT": "8080"}, lambda s: s.server.port, 9000),
@@ -153,7 +156,9 @@ REFUSED = [("KAME_POOL_SIZE", "abc"), ("KAME_POOL_SIZE", "0"), ("KAME_POOL_SIZE"
            ("KAME_SMALL_MODEL", "maybe"), ("KAME_UPLOAD_MAX_MB", "lots"), ("KAME_UPLOAD_MAX_MB", "nan"),
            ("KAME_UPLOAD_BUDGET_MB", "-5"), ("KAME_UPLOAD_BUDGET_MB", "0"), ("KAME_LLM", "gpt-4"),
            ("KAME_LLM", "openai-compatible:localhost:8080"), ("KAME_LLM", "router:reasoning"),
-           ("KAME_JUDGE", "nonsense"), ("KAME_ALLOWED_ORIGINS", "https://a.example, not an origin")]
+           ("KAME_JUDGE", "nonsense"), ("KAME_ALLOWED_ORIGINS", "https://a.example, not an origin"),
+           ("KAME_TOKEN", "   "), ("KAME_TOKEN", "\t\n"), ("KAME_METRICS_TOKEN", " "),
+           ("KAME_ALLOWED_HOSTS", "https://kame.example"), ("KAME_ALLOWED_HOSTS", "kame.example/path")]
 
 
 @pytest.mark.parametrize("name, value", REFUSED)
@@ -207,9 +212,11 @@ def test_the_commands_refuse_a_bad_variable_before_any_work(monkeypatch: pytest.
 # ------------------------------------------------------------------------------------------------ secrets
 def test_keys_and_the_token_never_show_in_a_repr() -> None:
     secrets = {"OPENAI_API_KEY": "sk-SECRET-openai", "ANTHROPIC_API_KEY": "sk-ant-SECRET",
-               "KAME_LLM_API_KEY": "SECRET-compatible", "KAME_TOKEN": "SECRET-token"}
+               "KAME_LLM_API_KEY": "SECRET-compatible", "KAME_TOKEN": "SECRET-token",
+               "KAME_METRICS_TOKEN": "SECRET-metrics"}
     settings = Settings.from_env(secrets)
     assert settings.keys == frozenset(KEY_VARS) and settings.server.access.token == "SECRET-token"
+    assert settings.server.access.metrics_token == "SECRET-metrics"
     for text in (repr(settings), str(settings), repr(settings.server), repr(settings.server.access)):
         assert "SECRET" not in text, text
     assert all(name in repr(settings) for name in KEY_VARS)  # which keys are set, by name only

@@ -46,7 +46,8 @@ def _artifacts(tmp_path: Path) -> Path:
 @pytest.mark.parametrize("front_end", ["cpu-stand-in", "neural-tiny"])
 def test_talk_plays_the_answer_shows_the_streams_and_opens_the_session(question_wav, tmp_path, front_end):
     """On the CPU stand-in, and on the neural front-end with a tiny random checkpoint (KAME_WEIGHTS,
-    KAME_DEVICE=cpu): the same page, the same protocol, a pool slot named on the page."""
+    KAME_DEVICE=cpu): the same page, the same protocol, a pool slot named on the page. The stand-in's app has a
+    KAME_TOKEN, which the page never knows: it connects with a ticket the app gave its Gradio session."""
     from kame_core.neural.tiny import TINY_LABEL, write_tiny_checkpoint
 
     sessions = tmp_path / "sessions"
@@ -55,6 +56,8 @@ def test_talk_plays_the_answer_shows_the_streams_and_opens_the_session(question_
     flags = ("--use-fake-ui-for-media-stream", "--use-fake-device-for-media-stream",
              f"--use-file-for-fake-audio-capture={question_wav}")
     env = {"KAME_SESSIONS_DIR": str(sessions)}
+    if front_end == "cpu-stand-in":  # with a token: the page gets in with its one-use ticket (without: neural-tiny)
+        env["KAME_TOKEN"] = "talk-browser-token"
     if front_end == "neural-tiny":
         env.update(KAME_WEIGHTS=str(write_tiny_checkpoint(tmp_path / "tiny")), KAME_DEVICE="cpu")
     suffix = "" if front_end == "cpu-stand-in" else "_neural_tiny"

@@ -112,43 +112,19 @@ def _generate(messages: Sequence[ChatMessage], max_new_tokens: int, emit: Callab
               stop: threading.Event, cache_root: Path | None = None) -> None:
     """Greedy generation in the calling thread; ``emit`` gets each new piece of text as it is decoded."""
     import torch
-    from transformers import StoppingCriteria, StoppingCriteriaList
-    from transformers.generation.streamers import BaseStreamer
+    from transformers import StoppingCriteriaList
+
+    from .smollm_hooks import Pieces, Stop
 
     model, tokenizer = load_smollm2(cache_root)
 
-    class Stop(StoppingCriteria):
-        def __call__(self, input_ids: Any, scores: Any, **kwargs: Any) -> bool:
-            return stop.is_set() or repeats_phrase(streamer.text)
-
-    class Pieces(BaseStreamer):
-        """Incremental detokenization: emit what the decoded text gained (held back mid-UTF-8)."""
-
-        def __init__(self) -> None:
-            self.ids: list[int] = []
-            self.text = ""
-            self.prompt_seen = False
-
-        def put(self, value: Any) -> None:
-            if not self.prompt_seen:
-                self.prompt_seen = True
-                return
-            self.ids += value.reshape(-1).tolist()
-            text = tokenizer.decode(self.ids, skip_special_tokens=True)
-            if text.endswith("\ufffd") or len(text) <= len(self.text):
-                return
-            emit(text[len(self.text):])
-            self.text = text
-
-        def end(self) -> None:
-            pass
-
     ids = tokenizer.apply_chat_template(openai_messages(messages), add_generation_prompt=True,
                                         return_tensors="pt")
-    streamer = Pieces()
+    streamer = Pieces(tokenizer, emit)
     with torch.inference_mode():
         model.generate(ids, attention_mask=torch.ones_like(ids), max_new_tokens=max_new_tokens,
-                       do_sample=False, streamer=streamer, stopping_criteria=StoppingCriteriaList([Stop()]),
+                       do_sample=False, streamer=streamer,
+                       stopping_criteria=StoppingCriteriaList([Stop(stop, streamer, repeats_phrase)]),
                        pad_token_id=tokenizer.eos_token_id)
 
 

@@ -3,7 +3,8 @@
 The front-end is the neural KAME model with ``--weights REPO|DIR`` (sessions take slots of one pool of
 ``--pool-size``; ``--device cuda|cpu``), else the CPU stand-in. Every model is loaded and warmed before the
 port opens. The environment is read once (:class:`kame_core.settings.Settings`: ``KAME_SESSIONS_DIR``,
-``KAME_TOKEN``, ``KAME_ALLOWED_ORIGINS``, and where models come from); the options override it.
+``KAME_TOKEN``, ``KAME_ALLOWED_ORIGINS``, ``KAME_ALLOWED_HOSTS``, ``KAME_METRICS_TOKEN``, and where models come
+from); the options override it. Secret query values never reach uvicorn's log (:mod:`.redaction`).
 """
 from __future__ import annotations
 
@@ -15,9 +16,12 @@ import time
 from pathlib import Path
 
 from ..neural.choice import FrontEndChoice
+from ..session.disk import FolderInUse
 from ..settings import Settings, SettingsError
+from .lifecycle import run
 from .protocol import Limits
-from .server import ROUTE, ChatServer, stack_from_cpu, standalone_app, uvicorn_options
+from .redaction import install_redaction
+from .server import ROUTE, ChatServer, stack_from_cpu, standalone_app
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -47,10 +51,15 @@ def main(argv: list[str] | None = None) -> None:
                         help="where sessions are saved (default: KAME_SESSIONS_DIR, else sessions/ under the cache "
                              "root, ~/.cache/kame-studio)")
     parser.add_argument("--token", default=None,
-                        help="shared token clients must send (?token=, X-KAME-Token or Authorization: Bearer); "
-                             "default KAME_TOKEN; cross-site browser pages are refused either way")
+                        help="shared token every client must send (?token=, X-KAME-Token or Authorization: "
+                             "Bearer); default KAME_TOKEN; cross-site browser pages are refused either way")
     parser.add_argument("--allow-origin", action="append", default=[],
                         help="a web origin allowed to connect (repeatable; also KAME_ALLOWED_ORIGINS)")
+    parser.add_argument("--allow-host", action="append", default=[],
+                        help="a Host name clients may use, e.g. kame.example or kame.example:8443 (repeatable; "
+                             "also KAME_ALLOWED_HOSTS; default on loopback: 127.0.0.1, localhost, [::1])")
+    parser.add_argument("--metrics-token", default=None,
+                        help="bearer token GET /metrics needs (default KAME_METRICS_TOKEN; unset: none)")
     parser.add_argument("--log-level", default="info")
     args = parser.parse_args(argv)
     try:
@@ -70,13 +79,13 @@ def main(argv: list[str] | None = None) -> None:
     max_sessions = args.max_sessions if args.max_sessions is not None else (None if choice.neural else 2)
     logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(name)s %(levelname)s %(message)s")
     try:
-        access = settings.server.access.with_options(token=args.token, origins=args.allow_origin)
+        access = settings.server.access.with_options(token=args.token, origins=args.allow_origin,
+                                                     hosts=args.allow_host,
+                                                     metrics_token=args.metrics_token).bound_to(args.host)
     except ValueError as err:
         parser.error(str(err))
-    if args.host not in ("127.0.0.1", "localhost", "::1") and not access.token:
-        logging.getLogger("kame.serve").warning(
-            "listening on %s without a token: anyone who can reach this port can talk to the model "
-            "(set --token or KAME_TOKEN)", args.host)
+    for warning in access.exposure(args.host):
+        logging.getLogger("kame.serve").warning("%s", warning)
     server = ChatServer(stack_from_cpu(args.llm, args.tts, args.whisper_model, not args.no_small_model,
                                        front_end=choice, files=settings.stack.files),
                         max_sessions=max_sessions or None,
@@ -84,11 +93,17 @@ def main(argv: list[str] | None = None) -> None:
                         limits=Limits(max_session_s=args.max_session_s, first_audio_s=args.first_audio_s,
                                       idle_s=args.idle_s, max_wall_s=args.max_wall_s),
                         access=access)
-    import uvicorn
-
     from ..neural.loading import CheckpointUnavailable
 
     started = time.perf_counter()
+    try:
+        problem = server.open_folder()  # one server per sessions folder; recording must work before anything
+    except (FolderInUse, OSError) as err:
+        print(f"error: {err}", file=sys.stderr)
+        raise SystemExit(2) from None
+    if problem is not None:
+        print(f"error: {problem} ({server.sessions_dir})", file=sys.stderr)
+        raise SystemExit(2)
     try:
         stack = server.preload()
     except (CheckpointUnavailable, ValueError) as err:
@@ -97,8 +112,8 @@ def main(argv: list[str] | None = None) -> None:
     print(f"components: {stack.components}", flush=True)
     print(f"ready at ws://{args.host}:{args.port}{ROUTE} in {time.perf_counter() - started:.1f} s "
           f"(sessions saved in {server.sessions_dir})", flush=True)
-    uvicorn.run(standalone_app(server), host=args.host, port=args.port, log_level=args.log_level.lower(),
-                **uvicorn_options(server))
+    install_redaction()
+    run(standalone_app(server), server, host=args.host, port=args.port, log_level=args.log_level.lower())
 
 
 if __name__ == "__main__":

@@ -5,6 +5,7 @@ for writing clients.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import time
 from dataclasses import dataclass, field
@@ -101,8 +102,9 @@ async def talk(url: str, audio: np.ndarray, *, tail_s: float = 6.0, pcm: bool = 
             if end:
                 await ws.send(P.json_message({"type": "end"}))
                 await asyncio.wait_for(receiver, 120)
-        except websockets.ConnectionClosed:
-            pass
+        except websockets.ConnectionClosed:  # the server closed first: what it sent before is still read
+            with contextlib.suppress(asyncio.TimeoutError):
+                await asyncio.wait_for(asyncio.shield(receiver), 10)
         finally:
             if not receiver.done():
                 receiver.cancel()

@@ -33,20 +33,26 @@ class SessionStarted(Notice):
 
 @dataclass(frozen=True)
 class Saved(Notice):
-    """Before a normal close: the session was saved (``file`` None: nothing to save)."""
+    """Before the server closes a session: what was saved. ``file`` None with ``error`` None: nothing to save (no
+    frame was made); with an ``error``: the save failed (``retrying``: the server keeps trying while it runs, and a
+    session it could not save is recovered from its journal at its next start)."""
 
     type: ClassVar[str] = "saved"
     id: str
     frames: int
     file: str | None
+    error: str | None = None
+    retrying: bool = False
 
 
 @dataclass(frozen=True)
 class InputWarning(Notice):
-    """Client input that was ignored, and why."""
+    """Something the client should know while the session goes on: input that was ignored (``about``
+    ``"input"``), or recording to disk that failed (``"recording"``: the conversation is kept in memory)."""
 
     type: ClassVar[str] = "warning"
     message: str
+    about: str = "input"
 
 
 @dataclass(frozen=True)

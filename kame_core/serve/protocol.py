@@ -18,11 +18,13 @@ kind      direction    payload
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
+from ..clock import FRAME_SECONDS
 from ..events import live_data
 from ..trace import Event, EventKind
 
@@ -36,6 +38,7 @@ KIND_NAMES = {HANDSHAKE: "handshake", AUDIO: "audio (Ogg/Opus)", TEXT: "text", E
 
 #: websocket close codes the server uses (RFC 6455 section 7.4.1)
 CLOSE_NORMAL = 1000
+CLOSE_GOING_AWAY = 1001       # the server is shutting down (after ``saved``)
 CLOSE_UNSUPPORTED = 1003      # too much input that is not the protocol
 CLOSE_POLICY = 1008           # the session length limit
 CLOSE_TOO_BIG = 1009          # one message over the size limit
@@ -61,6 +64,12 @@ class Limits:
     max_wall_s: float = 330.0
     #: the most audio one message may decode to (an Opus packet can claim far more than it weighs)
     max_message_audio_s: float = 10.0
+
+    @property
+    def max_frames(self) -> int:
+        """The most frames a session within these limits can make (its wall-clock limit, 10 s of slack): the
+        bound a journal's files are checked against before recovery reads them."""
+        return int((max(self.max_wall_s, self.max_session_s) + 10.0) / FRAME_SECONDS) + 1
 
 
 class ProtocolError(ValueError):
@@ -92,6 +101,70 @@ def split(data: bytes) -> tuple[int, bytes]:
 def looks_like_ogg(payload: bytes) -> bool:
     """Whether ``payload`` starts with an Ogg page (capture pattern ``OggS``, stream structure version 0)."""
     return len(payload) >= 27 and payload[:4] == b"OggS" and payload[4] == 0
+
+
+#: the largest 0x07 control message, in bytes, and the deepest nesting of its JSON (``{"type": "end"}`` is 1)
+MAX_CONTROL_BYTES = 16 * 1024
+MAX_CONTROL_DEPTH = 8
+#: the most digits a number of a control message may have (Python refuses over 4300 with a ValueError)
+MAX_NUMBER_DIGITS = 64
+
+
+def parse_control(payload: bytes) -> dict[str, Any]:
+    """A client's 0x07 control message as a JSON object, checked before it is parsed: at most
+    :data:`MAX_CONTROL_BYTES`, nested at most :data:`MAX_CONTROL_DEPTH` deep (counted without recursion, so no
+    message can exhaust the parser's stack), numbers of at most :data:`MAX_NUMBER_DIGITS` digits. Anything else
+    raises :class:`ProtocolError` saying what was wrong."""
+    if len(payload) > MAX_CONTROL_BYTES:
+        raise ProtocolError(f"a 0x07 control message of {len(payload)} bytes is over the limit of "
+                            f"{MAX_CONTROL_BYTES}")
+    try:
+        text = payload.decode("utf-8")
+    except UnicodeDecodeError:
+        raise ProtocolError("a 0x07 control message must be UTF-8 JSON") from None
+    depth = _json_depth(text)
+    if depth > MAX_CONTROL_DEPTH:
+        raise ProtocolError(f"a 0x07 control message nested {depth} deep (at most {MAX_CONTROL_DEPTH})")
+
+    def number(kind: Callable[[str], Any]) -> Callable[[str], Any]:
+        def parse(digits: str) -> Any:
+            if len(digits) > MAX_NUMBER_DIGITS:
+                raise ProtocolError(f"a number of {len(digits)} characters in a 0x07 control message "
+                                    f"(at most {MAX_NUMBER_DIGITS})")
+            return kind(digits)
+        return parse
+
+    try:
+        obj = json.loads(text, parse_int=number(int), parse_float=number(float))
+    except ProtocolError:
+        raise
+    except (ValueError, RecursionError):  # JSONDecodeError is a ValueError
+        raise ProtocolError("a 0x07 control message must be one JSON object") from None
+    if not isinstance(obj, dict):
+        raise ProtocolError(f"a 0x07 control message must be a JSON object, not {type(obj).__name__}")
+    return obj
+
+
+def _json_depth(text: str) -> int:
+    """The deepest nesting of brackets in ``text`` outside JSON strings (a scan, never a recursion)."""
+    depth = deepest = 0
+    in_string = escaped = False
+    for char in text:
+        if in_string:
+            if escaped:
+                escaped = False
+            elif char == "\\":
+                escaped = True
+            elif char == '"':
+                in_string = False
+        elif char == '"':
+            in_string = True
+        elif char in "[{":
+            depth += 1
+            deepest = max(deepest, depth)
+        elif char in "]}":
+            depth -= 1
+    return deepest
 
 
 def pcm_to_bytes(audio: np.ndarray) -> bytes:

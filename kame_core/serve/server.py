@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -19,7 +21,12 @@ from typing import Any
 from ..access import Access
 from ..paths import ModelFiles
 from ..session import SessionGate, SessionStore
+from ..session.disk import FolderInUse, FolderLock, error_words, probe_writable
+from ..session.saving import RetryingSaves
+from ..tickets import TicketBook
 from . import protocol as P
+from .http import http_protocol as http_protocol  # re-exported: the HTTP side lives in .http
+from .http import uvicorn_options as uvicorn_options
 from .metrics import CONTENT_TYPE_LATEST, ServerMetrics
 from .session import ChatSession, SessionResult, default_sessions_dir
 
@@ -53,8 +60,12 @@ class ChatServer:
     head_start_s: float = 0.16
     #: who may connect (cross-site pages never; a token when set)
     access: Access = field(default_factory=Access)
+    #: one-use tickets of the app's Talk page, admitted in place of the token (:mod:`kame_core.tickets`)
+    tickets: TicketBook = field(default_factory=TicketBook)
     #: how each session ended, newest last (for tests and logs; bounded)
     results: list[SessionResult] = field(default_factory=list)
+    #: the journal's flush interval of each session (seconds)
+    journal_every_s: float = 1.0
 
     def __post_init__(self) -> None:
         self._limit = SessionGate(capacity=self.max_sessions,
@@ -63,11 +74,52 @@ class ChatServer:
         self._stack_lock = asyncio.Lock()
         self.metrics = ServerMetrics()
         self.metrics.active.set_function(lambda: self._limit.active)
+        self.folder_lock = FolderLock(Path(self.sessions_dir))
+        #: saves that failed at a session's end and are retried in the background
+        self.retries = RetryingSaves()
+        self._recording = RecordingCheck(Path(self.sessions_dir))
+        self._sessions: set[ChatSession] = set()
+        #: set by :meth:`drain`: no new session starts
+        self.closing = False
+
+    def open_folder(self) -> str | None:
+        """Take the sessions folder (one server per folder: :class:`FolderInUse` when another process holds it),
+        check that it can be written, and save what a crash left in its journal. None when sessions can be
+        recorded, else why not (in a client's words; nothing is recovered then)."""
+        problem = self._recording.check(force=True)
+        try:
+            self.folder_lock.acquire()
+        except OSError as err:  # FolderInUse is not one: it stops the server
+            problem = problem or f"the sessions folder cannot be locked: {error_words(err)}"
+        if problem is None:
+            recovered = SessionStore(Path(self.sessions_dir)).recover(self.limits.max_frames)
+            if recovered:
+                log.warning("recovered %d session(s) a crash had left unfinished: %s", len(recovered),
+                            ", ".join(p.name for p in recovered))
+        else:
+            log.error("sessions cannot be recorded in %s: %s", self.sessions_dir, problem)
+        return problem
+
+    def recording_problem(self) -> str | None:
+        """Why sessions cannot be recorded now (the folder is probed at most every couple of seconds), or None."""
+        problem = self._recording.check()
+        if problem is None and not self.folder_lock.held:  # it could not be taken at the start
+            try:
+                self.folder_lock.acquire()
+            except (OSError, FolderInUse) as err:
+                return f"the sessions folder cannot be locked: {error_words(err)}"
+        return problem
 
     def readiness(self) -> tuple[bool, dict[str, Any]]:
-        """(a session can start now, what ``/readyz`` says): models loaded and a free place in every gate."""
+        """(a session can start now, what ``/readyz`` says): models loaded, sessions can be recorded, the server
+        is not shutting down, and a free place in every gate."""
         if self._stack is None:
             return False, {"ready": False, "why": "the models are not loaded yet"}
+        if self.closing:
+            return False, {"ready": False, "why": "the server is shutting down"}
+        problem = self.recording_problem()
+        if problem is not None:
+            return False, {"ready": False, "why": problem}
         free: list[int] = []
         for gate in (self._stack.gate, self._limit):
             if gate is not None and gate.capacity is not None:
@@ -94,10 +146,8 @@ class ChatServer:
         """Load (and warm) the stack now, before the server listens: a first client is then answered like any
         other, and ``/readyz`` says ready."""
         if self._stack is None:
-            recovered = SessionStore(Path(self.sessions_dir)).recover()  # what a crash left, saved first
-            if recovered:
-                log.warning("recovered %d session(s) a crash had left unfinished: %s", len(recovered),
-                            ", ".join(p.name for p in recovered))
+            if not self.folder_lock.held:
+                self.open_folder()  # what a crash left is saved first
             self._stack = self.load_stack()
             if self._stack.neural is not None:
                 for pool in (self._stack.neural.kame, self._stack.neural.moshi):
@@ -106,19 +156,34 @@ class ChatServer:
 
     async def handle(self, websocket: Any) -> None:
         """One websocket connection (Starlette ``WebSocket``), from accept to close."""
-        refused = self.access.refusal(websocket.headers, websocket.query_params)
+        refused = self.access.refusal(websocket.headers, websocket.query_params, self.tickets)
         await websocket.accept()
         if refused is not None:
             log.warning("refused a connection: %s", refused)
             self.metrics.refused.labels("access").inc()
             await websocket.close(code=P.CLOSE_POLICY, reason=refused[:120])
             return
+        if self.closing:
+            self.metrics.refused.labels("shutting down").inc()
+            await websocket.close(code=P.CLOSE_GOING_AWAY, reason="server shutting down")
+            return
         try:
             stack = await self.stack()
+        except FolderInUse:
+            log.exception("the sessions folder is held by another server")
+            await websocket.close(code=P.CLOSE_INTERNAL, reason="the server cannot record: its sessions folder "
+                                                                "is in use by another server")
+            return
         except Exception as err:  # noqa: BLE001 - a stack that cannot load is told to the client
             log.exception("the stack could not be loaded")
             await websocket.close(code=P.CLOSE_INTERNAL, reason=f"the stack could not load: "
                                                                 f"{type(err).__name__}"[:120])
+            return
+        problem = await asyncio.to_thread(self.recording_problem)
+        if problem is not None:
+            log.error("refused a session: %s", problem)
+            self.metrics.refused.labels("cannot record").inc()
+            await websocket.close(code=P.CLOSE_TRY_LATER, reason=f"server cannot record: {problem}"[:120])
             return
         tickets = []
         try:
@@ -134,9 +199,14 @@ class ChatServer:
             pcm_out = websocket.query_params.get("audio", "opus") == "pcm"
             session = ChatSession(stack.make_runner, self.sessions_dir, self.limits, pcm_out=pcm_out,
                                   head_start_s=self.head_start_s, components=stack.components,
-                                  metrics=self.metrics.tap(), claim=websocket.query_params.get("claim", "")[:128])
+                                  metrics=self.metrics.tap(), claim=websocket.query_params.get("claim", "")[:128],
+                                  retries=self.retries, journal_every_s=self.journal_every_s)
             self.metrics.started.inc()
-            result = await session.serve(_StarletteConnection(websocket))
+            self._sessions.add(session)
+            try:
+                result = await session.serve(_StarletteConnection(websocket))
+            finally:
+                self._sessions.discard(session)
             self.metrics.closed.labels(str(result.close_code) if result.close_code is not None
                                        else "client gone").inc()
             self.results.append(result)
@@ -144,6 +214,21 @@ class ChatServer:
         finally:
             for ticket in tickets:
                 ticket.release()
+
+    async def drain(self, timeout_s: float = 10.0) -> bool:
+        """Shut down gracefully (on the server's event loop): no new session starts, and every running one is
+        ended as the server's decision -- stopped, saved, told ``saved``, closed with 1001 "server shutting
+        down". Whether they all ended within ``timeout_s``."""
+        self.closing = True
+        for session in list(self._sessions):
+            session.request_stop()
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout_s
+        while self._sessions and loop.time() < deadline:
+            await asyncio.sleep(0.05)
+        if self._sessions:
+            log.error("%d session(s) did not end within %.0f s of the shutdown", len(self._sessions), timeout_s)
+        return not self._sessions
 
     def mount(self, app: Any, path: str = ROUTE) -> None:
         """Add the websocket route and ``GET /healthz`` (alive), ``/readyz`` (200 only when a session can start
@@ -154,16 +239,39 @@ class ChatServer:
             return PlainTextResponse("alive\n")
 
         async def readyz(request: Any) -> Any:
-            ready, body = self.readiness()
+            ready, body = await asyncio.to_thread(self.readiness)  # it may probe the disk
             return JSONResponse(body, status_code=200 if ready else 503)
 
         async def metrics(request: Any) -> Any:
+            refused = self.access.metrics_refusal(request.headers)
+            if refused is not None:
+                return PlainTextResponse(refused[1] + "\n", status_code=refused[0],
+                                         headers={"WWW-Authenticate": "Bearer"} if refused[0] == 401 else None)
             return Response(self.metrics.exposition(), media_type=CONTENT_TYPE_LATEST)
 
         app.router.add_websocket_route(path, self.handle)  # Starlette's route: the handler gets the WebSocket
         app.router.add_route("/healthz", healthz, methods=["GET"], include_in_schema=False)
         app.router.add_route("/readyz", readyz, methods=["GET"], include_in_schema=False)
         app.router.add_route("/metrics", metrics, methods=["GET"], include_in_schema=False)
+
+
+class RecordingCheck:
+    """Whether sessions can be recorded in ``folder`` (:func:`probe_writable`), probed at most every
+    ``every_s`` seconds whoever asks (``/readyz`` may be polled often)."""
+
+    def __init__(self, folder: Path, every_s: float = 2.0) -> None:
+        self.folder, self.every_s = folder, every_s
+        self._checked = -float("inf")
+        self._problem: str | None = None
+        self._lock = threading.Lock()
+
+    def check(self, force: bool = False) -> str | None:
+        with self._lock:
+            now = time.monotonic()
+            if force or now - self._checked >= self.every_s:
+                self._problem = probe_writable(self.folder)
+                self._checked = now
+            return self._problem
 
 
 class _StarletteConnection:
@@ -241,28 +349,6 @@ def warm_stack(stack: Any) -> None:
 def pool_gate(size: int) -> SessionGate:
     """The admission of a neural model's session pool (every door of a process shares one)."""
     return SessionGate(capacity=size, reason=f"all {size} session slots of the model are in use")
-
-
-def http_protocol() -> type:
-    """uvicorn's h11 HTTP protocol, closing a connection that sends no request within uvicorn's keep-alive
-    timeout (``timeout_keep_alive``, 5 s by default) -- uvicorn arms that timer only after a first response, so a
-    raw TCP connection that never sends a request would stay open. Pass it as ``uvicorn.run(..., http=...)``."""
-    from uvicorn.protocols.http.h11_impl import H11Protocol
-
-    class FirstRequestTimeoutH11(H11Protocol):
-        def connection_made(self, transport: Any) -> None:  # type: ignore[override]
-            super().connection_made(transport)
-            self.timeout_keep_alive_task = self.loop.call_later(self.timeout_keep_alive,
-                                                                self.timeout_keep_alive_handler)
-
-    return FirstRequestTimeoutH11
-
-
-def uvicorn_options(server: ChatServer) -> dict[str, Any]:
-    """How uvicorn must run a server of the protocol: the HTTP protocol of :func:`http_protocol`, and the
-    WebSocket library's message limit set to the protocol's (``Limits.max_message_bytes``), so a bigger message
-    is refused with 1009 from its frame header, before its payload is buffered (uvicorn's default: 16 MiB)."""
-    return {"http": http_protocol(), "ws_max_size": server.limits.max_message_bytes}
 
 
 def standalone_app(server: ChatServer) -> Any:

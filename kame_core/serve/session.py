@@ -17,12 +17,12 @@ from __future__ import annotations
 
 import asyncio
 import functools
-import json
 import logging
+import weakref
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, ParamSpec, Protocol, TypeVar
 
 import numpy as np
 
@@ -32,7 +32,9 @@ from ..metrics import LiveOnsets, TurnOnset, latency_breakdown
 from ..neural.choice import NeuralModels
 from ..neural.pool import PoolFull
 from ..session import FrameOut, LiveSession, SessionStore
+from ..session.disk import error_words
 from ..session.journal import SessionJournal
+from ..session.saving import RetryingSaves, save_with_retries
 from ..session.store import default_sessions_dir, new_session_id, session_file
 from ..trace import EventKind, SessionTrace
 from ..trace_query import oracle_token_use
@@ -153,6 +155,8 @@ class SessionResult:
     reason: str
     close_code: int | None
     warnings: list[str] = field(default_factory=list)
+    #: why the session could not be saved ("" when it was, or had nothing to save)
+    save_error: str = ""
 
 
 class _End(Exception):
@@ -163,7 +167,7 @@ class _End(Exception):
         self.code, self.reason = code, reason
 
 
-@dataclass
+@dataclass(eq=False)  # a session is itself: compared and hashed by identity
 class ChatSession:
     """One conversation on one connection (see the module docstring). ``make_runner`` builds a fresh KAME runner
     on the clock it is given (e.g. ``lambda clock: stack.runner("kame", clock=clock)``)."""
@@ -179,6 +183,10 @@ class ChatSession:
     metrics: Any = None
     #: the claim of the page that opened the session (``?claim=``): only it can open the saved session in the app
     claim: str = ""
+    #: where a save that failed at the end is retried in the background (the server's; None: not retried)
+    retries: RetryingSaves | None = None
+    #: the journal's flush interval (seconds)
+    journal_every_s: float = 1.0
 
     def __post_init__(self) -> None:
         import sphn
@@ -189,6 +197,17 @@ class ChatSession:
         self._bad = 0
         self.live: LiveSession | None = None
         self._post: Callable[[list[bytes]], None] = lambda messages: None
+        self._stop: asyncio.Future[tuple[int, str]] | None = None
+
+    def request_stop(self, code: int = P.CLOSE_GOING_AWAY, reason: str = "server shutting down") -> None:
+        """End the session as the server's own decision (on its event loop): stop, save, ``saved``, close."""
+        if self._stop is not None and not self._stop.done():
+            self._stop.set_result((code, reason))
+
+    def _recording_failed(self, message: str) -> None:
+        """The journal could not write (the session's thread): the client is told at once, the session goes on."""
+        self.warnings.append(message)
+        self._post([P.notice(N.InputWarning(message, about="recording"))])
 
     @property
     def received_s(self) -> float:
@@ -209,9 +228,11 @@ class ChatSession:
             loop.call_soon_threadsafe(_put_all, outbox, messages)
 
         self._post = post
-        sink = StreamSink(post, self.pcm_out, trace_of=self._trace, metrics=self.metrics)
+        self._stop = loop.create_future()
+        sink = StreamSink(post, self.pcm_out, trace_of=_weakly(self._trace), metrics=self.metrics)
         journal = SessionJournal(self.store.journal(self.session_id), session_id=self.session_id, title=TITLE,
-                                 components=self.components, trace_of=self._trace)
+                                 components=self.components, trace_of=_weakly(self._trace),
+                                 flush_every_s=self.journal_every_s, on_failure=_weakly(self._recording_failed))
         try:
             self.live = await asyncio.to_thread(
                 LiveSession, self.make_runner, head_start_s=self.head_start_s, max_input_s=float("inf"),
@@ -224,7 +245,7 @@ class ChatSession:
             return SessionResult(self.session_id, None, 0, reason, P.CLOSE_TRY_LATER)
         except Exception as err:  # noqa: BLE001 - told to the client; the server goes on
             log.exception("session %s: the runner could not be built", self.session_id)
-            reason = f"the session could not start: {type(err).__name__}"
+            reason = f"the session could not start: {error_words(err)}"
             await conn.close(P.CLOSE_INTERNAL, reason)
             return SessionResult(self.session_id, None, 0, reason, P.CLOSE_INTERNAL)
         live = self.live
@@ -248,11 +269,12 @@ class ChatSession:
             code, reason, saved_reply = await self._receive_until_end(conn, driver_done)
         except Exception as err:  # noqa: BLE001 - the session fails alone; the server goes on
             log.exception("session %s failed", self.session_id)
-            code, reason, saved_reply = P.CLOSE_INTERNAL, f"server error: {type(err).__name__}", False
-        path, frames = await self._finish()
+            code, reason, saved_reply = P.CLOSE_INTERNAL, f"server error: {error_words(err)}", False
+        path, frames, save_error, retrying = await self._finish()
         if code is not None:
-            if saved_reply:
-                await outbox.put(P.notice(N.Saved(self.session_id, frames, path.name if path else None)))
+            if saved_reply or frames:  # whatever closes it, a session that had frames is told what was saved
+                await outbox.put(P.notice(N.Saved(self.session_id, frames, path.name if path else None,
+                                                  save_error or None, retrying)))
             await outbox.put(None)
             try:
                 await asyncio.wait_for(sender, 10.0)
@@ -265,7 +287,7 @@ class ChatSession:
         else:
             sender.cancel()
         log.info("session %s ended (%s): %d frames, saved to %s", self.session_id, reason, frames, path)
-        return SessionResult(self.session_id, path, frames, reason, code, list(self.warnings))
+        return SessionResult(self.session_id, path, frames, reason, code, list(self.warnings), save_error)
 
     async def _send_all(self, conn: Connection, outbox: asyncio.Queue[bytes | None]) -> None:
         while True:
@@ -288,8 +310,14 @@ class ChatSession:
                            (last_audio + limits.idle_s) if heard else (started + limits.first_audio_s))
             receive = asyncio.ensure_future(conn.receive())
             waited: set[asyncio.Future[Any]] = {receive, driver_done}
+            if self._stop is not None:
+                waited.add(self._stop)
             done, _ = await asyncio.wait(waited, timeout=max(0.0, deadline - now),
                                          return_when=asyncio.FIRST_COMPLETED)
+            if self._stop is not None and self._stop in done:  # the server's decision (shutting down)
+                receive.cancel()
+                code, reason = self._stop.result()
+                return code, reason, True
             if not done:  # a time limit
                 receive.cancel()
                 if loop.time() >= started + limits.max_wall_s:
@@ -300,7 +328,7 @@ class ChatSession:
             if receive not in done:
                 receive.cancel()
                 error = self.live.error if self.live is not None else ""
-                return P.CLOSE_INTERNAL, f"the session ended on the server: {error or 'no reason'}", False
+                return P.CLOSE_INTERNAL, f"the session ended on the server: {error or 'no reason'}", True
             data = receive.result()
             if data is None:
                 return None, "client disconnected", False
@@ -352,10 +380,10 @@ class ChatSession:
 
     def _on_control(self, payload: bytes) -> None:
         try:
-            obj = json.loads(payload.decode("utf-8"))
-        except (UnicodeDecodeError, json.JSONDecodeError):
-            return self._bad_input("a 0x07 control message must be one JSON object")
-        if not isinstance(obj, dict) or obj.get("type") != "end":
+            obj = P.parse_control(payload)
+        except P.ProtocolError as err:
+            return self._bad_input(str(err))
+        if obj.get("type") != "end":
             return self._bad_input(f"unknown control message {str(obj)[:60]!r} (known: {{\"type\": \"end\"}})")
         raise _End(P.CLOSE_NORMAL, "the client ended the session")
 
@@ -374,31 +402,52 @@ class ChatSession:
             raise _End(P.CLOSE_UNSUPPORTED, f"too many messages that are not the protocol; last: {what}")
         self._post([P.notice(N.InputWarning(what))])
 
-    async def _finish(self, timeout_s: float = 60.0) -> tuple[Path | None, int]:
-        """Stop the driver (cancelling its LLM streams), wait for it and save the scenario."""
+    async def _finish(self, timeout_s: float = 60.0) -> tuple[Path | None, int, str, bool]:
+        """Stop the driver (cancelling its LLM streams), wait for it and save the scenario: (file, frames, why it
+        could not be saved, whether the save is retried in the background). The journal is removed only once a
+        save succeeded: a session that cannot be saved is recovered from it at the next start."""
         live = self.live
         if live is None:
-            return None, 0
+            return None, 0, "", False
         live.stop()
         try:
             trace = await asyncio.to_thread(live.wait, timeout_s)
         except TimeoutError:
             log.error("session %s: the driver did not stop within %.0f s", self.session_id, timeout_s)
-            return None, 0
+            partial = live.source.trace
+            frames = partial.n_frames if partial is not None else 0
+            return None, frames, "the session did not stop in time; what its journal holds is recovered at the " \
+                                 "server's next start", False
+        journal = live.journal
         if trace is None or trace.n_frames == 0:
-            if live.journal is not None:
-                live.journal.discard()
-            return None, 0
-        saved = await asyncio.to_thread(self.store.save, self.session_id, {"kame": trace}, title=TITLE,
-                                        components=self.components, tags=("live", "talk"))
-        if live.journal is not None:
-            live.journal.discard()  # saved: the journal that covered a crash is no longer needed
-        if self.claim:
-            try:
-                self.store.save_claim(self.session_id, self.claim)
-            except ValueError as err:
-                log.warning("session %s: claim not kept: %s", self.session_id, err)
-        return saved.path, trace.n_frames
+            if journal is not None:
+                journal.discard()
+            return None, 0, "", False
+
+        def save() -> Path:
+            return self.store.save(self.session_id, {"kame": trace}, title=TITLE, components=self.components,
+                                   tags=("live", "talk")).path
+
+        def saved(path: Path) -> None:
+            if journal is not None:
+                journal.discard()  # saved: the journal that covered a crash is no longer needed
+            if self.claim:
+                try:
+                    self.store.save_claim(self.session_id, self.claim)
+                except (ValueError, OSError) as err:
+                    log.warning("session %s: claim not kept: %s", self.session_id, err)
+
+        what = f"session {self.session_id}"
+        outcome = await asyncio.to_thread(save_with_retries, save, what=what)
+        if outcome.saved:
+            assert outcome.path is not None
+            saved(outcome.path)
+            return outcome.path, trace.n_frames, "", False
+        log.error("%s: %s after %d attempts", what, outcome.error, outcome.attempts)
+        if self.retries is None:
+            return None, trace.n_frames, outcome.error, False
+        self.retries.start(save, what=what, on_saved=saved)
+        return None, trace.n_frames, outcome.error, True
 
 
 def _put_all(queue: asyncio.Queue[bytes | None], messages: list[bytes]) -> None:
@@ -409,3 +458,20 @@ def _put_all(queue: asyncio.Queue[bytes | None], messages: list[bytes]) -> None:
 def _resolve(future: asyncio.Future[None]) -> None:
     if not future.done():
         future.set_result(None)
+
+
+Params = ParamSpec("Params")
+R = TypeVar("R")
+
+
+def _weakly(method: Callable[Params, R]) -> Callable[Params, R | None]:
+    """``method`` (bound to a :class:`ChatSession`) without holding its session (None once it is gone): the live
+    session's sink and journal keep their callbacks, and a strong one closes the cycle ChatSession -> LiveSession
+    -> sink / journal -> ChatSession, which reference counting never frees (only a full garbage collection)."""
+    ref = weakref.WeakMethod(method)
+
+    def call(*args: Params.args, **kwargs: Params.kwargs) -> R | None:
+        bound = ref()
+        return None if bound is None else bound(*args, **kwargs)
+
+    return call

@@ -33,6 +33,7 @@ from ..oracle import Conversation
 from ..protocols import StreamingSTT, STTEvent
 from ..trace import Event, FrameRecord, SessionTrace, silence
 from ..turns import TurnConfig, UserTurnTracker
+from .ending import drop_frames, settle
 from .sources import ArraySource, UserAudioSource, follow_session
 from .stt_loop import STTLoop
 
@@ -151,7 +152,11 @@ class SessionDriver:
     # -- entry points -------------------------------------------------------------------------------
     def run_sync(self, user_audio: np.ndarray | UserAudioSource, sink: FrameSink | None = None) -> SessionTrace:
         """Run a whole session on this driver's clock (a fresh event loop) and return its trace."""
-        return self.clock.run(lambda: self.run(user_audio, sink))
+        try:
+            return self.clock.run(lambda: self.run(user_audio, sink))
+        except BaseException as err:
+            drop_frames(err)  # the frames of a failed session hold it and the task that holds the error: a cycle
+            raise
 
     async def run(self, user_audio: np.ndarray | UserAudioSource, sink: FrameSink | None = None) -> SessionTrace:
         """Run one session on the running event loop and return its finished trace."""
@@ -165,14 +170,18 @@ class SessionDriver:
         try:
             await self._frame_loop(session, source, sink)
         finally:
-            if session.stt is not None:
-                session.stt.flush()  # ends the STT task (harmless if it already flushed)
-            await self.pipeline.end(session)
-            for task in session.tasks:
-                try:
-                    await task
-                except asyncio.CancelledError:
-                    pass
+            failure: BaseException | None = None
+            try:
+                if session.stt is not None:
+                    session.stt.flush()  # ends the STT task (harmless if it already flushed)
+                await self.pipeline.end(session)
+                failure = await settle(session.tasks)
+            finally:  # what refers back to the session goes: the tasks (a failed one holds its error), the STT
+                session.tasks.clear()  # loop's callback -- reference cycles that only a full collection frees
+                if session.stt is not None:
+                    session.stt.close()
+            if failure is not None:
+                raise failure
         trace = session.trace.finish()
         metrics.annotate_onsets(trace)
         metrics.annotate_hint_levels(trace)

@@ -8,6 +8,7 @@ live protocol (:mod:`kame_core.serve.session`) and the app's microphone are tran
 """
 from __future__ import annotations
 
+import logging
 import threading
 from collections.abc import Callable
 from typing import Any
@@ -16,8 +17,11 @@ import numpy as np
 
 from ..clock import SAMPLE_RATE, Clock, RealTimeClock
 from ..trace import SessionTrace
+from .disk import error_words
 from .driver import FrameSink, SessionDriver
 from .sources import LiveSource
+
+log = logging.getLogger("kame.session")
 
 #: the longest live input accepted (seconds of audio); more is not passed on
 MAX_INPUT_S = 300.0
@@ -141,10 +145,13 @@ class LiveSession:
         try:
             self.trace = self.runner.run_sync(self.source, self)
         except BaseException as err:  # noqa: BLE001 - reported through ``error`` (and the transport)
-            self.error = f"{type(err).__name__}: {err}"
+            self.error = error_words(err)  # for a client: never a path of the server's machine
+            log.error("live session failed: %s: %s", type(err).__name__, err)
         finally:
-            release_front_end(self.runner)  # the pool slot is free again, however the session ended
-            if self.journal is not None:
-                self.journal.close()
-            if self.on_end is not None:
-                self.on_end()
+            try:
+                release_front_end(self.runner)  # the pool slot is free again, however the session ended
+                if self.journal is not None:
+                    self.journal.close()
+            finally:
+                if self.on_end is not None:
+                    self.on_end()

@@ -80,16 +80,25 @@ class SessionStore:
         self.path(session_id)  # validates the id
         return self.journal_root / session_id
 
-    def recover(self) -> list[Path]:
-        """Save every session a crash left in the journal, marked incomplete; their files."""
+    def recover(self, max_frames: int | None = None) -> list[Path]:
+        """Save every session a crash (or a failed save) left in the journal, marked incomplete; their files.
+        A recovered id that is already saved gets a new id (a saved session is never overwritten); journals over
+        ``max_frames`` frames' worth of bytes are refused (:func:`~.journal.recover_journals`)."""
         from .journal import INCOMPLETE_NOTE, recover_journals
 
         def save(session_id: str, trace: SessionTrace, head: dict) -> Path:
             title = f"{head.get('title') or 'Live session'} ({INCOMPLETE_NOTE})"
-            return self.save(session_id, {"kame": trace}, title=title, components=str(head.get("components", "")),
-                             tags=("live", "incomplete")).path
+            return self.save(self.unused_id(session_id), {"kame": trace}, title=title,
+                             components=str(head.get("components", "")), tags=("live", "incomplete")).path
 
-        return recover_journals(self.journal_root, save)
+        return recover_journals(self.journal_root, save, max_frames)
+
+    def unused_id(self, session_id: str) -> str:
+        """``session_id`` if no session of that id is saved, else ``<id>-recovered-<random>`` that is not."""
+        candidate = session_id
+        while self.path(candidate).exists() or self.path(candidate).is_symlink():
+            candidate = f"{session_id[:80]}-recovered-{uuid.uuid4().hex[:6]}"
+        return candidate
 
     def save(self, session_id: str, runs: Mapping[str, SessionTrace], *, title: str, components: str,
              tags: Sequence[str] = ("live",)) -> SavedSession:

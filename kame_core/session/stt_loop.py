@@ -62,6 +62,15 @@ class STTLoop:
                 self._finished = True
                 return
 
+    def close(self) -> None:
+        """The session ended: later events go nowhere. Drops ``apply``, which holds the session that holds this
+        loop (a reference cycle that would keep the whole session alive until a full garbage collection)."""
+        self._apply = _ignore
+
     def _apply_late(self, events: list[STTEvent]) -> None:
         self._in_flight -= 1
         self._apply(events)
+
+
+def _ignore(events: list[STTEvent]) -> None:
+    """What a closed loop does with events."""

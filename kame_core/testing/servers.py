@@ -26,13 +26,25 @@ def free_port() -> int:
 
 
 @contextlib.contextmanager
-def serving(app: Any, *, start_timeout_s: float = 30.0, **config: Any) -> Iterator[int]:
+def serving(app: Any, *, start_timeout_s: float = 30.0, chat: Any = None,
+            give_server: Callable[[Any], None] | None = None, **config: Any) -> Iterator[int]:
     """Serve ``app`` on 127.0.0.1 and a free port (yielded) until the block ends; ``config``: more
-    ``uvicorn.Config`` options (default log level: critical). Raises RuntimeError if it does not start in time."""
+    ``uvicorn.Config`` options (default log level: critical). With ``chat`` (the
+    :class:`~kame_core.serve.ChatServer` ``app`` mounts) it runs as the entry points do
+    (:class:`~kame_core.serve.lifecycle.GracefulServer`); ``give_server`` receives the uvicorn server, whose
+    ``should_exit = True`` is what SIGTERM does. Raises RuntimeError if it does not start in time."""
     import uvicorn
 
     port = free_port()
-    uv = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, **{"log_level": "critical", **config}))
+    uv_config = uvicorn.Config(app, host="127.0.0.1", port=port, **{"log_level": "critical", **config})
+    if chat is not None:
+        from ..serve.lifecycle import GracefulServer
+
+        uv: uvicorn.Server = GracefulServer(uv_config, chat)
+    else:
+        uv = uvicorn.Server(uv_config)
+    if give_server is not None:
+        give_server(uv)
     thread = threading.Thread(target=uv.run, name="kame-test-server", daemon=True)
     thread.start()
     deadline = time.monotonic() + start_timeout_s

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import random
+import weakref
 from collections import deque
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -136,7 +137,7 @@ class StandInFrontEnd:
         cfg = self.config
         self._state = StandInState(
             rng=random.Random(seed), voice=Voice(self.tts, self.words_per_s, _frames(cfg.tts_latency_s),
-                                                 self._pool_for_tts),
+                                                 _tts_pool_of(self)),
             user=UserTurnTracker(TurnConfig(turn_gap_s=cfg.turn_gap_s)),
             floor=UserFloor(cfg.floor) if cfg.floor else None)
 
@@ -404,3 +405,16 @@ class StandInFrontEnd:
 
 def _frames(seconds: float) -> int:
     return max(0, int(round(seconds / FRAME_SECONDS)))
+
+
+def _tts_pool_of(front_end: StandInFrontEnd) -> Callable[[], ThreadPoolExecutor | None]:
+    """The voice's way to the front-end's TTS thread, holding the front-end weakly: its state holds the voice, so
+    a strong reference (the bound method) is a cycle that keeps every ended session's front-end -- its speech, its
+    threads -- until a full garbage collection."""
+    ref = weakref.ref(front_end)
+
+    def pool() -> ThreadPoolExecutor | None:
+        held = ref()
+        return None if held is None else held._pool_for_tts()
+
+    return pool
