@@ -77,3 +77,25 @@ def test_a_finished_session_takes_its_private_files_with_it():
     (folder / "x.wav").write_bytes(b"1")
     views.discard_session(session)
     assert not folder.exists()
+
+
+def test_the_header_says_at_each_page_load_when_talk_sessions_cannot_be_recorded(tmp_path):
+    """The app's chat server probes its sessions folder; the header line reads it at every page load."""
+    from demo.server import chat_server
+    from kame_core.session.disk import probe_writable
+
+    folder = tmp_path / "sessions"
+    chat = chat_server(Settings.from_env({"KAME_SESSIONS_DIR": str(folder)}))
+    blocks = app.build_app(tickets=chat.tickets, recording=chat.recording_problem)
+    (line,) = [b for b in blocks.blocks.values() if getattr(b, "elem_id", None) == "kame-recording"]
+    load = line.load_event_to_attach[0]
+    assert load() == ""  # writable: nothing to say
+    broken = folder.parent / "not-a-folder"
+    broken.write_text("a file where the folder should be")
+    assert probe_writable(broken) is not None
+    chat_on_file = chat_server(Settings.from_env({"KAME_SESSIONS_DIR": str(broken)}))
+    said = app.build_app(recording=chat_on_file.recording_problem)
+    (line,) = [b for b in said.blocks.values() if getattr(b, "elem_id", None) == "kame-recording"]
+    text = line.load_event_to_attach[0]()
+    assert text.startswith("⚠ **Live sessions are refused: the sessions folder cannot be written")
+    assert str(broken) not in text

@@ -22,6 +22,7 @@ from ..access import Access
 from ..paths import ModelFiles
 from ..session import SessionGate, SessionStore
 from ..session.disk import FolderInUse, FolderLock, error_words, probe_writable
+from ..session.heap import trim_free_heap
 from ..session.saving import RetryingSaves
 from ..tickets import TicketBook
 from . import protocol as P
@@ -214,6 +215,8 @@ class ChatServer:
         finally:
             for ticket in tickets:
                 ticket.release()
+            if tickets and self.active == 0 and (stack.gate is None or stack.gate.active == 0):
+                await asyncio.to_thread(trim_free_heap)  # the last session (of every door) ended: stalls nobody
 
     async def drain(self, timeout_s: float = 10.0) -> bool:
         """Shut down gracefully (on the server's event loop): no new session starts, and every running one is
