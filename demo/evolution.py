@@ -1,6 +1,7 @@
 """The oracle's evolution as a figure: each revision's spoken ratio against how close its text is to the
-final oracle of its turn (left) and to the reference answer (right), coloured by hint level, with the mean
-per level; per run or pooled over many scenarios (data: :mod:`kame_core.evolution`)."""
+final oracle of its turn (left) and to the reference answer (right), coloured by hint level (the one palette
+of :mod:`demo.palette`, as in the Timeline: light = little heard, dark = all), with the mean per level; per
+run or pooled over many scenarios (data: :mod:`kame_core.evolution`)."""
 from __future__ import annotations
 
 import html
@@ -12,8 +13,7 @@ from plotly.subplots import make_subplots
 from kame_core.evolution import EvolutionPoint, evolution_points, per_level
 from kame_core.scenario import Scenario
 
-#: one colour per hint level 0..5 (viridis-like, dark = vague, light = sharp)
-LEVEL_COLOURS = ("#440154", "#414487", "#2a788e", "#22a884", "#7ad151", "#c9b600")
+from .palette import HINT_LEVELS, hint_colour, hint_name
 
 
 def scenario_points(scenario: Scenario) -> list[EvolutionPoint]:
@@ -44,15 +44,15 @@ def evolution_figure(points: Sequence[EvolutionPoint], title: str) -> go.Figure:
                         + (["similarity to the reference answer"] if with_ref else []))
     panels = [("to_final", 1)] + ([("to_reference", 2)] if with_ref else [])
     for attr, col in panels:
-        for level, colour in enumerate(LEVEL_COLOURS):
+        for level in HINT_LEVELS:
             mine = [p for p in points if p.hint_level == level and p.spoken_ratio is not None
                     and getattr(p, attr) is not None]
             if not mine:
                 continue
             fig.add_trace(go.Scatter(
                 x=[p.spoken_ratio for p in mine], y=[getattr(p, attr) for p in mine], mode="markers",
-                name=f"hint level {level}", legendgroup=f"level{level}", showlegend=col == 1,
-                marker=dict(color=colour, size=[14 if p.switched else 11 if p.spoke else 9 for p in mine],
+                name=f"hint level {hint_name(level)}", legendgroup=f"level{level}", showlegend=col == 1,
+                marker=dict(color=hint_colour(level), size=[14 if p.switched else 11 if p.spoke else 9 for p in mine],
                             opacity=0.85, symbol=["diamond" if p.spoke else "circle" if p.reached_t is not None
                                                   else "circle-open" for p in mine],
                             line=dict(width=0.6, color="white")),

@@ -7,11 +7,14 @@ hides that; this figure shows it. Each run is one panel with five lanes, top to 
 ``events``           STT partials / finals, LLM requests (started -> finished / cancelled / failed, drawn as
                      bars so overlapping and abandoned requests are visible), oracle resets.
 ``user audio``       waveform envelope (min/max per ~10 ms bucket) with the STT's final words under it.
-``inner monologue``  the front-end's text pieces at their frames; forced-delay holds shaded; words the
-                     front-end abandoned in a self-correction greyed, the switch point marked.
+``inner monologue``  the front-end's text pieces at their frames (sub-word pieces printed as whole words);
+                     forced-delay holds shaded; words the front-end abandoned in a self-correction greyed, the
+                     switch point marked. Token ids in hover, except for the CPU stand-in, whose ids are word
+                     hashes (:data:`STAND_IN_TOKEN_NOTE`). A cascade has no front-end: its lane is titled
+                     "TTS words" (:func:`lane_titles`) and holds the words it speaks.
 ``output audio``     waveform envelope.
-``oracle stream``    one span per revision, filled by its hint level (:data:`HINT_COLOURS`, a sequential
-                     scale: light = little of the question heard, dark = all of it; grey = not known) and
+``oracle stream``    one span per revision, filled by its hint level (:mod:`demo.palette`, the one palette of
+                     every view: light = little of the question heard, dark = all of it; grey = not known) and
                      labelled "rev N · hint L", with one line of the revision's text (cut with "…" to the
                      span's width). The token pieces fed to the front-end are ticks with hover labels; the
                      legend entry "every oracle piece (close zoom)" prints them all, for close zooms.
@@ -21,18 +24,21 @@ computed by :func:`kame_core.metrics.turn_onsets`, the same function the metrics
 anchors of each turn (:func:`kame_core.metrics.latency_breakdown`: STT final, LLM request, first chunk, oracle
 reset, first audible output; the cascade's first token and TTS audio) are ticks on a bracket at the bottom of
 the events lane, with the times in hover. Text that has no room at the reference zoom is left out of the
-printed text (never replaced by a placeholder), a muted note per lane says how many, and hover or the
-"… (close zoom)" legend entries give every one. Every panel carries a provenance badge
-(:mod:`demo.provenance_badge`); a figure with oracle revisions has one line explaining the hint colours.
+printed text (never replaced by a placeholder), a muted note per lane says how many; every word keeps a
+tick in a visible trace whose hover gives it at any zoom, and the "… (close zoom)" legend entries print them
+all. Every panel carries a provenance badge (:mod:`demo.provenance_badge`) in a header row above it; a figure
+with oracle revisions has one line naming the hint levels and their colours.
 
 Hooks for the app (documented names, stable):
 
 * the playhead is the layout shape named :data:`PLAYHEAD` (transparent until a time is given). Move it on the
   server with :func:`with_playhead`, or in the browser with :data:`PLAYHEAD_JS`.
 * revision spans are shapes named ``"oracle-revision:<run>:<rev>"`` (:data:`REVISION_SPAN` prefix).
-* the provenance badges are annotations named ``"provenance:<run>"`` (:data:`BADGE` prefix).
+* the provenance badges are annotations named ``"provenance:<run>"`` (:data:`BADGE` prefix), hung from the top
+  of their panel's header row (``yref="paper"``, ``yanchor="top"``).
 * the hint-colour legend is the annotation named :data:`HINT_LEGEND`; notes on words left out at the reference
-  zoom are annotations named ``"hidden:<run>:<lane>"`` (:data:`HIDDEN_NOTE` prefix).
+  zoom are annotations named ``"hidden:<run>:<lane>"`` (:data:`HIDDEN_NOTE` prefix; ``<lane>`` as in
+  :data:`LANES`).
 * the latency anchors are the traces named :data:`LATENCY_ANCHORS` (one per run; ``customdata`` = turn, step).
 
 Built for size: waveforms are float32 envelopes that Plotly serialises as base64 typed arrays, with the x
@@ -54,29 +60,55 @@ import plotly.graph_objects as go
 
 from kame_core.clock import FRAME_SECONDS, SAMPLE_RATE
 from kame_core.events import LlmError, LlmRequestCancel, LlmRequestFinish, SttFinal, SttPartial, payloads
-from kame_core.hint_levels import HINT_LEVEL_BOUNDS
 from kame_core.metrics import TurnLatency, TurnOnset, latency_breakdown, turn_onsets
 from kame_core.pipelines.run_kinds import RUN_KINDS
 from kame_core.trace import EventKind, SessionTrace
 from kame_core.trace_query import llm_requests, oracle_revisions, self_corrections
 
+from .palette import (
+    BLUE,
+    GREEN,
+    INK,
+    MUTED,
+    ORANGE,
+    OUTPUT_WAVE,
+    PURPLE,
+    SKY,
+    USER_WAVE,
+    VERMILLION,
+    hint_colour,
+    hint_fill,
+    hint_ratio_table,
+    hint_swatches_html,
+)
 from .provenance_badge import provenance_badge
 
 __all__ = [
-    "LANES", "PLAYHEAD", "PLAYHEAD_JS", "REVISION_SPAN", "BADGE", "timeline_figure", "compare_figure",
-    "with_playhead", "format_latency", "waveform_envelope", "revision_colour", "RUN_NAMES", "LIVE_COLOURS",
-    "HINT_COLOURS", "HINT_UNKNOWN_COLOUR", "hint_colour", "hint_fill", "HINT_LEGEND", "HIDDEN_NOTE",
-    "LATENCY_ANCHORS",
+    "LANES", "CASCADE_SPEECH_LANE", "lane_titles", "PLAYHEAD", "PLAYHEAD_JS", "REVISION_SPAN", "BADGE",
+    "timeline_figure", "compare_figure", "with_playhead", "format_latency", "waveform_envelope", "RUN_NAMES",
+    "HINT_LEGEND", "HIDDEN_NOTE", "LATENCY_ANCHORS", "STAND_IN_TOKEN_NOTE",
 ]
 
-#: lane names exactly as they appear on each panel's y axis, top to bottom
+#: lane names exactly as they appear on each panel's y axis, top to bottom (a cascade's: :func:`lane_titles`)
 LANES: tuple[str, ...] = ("events", "user audio", "inner monologue", "output audio", "oracle stream")
+#: the cascade's title of the third lane: it has no front-end and so no inner monologue; the lane holds the
+#: words its TTS speaks, each at the frame where its audio starts
+CASCADE_SPEECH_LANE = "TTS words"
 PLAYHEAD = "playhead"
 REVISION_SPAN = "oracle-revision"
 BADGE = "provenance"
 HINT_LEGEND = "hint-legend"
 HIDDEN_NOTE = "hidden"
 LATENCY_ANCHORS = "latency anchors (per turn)"
+
+
+def lane_titles(mode: str) -> tuple[str, ...]:
+    """The lane titles of a run of pipeline mode ``mode`` (``trace.mode``): :data:`LANES`, the third one named
+    for what it holds -- a cascade's spoken reply (:data:`CASCADE_SPEECH_LANE`), not an inner monologue."""
+    if mode == "cascade":
+        return tuple(CASCADE_SPEECH_LANE if lane == "inner monologue" else lane for lane in LANES)
+    return LANES
+
 
 # -- geometry: a panel's y axis is in "lane units"; (bottom, top) of each lane and the rows inside it -----
 _BANDS = {"oracle stream": (0.0, 1.5), "output audio": (1.5, 2.3), "inner monologue": (2.3, 3.4),
@@ -97,52 +129,14 @@ _ONSET_Y = 5.76
 #: hover (and to the "all pieces" legend toggle) rather than printed over its neighbours
 _REF_PLOT_PX = 900.0
 
-# -- colours: Okabe-Ito for events and marks (colour-blind safe), viridis for hint levels ------------------
-_BLUE, _SKY, _GREEN, _ORANGE = "#0072B2", "#56B4E9", "#009E73", "#E69F00"
-_VERMILLION, _PURPLE, _INK, _MUTED = "#D55E00", "#CC79A7", "#1f2933", "#8a94a0"
-_USER_WAVE, _OUTPUT_WAVE = "#4477AA", "#228833"
-_REVISION_PALETTE = ("#CC6677", "#332288", "#DDCC77", "#117733", "#88CCEE", "#882255", "#44AA99",
-                     "#999933", "#AA4499")
+# -- colours: every one comes from demo.palette (the hint palette is shared with Evolution and Talk) --------
 _LATENCY = "#52606d"
 _FONT = "Inter, 'Segoe UI', 'DejaVu Sans', Helvetica, Arial, sans-serif"
-#: hint level 0..5 -> colour: viridis in six steps, light (little of the question heard when the request was
-#: made) to dark (all of it); sequential, so the order reads without the legend, and colour-blind safe
-HINT_COLOURS: tuple[str, ...] = ("#FDE725", "#7AD151", "#22A884", "#2A788E", "#414487", "#440154")
-#: the colour of a revision whose hint level is not known (no final transcript for its utterance)
-HINT_UNKNOWN_COLOUR = "#9AA3AD"
-_HINT_FILL_ALPHA = 0.42   # spans are this colour over white: text on them stays readable at every level
-#: the colours the Talk tab's live timeline draws with (the same as these figures'); ``revisions`` is the
-#: per-revision palette it uses today, ``hints`` / ``hint_unknown`` the hint-level colours of the figures
-LIVE_COLOURS = {"revisions": list(_REVISION_PALETTE), "hints": list(HINT_COLOURS),
-                "hint_unknown": HINT_UNKNOWN_COLOUR, "user": _USER_WAVE, "output": _OUTPUT_WAVE, "llm": _BLUE,
-                "cancel": _VERMILLION, "finish": _GREEN, "chunk": _SKY, "correction": _PURPLE, "onset": _ORANGE,
-                "ink": _INK, "muted": _MUTED}
 
-_PANEL_PX, _HEADER_PX, _GAP_PX = 370, 46, 22
+#: px: a panel, its header row (at least; the badge's height decides), the gap under a panel (its x tick
+#: labels: 5 px ticks and a 12 px label, with air), the space between a badge and its panel
+_PANEL_PX, _HEADER_PX, _GAP_PX, _BADGE_AIR_PX = 370, 46, 32, 6
 _MARGIN = dict(l=128, r=64, t=78, b=118)
-
-
-def revision_colour(revision: int) -> str:
-    """Colour of oracle revision ``revision`` in the Talk tab's live timeline (``LIVE_COLOURS["revisions"]``).
-
-    The recorded figures colour revisions by hint level instead (:func:`hint_colour`, :func:`hint_fill`)."""
-    return _REVISION_PALETTE[(max(revision, 1) - 1) % len(_REVISION_PALETTE)]
-
-
-def hint_colour(level: int | None) -> str:
-    """Colour of hint level ``level`` (0..5; ``None`` or out of range: :data:`HINT_UNKNOWN_COLOUR`)."""
-    if level is None or not 0 <= level < len(HINT_COLOURS):
-        return HINT_UNKNOWN_COLOUR
-    return HINT_COLOURS[level]
-
-
-def hint_fill(level: int | None) -> str:
-    """Fill of a revision span of hint level ``level``: its :func:`hint_colour` at 42 % over white (opaque
-    ``#rrggbb``; text on it stays readable at every level). A strip along the top of each span has the full
-    colour, the one the hint legend shows."""
-    colour = hint_colour(level)
-    r, g, b = (round(255 + (int(colour[i:i + 2], 16) - 255) * _HINT_FILL_ALPHA) for i in (1, 3, 5))
-    return f"#{r:02x}{g:02x}{b:02x}"
 
 
 def _rgba(hex_colour: str, alpha: float) -> str:
@@ -294,6 +288,55 @@ def _abandoned_frames(trace: SessionTrace) -> dict[int, int]:
     return out
 
 
+#: what a hover says in place of a token id for the CPU stand-in front-end: it has no text vocabulary, and the
+#: ids in its trace are hashes of whole words (:class:`kame_core.frontends.tokenizer.WordTokenizer`)
+STAND_IN_TOKEN_NOTE = "stand-in word, no token id"
+#: the name of a cascade's words in the third lane (it has no front-end, so no inner monologue)
+_CASCADE_WORD = "TTS word"
+
+
+def _is_stand_in(trace: SessionTrace) -> bool:
+    """Whether the run's front-end is the CPU stand-in (its provenance says so; never guessed from ids)."""
+    front = trace.provenance.get("front_end")
+    return front is not None and front.kind == "cpu-stand-in"
+
+
+def _token_lines(trace: SessionTrace, tokens: Sequence[int | None], column: int) -> str | list[str]:
+    """The hover line of each piece's token id (``customdata[column]``): none where a piece has no token, the
+    stand-in's note for a stand-in run (its ids are word hashes, meaningless to a reader); one template when
+    every piece says the same, else one per piece."""
+    if _is_stand_in(trace):
+        return f"<br>{STAND_IN_TOKEN_NOTE}"
+    line = f"<br>token id %{{customdata[{column}]}}"
+    known = [t is not None for t in tokens]
+    if all(known) or not any(known):
+        return line if all(known) else ""
+    return [line if k else "" for k in known]
+
+
+def _template(*parts: str | list[str]) -> str | list[str]:
+    """Hover templates joined part by part: one string, or one per piece where a part is per piece."""
+    n = next((len(p) for p in parts if isinstance(p, list)), None)
+    if n is None:
+        return "".join(p for p in parts if isinstance(p, str))
+    return ["".join(p if isinstance(p, str) else p[k] for p in parts) for k in range(n)]
+
+
+def _words(pieces: Sequence[str]) -> list[tuple[int, str]]:
+    """Per text piece: the index of its word's first piece and the word (escaped). A piece that does not start
+    with whitespace continues the word before it -- a neural front-end's sub-word tokens " Can", "berra", "."
+    make one word, "Canberra." -- so a word is printed, and found in hover, whole."""
+    starts: list[int] = []
+    for k, piece in enumerate(pieces):
+        joins = k > 0 and piece[:1] != "" and not piece[:1].isspace() and pieces[k - 1].strip() != "" \
+            and not pieces[k - 1][-1:].isspace()
+        starts.append(starts[-1] if joins else k)
+    text: dict[int, str] = {}
+    for k, start in enumerate(starts):
+        text[start] = text.get(start, "") + pieces[k]
+    return [(start, _esc(text[start].strip() or "␣")) for start in starts]
+
+
 class _RunBuilder:
     """Builds the traces, shapes and annotations of one run's panel."""
 
@@ -308,7 +351,8 @@ class _RunBuilder:
         self.xy = {"xaxis": ax.x, "yaxis": ax.y}
         #: the hint levels of this run's revisions (``None``: not known), for the figure's hint legend
         self.hint_levels: set[int | None] = set()
-        #: how far the provenance badge reaches above the panel (px)
+        #: the provenance badge (placed by compare_figure) and its height (px)
+        self.badge: dict[str, Any] = {}
         self.badge_px = 0.0
 
     def build(self) -> _Layers:
@@ -331,24 +375,35 @@ class _RunBuilder:
                                 x0=x0, x1=x1, y0=y0, y1=y1, **style))
 
     def _pieces(self, frames: np.ndarray, texts: list[str], rows: Sequence[float], font_px: float,
-                groups: Sequence[dict[str, Any]], group_of: np.ndarray, customdata: np.ndarray, hover: str,
-                all_pieces_name: str, overview: bool = True) -> int:
+                groups: Sequence[dict[str, Any]], group_of: np.ndarray, customdata: np.ndarray,
+                hover: str | Sequence[str], all_pieces_name: str, overview: bool = True,
+                words: Sequence[tuple[int, str]] | None = None) -> int:
         """Token pieces at their frames: printed where they fit at the reference zoom, ticks elsewhere.
 
-        All groups of a lane (e.g. kept and abandoned words) are packed together so they never overprint
-        each other; then each group is one trace with its own style (``name``, ``colour``, ``style``,
-        ``ticks``, optional ``legend``). Every piece keeps a tick with a hover label; an extra trace, off
-        until its legend entry is clicked, prints the pieces that did not fit, for close zooms. With
+        ``texts`` are the pieces' hover texts; ``words`` (per piece: the index of its word's first piece and the
+        word's printed text) joins sub-word pieces into words, so a word is printed whole at its first piece
+        or not at all (default: every piece is a word of its own). All groups of a lane (e.g. kept and
+        abandoned words) are packed together so they never overprint each other; then each group is one
+        trace with its own style (``name``, ``colour``, ``style``, ``ticks``, optional ``legend``, ``hover``).
+        Every piece keeps a tick in a visible trace, its hover text in ``hovertext`` -- so every word can be
+        found at every zoom; an extra trace, off until its legend entry is clicked, prints the words that did
+        not fit, for close zooms. ``hover`` (and a group's ``hover``) is one template or one per piece. With
         ``overview=False`` nothing is printed at the reference zoom (the lane shows something else there) and
-        the extra trace prints every piece. Returns how many pieces the reference zoom leaves unprinted
-        (0 with ``overview=False``: nothing there stands for a piece).
+        the extra trace prints every word. Returns how many words the reference zoom leaves unprinted (0 with
+        ``overview=False``: nothing there stands for a word).
         """
+        n = len(texts)
+        words = list(words) if words is not None else [(i, t) for i, t in enumerate(texts)]
+        start = np.asarray([w[0] for w in words], np.int64).reshape(-1)
+        firsts = np.flatnonzero(start == np.arange(n))
         xs = (frames * FRAME_SECONDS).astype(np.float32)
-        placed = np.asarray(_pack(xs.tolist(), [_text_width_s(t, font_px, self.px_per_s) for t in texts],
-                                  len(rows)))
-        y = np.asarray(rows, np.float32)[np.where(placed >= 0, placed, np.arange(len(placed)) % len(rows))]
-        shown = placed >= 0 if overview else np.zeros(len(placed), bool)
-        faded = ~shown if overview else np.zeros(len(placed), bool)
+        word_row = np.full(n, -1, np.int64)
+        word_row[firsts] = _pack(xs[firsts].tolist(),
+                                 [_text_width_s(words[i][1], font_px, self.px_per_s) for i in firsts], len(rows))
+        row = word_row[start]          # a piece sits on its word's row
+        y = np.asarray(rows, np.float32)[np.where(row >= 0, row, start % len(rows))]
+        printed = (row >= 0) & (start == np.arange(n)) if overview else np.zeros(n, bool)
+        faded = (row < 0) if overview else np.zeros(n, bool)
         for g, group in enumerate(groups):
             sel = np.flatnonzero(group_of == g)
             if not sel.size:
@@ -361,41 +416,45 @@ class _RunBuilder:
                     self.traces.append(dict(type="scatter", mode="markers", x=[None], y=[None], hoverinfo="skip",
                                             marker=dict(symbol="line-ns", size=9, line=dict(width=1.6, color=icon)),
                                             **entry, **self.xy))
+            template = group.get("hover", hover)
             self.traces.append(dict(
                 type="scatter", mode="markers+text" if overview else "markers", x=xs[sel], y=y[sel],
-                text=[texts[i] if shown[i] else "" for i in sel], hovertext=[texts[i] for i in sel],
+                text=[words[i][1] if printed[i] else "" for i in sel], hovertext=[texts[i] for i in sel],
                 textposition="middle right",
                 textfont=dict(size=font_px, color=group["colour"], style=group.get("style", "normal")),
                 marker=dict(symbol="line-ns", size=7, opacity=np.where(faded[sel], 0.35, 1.0).astype(np.float32),
                             line=dict(width=1.2, color=[ticks[i] for i in sel] if isinstance(ticks, list)
                                       else ticks)),
                 customdata=customdata[sel],
-                hovertemplate=group.get("hover", hover).replace("{label}", group["name"]),
+                hovertemplate=(template.replace("{label}", group["name"]) if isinstance(template, str)
+                               else [template[i].replace("{label}", group["name"]) for i in sel]),
                 name=group["name"], legendgroup=group.get("legend") or group["name"], showlegend=False,
                 **self.xy))
-        hidden = np.flatnonzero(~shown)
+        hidden = firsts[word_row[firsts] < 0] if overview else firsts
         if hidden.size:
             self.traces.append(dict(
-                type="scatter", mode="text", x=xs[hidden], y=y[hidden], text=[texts[i] for i in hidden],
+                type="scatter", mode="text", x=xs[hidden], y=y[hidden], text=[words[i][1] for i in hidden],
                 textposition="middle right", textfont=dict(size=font_px, color="#39424e"), hoverinfo="skip",
                 visible="legendonly", **self.legend(all_pieces_name), **self.xy))
         return int(hidden.size) if overview else 0
 
     def _hidden_note(self, lane: str, count: int, what: str, toggle: str, *, top: bool = False) -> None:
-        """A small muted note at the right end of ``lane``: ``count`` ``what`` had no room at this zoom (they
-        are left out of the printed text, not lost: hover and the ``toggle`` legend entry give every one)."""
+        """A small muted note at the right end of ``lane``: ``count`` ``what`` had no room at the reference zoom.
+        They are left out of the printed text, not lost: each keeps a tick whose hover gives it, at every zoom
+        (the printed text is laid out once, so zooming alone does not print them; the ``toggle`` legend entry
+        does). The note is named ``hidden:<run>:<lane>`` after the lane's key in :data:`LANES`."""
         if count <= 0:
             return
         lo, hi = _BANDS[lane]
         noun = what if count != 1 else what.rstrip("s")
         self.notes.append(dict(
-            text=f"{count} {noun} hidden at this zoom — zoom in or hover", name=f"{HIDDEN_NOTE}:{self.run}:{lane}",
+            text=f"{count} {noun} hidden at this zoom — hover their ticks", name=f"{HIDDEN_NOTE}:{self.run}:{lane}",
             hovertext=(f"{count} {noun} had no room at this zoom, so they are left out of the printed text "
-                       f"(not lost).<br>Hover their ticks for each one, or zoom in and turn on “{_esc(toggle)}” "
-                       "in the legend to print them all."),
+                       f"(not lost).<br>Hover their ticks for each one (at any zoom), or zoom in and turn on "
+                       f"“{_esc(toggle)}” in the legend to print them all."),
             xref=self.ax.x_domain, yref=self.ax.y, x=1, y=hi - 0.03 if top else lo + 0.03, xanchor="right",
             yanchor="top" if top else "bottom", xshift=-4, showarrow=False, bgcolor="rgba(255,255,255,0.8)",
-            borderpad=1, font=dict(size=9.5, color=_MUTED)))
+            borderpad=1, font=dict(size=9.5, color=MUTED)))
 
     # -- layers -------------------------------------------------------------------------------------
     def _lanes(self) -> None:
@@ -409,7 +468,7 @@ class _RunBuilder:
                                         y1=hi, line=dict(color="#dfe3e8", width=1), layer="below"))
         for label, key in (("STT", "stt"), ("LLM", "llm"), ("resets", "resets"), ("latency", "latency")):
             self.notes.append(dict(text=label, xref=self.ax.x_domain, yref=self.ax.y, x=1.0, y=_ROWS[key],
-                                   xanchor="left", xshift=6, showarrow=False, font=dict(size=10, color=_MUTED)))
+                                   xanchor="left", xshift=6, showarrow=False, font=dict(size=10, color=MUTED)))
 
     def _holds(self) -> None:
         """Forced-delay holds, from the frames' held flags (imported traces without hold events too)."""
@@ -426,8 +485,8 @@ class _RunBuilder:
                                        font=dict(size=10, color="#5f6978")))
 
     def _waveforms(self) -> None:
-        for lane, audio, colour in (("user audio", self.trace.user_audio, _USER_WAVE),
-                                    ("output audio", self.trace.output_audio, _OUTPUT_WAVE)):
+        for lane, audio, colour in (("user audio", self.trace.user_audio, USER_WAVE),
+                                    ("output audio", self.trace.output_audio, OUTPUT_WAVE)):
             dt, lo, hi = waveform_envelope(audio, self.trace.sample_rate)
             peak = float(max(np.abs(lo).max(initial=0.0), np.abs(hi).max(initial=0.0)))
             centre, half = _WAVE[lane]
@@ -470,27 +529,36 @@ class _RunBuilder:
         self._hidden_note("user audio", int(hidden.size), "words", "every word (close zoom)", top=True)
 
     def _monologue(self) -> None:
+        """The front-end's text pieces at their frames (the cascade: the words its TTS speaks), joined into words
+        for printing; abandoned words greyed; token ids in hover where they are real vocabulary ids."""
         spoken = [(i, f.text_piece) for i, f in enumerate(self.trace.frames) if not f.text_is_padding]
         if not spoken:
             return
         abandoned = _abandoned_frames(self.trace)
         frames = np.asarray([i for i, _ in spoken], np.int32)
-        tokens = np.asarray([-1 if (t := self.trace.frames[i].text_token) is None else t for i, _ in spoken],
-                            np.int64)
+        token_of = [self.trace.frames[i].text_token for i, _ in spoken]
+        tokens = np.asarray([-1 if t is None else t for t in token_of], np.int64)
         replaced_by = np.asarray([abandoned.get(i, -1) for i, _ in spoken], np.int64)
-        hover = "<b>%{hovertext}</b><br>frame %{customdata[0]} · %{x:.2f} s<br>token id %{customdata[1]}"
+        words = _words([p for _, p in spoken])
+        texts = [_esc(p.strip() or "␣") if words[k][0] == k and (k + 1 == len(words) or words[k + 1][0] != k)
+                 else f"{_esc(p.strip() or '␣')} · of “{words[k][1]}”" for k, (_, p) in enumerate(spoken)]
+        head = "<b>%{hovertext}</b><br>frame %{customdata[0]} · %{x:.2f} s"
+        token = _token_lines(self.trace, token_of, column=1)
+        cascade = self.trace.mode == "cascade"
+        name = _CASCADE_WORD if cascade else "inner monologue"
         hidden = self._pieces(
-            frames, [_esc(p.strip() or "␣") for _, p in spoken], _ROWS["monologue"], 11.5,
-            groups=[dict(name="inner monologue", legend="inner-monologue piece", colour=_INK, ticks=_INK),
+            frames, texts, _ROWS["monologue"], 11.5,
+            groups=[dict(name=name, legend="spoken word (cascade)" if cascade else "inner-monologue piece",
+                         colour=INK, ticks=INK),
                     dict(name="abandoned in a self-correction", legend="abandoned (self-corrected)",
                          colour="#98a1ab", ticks="#98a1ab", style="italic",
-                         hover=hover + "<br>abandoned when oracle rev %{customdata[2]} arrived"
-                                       "<extra>{label}</extra>")],
+                         hover=_template(head, token, "<br>abandoned when oracle rev %{customdata[2]} arrived"
+                                                      "<extra>{label}</extra>"))],
             group_of=np.asarray([int(i in abandoned) for i, _ in spoken]),
             customdata=np.stack([frames, tokens, replaced_by], 1),
-            hover=hover + "<extra>{label}</extra>",
-            all_pieces_name="every word (close zoom)")
-        self._hidden_note("inner monologue", hidden, "pieces", "every word (close zoom)")
+            hover=_template(head, token, "<extra>{label}</extra>"),
+            all_pieces_name="every word (close zoom)", words=words)
+        self._hidden_note("inner monologue", hidden, "words", "every word (close zoom)")
 
     def _corrections(self) -> None:
         F = FRAME_SECONDS
@@ -507,10 +575,10 @@ class _RunBuilder:
                          f"switched to oracle rev {rev if rev is not None else '?'}"
                          + (f": “{_wrap(new, 56)}”" if new.strip() else ""))
             self.shapes.append(dict(type="line", xref=self.ax.x, yref=self.ax.y, x0=frame * F, x1=frame * F,
-                                    y0=lo + 0.08, y1=_ROWS["correction"], line=dict(color=_VERMILLION, width=1.5,
+                                    y0=lo + 0.08, y1=_ROWS["correction"], line=dict(color=VERMILLION, width=1.5,
                                                                                    dash="dot")))
         self.traces.append(dict(type="scatter", mode="markers", x=cx, y=[_ROWS["correction"]] * len(cx),
-                                marker=dict(symbol="triangle-down", size=10, color=_VERMILLION,
+                                marker=dict(symbol="triangle-down", size=10, color=VERMILLION,
                                             line=dict(width=0.8, color="white")),
                                 hovertext=hover, hoverinfo="text", **self.legend("self-correction"), **self.xy))
 
@@ -573,7 +641,7 @@ class _RunBuilder:
                                     y=[_ROWS["revision text"]] * len(lines), text=[t for _, t, *_ in lines],
                                     customdata=[n for *_, n, _ in lines], hovertext=[h for *_, h in lines],
                                     hoverinfo="text", textposition="middle right",
-                                    textfont=dict(size=10, color=_INK), showlegend=False,
+                                    textfont=dict(size=10, color=INK), showlegend=False,
                                     name=f"{self.run} · revision text", **self.xy))
         fed = [(i, f.oracle) for i, f in enumerate(trace.frames) if not f.oracle.is_padding]
         if fed:
@@ -585,11 +653,12 @@ class _RunBuilder:
                 frames, ["▸" if o.is_start else _esc(o.piece.strip() or "␣") for _, o in fed],
                 _ROWS["oracle tokens"], 9.5,
                 groups=[dict(name="oracle token", legend="oracle token (▸ start)", colour="#39424e",
-                             ticks=[_darker(hint_colour(level.get(int(r))), 0.45) if r > 0 else _MUTED
+                             ticks=[_darker(hint_colour(level.get(int(r))), 0.45) if r > 0 else MUTED
                                     for r in revs])],
                 group_of=np.zeros(len(fed), np.int64), customdata=np.stack([frames, revs, tokens], 1),
-                hover="<b>%{hovertext}</b><br>frame %{customdata[0]} · %{x:.2f} s<br>"
-                      "oracle rev %{customdata[1]} · token id %{customdata[2]}<extra>{label}</extra>",
+                hover=_template("<b>%{hovertext}</b><br>frame %{customdata[0]} · %{x:.2f} s<br>oracle rev "
+                                "%{customdata[1]}", _token_lines(trace, [o.token for _, o in fed], column=2),
+                                "<extra>{label}</extra>"),
                 all_pieces_name="every oracle piece (close zoom)", overview=not resets)
             self._hidden_note("oracle stream", hidden, "pieces", "every oracle piece (close zoom)")
         elif not resets:
@@ -597,7 +666,7 @@ class _RunBuilder:
             self.notes.append(dict(text=why.get(trace.mode, "no oracle tokens in this run"),
                                    xref=self.ax.x_domain, yref=self.ax.y, x=0.5, y=_Y["oracle stream"],
                                    showarrow=False, bgcolor="rgba(255,255,255,0.9)",
-                                   font=dict(size=11, color=_MUTED)))
+                                   font=dict(size=11, color=MUTED)))
 
     def _onsets(self) -> None:
         """End of user speech -> response onset per turn, with the latency written between them."""
@@ -610,7 +679,7 @@ class _RunBuilder:
             self.notes.extend(_onset_marks(o, f"turn {o.turn + 1} · onset" if numbered else "onset",
                                            self.ax, self.shapes))
         if onsets:
-            for name, colour, dash in (("end of user speech", _BLUE, "dash"), ("response onset", _GREEN, "solid")):
+            for name, colour, dash in (("end of user speech", BLUE, "dash"), ("response onset", GREEN, "solid")):
                 entry = self.legend(name)
                 if entry["showlegend"]:  # a legend entry only: shapes' own legend items draw greyed out
                     self.traces.append(dict(type="scatter", mode="lines", x=[None], y=[None], hoverinfo="skip",
@@ -677,14 +746,16 @@ class _RunBuilder:
                                     name=f"{self.run} · latency labels", **group))
 
     def _badge(self) -> None:
+        """The provenance badge, in the header row above the panel: :func:`compare_figure` hangs it from the
+        header's top (paper coordinates), so it never reaches the tick labels of the panel above."""
         badge = provenance_badge(self.trace, recorded=self.recorded)
         text = badge.html(self.run)
-        # its height in px (a 12 px first line, 10.5 px detail lines, padding and border), for what goes above
-        self.badge_px = 6 + 15 + 13.5 * text.count("<br>") + 10
-        self.notes.append(dict(text=text, name=f"{BADGE}:{self.run}", xref=self.ax.x_domain,
-                               yref=self.ax.y_domain, x=0, y=1, xanchor="left", yanchor="bottom", yshift=6,
-                               align="left", showarrow=False, bgcolor=badge.tint, bordercolor="#c9ced6",
-                               borderwidth=1, borderpad=4, font=dict(size=12, color=_INK)))
+        # its height in px (a 12 px first line, 10.5 px detail lines, padding and border), for the header's height
+        self.badge_px = 15 + 13.5 * text.count("<br>") + 10
+        self.badge = dict(text=text, name=f"{BADGE}:{self.run}", xref=self.ax.x_domain, yref="paper", x=0, y=1,
+                          xanchor="left", yanchor="top", align="left", showarrow=False, bgcolor=badge.tint,
+                          bordercolor="#c9ced6", borderwidth=1, borderpad=4, font=dict(size=12, color=INK))
+        self.notes.append(self.badge)
 
 
 #: short labels of the latency anchors on the plot ("" = a tick only: the dashed line already names it)
@@ -724,21 +795,21 @@ def _onset_marks(o: TurnOnset, prefix: str, ax: _Axes, shapes: list[dict[str, An
     """Vertical lines at the end of user speech and the response onset, joined, labelled with the latency."""
     bottom = _Y_RANGE[0]
     shapes.append(dict(type="line", xref=ax.x, yref=ax.y, x0=o.user_end, x1=o.user_end, y0=bottom,
-                       y1=_ONSET_Y, line=dict(color=_BLUE, width=1.5, dash="dash"), name="end of user speech"))
+                       y1=_ONSET_Y, line=dict(color=BLUE, width=1.5, dash="dash"), name="end of user speech"))
     if o.text_onset is None or o.latency_s is None:
         text = prefix.replace("onset", "no response")
         return [dict(text=text, name=f"onset:{o.turn}", xref=ax.x, yref=ax.y, x=o.user_end, y=_ONSET_Y,
-                     xanchor="left", xshift=4, showarrow=False, font=dict(size=11, color=_BLUE))]
+                     xanchor="left", xshift=4, showarrow=False, font=dict(size=11, color=BLUE))]
     shapes.append(dict(type="line", xref=ax.x, yref=ax.y, x0=o.text_onset, x1=o.text_onset, y0=bottom,
-                       y1=_ONSET_Y, line=dict(color=_GREEN, width=2), name="response onset"))
+                       y1=_ONSET_Y, line=dict(color=GREEN, width=2), name="response onset"))
     shapes.append(dict(type="line", xref=ax.x, yref=ax.y, x0=o.user_end, x1=o.text_onset, y0=_ONSET_Y,
-                       y1=_ONSET_Y, line=dict(color=_GREEN, width=2)))
+                       y1=_ONSET_Y, line=dict(color=GREEN, width=2)))
     audio = "" if o.audio_latency_s is None else f" · audio onset {format_latency(o.audio_latency_s)}"
     return [dict(text=f"<b>{prefix} {format_latency(o.latency_s)}</b>", name=f"onset:{o.turn}",
                  hovertext=(f"turn {o.turn + 1}: end of user speech {o.user_end:.2f} s · first text "
                             f"{o.text_onset:.2f} s → text onset {format_latency(o.latency_s)}{audio}"),
                  xref=ax.x, yref=ax.y, x=(o.user_end + o.text_onset) / 2, y=_ONSET_Y, showarrow=False,
-                 bgcolor="rgba(255,255,255,0.92)", bordercolor=_GREEN, borderwidth=1, borderpad=2,
+                 bgcolor="rgba(255,255,255,0.92)", bordercolor=GREEN, borderwidth=1, borderpad=2,
                  font=dict(size=11, color="#00664a"))]
 
 
@@ -763,9 +834,9 @@ def _event_traces(trace: SessionTrace, ax: _Axes, legend: _LegendOnce, duration:
 
     stt = _ROWS["stt"]
     markers("STT partial", [(e.t, stt, f"<b>STT partial</b> · {e.t:.2f} s{quoted(p.text)}")
-                            for e, p in payloads(trace, SttPartial, lenient=True)], "circle", _SKY, 7, hollow=True)
+                            for e, p in payloads(trace, SttPartial, lenient=True)], "circle", SKY, 7, hollow=True)
     markers("STT final", [(e.t, stt, f"<b>STT final</b> · {e.t:.2f} s{quoted(p.text)}")
-                          for e, p in payloads(trace, SttFinal, lenient=True)], "circle", _BLUE, 9)
+                          for e, p in payloads(trace, SttFinal, lenient=True)], "circle", BLUE, 9)
 
     # LLM requests as bars from start to end, on two sub-rows so overlapping requests stay apart
     requests = {r.request: r for r in llm_requests(trace)}
@@ -780,13 +851,13 @@ def _event_traces(trace: SessionTrace, ax: _Axes, legend: _LegendOnce, duration:
         start_marks.append((r.start_t, y, f"<b>LLM request {r.request} started</b> · {r.start_t:.2f} s · "
                                           f"{_esc(r.reason)}<br>transcript:"
                                           + (f"<br>“{_wrap(r.transcript)}”" if r.transcript.strip() else "")))
-    for outcome, colour in (("finished", "#6b7580"), ("cancelled", _rgba(_VERMILLION, 0.55))):
+    for outcome, colour in (("finished", "#6b7580"), ("cancelled", _rgba(VERMILLION, 0.55))):
         xs, ys = bars[outcome]
         if xs:
             out.append(dict(type="scatter", mode="lines", x=xs, y=ys, hoverinfo="skip", showlegend=False,
                             connectgaps=False, line=dict(color=colour, width=3),
                             name=f"LLM requests ({outcome})", **xy))
-    markers("LLM request started", start_marks, "triangle-right", _INK, 9)
+    markers("LLM request started", start_marks, "triangle-right", INK, 9)
 
     def end_marks(cls: type[LlmRequestFinish | LlmRequestCancel | LlmError],
                   verb: str) -> list[tuple[float, float, str]]:
@@ -806,9 +877,9 @@ def _event_traces(trace: SessionTrace, ax: _Axes, legend: _LegendOnce, duration:
                              if request is not None and request.transcript.strip() else "")))
         return marks
 
-    markers("LLM request finished", end_marks(LlmRequestFinish, "finished"), "square", _INK, 7)
-    markers("LLM request cancelled", end_marks(LlmRequestCancel, "cancelled"), "x", _VERMILLION, 9)
-    markers("LLM error", end_marks(LlmError, "failed"), "asterisk-open", _PURPLE, 10, hollow=True)
+    markers("LLM request finished", end_marks(LlmRequestFinish, "finished"), "square", INK, 7)
+    markers("LLM request cancelled", end_marks(LlmRequestCancel, "cancelled"), "x", VERMILLION, 9)
+    markers("LLM error", end_marks(LlmError, "failed"), "asterisk-open", PURPLE, 10, hollow=True)
 
     resets = []
     for rev_info in oracle_revisions(trace):
@@ -816,10 +887,10 @@ def _event_traces(trace: SessionTrace, ax: _Axes, legend: _LegendOnce, duration:
         resets.append((rev_info.reset_t, _ROWS["resets"],
                        f"<b>oracle reset → rev {rev_info.revision}</b> · {rev_info.reset_t:.2f} s · request "
                        f"{rev_info.request if rev_info.request is not None else '?'}{hint_text}"))
-    markers("oracle reset", resets, "diamond", _ORANGE, 10)
+    markers("oracle reset", resets, "diamond", ORANGE, 10)
     markers("note", [(e.t, _ROWS["resets"], f"<b>note</b> · {e.t:.2f} s<br>"
                       + _wrap(", ".join(f"{k}: {v}" for k, v in e.data.items())))
-                     for e in trace.events_of(EventKind.NOTE)], "circle-x-open", _MUTED, 8)
+                     for e in trace.events_of(EventKind.NOTE)], "circle-x-open", MUTED, 8)
     return out
 
 
@@ -848,13 +919,16 @@ def compare_figure(traces: dict[str, SessionTrace], *, title: str | None = None,
         ax = _Axes("x" if k == 0 else f"x{k + 1}", "y" if k == 0 else f"y{k + 1}")
         builder = _RunBuilder(trace, run, ax, legend, px_per_s, recorded)
         built.append((k, ax, builder, builder.build()))
-    # every panel's header is as tall as the tallest badge (a wrapped one never covers the panel above)
-    header_px = max([_HEADER_PX, *(math.ceil(b.badge_px) for _, _, b, _ in built)])
+    # top to bottom, each run is a header row (its badge), its panel, then a gap holding the panel's x tick
+    # labels; every header is as tall as the tallest badge, so a badge covers neither its own panel nor the
+    # tick labels of the panel above
+    header_px = max([_HEADER_PX, *(math.ceil(b.badge_px) + _BADGE_AIR_PX for _, _, b, _ in built)])
     plot_h = n * (header_px + _PANEL_PX) + (n - 1) * _GAP_PX
     height = plot_h + _MARGIN["t"] + _MARGIN["b"]
     for k, ax, builder, layers in built:
         top = plot_h - k * (header_px + _PANEL_PX + _GAP_PX) - header_px
         domain = [max(0.0, (top - _PANEL_PX) / plot_h), min(1.0, top / plot_h)]
+        builder.badge["y"] = min(1.0, (top + header_px) / plot_h)
         hint_levels |= builder.hint_levels
         data += layers.traces
         shapes += layers.shapes
@@ -869,7 +943,7 @@ def compare_figure(traces: dict[str, SessionTrace], *, title: str | None = None,
                if k == n - 1 else {}))
         layout[f"yaxis{suffix}"] = dict(
             anchor=ax.x, domain=domain, range=list(_Y_RANGE), fixedrange=True, showgrid=False, zeroline=False,
-            tickmode="array", tickvals=[_Y[lane] for lane in LANES], ticktext=list(LANES),
+            tickmode="array", tickvals=[_Y[lane] for lane in LANES], ticktext=list(lane_titles(builder.trace.mode)),
             tickfont=dict(size=12, color="#374151"), showline=True, linecolor="#c4cad3", ticks="")
     # always drawn (transparent until placed), so the browser can move its SVG path without a redraw
     shapes.append(dict(type="line", name=PLAYHEAD, xref="x", yref="paper", x0=playhead_s or 0.0,
@@ -882,12 +956,12 @@ def compare_figure(traces: dict[str, SessionTrace], *, title: str | None = None,
         height += _HINT_LEGEND_PX
     figure_title = title or " vs ".join(traces)
     layout.update(
-        template="plotly_white", height=height, margin=margin, font=dict(family=_FONT, size=12, color=_INK),
+        template="plotly_white", height=height, margin=margin, font=dict(family=_FONT, size=12, color=INK),
         title=dict(text=f"<b>{_esc(figure_title)}</b>", x=0, xref="paper", xanchor="left", y=1, yref="container",
                    yanchor="top", pad=dict(t=14), font=dict(size=17),
                    subtitle=dict(text=_subtitle(traces), font=dict(size=12, color="#5b6470"))),
         shapes=shapes, annotations=annotations, hovermode="closest", dragmode="zoom",
-        hoverlabel=dict(bgcolor="white", bordercolor="#c4cad3", font=dict(family=_FONT, size=12, color=_INK),
+        hoverlabel=dict(bgcolor="white", bordercolor="#c4cad3", font=dict(family=_FONT, size=12, color=INK),
                         align="left"),
         legend=dict(orientation="h", x=0, xanchor="left", y=0, yref="container", yanchor="bottom",
                     font=dict(size=11), itemsizing="constant", tracegroupgap=4, bgcolor="rgba(0,0,0,0)"),
@@ -900,23 +974,17 @@ _HINT_LEGEND_PX = 22
 
 
 def _hint_legend(unknown: bool, yshift: float = 4) -> dict[str, Any]:
-    """The one-line key of the revision spans' colours (:data:`HINT_LEGEND`), with the spoken-ratio table in
-    its hover, ``yshift`` px above the plot area; ``unknown`` adds the grey of revisions whose level is not
-    known."""
-    def swatch(level: int | None) -> str:
-        return f"<span style='color:{hint_colour(level)};font-size:16px'>■</span>"
-
-    keys = " ".join(f"{level} {swatch(level)}" for level in range(len(HINT_COLOURS)))
-    if unknown:
-        keys += f"  not known {swatch(None)}"
-    bounds = [f"{level}: r ≤ {b:g}" for level, b in enumerate(HINT_LEVEL_BOUNDS)]
-    bounds.append(f"{len(HINT_LEVEL_BOUNDS)}: r > {HINT_LEVEL_BOUNDS[-1]:g}")
-    return dict(text=f"<b>hint</b> = how much of the question was heard when the request was made: {keys}",
+    """The one-line key of the revision spans' colours (:data:`HINT_LEGEND`): each level's swatch and name from
+    :func:`demo.palette.hint_swatches_html` (the Talk page prints the same), the spoken-ratio table in its hover,
+    ``yshift`` px above the plot area; ``unknown`` adds the grey of revisions whose level is not known."""
+    return dict(text="<b>hint level</b> (how much of the question was heard when asked): "
+                     + hint_swatches_html(unknown, separator="  "),
                 name=HINT_LEGEND, xref="paper", yref="paper", x=0, y=1, xanchor="left", yanchor="bottom", yshift=yshift,
                 showarrow=False, align="left", font=dict(size=11.5, color="#374151"),
                 hovertext=("the colour of each oracle revision's span: its hint level, from the spoken ratio r =<br>"
                            "words of the user's utterance in the request's transcript / words in its final "
-                           "transcript<br>" + " · ".join(bounds) + " (0 = little heard … 5 = all of it)"))
+                           "transcript<br>" + hint_ratio_table() + " (0 = little heard … 5 = all of it; "
+                           "lighter = less heard, darker = more)"))
 
 
 def _subtitle(traces: dict[str, SessionTrace]) -> str:

@@ -4,7 +4,8 @@ from __future__ import annotations
 import pytest
 
 from demo import views
-from demo.evolution import LEVEL_COLOURS, evolution_figure
+from demo.evolution import evolution_figure
+from demo.palette import hint_colour, hint_name
 from kame_core.clock import VirtualClock
 from kame_core.evolution import evolution_points, level_table_markdown, per_level, similarity
 from kame_core.pipelines.tandem import SessionConfig, TandemRunner
@@ -55,9 +56,9 @@ def test_figure_colours_levels_and_draws_the_means(run) -> None:
     points = evolution_points(run, ["paris is the capital of france"], run="kame")
     fig = evolution_figure(points, "t")
     names = {t.name for t in fig.data}
-    assert "mean per level" in names and "hint level 5" in names
-    five = next(t for t in fig.data if t.name == "hint level 5")
-    assert five.marker.color == LEVEL_COLOURS[5] and "to reference" in five.hovertext[0]
+    assert "mean per level" in names and f"hint level {hint_name(5)}" in names
+    five = next(t for t in fig.data if t.name == f"hint level {hint_name(5)}")
+    assert five.marker.color == hint_colour(5) and "to reference" in five.hovertext[0]
     no_ref = evolution_figure(evolution_points(run, (), run="kame"), "t")
     assert len(no_ref.layout.annotations) == 1  # one panel without references
 

@@ -2,33 +2,38 @@
 from __future__ import annotations
 
 import copy
+import dataclasses
 import html
 import json
+import re
 from pathlib import Path
 
 import numpy as np
 import plotly.graph_objects as go
 import pytest
 
+from demo.palette import (
+    HINT_COLOURS,
+    hint_fill,
+    hint_name,
+    revision_colour,
+)
 from demo.provenance_badge import provenance_badge
 from demo.timeline import (
     _REF_PLOT_PX,
     BADGE,
+    CASCADE_SPEECH_LANE,
     HIDDEN_NOTE,
-    HINT_COLOURS,
     HINT_LEGEND,
-    HINT_UNKNOWN_COLOUR,
     LANES,
     LATENCY_ANCHORS,
-    LIVE_COLOURS,
     PLAYHEAD,
     REVISION_SPAN,
+    STAND_IN_TOKEN_NOTE,
     _text_width_s,
     compare_figure,
     format_latency,
-    hint_colour,
-    hint_fill,
-    revision_colour,
+    lane_titles,
     timeline_figure,
     waveform_envelope,
     with_playhead,
@@ -242,7 +247,8 @@ def test_badge_states_what_produced_the_run(kame):
     fig = timeline_figure(kame)
     badge = annotation(fig, f"{BADGE}:KAME")
     assert PROVENANCE_KINDS["test-double"] in badge.text and "tests.doubles" in badge.text
-    assert badge.xanchor == "left" and badge.x == 0 and badge.y == 1  # top-left of its panel
+    assert badge.xanchor == "left" and badge.x == 0  # top-left of its panel, in the header row above it
+    assert badge.yref == "paper" and badge.yanchor == "top" and badge.y > fig.layout.yaxis.domain[1]
     stand_in = annotation(timeline_figure(with_front_end(kame, "cpu-stand-in", "kame-stand-in")), f"{BADGE}:KAME")
     assert "CPU stand-in front-end (imitates KAME; not the trained model)" in stand_in.text
     recorded = annotation(timeline_figure(kame, recorded=True), f"{BADGE}:KAME")
@@ -351,7 +357,7 @@ def test_compare_stacks_runs_on_one_shared_time_axis(kame):
         axis = layout[f"yaxis{'' if k == 0 else k + 1}"]
         assert tuple(axis.ticktext) == LANES
         badge = annotation(fig, f"{BADGE}:{name}")
-        assert badge.yref == f"y{'' if k == 0 else k + 1} domain"
+        assert badge.xref == f"x{'' if k == 0 else k + 1} domain" and badge.yref == "paper"
         assert PROVENANCE_KINDS["test-double"] in badge.text and name in badge.text
     assert len(shapes_named(fig, f"{REVISION_SPAN}:KAME:")) == len(kame.events_of(EventKind.ORACLE_RESET))
     assert fig.layout.height > timeline_figure(kame).layout.height
@@ -404,18 +410,6 @@ def with_levels(trace: SessionTrace, levels: dict) -> SessionTrace:
     return out
 
 
-def test_hint_palette_is_six_distinct_steps_and_a_grey_and_is_exported_for_talk():
-    fills = [hint_fill(level) for level in range(6)] + [hint_fill(None)]
-    assert len(HINT_COLOURS) == 6 and len(set(HINT_COLOURS) | {HINT_UNKNOWN_COLOUR}) == 7
-    assert len(set(fills)) == 7
-    assert hint_colour(None) == hint_colour(9) == HINT_UNKNOWN_COLOUR
-    luminance = [sum(int(c[i:i + 2], 16) * w for i, w in ((1, 0.2126), (3, 0.7152), (5, 0.0722)))
-                 for c in HINT_COLOURS]
-    assert luminance == sorted(luminance, reverse=True), "light (little heard) to dark (all heard)"
-    assert LIVE_COLOURS["hints"] == list(HINT_COLOURS) and LIVE_COLOURS["hint_unknown"] == HINT_UNKNOWN_COLOUR
-    assert LIVE_COLOURS["revisions"], "the Talk tab's per-revision colours are still there"
-
-
 def test_revisions_with_the_same_hint_share_a_colour_and_different_hints_differ(bundled):
     trace = bundled["05-two-turn-capitals"].runs["kame"]
     revisions = oracle_revisions(trace)
@@ -442,10 +436,10 @@ def test_revisions_with_the_same_hint_share_a_colour_and_different_hints_differ(
 def test_the_hint_legend_is_one_line_present_iff_there_are_revisions(kame, bundled):
     fig = timeline_figure(kame)
     legend = annotation(fig, HINT_LEGEND)
-    assert "how much of the question was heard when the request was made" in legend.text
+    assert "how much of the question was heard when asked" in legend.text
     assert "<br>" not in legend.text, "one line"
     for level, colour in enumerate(HINT_COLOURS):
-        assert f"{level} <span style='color:{colour}" in legend.text
+        assert f"<span style='color:{colour}'>■</span> {html.escape(hint_name(level))}" in legend.text
     assert "not known" not in legend.text
     assert "r ≤ 0.5" in legend.hovertext
     assert legend.y == 1 and legend.yref == "paper" and legend.yanchor == "bottom"  # above the first panel
@@ -503,13 +497,14 @@ def test_words_without_room_are_left_out_not_dotted_and_counted_in_a_note(kame, 
         assert f"{len(hidden)} word{'s' if len(hidden) > 1 else ''} hidden at this zoom" in note.text
         close = [tr for tr in traces_named(fig, "every word (close zoom)") if tr.visible == "legendonly"]
         assert set(hidden) <= {t for tr in close for t in tr.text}
-        monologue = [t for tr in fig.data if tr.name in ("inner monologue", "abandoned in a self-correction")
-                     for t in tr.text]
-        n_hidden = sum(not t for t in monologue)
+        monologue = [t for tr in fig.data if tr.name in ("inner monologue", "abandoned in a self-correction",
+                                                         "TTS word") for t in tr.text]
+        assert monologue, "the third lane's words are drawn"
+        n_hidden = sum(not t for t in monologue)  # these stand-in and cascade pieces are whole words
         notes = [a for a in fig.layout.annotations if a.name == f"{HIDDEN_NOTE}:{run_name}:inner monologue"]
         assert (n_hidden > 0) == bool(notes)
         if notes:
-            assert f"{n_hidden} piece" in notes[0].text and "hidden at this zoom" in notes[0].text
+            assert f"{n_hidden} word" in notes[0].text and "hidden at this zoom" in notes[0].text
     sparse = SessionTrace(mode="kame")
     sparse.frames = [FrameRecord() for _ in range(100)]
     sparse.user_audio = sparse.output_audio = np.zeros(100 * SAMPLES_PER_FRAME, np.float32)
@@ -565,3 +560,131 @@ def test_latency_anchors_are_drawn_where_latency_breakdown_puts_them(bundled):
 def test_runs_without_user_turns_draw_no_latency_anchors():
     fig = timeline_figure(SessionTrace(mode="kame").finish())
     assert not [tr for tr in fig.data if tr.name == LATENCY_ANCHORS]
+
+
+# ------------------------------------------------- lane titles, token ids, badge layout, every word findable
+def with_frames_padded_to(trace: SessionTrace, seconds: float) -> SessionTrace:
+    """The trace with silent, empty frames after it up to ``seconds`` (a long Live upload: the answer's words
+    get little room at the reference zoom)."""
+    out = copy.deepcopy(trace)
+    extra = int(seconds / FRAME_SECONDS) - len(out.frames)
+    out.frames += [FrameRecord() for _ in range(extra)]
+    silence = np.zeros(extra * SAMPLES_PER_FRAME, np.float32)
+    out.user_audio = np.concatenate([out.user_audio, silence])
+    out.output_audio = np.concatenate([out.output_audio, silence])
+    return out
+
+
+def with_sub_words(trace: SessionTrace, word: str, parts: tuple[str, ...]) -> SessionTrace:
+    """The trace with the piece ``word`` spoken as sub-word pieces on consecutive frames, as a neural front-end's
+    sentencepiece tokenizer does (" Can", "berra", "."): the frames after it must be empty."""
+    out = copy.deepcopy(trace)
+    (k,) = [i for i, f in enumerate(out.frames) if f.text_piece == word]
+    assert all(f.text_is_padding for f in out.frames[k + 1:k + len(parts)])
+    for j, part in enumerate(parts):
+        out.frames[k + j] = dataclasses.replace(out.frames[k + j], text_piece=part, text_token=100 + j)
+    return out
+
+
+def visible_items(fig: go.Figure) -> list[str]:
+    """Every text and hover text of the traces that are drawn (not legend-only), unescaped."""
+    out = []
+    for tr in fig.data:
+        if tr.visible == "legendonly":
+            continue
+        for attr in (tr.text, tr.hovertext):
+            if attr is not None:
+                out += [attr] if isinstance(attr, str) else [str(t) for t in attr]
+    return [html.unescape(t) for t in out]
+
+
+def test_a_cascade_run_titles_its_third_lane_tts_words_not_inner_monologue(bundled):
+    scenario = bundled["01-knowledge-capital-of-france"]
+    cascade = scenario.runs["cascade"]
+    assert cascade.mode == "cascade"
+    fig = timeline_figure(cascade)
+    titles = tuple(fig.layout.yaxis.ticktext)
+    assert titles == lane_titles("cascade") and titles[2] == CASCADE_SPEECH_LANE == "TTS words"
+    assert "inner monologue" not in titles
+    assert not traces_named(fig, "inner monologue")
+    (words,) = traces_named(fig, "TTS word")
+    said = [f.text_piece.strip() for f in cascade.frames if not f.text_is_padding]
+    assert list(words.hovertext) == said and "<extra>TTS word</extra>" in words.hovertemplate
+    compare = compare_figure({"KAME": scenario.runs["kame"], "Moshi mode": scenario.runs["moshi"],
+                              "cascade": cascade})
+    assert tuple(compare.layout.yaxis.ticktext) == tuple(compare.layout.yaxis2.ticktext) == LANES
+    assert tuple(compare.layout.yaxis3.ticktext) == titles
+
+
+def test_the_stand_ins_word_hashes_are_not_shown_as_token_ids_but_real_ids_are(bundled):
+    trace = bundled["01-knowledge-capital-of-france"].runs["kame"]
+    assert trace.provenance["front_end"].kind == "cpu-stand-in"
+    fig = timeline_figure(trace)
+    (words,) = traces_named(fig, "inner monologue")
+    (tokens,) = traces_named(fig, "oracle token")
+    for template in (words.hovertemplate, tokens.hovertemplate):
+        assert "token id %{" not in template and STAND_IN_TOKEN_NOTE in template
+    neural = with_front_end(trace, "neural-kame", "SakanaAI/kame")
+    fig = timeline_figure(neural)
+    (words,) = traces_named(fig, "inner monologue")
+    (tokens,) = traces_named(fig, "oracle token")
+    assert "token id %{customdata[1]}" in words.hovertemplate and STAND_IN_TOKEN_NOTE not in words.hovertemplate
+    assert "token id %{customdata[2]}" in tokens.hovertemplate
+    ids = [f.text_token for f in neural.frames if not f.text_is_padding]
+    assert [int(t) for t in np.asarray(words.customdata)[:, 1]] == ids, "the real ids stay"
+    # a piece without a token (an official log's lone space) gets no "token id -1"; the others keep theirs
+    k = next(i for i, f in enumerate(neural.frames) if not f.text_is_padding)
+    neural.frames[k] = dataclasses.replace(neural.frames[k], text_token=None)
+    (words,) = traces_named(timeline_figure(neural), "inner monologue")
+    assert isinstance(words.hovertemplate, tuple) and "token id" not in words.hovertemplate[0]
+    assert all("token id %{customdata[1]}" in t for t in words.hovertemplate[1:])
+    (cascade,) = traces_named(timeline_figure(bundled["01-knowledge-capital-of-france"].runs["cascade"]), "TTS word")
+    assert "token id" not in cascade.hovertemplate and STAND_IN_TOKEN_NOTE not in cascade.hovertemplate
+
+
+def test_compare_badges_sit_in_their_header_row_clear_of_the_tick_labels_above(bundled):
+    for scenario in bundled.values():
+        runs = {"KAME": scenario.runs["kame"], "Moshi mode": scenario.runs["moshi"],
+                "cascade": scenario.runs["cascade"]}
+        fig = compare_figure(runs, recorded=True)
+        layout = fig.layout
+        plot_px = layout.height - layout.margin.t - layout.margin.b
+        axes = [layout[f"yaxis{'' if k == 0 else k + 1}"] for k in range(len(runs))]
+        for k, name in enumerate(runs):
+            badge = annotation(fig, f"{BADGE}:{name}")
+            assert badge.yref == "paper" and badge.yanchor == "top"
+            lines = badge.text.count("<br>") + 1
+            badge_px = 16 + 14 * (lines - 1) + 2 * badge.borderpad + 2 * badge.borderwidth  # 12 px, then 10.5 px
+            top_px, panel_top_px = badge.y * plot_px, axes[k].domain[1] * plot_px
+            assert top_px - badge_px >= panel_top_px, f"{name}: the badge covers its own panel"
+            if k == 0:
+                assert badge.y <= 1.0, "below the hint legend, which sits on the plot area's top"
+            else:
+                # the x axis of the panel above draws its tick labels (5 px ticks, 12 px text) under that panel
+                room_px = axes[k - 1].domain[0] * plot_px - top_px
+                assert room_px >= 5 + 12 + 6, f"{name}: the badge reaches the tick labels of the panel above"
+            assert lines >= 2, "these badges wrap: the test covers tall ones"
+
+
+def test_every_spoken_word_can_be_found_in_a_drawn_trace_at_a_long_sessions_zoom(bundled):
+    trace = with_sub_words(bundled["01-knowledge-capital-of-france"].runs["kame"], " Paris.", (" Par", "is", "."))
+    long = with_frames_padded_to(trace, 120.0)
+    fig = timeline_figure(long)
+    said = "".join(f.text_piece for f in long.frames if not f.text_is_padding).split()
+    assert "Paris." in said
+    drawn = {w for item in visible_items(fig) for w in re.split(r"[\s“”]+", item) if w}
+    assert [w for w in said if w not in drawn] == []
+    heard = [w[0] for e in long.events_of(EventKind.STT_FINAL) for w in e.data.get("words", [])]
+    assert heard and set(heard) <= drawn, "the user's words too"
+    (words,) = traces_named(fig, "inner monologue")
+    assert len(words.x) == len([f for f in long.frames if not f.text_is_padding]), "every piece keeps a tick"
+    printed = [t for tr in fig.data if tr.visible != "legendonly" and tr.name == "inner monologue" for t in tr.text]
+    assert not {"Par", "is", "."} & set(printed), "a word is printed whole or not at all"
+    hidden = [a for a in fig.layout.annotations if a.name == f"{HIDDEN_NOTE}:KAME:inner monologue"]
+    assert hidden and "hover their ticks" in hidden[0].text and "zoom in or hover" not in hidden[0].text
+    close = [tr for tr in traces_named(fig, "every word (close zoom)") if tr.visible == "legendonly"]
+    assert "Paris." in {t for tr in close for t in tr.text}, "printed whole at close zoom"
+    # at a zoom where it has room, the word is printed whole at its first piece
+    roomy = timeline_figure(trace)
+    (words,) = traces_named(roomy, "inner monologue")
+    assert "Paris." in list(words.text)
