@@ -15,6 +15,9 @@ page load (beside the playhead script of :mod:`demo.ui`). In the page:
   notes, self-corrections, the revision KAME hears, speech ends and turn onsets), drawn on the canvas
   ``kame-talk-timeline`` 10 times a second: the last 20 s, pausable, scrolled back with the slider or the
   wheel; the text boxes beside it are redrawn every 200 ms;
+* "Latency per turn" shows each turn's newest ``turn_latency`` (the server re-sends a turn's breakdown as its
+  steps, request outcomes and oracle token counts come in; a newer one replaces the row), and a revision's
+  ``hint_level`` colours it as soon as it comes (kept by revision, should it come before the revision's reset);
 * Stop sends ``{"type": "end"}``; once the server replies ``saved``, the session id goes into a hidden
   textbox and a hidden button opens it in Timeline / Compare (:func:`demo.views.open_talk_session`);
 * right before it connects, the page clicks a hidden button whose Gradio event (of this page's session) puts a
@@ -26,7 +29,7 @@ from __future__ import annotations
 
 import json
 
-from .timeline import HINT_COLOURS, HINT_UNKNOWN_COLOUR, LIVE_COLOURS
+from .palette import LIVE_COLOURS, hint_swatches_html
 
 #: element ids the Python side wires to
 TALK_ID_BOX = "kame-talk-id"
@@ -70,9 +73,7 @@ TALK_HTML = """
     <div id="kame-talk-latency" class="kame-talk-box" style="min-height:40px"><i>after your first turn</i></div></div>
   <div id="kame-talk-meter" class="kame-small" style="white-space:pre-wrap"></div>
 </div>
-""".replace("HINT_SWATCHES", " ".join(
-    f"{level} <span style='color:{colour}'>■</span>" for level, colour in enumerate(HINT_COLOURS))
-    + f" · unknown <span style='color:{HINT_UNKNOWN_COLOUR}'>■</span>")
+""".replace("HINT_SWATCHES", hint_swatches_html(unknown=True, separator=" · "))
 
 TALK_CSS = """
 .kame-talk-box { min-height: 90px; max-height: 180px; overflow-y: auto; border: 1px solid #d1d5db;
@@ -145,7 +146,7 @@ TALK_JS = r"""
       revisions: [], stt: [], llm: [], corrections: [], notes: [], heard: [], speechEnds: [], onsets: []};
   }
   var T = window.kameTalk = {state: 'idle', words: '', revisions: {}, order: [], current: null, partial: '',
-    finals: [], llm: {start: 0, cancel: 0, finish: 0}, turns: [], corrections: 0, warnings: [],
+    finals: [], llm: {start: 0, cancel: 0, finish: 0}, turns: [], latency: [], hints: {}, corrections: 0, warnings: [],
     played: {rms: 0, max: 0, voiced: 0, samples: 0}, sent: 0, received: 0, inputLevel: 0, sessionId: null,
     saved: null, error: '', timeline: newTimeline()};
 
@@ -154,7 +155,8 @@ TALK_JS = r"""
   function setStatus(s) { T.status = s; var el = $('kame-talk-status'); if (el) el.textContent = s; }
   function reset() {
     T.words = ''; T.revisions = {}; T.order = []; T.current = null; T.partial = ''; T.finals = [];
-    T.llm = {start: 0, cancel: 0, finish: 0}; T.turns = []; T.latency = []; T.corrections = 0; T.warnings = [];
+    T.llm = {start: 0, cancel: 0, finish: 0}; T.turns = []; T.latency = []; T.hints = {}; T.corrections = 0;
+    T.warnings = [];
     T.played = {rms: 0, max: 0, voiced: 0, samples: 0}; T.sent = 0; T.received = 0; T.inputLevel = 0;
     T.sessionId = null; T.saved = null; T.error = ''; T.timeline = newTimeline();
     var slider = $('kame-talk-scroll'); if (slider) slider.value = 1000;
@@ -196,9 +198,15 @@ TALK_JS = r"""
       return;
     }
     if (o.type === 'turn_onset') { T.turns.push(o); TL.onsets.push(o); return; }
-    if (o.type === 'turn_latency') { T.latency.push(o); return; }
+    if (o.type === 'turn_latency') {  // the turn's breakdown as known now: it replaces the one shown
+      var at = T.latency.findIndex(function (l) { return l.turn === o.turn; });
+      if (at >= 0) T.latency[at] = o;
+      else { T.latency.push(o); T.latency.sort(function (a, b) { return a.turn - b.turn; }); }
+      return;
+    }
     if (o.type === 'oracle_heard') { TL.heard.push({t: o.t, revision: o.revision}); return; }
-    if (o.type === 'hint_level') {
+    if (o.type === 'hint_level') {  // kept by revision too: a level may come before the page drew its reset
+      T.hints[o.revision] = o;
       var rev = revisionOf(o.revision);
       if (rev) { rev.hint_level = o.hint_level; rev.spoken_ratio = o.spoken_ratio; }
       return;
@@ -208,8 +216,9 @@ TALK_JS = r"""
     switch (o.kind) {
       case 'oracle_reset':
         T.revisions[d.revision] = ''; T.order.push(d.revision); T.current = d.revision;
-        var item = {revision: d.revision, t: o.t, hint_level: d.hint_level === undefined ? null : d.hint_level,
-                    text: ''};
+        var told = T.hints[d.revision];
+        var item = {revision: d.revision, t: o.t, hint_level: told ? told.hint_level :
+                    (d.hint_level === undefined ? null : d.hint_level), text: ''};
         TL.revisions.push(item); TL.lanes.oracle.push(item); break;
       case 'oracle_append':
         T.revisions[d.revision] = (T.revisions[d.revision] || '') + d.text;
@@ -388,12 +397,12 @@ TALK_JS = r"""
       var tokens = r.tokens_fed === null ? '' : ' · rev ' + r.revision + ': ' + r.tokens_fed +
         (r.tokens_appended === null ? '' : ' of ' + r.tokens_appended) + ' oracle tokens fed' +
         (r.tokens_pending ? ', ' + r.tokens_pending + ' pending' : '');
-      return '#' + r.request + ' ' + secs(r.since_end_s) + ' (' + esc(r.reason || 'no reason recorded') + ') → ' +
-        esc(r.outcome) + (r.late ? ' late' : '') + tokens +
-        (r.words_dropped ? ', ' + r.words_dropped + ' words dropped' : '');
+      return '<span class="kame-talk-request">#' + r.request + ' ' + secs(r.since_end_s) + ' (' +
+        esc(r.reason || 'no reason recorded') + ') → ' + esc(r.outcome) + (r.late ? ' late' : '') + tokens +
+        (r.words_dropped ? ', ' + r.words_dropped + ' words dropped' : '') + '</span>';
     }).join('; ');
-    return '<div class="kame-talk-latency-turn"><b>turn ' + (L.turn + 1) + '</b> (you stopped at ' +
-      L.user_end.toFixed(2) + ' s)<table class="kame-talk-table"><tr>' + head + '</tr><tr>' + cells +
+    return '<div class="kame-talk-latency-turn" data-turn="' + L.turn + '"><b>turn ' + (L.turn + 1) +
+      '</b> (you stopped at ' + L.user_end.toFixed(2) + ' s)<table class="kame-talk-table"><tr>' + head + '</tr><tr>' + cells +
       '</tr></table><div class="kame-small">LLM requests: ' + (reqs || 'none') + '</div></div>';
   }
 
@@ -546,4 +555,4 @@ TALK_JS = r"""
 """.replace("KAME_ID", TALK_ID_BOX).replace("KAME_OPEN", TALK_OPEN_BUTTON).replace(
     "KAME_TICKET_BOX", TALK_TICKET_BOX).replace("KAME_TICKET_ASK", TALK_TICKET_BUTTON).replace(
     "KAME_TICKET_WAIT", str(TICKET_WAIT_MS)).replace(
-    "KAME_COLOURS", json.dumps(LIVE_COLOURS))
+    "KAME_COLOURS", json.dumps(dict(LIVE_COLOURS)))

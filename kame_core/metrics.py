@@ -14,6 +14,7 @@ Times are on the trace's timeline: frame ``i`` of every stream sits at ``i * 80 
 """
 from __future__ import annotations
 
+import bisect
 import re
 import statistics
 from collections.abc import Iterable, Mapping, Sequence
@@ -40,7 +41,7 @@ from .trace_query import (
 from .turns import TurnConfig, UserTurn, group_turns
 
 __all__ = ["CARRY_OVER_GAP_S", "SILENCE_RMS", "LatencyStep", "LiveOnsets", "SessionMetrics", "TurnLatency",
-           "TurnOnset", "UserTurn", "latency_breakdown",
+           "TurnOnset", "UserTurn", "latency_breakdown", "latency_window",
            "annotate_hint_levels", "onset_of",
            "annotate_onsets",
            "median_onset_latency", "session_metrics", "speech_segments", "stt_word_lags", "transcript_to_oracle",
@@ -123,16 +124,16 @@ class LiveOnsets:
 
     def __init__(self, turn_gap_s: float = TurnConfig.turn_gap_s) -> None:
         self.turn_gap_s = turn_gap_s
-        self._text: list[bool] = []
-        self._loud: list[bool] = []
+        self._text = bytearray()  # per frame: 1 if it has assistant text (bytes: an array of them is one copy)
+        self._loud = bytearray()  # per frame: 1 if its output is above SILENCE_RMS
         self._segments: list[tuple[float, float]] = []
         self._speaking_since: float | None = None
         self._settled = 0  # turns before this index are reported (or passed without a response)
 
     def add_frame(self, text: bool, rms: float, events: Iterable[Event] = ()) -> list[TurnOnset]:
         """Add one output frame (whether it has assistant text, its RMS) and the events that came with it."""
-        self._text.append(bool(text))
-        self._loud.append(rms > SILENCE_RMS)
+        self._text.append(1 if text else 0)
+        self._loud.append(1 if rms > SILENCE_RMS else 0)
         for event in events:
             if event.kind is EventKind.USER_SPEECH_START:
                 self._speaking_since = event.audio_t
@@ -148,13 +149,31 @@ class LiveOnsets:
                                             and self._speaking_since - turns[k].end >= self.turn_gap_s)
             if not later and (self._speaking_since is not None or now - turns[k].end < self.turn_gap_s):
                 break  # the turn may still grow
-            onset = onset_of(turns, k, np.array(self._text, bool), np.array(self._loud, bool))
+            onset = onset_of(turns, k, *self._flags())
             if onset.text_onset is None and not later:
                 break  # closed, no response yet: it may still come
             self._settled += 1
             if onset.text_onset is not None:
                 found.append(onset)
         return found
+
+    @property
+    def settled(self) -> int:
+        """How many turns are settled (their onsets, or their lack of one, final)."""
+        return self._settled
+
+    def so_far(self, first: int = 0) -> list[TurnOnset]:
+        """The onsets of turn ``first`` and the later ones as :func:`turn_onsets` reads the frames so far (for
+        :func:`latency_breakdown` while the session goes on): a turn not settled may still grow, its response
+        start later, its audio follow its text."""
+        turns = group_turns(self._segments, self.turn_gap_s)
+        if first >= len(turns):
+            return []
+        text, loud = self._flags()
+        return [onset_of(turns, k, text, loud) for k in range(first, len(turns))]
+
+    def _flags(self) -> tuple[np.ndarray, np.ndarray]:
+        return np.frombuffer(bytes(self._text), np.bool_), np.frombuffer(bytes(self._loud), np.bool_)
 
 
 @dataclass(frozen=True)
@@ -240,6 +259,38 @@ def latency_breakdown(trace: SessionTrace, turn_gap_s: float = TurnConfig.turn_g
                       LatencyStep("first audible output", onset.audio_onset)]
         out.append(TurnLatency(k, turn.end, tuple(steps), during, delay))
     return out
+
+
+def latency_window(trace: SessionTrace, first_turn: int, turn_gap_s: float = TurnConfig.turn_gap_s
+                   ) -> SessionTrace:
+    """The part of ``trace`` (its events in time order) that :func:`latency_breakdown` and
+    :func:`~kame_core.trace_query.oracle_token_use` read for turn ``first_turn`` and the later ones: every speech
+    event (the turns keep their numbers), the other events from a frame before that turn began (its final may
+    come that early; its requests, their chunks and revisions all come after), and the frames from the first that
+    feeds one of those revisions (revisions only grow along the frames). A live session breaks down its open
+    turns on it: the work follows what those turns hold, not how long the session already is."""
+    turns = user_turns(trace, turn_gap_s)
+    start = turns[first_turn].start - FRAME_SECONDS if first_turn < len(turns) else float("inf")
+    events = trace.events
+    cut = bisect.bisect_left(events, start, key=lambda e: e.t)
+    window = SessionTrace(mode=trace.mode, config=trace.config, title=trace.title, sample_rate=trace.sample_rate,
+                          events=[e for e in events[:cut] if e.kind in _SPEECH_KINDS] + events[cut:])
+    revisions = [r.revision for _, r in ev.payloads(window, ev.OracleReset, lenient=True)
+                 if isinstance(r.revision, int)]
+    if revisions:
+        first, frames = min(revisions), trace.frames
+        at = len(frames)
+        while at > 0 and not _before(frames[at - 1].oracle.revision, first):
+            at -= 1
+        window.frames = frames[at:]
+    return window
+
+
+_SPEECH_KINDS = frozenset({EventKind.USER_SPEECH_START, EventKind.USER_SPEECH_END})
+
+
+def _before(revision: int | None, first: int) -> bool:
+    return revision is not None and revision < first
 
 
 def annotate_onsets(trace: SessionTrace, turn_gap_s: float = TurnConfig.turn_gap_s) -> None:

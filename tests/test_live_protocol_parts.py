@@ -90,8 +90,9 @@ def test_the_live_onset_is_the_metrics_onset():
         reported += live.add_frame(talking, float(np.sqrt(np.mean(out ** 2))), events)
     assert reported == turn_onsets(trace.finish())
     assert [round(o.latency_s, 2) for o in reported] == [-0.24, 0.16]
-def test_each_turn_onset_is_followed_by_its_latency_breakdown_as_the_timeline_computes_it():
-    """``turn_latency``: the anchors and the requests of the closed turn, equal to metrics.latency_breakdown."""
+def test_a_turns_latency_breakdown_is_sent_from_its_speech_end_as_the_timeline_computes_it():
+    """``turn_latency``: the anchors and the requests of the turn, equal to metrics.latency_breakdown; the row
+    is there once the user's speech ended (before the turn's onset), and the last one sent is the Timeline's."""
     import json
 
     from kame_core.metrics import latency_breakdown
@@ -120,8 +121,10 @@ def test_each_turn_onset_is_followed_by_its_latency_breakdown_as_the_timeline_co
         sink.on_frame(FrameOut(i, (i + 1) * 0.08, record, np.zeros(1920, np.float32), out, events))
     messages = [json.loads(m[1:]) for m in sent if m[0] == P.EVENT]
     kinds = [m["type"] for m in messages]
-    assert "turn_latency" in kinds and kinds.index("turn_latency") == kinds.index("turn_onset") + 1
-    got = next(m for m in messages if m["type"] == "turn_latency")
+    assert "turn_onset" in kinds and kinds.index("turn_latency") < kinds.index("turn_onset")
+    first = next(m for m in messages if m["type"] == "turn_latency")
+    assert first["user_end"] == 0.8 and first["steps"][1] == {"name": "STT final", "t": None, "since_end_s": None}
+    got = [m for m in messages if m["type"] == "turn_latency"][-1]
     finished = trace.finish()
     [expected] = latency_breakdown(finished)
     assert got == {"type": "turn_latency", **expected.to_json(oracle_token_use(finished))}
@@ -130,6 +133,140 @@ def test_each_turn_onset_is_followed_by_its_latency_breakdown_as_the_timeline_co
     [request] = got["requests"]
     assert (request["reason"], request["tokens_appended"], request["tokens_fed"], request["tokens_pending"]) == \
         ("pending user text", 3, 1, 2)
+
+
+def _two_turns() -> tuple[dict[int, list[tuple[EventKind, dict]]], set[int], dict[int, tuple[int, bool]]]:
+    """A scripted two-turn session: its events per frame, the frames KAME talks in, and the oracle token fed per
+    frame (revision, start token?). Turn 0's answer (request 2) adopts its revision only after the turn's onset
+    (and after its last final: its level is never stored while the session runs); request 3 of turn 1 is still
+    streaming when the session ends (the driver cancels it then)."""
+    script: dict[int, list[tuple[EventKind, dict]]] = {
+        1: [(EventKind.USER_SPEECH_START, {"audio_t": 0.0})],
+        5: [(EventKind.LLM_REQUEST_START, {"request": 1, "reason": "pending user text", "transcript": "how far"})],
+        7: [(EventKind.LLM_FIRST_CHUNK, {"request": 1, "revision": 1}),
+            (EventKind.ORACLE_RESET, {"revision": 1, "request": 1}),
+            (EventKind.ORACLE_APPEND, {"request": 1, "revision": 1, "text": " it is", "tokens": [11, 12]})],
+        11: [(EventKind.USER_SPEECH_END, {"audio_t": 0.8})],
+        12: [(EventKind.STT_FINAL, {"text": "how far is the moon"})],
+        13: [(EventKind.LLM_REQUEST_START, {"request": 2, "reason": "final", "transcript": "how far is the moon"})],
+        33: [(EventKind.LLM_FIRST_CHUNK, {"request": 2, "revision": 2}),
+             (EventKind.ORACLE_RESET, {"revision": 2, "request": 2}),
+             (EventKind.LLM_REQUEST_CANCEL, {"request": 1, "revision": 1, "text": " it is"}),
+             (EventKind.ORACLE_APPEND, {"request": 2, "revision": 2, "text": " far away", "tokens": [21, 22]})],
+        35: [(EventKind.ORACLE_APPEND, {"request": 2, "revision": 2, "text": " indeed", "tokens": [23, 24, 25]})],
+        45: [(EventKind.LLM_REQUEST_FINISH, {"request": 2, "revision": 2, "text": " far away indeed"})],
+        50: [(EventKind.USER_SPEECH_START, {"audio_t": 4.0})],
+        55: [(EventKind.LLM_REQUEST_START, {"request": 3, "reason": "pending user text",
+                                            "transcript": "how far is the moon and the"})],
+        61: [(EventKind.USER_SPEECH_END, {"audio_t": 4.8})],
+        62: [(EventKind.STT_FINAL, {"text": "and the sun"})],
+        66: [(EventKind.LLM_FIRST_CHUNK, {"request": 3, "revision": 3}),
+             (EventKind.ORACLE_RESET, {"revision": 3, "request": 3}),
+             (EventKind.ORACLE_APPEND, {"request": 3, "revision": 3, "text": " also", "tokens": [31]})]}
+    talking = set(range(16, 30)) | set(range(64, 72))
+    fed = {8: (1, True), 9: (1, False), 34: (2, True), **{i: (2, False) for i in range(35, 40)}, 67: (3, True)}
+    return script, talking, fed
+
+
+def test_turn_latency_and_hint_levels_follow_the_session_and_end_as_the_saved_trace_has_them() -> None:
+    """The live table does not freeze at a turn's onset: steps and request outcomes that come later are sent again
+    (only on change, and never for a turn that is done), every revision's hint level is sent once known (also
+    when it is known only from the trace, not stored), and after :meth:`StreamSink.on_end` the last message of
+    each turn and revision equals what the saved trace gives (latency_breakdown, oracle_revisions)."""
+    import json
+
+    from kame_core.events import LlmRequestCancel
+    from kame_core.metrics import annotate_hint_levels, annotate_onsets, latency_breakdown
+    from kame_core.trace import OracleToken, SessionTrace
+    from kame_core.trace_query import oracle_revisions, oracle_token_use
+
+    pytest.importorskip("sphn")
+    trace = SessionTrace(mode="kame")
+    sent: list[bytes] = []
+    sink = StreamSink(sent.extend, pcm_out=True, trace_of=lambda: trace)
+    script, talking, fed = _two_turns()
+    by_frame: list[list[dict]] = []
+    for i in range(76):
+        events = tuple(trace.record(i * 0.08, PAYLOADS[kind](**data)) for kind, data in script.get(i, ()))
+        if any(e.kind is EventKind.STT_FINAL for e in events):
+            annotate_hint_levels(trace)  # as the pipeline does at each final
+        rev, start = fed.get(i, (None, False))
+        oracle = OracleToken() if rev is None else OracleToken(token=0 if start else 9, piece="" if start else " x",
+                                                               revision=rev, is_start=start)
+        record = FrameRecord(text_piece=" w" if i in talking else "", text_token=5 if i in talking else None,
+                             oracle=oracle)
+        out = np.full(1920, 0.1 if i in talking else 0.0, np.float32)
+        trace.append_frame(record, np.zeros(1920, np.float32), out)
+        sink.on_frame(FrameOut(i, (i + 1) * 0.08, record, np.zeros(1920, np.float32), out, events))
+        by_frame.append([json.loads(m[1:]) for m in sent if m[0] == P.EVENT and b'"type": "event"' not in m])
+        sent.clear()
+    # the session ends: the driver cancels the stream still running, finishes the trace and stores the levels
+    trace.record(6.1, LlmRequestCancel(request=3, revision=3, text=" also"))
+    trace.finish()
+    annotate_onsets(trace)
+    annotate_hint_levels(trace)
+    sink.on_end()
+    by_frame.append([json.loads(m[1:]) for m in sent if m[0] == P.EVENT])
+
+    def latency(frame: int, turn: int) -> dict | None:
+        return next((m for m in by_frame[frame] if m["type"] == "turn_latency" and m["turn"] == turn), None)
+
+    def sent_at(frame: int, turn: int) -> dict:
+        found = latency(frame, turn)
+        assert found is not None, f"no turn_latency for turn {turn} at frame {frame}"
+        return found
+
+    def step(message: dict, name: str) -> float | None:
+        return next(s["t"] for s in message["steps"] if s["name"] == name)
+
+    onset_frame = next(i for i, ms in enumerate(by_frame) if any(m["type"] == "turn_onset" for m in ms))
+    assert step(sent_at(11, 0), "STT final") is None  # the row is there from the end of the speech
+    assert step(sent_at(12, 0), "STT final") == pytest.approx(0.96)
+    before_chunk = [m for i in range(33) if (m := latency(i, 0)) is not None][-1]
+    assert onset_frame < 33 and step(before_chunk, "first chunk") is None
+    at_chunk = sent_at(33, 0)  # after the onset: the answer's first chunk and reset are sent when they come
+    assert step(at_chunk, "first chunk") == pytest.approx(33 * 0.08) == step(at_chunk, "oracle reset")
+    assert [r["outcome"] for r in at_chunk["requests"]] == ["cancelled", "open"]
+    assert [r["outcome"] for r in sent_at(45, 0)["requests"]] == ["cancelled", "finished"]
+    fed_on = [i for i in range(34, 45) if latency(i, 0) is not None]
+    assert fed_on and all(b - a >= 5 for a, b in zip(fed_on, fed_on[1:]))  # token counts: at most every 5 frames
+    turn_0 = [m for ms in by_frame for m in ms if m["type"] == "turn_latency" and m["turn"] == 0]
+    assert all(a != b for a, b in zip(turn_0, turn_0[1:]))  # sent only when it reads differently
+    assert not any(latency(i, 0) for i in range(67, len(by_frame)))  # done: followed, ended, superseded
+    [streaming] = sent_at(66, 1)["requests"]  # turn 1's request (asked before its final) becomes revision 3
+    assert (streaming["revision"], streaming["outcome"], streaming["tokens_appended"]) == (3, "open", 1)
+    # the end: every turn's last breakdown and every revision's last level is the saved trace's
+    last = {m["turn"]: m for ms in by_frame for m in ms if m["type"] == "turn_latency"}
+    expected = {t.turn: {"type": "turn_latency", **t.to_json(oracle_token_use(trace))}
+                for t in latency_breakdown(trace)}
+    assert last == expected and [r["outcome"] for r in last[1]["requests"]] == ["cancelled"]
+    assert step(last[1], "first audible output") == pytest.approx(64 * 0.08)
+    levels = {m["revision"]: m["hint_level"] for ms in by_frame for m in ms if m["type"] == "hint_level"}
+    saved = {r.revision: r.hint_level for r in oracle_revisions(trace)}
+    assert levels == saved and None not in saved.values() and set(saved) == {1, 2, 3}
+    told = {m["revision"]: i for i, ms in enumerate(by_frame) for m in reversed(ms) if m["type"] == "hint_level"}
+    assert told == {1: 12, 2: 33, 3: 66}  # as soon as known: at the final, or at the reset that came after it
+
+
+@pytest.mark.parametrize("name", ["05-two-turn-capitals", "07-interruption-eiffel-tower"])
+def test_the_window_of_the_open_turns_breaks_them_down_as_the_whole_trace_does(name):
+    """What the sink breaks down live (metrics.latency_window from turn k on) is what the Timeline gets from the
+    whole trace for those turns -- steps, requests and oracle token counts."""
+    from pathlib import Path
+
+    from kame_core.metrics import latency_breakdown, latency_window, turn_onsets
+    from kame_core.scenario import load_scenario
+    from kame_core.trace_query import oracle_token_use
+
+    trace = load_scenario(Path(__file__).parent.parent / "scenarios" / f"{name}.kame").runs["kame"]
+    onsets, use = turn_onsets(trace), oracle_token_use(trace)
+    whole = [turn.to_json(use) for turn in latency_breakdown(trace, onsets=onsets)]
+    assert len(whole) >= 2 and any(r["tokens_fed"] for turn in whole for r in turn["requests"])
+    for k in range(len(whole) + 1):
+        window = latency_window(trace, k)
+        assert len(window.events) < len(trace.events) or k == 0
+        part = latency_breakdown(window, onsets=onsets[k:])
+        assert [turn.to_json(oracle_token_use(window)) for turn in part] == whole[k:]
 
 
 def test_the_talk_opener_refuses_a_bad_or_unknown_id(tmp_path):

@@ -3,19 +3,26 @@ made with Piper) talks to the running app (``python app.py``) over ``/api/chat``
 
 Checks, read from the page: the assistant's audio was played by the worklet and was not silent, the live view
 showed at least one oracle revision and inner-monologue words; Stop saves the session, which opens in
-Timeline. The screenshot is kept under ``artifacts/`` (or ``$KAME_TEST_ARTIFACTS``).
+Timeline; then the Talk tab's latency table (its DOM) shows every turn's steps and request outcomes as
+``latency_breakdown`` reads them from the saved session, and every revision has the saved hint level (none is
+left at "hint …"). The screenshot is kept under ``artifacts/`` (or ``$KAME_TEST_ARTIFACTS``).
 """
 from __future__ import annotations
 
 import json
 import os
+import re
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
 import soundfile as sf
 
+from kame_core.metrics import latency_breakdown
 from kame_core.scenario import load_scenario
+from kame_core.trace import SessionTrace
+from kame_core.trace_query import oracle_revisions, oracle_token_use
 
 from .app_server import REPO, running_app
 from .cdp import CHROMIUM, Chromium
@@ -35,6 +42,44 @@ def question_wav(tmp_path_factory) -> Path:
     path = tmp_path_factory.mktemp("talk") / "question.wav"
     sf.write(path, audio, 24000, subtype="PCM_16")
     return path
+
+
+#: the Talk tab's latency table as the page shows it: per turn, its step names, their cells and its requests' lines
+TABLE = ("JSON.stringify(Array.from(document.querySelectorAll('#kame-talk-latency .kame-talk-latency-turn'))"
+         ".map(function (d) { var rows = d.querySelectorAll('tr'); return {turn: Number(d.dataset.turn),"
+         " steps: Array.from(rows[0].children).map(function (c) { return c.textContent; }),"
+         " cells: Array.from(rows[1].children).map(function (c) { return c.textContent; }),"
+         " requests: Array.from(d.querySelectorAll('.kame-talk-request')).map(function (r) {"
+         " return r.textContent; })}; }))")
+
+
+def _seconds(cell: str) -> float | None:
+    """A cell of the table ("+1.79 s", "−0.24 s", "—") as seconds."""
+    if cell == "—":
+        return None
+    assert cell.endswith(" s") and cell[0] in "+−", cell
+    return (-1 if cell[0] == "−" else 1) * float(cell[1:-2])
+
+
+def _check_table(table: list[dict[str, Any]], trace: SessionTrace) -> None:
+    """The page's table after Stop is the saved trace's breakdown: every turn, each step (to the 10 ms the page
+    shows), each request's id, outcome and oracle tokens fed."""
+    use = oracle_token_use(trace)
+    expected = [turn.to_json(use) for turn in latency_breakdown(trace)]
+    assert [row["turn"] for row in table] == [turn["turn"] for turn in expected], (table, expected)
+    for row, turn in zip(table, expected):
+        assert row["steps"] == [step["name"] for step in turn["steps"]], (row, turn)
+        for cell, step in zip(row["cells"], turn["steps"]):
+            shown, want = _seconds(cell), step["since_end_s"]
+            assert (shown is None) == (want is None) and (want is None or abs(shown - want) <= 0.0051), \
+                (step["name"], cell, want, row)
+        assert len(row["requests"]) == len(turn["requests"]), (row, turn)
+        for line, request in zip(row["requests"], turn["requests"]):
+            found = re.match(r"#(\d+) .*\) → (\w+)( late)?", line)
+            assert found and (int(found[1]), found[2], bool(found[3])) == \
+                (request["request"], request["outcome"], request["late"]), (line, request)
+            if request["tokens_fed"] is not None:
+                assert f"rev {request['revision']}: {request['tokens_fed']}" in line, (line, request)
 
 
 def _artifacts(tmp_path: Path) -> Path:
@@ -110,7 +155,8 @@ def test_talk_plays_the_answer_shows_the_streams_and_opens_the_session(question_
                 # (random tiny weights may babble on with no new utterance, hence no onset: then none is due)
                 need = 1 if front_end == "cpu-stand-in" else 0
                 latency = json.loads(browser.wait_for(
-                    f"(function (T) {{ return T.turns.length >= {need} && T.latency.length === T.turns.length && "
+                    f"(function (T) {{ return T.turns.length >= {need} && T.turns.every(function (o) {{ "
+                    "return T.latency.some(function (l) { return l.turn === o.turn; }); }) && "
                     "JSON.stringify(T.latency); })(window.kameTalk)", timeout=60, every=0.25))
             except TimeoutError:
                 raise AssertionError("no turn_latency reached the page: " + str(browser.evaluate(
@@ -123,6 +169,9 @@ def test_talk_plays_the_answer_shows_the_streams_and_opens_the_session(question_
             browser.wait_for("(document.getElementById('kame-status') || {innerText: ''}).innerText"
                              ".indexOf('Talk session') >= 0", timeout=120)
             session_id = browser.evaluate("window.kameTalk.saved && window.kameTalk.saved.id")
+            table = json.loads(browser.evaluate(TABLE))  # the page as it was left once the session was saved
+            hints = json.loads(browser.evaluate("JSON.stringify(window.kameTalk.timeline.revisions.map("
+                                                "function (r) { return [r.revision, r.hint_level]; }))"))
             browser.wait_for("!!document.querySelector('#kame-plot-timeline .main-svg')", timeout=90)
             timeline_selected = browser.evaluate(
                 "Array.from(document.querySelectorAll('button[role=tab]')).find(function (b) {"
@@ -153,6 +202,11 @@ def test_talk_plays_the_answer_shows_the_streams_and_opens_the_session(question_
     assert timeline_selected == "Timeline"
     scenario = load_scenario(sessions / f"{session_id}.kame")
     trace = scenario.runs["kame"]
+    # the live table ends as the saved session reads; no revision is left at "hint …"
+    _check_table(table, trace)
+    saved_levels = {r.revision: r.hint_level for r in oracle_revisions(trace)}
+    assert hints and all(level is not None and level == saved_levels.get(revision) for revision, level in hints), \
+        (hints, saved_levels)
     assert trace.n_frames > 0 and float(np.abs(trace.user_audio).max()) > 0.05, "the microphone was recorded"
     assert float(np.abs(trace.output_audio).max()) > 0.02, "the assistant's audio was recorded"
     if front_end == "neural-tiny":

@@ -67,7 +67,7 @@ class OracleHeard(Notice):
 
 @dataclass(frozen=True)
 class HintLevel(Notice):
-    """A revision's hint level, once the server knows it (sent again if a later final changes it)."""
+    """A revision's hint level, once the server knows it (sent again whenever it changes)."""
 
     type: ClassVar[str] = "hint_level"
     revision: int
@@ -90,7 +90,8 @@ class TurnOnset(Notice):
 
 @dataclass(frozen=True)
 class TurnLatency(Notice):
-    """The turn's latency breakdown as known at its onset (:meth:`kame_core.metrics.TurnLatency.to_json`)."""
+    """The turn's latency breakdown as known now (:meth:`kame_core.metrics.TurnLatency.to_json`): sent again
+    whenever it changes, a newer one for the same ``turn`` replacing the older."""
 
     type: ClassVar[str] = "turn_latency"
     turn: int

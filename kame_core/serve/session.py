@@ -16,7 +16,6 @@ The transport is a :class:`Connection` (the server adapts a Starlette websocket;
 from __future__ import annotations
 
 import asyncio
-import functools
 import logging
 import weakref
 from collections.abc import Callable
@@ -26,9 +25,8 @@ from typing import Any, ParamSpec, Protocol, TypeVar
 
 import numpy as np
 
-from ..clock import FRAME_SECONDS, SAMPLE_RATE
-from ..events import OracleReset, payloads
-from ..metrics import LiveOnsets, TurnOnset, latency_breakdown
+from ..clock import FRAME_SECONDS, SAMPLE_RATE, SAMPLES_PER_FRAME
+from ..metrics import LiveOnsets, TurnLatency, latency_breakdown, latency_window
 from ..neural.choice import NeuralModels
 from ..neural.pool import PoolFull
 from ..session import FrameOut, LiveSession, SessionStore
@@ -37,7 +35,7 @@ from ..session.journal import SessionJournal
 from ..session.saving import RetryingSaves, save_with_retries
 from ..session.store import default_sessions_dir, new_session_id, session_file
 from ..trace import EventKind, SessionTrace
-from ..trace_query import oracle_token_use
+from ..trace_query import oracle_revisions, oracle_token_use
 from . import notices as N
 from . import protocol as P
 
@@ -59,6 +57,23 @@ class Connection(Protocol):
     async def close(self, code: int, reason: str) -> None: ...
 
 
+#: events after which a turn's latency breakdown may show a new step or request outcome: the user's turns and
+#: finals, the LLM requests' starts, first chunks and ends, the oracle's resets
+_STEP_KINDS = frozenset({EventKind.USER_SPEECH_START, EventKind.USER_SPEECH_END, EventKind.STT_FINAL,
+                         EventKind.LLM_REQUEST_START, EventKind.LLM_FIRST_CHUNK, EventKind.LLM_REQUEST_FINISH,
+                         EventKind.LLM_REQUEST_CANCEL, EventKind.LLM_ERROR, EventKind.ORACLE_RESET})
+#: a breakdown whose only news is its oracle token counts (tokens appended or fed) is worked out again at most
+#: this often (frames): the counts move on most frames while an answer streams
+COUNTS_EVERY = 5
+#: events after which a revision's hint level may read differently: a new revision, a final (the pipeline stores
+#: the levels then), a speech segment (segments group the finals into utterances); nothing else of a request
+#: changes its spoken ratio (:func:`~kame_core.trace_query.request_spoken_ratios`)
+_HINT_KINDS = frozenset({EventKind.ORACLE_RESET, EventKind.STT_FINAL, EventKind.USER_SPEECH_END})
+#: what a revision's hint level is read from (its reset as recorded, else its request's spoken ratio: the finals,
+#: the requests' starts and the user's speech)
+_HINT_SOURCES = frozenset({*_HINT_KINDS, EventKind.LLM_REQUEST_START, EventKind.USER_SPEECH_START})
+
+
 class StreamSink:
     """The driver's :class:`~kame_core.session.FrameSink` for one connection: turns each frame into wire
     messages (called on the session's thread; ``post`` hands them to the connection's event loop).
@@ -66,10 +81,18 @@ class StreamSink:
     ``turn_onset`` messages follow the metrics' rule (:class:`~kame_core.metrics.LiveOnsets`): the first new
     assistant word of a user turn, once the turn is closed; ``latency_s`` is signed (negative: KAME started
     before the user finished), ``delay_s`` clipped at 0. ``oracle_heard`` says from which frame the front-end
-    hears a revision (its start token was fed); ``hint_level`` gives a revision's hint level as soon as the
-    server knows it (the user's turn got its final transcript), read from the trace (``trace_of``);
-    ``turn_latency`` follows each ``turn_onset`` with the turn's latency breakdown as known then (anchors, the
-    requests of the turn, what became of their oracle tokens)."""
+    hears a revision (its start token was fed).
+
+    ``turn_latency`` and ``hint_level`` are the Timeline's figures of the trace so far (``trace_of``;
+    :func:`~kame_core.metrics.latency_breakdown`, :func:`~kame_core.trace_query.oracle_revisions`), sent whenever
+    they read differently from what was last sent: a turn's breakdown from the end of its first speech segment
+    on, again as each step or request outcome comes in (oracle token counts: at most every :data:`COUNTS_EVERY`
+    frames); a revision's level as soon as it is known, again if it changes. So the page's table follows the
+    trace instead of freezing at the turn's onset. They are worked out only on frames that can change them
+    (:data:`_STEP_KINDS`, :data:`_HINT_KINDS`, a turn settled, tokens appended or fed), a breakdown only for the
+    turns still open (:func:`~kame_core.metrics.latency_window`; a turn is done once settled, followed by
+    another, its requests ended and their revisions superseded), so the cost stays small however long the
+    session. :meth:`on_end` sends what the driver's last steps changed: the page ends with the saved figures."""
 
     def __init__(self, post: Callable[[list[bytes]], None], pcm_out: bool,
                  trace_of: Callable[[], SessionTrace | None] = lambda: None, metrics: Any = None) -> None:
@@ -80,19 +103,23 @@ class StreamSink:
         self._opus = None if pcm_out else sphn.OpusStreamWriter(SAMPLE_RATE)
         self._onsets = LiveOnsets()
         self._trace_of = trace_of
-        self._hints: dict[int, tuple[Any, Any]] = {}
+        self._hints: dict[int, tuple[int, float | None]] = {}  # the last level sent per revision
+        self._latency: dict[int, dict[str, Any]] = {}  # the last breakdown sent per turn
+        self._open = 0  # turns before this one are done: their breakdowns can no longer change
+        self._open_revisions: set[int] = set()  # the revisions of the open turns' requests
+        self._counts_due = False  # oracle tokens were appended or fed since the breakdowns were worked out
+        self._worked_at = -COUNTS_EVERY  # the frame they were last worked out at
         self.turns: list[dict[str, Any]] = []
 
     def on_frame(self, frame: FrameOut) -> None:
         out: list[bytes] = []
+        kinds = {event.kind for event in frame.events}
         for event in frame.events:
             if event.kind in P.LIVE_KINDS:
                 out.append(P.json_message(P.event_json(event)))
         oracle = frame.record.oracle
         if oracle.is_start and oracle.revision is not None:
             out.append(P.notice(N.OracleHeard(frame.index, round(frame.index * FRAME_SECONDS, 3), oracle.revision)))
-        if any(e.kind in (EventKind.STT_FINAL, EventKind.ORACLE_RESET) for e in frame.events):
-            out.extend(self._hint_levels())
         if frame.record.text_piece:
             out.append(P.message(P.TEXT, frame.record.text_piece.encode("utf-8")))
         if self._opus is None:
@@ -102,45 +129,86 @@ class StreamSink:
             if pages:
                 out.append(P.message(P.AUDIO, pages))
         rms = float(np.sqrt(np.mean(np.square(frame.output, dtype=np.float64)))) if len(frame.output) else 0.0
-        for onset in self._onsets.add_frame(not frame.record.text_is_padding, rms, frame.events):
+        onsets = self._onsets.add_frame(not frame.record.text_is_padding, rms, frame.events)
+        for onset in onsets:
             notice = N.TurnOnset(onset.turn, round(onset.user_end, 3), round(onset.text_onset or 0.0, 3),
                                  round(onset.latency_s or 0.0, 3), round(max(0.0, onset.latency_s or 0.0), 3),
                                  None if onset.audio_onset is None else round(onset.audio_onset, 3))
             self.turns.append(notice.to_json())
             out.append(P.notice(notice))
-            latency = self._turn_latency(onset)
-            if latency is not None:
-                out.append(P.notice(N.TurnLatency(**latency)))
             if self._metrics is not None:
                 self._metrics.on_onset(onset.latency_s or 0.0)
+        fed = oracle.revision in self._open_revisions and not oracle.is_start and not oracle.is_padding
+        self._counts_due = self._counts_due or fed or EventKind.ORACLE_APPEND in kinds
+        latency = bool(onsets) or not kinds.isdisjoint(_STEP_KINDS) or \
+            (self._counts_due and frame.index - self._worked_at >= COUNTS_EVERY)
+        hints = not kinds.isdisjoint(_HINT_KINDS)
+        trace = self._trace_of() if latency or hints else None
+        if trace is not None:
+            snapshot = trace.snapshot(audio=False)  # the frames and events so far, without audio: cheap
+            if latency:
+                out.extend(self._latency_changes(snapshot, live=True))
+                self._counts_due, self._worked_at = False, frame.index
+            if hints:
+                out.extend(self._hint_changes(snapshot))
         if self._metrics is not None:
             self._metrics.on_frame(frame)
         self._post(out)
 
-    def _turn_latency(self, onset: TurnOnset) -> dict[str, Any] | None:
-        """The turn's latency breakdown as known now (:meth:`TurnLatency.to_json`). On the session's thread, in
-        the frame loop: it reads a snapshot of frames and events only, and takes the onset (audible output
-        included) from :class:`LiveOnsets`, which measured it as the Timeline does, instead of re-reading audio."""
+    def on_end(self) -> None:
+        """The driver ended (the session's thread, before the trace is saved): what its last steps changed --
+        requests cancelled at the end, the last finals' hint levels, turns closed by the end -- read from the
+        finished trace as the Timeline reads the saved one (every turn, the onsets measured on its audio)."""
         trace = self._trace_of()
         if trace is None:
-            return None
-        snapshot = trace.snapshot(audio=False)
-        found = latency_breakdown(snapshot, onsets=[onset])
-        return found[0].to_json(oracle_token_use(snapshot)) if found else None
+            return
+        if len(trace.output_audio) < trace.n_frames * SAMPLES_PER_FRAME:  # not finished (the driver failed)
+            trace = trace.snapshot()
+        self._post([*self._latency_changes(trace, live=False), *self._hint_changes(trace)])
 
-    def _hint_levels(self) -> list[bytes]:
-        """``hint_level`` messages for revisions whose level is new or changed (a later final refines it)."""
-        trace = self._trace_of()
-        if trace is None:
-            return []
+    def _latency_changes(self, trace: SessionTrace, live: bool) -> list[bytes]:
+        """``turn_latency`` for each turn whose breakdown differs from the last one sent: while ``live``, the open
+        turns' (onsets so far from :class:`LiveOnsets`; then the turns done are closed), else every turn's."""
+        if live:
+            onsets = self._onsets.so_far(self._open)
+            window = latency_window(trace, self._open)
+            found = latency_breakdown(window, onsets=onsets)
+        else:
+            window, found = trace, latency_breakdown(trace)
+        use = oracle_token_use(window)
         out = []
-        for _, reset in payloads(trace, OracleReset, lenient=True):
-            revision, level = reset.revision, reset.hint_level
-            known = (level, reset.spoken_ratio)
-            if revision is None or level is None or self._hints.get(revision) == known:
+        for turn in found:
+            latency = turn.to_json(use)
+            if self._latency.get(turn.turn) != latency:
+                self._latency[turn.turn] = latency
+                out.append(P.notice(N.TurnLatency(**latency)))
+        if live:
+            newest = max(use, default=None)
+            while found and self._done(found[0], self._open + len(onsets), newest):
+                found.pop(0)
+                self._open += 1
+            self._open_revisions = {r.revision for turn in found for r in turn.requests if r.revision is not None}
+        return out
+
+    def _done(self, turn: TurnLatency, turns: int, newest: int | None) -> bool:
+        """Whether ``turn``'s breakdown can no longer change: its onset is settled, a later turn began (no request
+        or final can join it), its requests ended and their revisions were superseded (no token is fed to them)."""
+        return (turn.turn < self._onsets.settled and turn.turn + 1 < turns
+                and all(r.outcome != "open" and (r.revision is None or (newest is not None and r.revision < newest))
+                        for r in turn.requests))
+
+    def _hint_changes(self, trace: SessionTrace) -> list[bytes]:
+        """``hint_level`` for each revision whose level is known and differs from the last one sent. Read from the
+        events levels are made of (:data:`_HINT_SOURCES`): the same levels, without the cost of the rest."""
+        sources = SessionTrace(mode=trace.mode, config=trace.config,
+                               events=[e for e in trace.events if e.kind in _HINT_SOURCES])
+        out = []
+        for revision in oracle_revisions(sources):
+            level, known = revision.hint_level, (revision.hint_level, revision.spoken_ratio)
+            if level is None or self._hints.get(revision.revision) == known:
                 continue
-            self._hints[revision] = known
-            out.append(P.notice(N.HintLevel(revision, level, reset.spoken_ratio)))
+            self._hints[revision.revision] = (level, revision.spoken_ratio)
+            out.append(P.notice(N.HintLevel(revision.revision, level, revision.spoken_ratio)))
         return out
 
 
@@ -230,13 +298,24 @@ class ChatSession:
         self._post = post
         self._stop = loop.create_future()
         sink = StreamSink(post, self.pcm_out, trace_of=_weakly(self._trace), metrics=self.metrics)
+
+        session_id = self.session_id  # not ``self``: the live session keeps this callback (see _weakly)
+
+        def ended() -> None:  # the session's thread, once the driver ended: the sink's last figures go out first
+            try:
+                sink.on_end()
+            except Exception:  # noqa: BLE001 - the figures are lost, not the session
+                log.exception("session %s: the last latency figures could not be sent", session_id)
+            finally:
+                loop.call_soon_threadsafe(_resolve, driver_done)
+
         journal = SessionJournal(self.store.journal(self.session_id), session_id=self.session_id, title=TITLE,
                                  components=self.components, trace_of=_weakly(self._trace),
                                  flush_every_s=self.journal_every_s, on_failure=_weakly(self._recording_failed))
         try:
             self.live = await asyncio.to_thread(
                 LiveSession, self.make_runner, head_start_s=self.head_start_s, max_input_s=float("inf"),
-                sink=sink, on_end=functools.partial(loop.call_soon_threadsafe, _resolve, driver_done),
+                sink=sink, on_end=ended,
                 journal=journal)
         except PoolFull as err:  # every slot of the model is taken (another door took the last one)
             reason = f"server busy: {err}"
