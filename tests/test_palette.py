@@ -2,7 +2,6 @@
 colour, read here from the figures' own JSON (and the Talk page's markup and script) built from bundled scenarios."""
 from __future__ import annotations
 
-import copy
 import json
 import re
 from pathlib import Path
@@ -24,8 +23,9 @@ from demo.talk import TALK_HTML, TALK_JS
 from demo.timeline import HINT_LEGEND, compare_figure, timeline_figure
 from kame_core.hint_levels import HINT_LEVEL_BOUNDS, hint_level
 from kame_core.scenario import Scenario, load_scenario
-from kame_core.trace import EventKind, SessionTrace
+from kame_core.trace import SessionTrace
 from kame_core.trace_query import oracle_revisions
+from tests.test_timeline import with_levels
 
 REPO = Path(__file__).resolve().parents[1]
 SCENARIOS = REPO / "scenarios"
@@ -46,20 +46,6 @@ def legend_colours(html_text: str) -> dict[str, str]:
 
 def expected_legend(unknown: bool) -> dict[str, str]:
     return {hint_name(level): PALETTE[level] for level in [*HINT_LEVELS, *([None] if unknown else [])]}
-
-
-def with_levels(trace: SessionTrace, levels: dict[int, int | None]) -> SessionTrace:
-    """The trace with its oracle resets' hint levels replaced (``None``: not known, nor derivable -- the reset
-    loses its request too), for the levels the bundled recordings happen not to reach."""
-    def data(d: dict) -> dict:
-        level = levels[d["revision"]]
-        drop = ("hint_level", "spoken_ratio") + (("request",) if level is None else ())
-        return {**{k: v for k, v in d.items() if k not in drop}, **({} if level is None else {"hint_level": level})}
-
-    out = copy.deepcopy(trace)
-    out.events = [e if e.kind is not EventKind.ORACLE_RESET else type(e)(e.t, e.kind, data(e.data))
-                  for e in trace.events]
-    return out
 
 
 def luminance(colour: str) -> float:
