@@ -72,6 +72,14 @@ class LoadedScenario:
     def title(self) -> str:
         return self.scenario.title or self.scenario.name
 
+    @property
+    def listed_as(self) -> str | None:
+        """Its entry in the list it was picked from (a bundled scenario's file stem, a training dialogue's id; the
+        keys :func:`open_bundled` and :func:`open_training` give), None for what no list names (uploads, live
+        sessions)."""
+        kind, _, name = self.key.partition(":")
+        return name if kind == self.origin and kind in ("bundled", "training") else None
+
 
 def _string_list(manifest: dict, key: str) -> list[str]:
     value = manifest.get(key, [])

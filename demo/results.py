@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from typing import Any, NamedTuple
 
-__all__ = ["Compared", "LiveRun", "MicProgress", "Opened", "Plotted", "RunShown", "Seeked", "TalkOpened"]
+__all__ = ["Bar", "Compared", "LiveRun", "MicProgress", "Opened", "Panels", "Plotted", "RunShown", "Seeked",
+           "TalkOpened", "TimelinePanel"]
 
 
 class Opened(NamedTuple):
@@ -85,3 +86,44 @@ class LiveRun(NamedTuple):
     figure: Any
     components: str
     file: str | None
+
+
+class TimelinePanel(NamedTuple):
+    """The Timeline tab showing one run of the open input: its figure, the runs' summary, its player, the run
+    picker (``runs``, ``run``), what the streams held at ``at`` seconds and the latency per user turn."""
+
+    figure: Any
+    rows: list
+    audio: Any
+    runs: list[str]
+    run: str | None
+    details: str
+    at: float
+
+
+class Bar(NamedTuple):
+    """The bar above the tabs, naming the open input: the scenario picker (its entries as (label, value) pairs,
+    the one shown, its label), the training-dialogue picker, the list of sessions made in this browser session
+    (newest first) with the open one selected, and the file "Download" gives."""
+
+    picker_choices: list[tuple[str, str]]
+    picker: str | None
+    picker_label: str
+    dialogue: str | None
+    made: list[str]
+    made_value: str | None
+    download: str | None
+
+
+class Panels(NamedTuple):
+    """Every panel that shows the open input (:func:`demo.views.panels`). ``delay`` and ``curve`` are the
+    Forced-delay tab's results, which need an action: cleared (saying so) when they show another input, None
+    when they already show this one (kept as they are)."""
+
+    session: Any
+    timeline: TimelinePanel
+    compare: Compared
+    evolution: Plotted
+    delay: Plotted | None
+    curve: Plotted | None
+    bar: Bar

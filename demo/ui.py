@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import functools
 import os
+import warnings
 from collections.abc import Callable
+from typing import Any
 
 # before Gradio is imported (it reads the variable then): an exception documented in kame_core/settings.py;
 # everything else the app reads from the environment comes in as a kame_core.settings.Settings
@@ -111,6 +113,24 @@ SYNC_JS = "() => {\n  if (window.kameSyncInstalled) return;\n  window.kameSyncIn
     }
   }
   window.kameSeekView = seekView;
+  // a plot drawn while its tab was hidden (every open redraws every tab) has Plotly's default width: when its
+  // tab shows it (a click, or the Talk page's switch to Timeline) it takes its box's width
+  var sized = new ResizeObserver(function (entries) {
+    entries.forEach(function (entry) {
+      var gd = entry.target.querySelector('.js-plotly-plot');
+      var width = entry.contentRect.width;
+      if (gd && width > 0 && window.Plotly && gd._fullLayout && Math.abs(gd._fullLayout.width - width) > 4)
+        window.Plotly.Plots.resize(gd);
+    });
+  });
+  var watched = new WeakSet();
+  function watchPlots() {
+    document.querySelectorAll('[id^="kame-plot-"]').forEach(function (host) {
+      if (!watched.has(host)) { watched.add(host); sized.observe(host); }
+    });
+  }
+  new MutationObserver(watchPlots).observe(document.body, {childList: true, subtree: true});
+  watchPlots();
   var down = null;
   document.addEventListener('mousedown', function (e) {
     var host = e.target.closest && e.target.closest('[id^="kame-plot-"]');
@@ -130,7 +150,25 @@ SYNC_JS = "() => {\n  if (window.kameSyncInstalled) return;\n  window.kameSyncIn
 CSS = """
 #kame-status h3 { margin: 0 0 4px 0; }
 .kame-small { font-size: 12px; color: #4b5563; }
+#kame-evolution-text th, #kame-evolution-text td { word-break: normal; overflow-wrap: normal; hyphens: none; }
 """
+
+#: Gradio (6.x, ``gradio/routes.py``) reads Starlette's deprecated ``HTTP_422_UNPROCESSABLE_ENTITY`` on every queued
+#: event, and Starlette warns as a UserWarning, shown by default: two lines in the app's log per click. The cause is
+#: inside Gradio, so this one message is filtered, nothing else.
+GRADIO_STARLETTE_422 = r"'HTTP_422_UNPROCESSABLE_ENTITY' is deprecated"
+
+
+def quiet_gradio_starlette_warning() -> None:
+    """Filter the one Starlette deprecation Gradio triggers per event (:data:`GRADIO_STARLETTE_422`)."""
+    warnings.filterwarnings("ignore", message=GRADIO_STARLETTE_422, category=UserWarning)
+
+
+def evolution_buttons(shown: str) -> tuple[Any, Any]:
+    """The Evolution tab's buttons ("This input", "All scenarios of the folder"): the one whose view is shown
+    (``"input"`` or ``"all"``) highlighted."""
+    return (gr.update(variant="primary" if shown == "input" else "secondary"),
+            gr.update(variant="primary" if shown == "all" else "secondary"))
 
 
 def _player() -> gr.HTML:
@@ -165,6 +203,7 @@ def build_app(gpu: Callable[[Callable], Callable] | None = None, hardware: hw.Ha
     page load (the server refuses live sessions meanwhile).
     """
     settings = settings or Settings()
+    quiet_gradio_starlette_warning()  # both entry points (app.py, the Space's) start by building the app
     tickets = tickets if tickets is not None else TicketBook()
     if hardware is None:
         hardware = hw.detect(settings.hosting)
@@ -186,10 +225,10 @@ def build_app(gpu: Callable[[Callable], Callable] | None = None, hardware: hw.Ha
         if recording is not None:
             gr.Markdown(lambda: recording_notice(recording()), elem_id="kame-recording")
         with gr.Row(equal_height=True, elem_id="kame-bar"):  # one compact bar: the plot stays in view
-            choice = gr.Dropdown(names, value=names[0] if names else None, label="Scenario (scenarios folder)",
+            choice = gr.Dropdown(names, value=names[0] if names else None, label=views.PICKER_LABEL,
                                  elem_id="kame-picker", scale=3,
                                  info=None if names else library.NO_SCENARIOS.format(folder=folder))
-            dialogue = gr.Dropdown(dialogues, value=None, scale=2,
+            dialogue = gr.Dropdown(dialogues, value=None, scale=2, elem_id="kame-dialogue",
                                    label="…or a training dialogue" if dialogues else
                                    "…or a training dialogue (KAME_TRAINING_DIR)")
             made = gr.Dropdown([], value=None, label="Made in this browser session",
@@ -207,8 +246,9 @@ def build_app(gpu: Callable[[Callable], Callable] | None = None, hardware: hw.Ha
                                    elem_id="kame-inspect-time")
                 plot = gr.Plot(label="Timeline", show_label=False, elem_id="kame-plot-timeline")
                 audio = _player()
-                details = gr.Markdown()
+                details = gr.Markdown(elem_id="kame-details")
                 table = gr.Dataframe(headers=RUN_SUMMARY_HEADERS, interactive=False, wrap=True, label="Runs",
+                                     elem_id="kame-runs",
                                      column_widths=["7%", "7%", "19%", "8%", "17%", "8%", "8%", "26%"])
             with gr.Tab("Compare", id="compare"):
                 compare_btn = gr.Button("Compare every mode of this input", variant="primary")
@@ -231,7 +271,7 @@ def build_app(gpu: Callable[[Callable], Callable] | None = None, hardware: hw.Ha
                     evo_btn = gr.Button("This input", variant="primary")
                     evo_all_btn = gr.Button("All scenarios of the folder")
                 evo_plot = gr.Plot(label="Oracle evolution", show_label=False, elem_id="kame-plot-evolution")
-                evo_text = gr.Markdown()
+                evo_text = gr.Markdown(elem_id="kame-evolution-text")
             with gr.Tab("Forced delay", id="delay"):
                 gr.Markdown("Re-run this input's KAME run with the front-end held silent until *delay* after the "
                             "user stops. The STT and the oracle LLM are **replayed from the recording** (they do not "
@@ -241,10 +281,10 @@ def build_app(gpu: Callable[[Callable], Callable] | None = None, hardware: hw.Ha
                     delay = gr.Slider(0.0, 3.0, value=1.0, step=0.1, label="Forced delay (s)")
                     delay_btn = gr.Button("Re-run with this delay", variant="primary")
                     curve_btn = gr.Button("Latency–quality curve (0–3 s)")
-                delay_text = gr.Markdown()
+                delay_text = gr.Markdown(elem_id="kame-delay-text")
                 delay_plot = gr.Plot(label="Recorded vs re-run", show_label=False, elem_id="kame-plot-delay")
                 curve_plot = gr.Plot(label="Latency–quality (offline proxy score unless a judge is keyed)")
-                curve_text = gr.Markdown()
+                curve_text = gr.Markdown(elem_id="kame-curve-text")
             with gr.Tab("Live", id="live"):
                 gr.Markdown("Upload a recording (any common format and rate; stereo is downmixed; at most 5 minutes). "
                             "It runs through the available stack — the neural front-end when KAME_WEIGHTS is "
@@ -283,11 +323,10 @@ def build_app(gpu: Callable[[Callable], Callable] | None = None, hardware: hw.Ha
             gr.Markdown(hw.ABOUT)
 
         def _opened_outputs(result: Opened | TalkOpened):
-            """The outputs of an open: the run picker gets the scenario's runs, with the shown one selected."""
+            """An open's own outputs (what ``gradio_client`` gets back from an open): the session, the status and
+            the Timeline's figure, runs table, player and run picker."""
             return (result.session, result.status, result.figure, result.rows, result.audio,
                     gr.update(choices=result.runs, value=result.run))
-
-        picker_label = "Scenario (scenarios folder)"
 
         def on_bundled(name, st):
             return _opened_outputs(views.open_bundled(name, st, settings=settings))
@@ -298,62 +337,81 @@ def build_app(gpu: Callable[[Callable], Callable] | None = None, hardware: hw.Ha
         def on_training(dialogue_id, st):
             return _opened_outputs(views.open_training(dialogue_id, st, settings=settings))
 
-        def picker(st):
-            """The scenario picker names what is open when it is not one of its own files; the list of what
-            this browser session made follows (and selects the open one)."""
-            session = views.session_of(st)
-            loaded = session.loaded
-            labels = [m.label for m in reversed(session.made)]
-            current = next((m.label for m in session.made if loaded is not None and m.key == loaded.key), None)
-            made_update = gr.update(choices=labels, value=current)
-            if loaded is None or loaded.origin == "bundled":
-                return gr.update(label=picker_label), made_update
-            return (gr.update(value=None, label=f"{picker_label} — open now: {loaded.title} ({loaded.origin})"),
-                    made_update)
-
         def on_made_pick(label, st):
             return _opened_outputs(views.open_made(label, st))
 
         def on_default(st):
             return _opened_outputs(views.open_default(st, settings=settings))
 
+        def on_talk_open(session_id, st):
+            opened = views.open_talk_session(session_id, st, sessions_dir=settings.server.sessions_dir)
+            return (*_opened_outputs(opened), opened.file,
+                    gr.Tabs(selected="timeline") if opened.file is not None else gr.skip())
+
+        def on_made(st):
+            """A Live upload or microphone session made a scenario: open it (nothing, when none was made)."""
+            session = views.session_of(st)
+            if session.loaded is None or session.loaded.origin != "live":
+                return (st, *([gr.skip()] * (len(outs) - 1)))
+            return _opened_outputs(views.show_opened(session))
+
+        # every panel that shows the open input, in the order of show_panels' values
+        panel_outputs = [state, plot, table, audio, run, details, at,
+                         compare_plot, compare_table, *slots, compare_names, evo_plot, evo_text, evo_btn, evo_all_btn,
+                         delay_plot, delay_text, curve_plot, curve_text, choice, dialogue, made, download]
+
+        def show_panels(st):
+            """Every panel from :func:`demo.views.panels` (one function for every open path)."""
+            p = views.panels(st, settings=settings)
+            t, b = p.timeline, p.bar
+            kept = (gr.skip(), gr.skip())
+            return (p.session, t.figure, t.rows, t.audio, gr.update(choices=t.runs, value=t.run), t.details, t.at,
+                    *p.compare[1:], *p.evolution[1:], *evolution_buttons("input"),
+                    *(kept if p.delay is None else p.delay[1:]), *(kept if p.curve is None else p.curve[1:]),
+                    gr.update(choices=b.picker_choices, value=b.picker, label=b.picker_label),
+                    gr.update(value=b.dialogue), gr.update(choices=b.made, value=b.made_value), b.download)
+
+        def opens(event):
+            """Every open path ends with this: the panels that show the open input, drawn afresh, so none keeps
+            the previous input's numbers."""
+            return event.then(show_panels, state, panel_outputs, api_visibility="private")
+
         outs = [state, status, plot, table, audio, run]
-        for trigger, fn, inp, api in ((choice.input, on_bundled, choice, "open_scenario"),
-                                      (upload.upload, on_upload, upload, "upload_scenario"),
-                                      (dialogue.input, on_training, dialogue, "open_training"),
-                                      (made.input, on_made_pick, made, "open_made")):
-            trigger(fn, [inp, state], outs, api_name=api).then(
-                picker, state, [choice, made], api_visibility="private").then(
-                views.compare, state, [state, compare_plot, compare_table, *slots, compare_names])
-        app.load(on_default, state, outs, api_name="open_default").then(
-            views.compare, state, [state, compare_plot, compare_table, *slots, compare_names])
+        opens(app.load(on_default, state, outs, api_name="open_default"))
+        opens(choice.input(on_bundled, [choice, state], outs, api_name="open_scenario"))
+        opens(upload.upload(on_upload, [upload, state], outs, api_name="upload_scenario"))
+        opens(dialogue.input(on_training, [dialogue, state], outs, api_name="open_training"))
+        opens(made.input(on_made_pick, [made, state], outs, api_name="open_made"))
+        opens(talk_open.click(on_talk_open, [talk_id, state], [*outs, download, tabs], api_name="open_talk_session"))
+        opens(live_btn.click(live_fn, [live_in, modes, state],
+                             [state, live_status, live_plot, live_components, live_file], api_name="live_upload")
+              .then(on_made, state, outs, api_visibility="private"))
+        opens(mic.stop_recording(views.mic_stop, [modes, state],
+                                 [state, live_status, live_plot, live_components, live_file], api_name="mic_stop")
+              .then(on_made, state, outs, api_visibility="private"))
 
         run.input(views.show_run, [run, state], [state, plot, audio, details], api_name="show_run")
         at.submit(views.seek, [at, state], [state, plot, details], api_name="seek")
         download.click(views.download_scenario, state, [state, download], api_name="download_scenario")
         compare_btn.click(views.compare, state, [state, compare_plot, compare_table, *slots, compare_names],
                           api_name="compare")
-        evo_btn.click(views.evolution, state, [state, evo_plot, evo_text], api_name="evolution")
+        evo_btn.click(views.evolution, state, [state, evo_plot, evo_text], api_name="evolution").then(
+            lambda: evolution_buttons("input"), None, [evo_btn, evo_all_btn], api_visibility="private")
         evolution_bundled = functools.partial(views.evolution_bundled, settings=settings)
-        evo_all_btn.click(evolution_bundled, state, [state, evo_plot, evo_text], api_name="evolution_bundled")
+        evo_all_btn.click(evolution_bundled, state, [state, evo_plot, evo_text], api_name="evolution_bundled").then(
+            lambda: evolution_buttons("all"), None, [evo_btn, evo_all_btn], api_visibility="private")
         forced_delay = functools.partial(views.forced_delay, settings=settings)
         delay_btn.click(forced_delay, [delay, state], [state, delay_plot, delay_text], api_name="forced_delay")
         delay.release(forced_delay, [delay, state], [state, delay_plot, delay_text], api_visibility="private")
         curve_btn.click(functools.partial(views.delay_curve, settings=settings), state,
                         [state, curve_plot, curve_text], api_name="delay_curve")
+
         def on_mic(chunk, st):
             shown = views.mic_chunk(chunk, st, cpu_only=hardware.talk_on_cpu, settings=settings)
             return shown.session, shown.status, gr.skip() if shown.figure is None else shown.figure
 
         mic.stream(on_mic, [mic, state], [state, live_status, live_plot], stream_every=0.5, time_limit=310,
                    concurrency_limit=None, api_visibility="private")
-        mic_stopped = mic.stop_recording(views.mic_stop, [modes, state], [state, live_status, live_plot,
-                                                                          live_components, live_file],
-                                         api_name="mic_stop")
-        def on_talk_open(session_id, st):
-            opened = views.open_talk_session(session_id, st, sessions_dir=settings.server.sessions_dir)
-            return (*_opened_outputs(opened), opened.file,
-                    gr.Tabs(selected="timeline") if opened.file is not None else gr.skip())
 
         def on_talk_ticket(request: gr.Request) -> str:
             """A one-use ticket for ``/api/chat``, bound to this page's Gradio session (the page asks right before
@@ -363,24 +421,6 @@ def build_app(gpu: Callable[[Callable], Callable] | None = None, hardware: hw.Ha
         # private: not offered to API clients; not queued behind the default concurrency limit
         talk_ticket_ask.click(on_talk_ticket, None, talk_ticket, api_visibility="private", concurrency_limit=None,
                               show_progress="hidden")
-        talk_open.click(on_talk_open, [talk_id, state], [*outs, download, tabs], api_name="open_talk_session").then(
-            picker, state, [choice, made], api_visibility="private").then(
-            views.compare, state, [state, compare_plot, compare_table, *slots, compare_names])
-        def on_made(st):
-            """A Live upload or microphone session made a scenario: open it in every tab."""
-            session = views.session_of(st)
-            if session.loaded is None or session.loaded.origin != "live":
-                return (st, *([gr.skip()] * (len(outs) - 1)))
-            return _opened_outputs(views.show_opened(session))
-
-        live_btn.click(live_fn, [live_in, modes, state],
-                       [state, live_status, live_plot, live_components, live_file], api_name="live_upload").then(
-            on_made, state, outs, api_visibility="private").then(
-            picker, state, [choice, made], api_visibility="private").then(
-            views.compare, state, [state, compare_plot, compare_table, *slots, compare_names])
-        mic_stopped.then(on_made, state, outs, api_visibility="private").then(
-            picker, state, [choice, made], api_visibility="private").then(
-            views.compare, state, [state, compare_plot, compare_table, *slots, compare_names])
     return app
 
 

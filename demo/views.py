@@ -40,7 +40,19 @@ from .live import run_audio
 from .mic import MAX_SECONDS, MicSession
 from .player import player_html, write_mix
 from .provenance_badge import provenance_badge
-from .results import Compared, LiveRun, MicProgress, Opened, Plotted, RunShown, Seeked, TalkOpened
+from .results import (
+    Bar,
+    Compared,
+    LiveRun,
+    MicProgress,
+    Opened,
+    Panels,
+    Plotted,
+    RunShown,
+    Seeked,
+    TalkOpened,
+    TimelinePanel,
+)
 from .scoring import MTBenchJudge, judge_for
 from .stacks import LiveStack, cpu_live_stack, live_stack, rerun_front_end
 from .timeline import RUN_NAMES, compare_figure, timeline_figure, with_playhead
@@ -89,6 +101,7 @@ class AppSession:
     mic_shown_s: float = -1.0             # received seconds at the last live figure
     upload: Reservation | None = None     # the memory the open upload holds
     made: list[MadeSession] = field(default_factory=list)  # made in this browser session, oldest first
+    delay_tab_of: str | None = None       # the input (key) the Forced-delay tab's results or notes are about
 
     def show(self, loaded: library.LoadedScenario, run_id: str) -> None:
         """Make ``loaded`` the open scenario: re-runs of another scenario and the memory booked for an upload
@@ -245,9 +258,12 @@ def show_opened(state: Any = None) -> Opened:
 
 
 def open_bundled(name: str | None, state: Any = None, *, settings: Settings | None = None) -> Opened:
-    """Open a scenario of the scenarios folder (``settings.content``; default: the repository's). Returns
+    """Open a scenario of the scenarios folder (``settings.content``; default: the repository's); ``OPEN_NOW``
+    (the picker's entry naming an input that is not a file of the folder) shows the open input again. Returns
     (session, status, figure, summary rows, audio, run ids, selected run)."""
     session = session_of(state)
+    if name == OPEN_NOW:  # the picker's entry naming what is open (not a file of the folder): show it again
+        return show_opened(session)
     folder = library.scenarios_dir((settings or Settings()).content.scenarios_dir)
     if not name:
         return _failed(session, library.NO_SCENARIOS.format(folder=folder)
@@ -328,6 +344,93 @@ def download_scenario(state: Any = None) -> tuple[AppSession, str | None]:
         return session, _download_path(session)
     except (ScenarioError, OSError):
         return session, None
+
+
+# ------------------------------------------------------------------------------------------ panels
+#: the scenario picker's label
+PICKER_LABEL = "Scenario (scenarios folder)"
+#: the value of the scenario picker's entry naming an open input that is not a file of the folder
+OPEN_NOW = "(open now)"
+#: what the Forced-delay tab says until its re-run or curve is made for the open input
+DELAY_NOT_RUN = ("*Not run for this input yet* — choose a delay and press **Re-run with this delay** to run it for "
+                 "this input.")
+CURVE_NOT_RUN = "*Not run for this input yet* — press **Latency–quality curve (0–3 s)** to run it for this input."
+
+
+def panels(state: Any = None, *, settings: Settings | None = None) -> Panels:
+    """Every panel that shows the open input, as opening it leaves them. Every open path (a scenario of the
+    folder, an upload, a training dialogue, a Live upload, a microphone or Talk session, a pick from the made
+    list) ends here, so no panel keeps the previous input's numbers; the Forced-delay tab's results, which need
+    an action, are cleared with a line saying so unless they are about this very input already (a refused open
+    keeps them). ``settings.content`` names the scenarios folder the picker lists."""
+    session = session_of(state)
+    shown = session.loaded.key if session.loaded is not None else None
+    stale = shown is None or session.delay_tab_of != shown
+    session.delay_tab_of = shown
+    return Panels(session, _timeline_panel(session), compare(session), evolution(session),
+                  Plotted(session, None, _not_run(session, DELAY_NOT_RUN)) if stale else None,
+                  Plotted(session, None, _not_run(session, CURVE_NOT_RUN)) if stale else None,
+                  _bar(session, settings or Settings()))
+
+
+def _timeline_panel(session: AppSession) -> TimelinePanel:
+    """The Timeline tab on the open input's shown run, the streams and the latency per user turn at 0 s."""
+    loaded = session.loaded
+    if loaded is None:
+        return TimelinePanel(None, [], None, [], None, "", 0.0)
+    runs = loaded.scenario.runs
+    run_id = session.run_id if session.run_id in runs else _default_run(loaded)
+    fig, rows, sound = _view_of(session, loaded, run_id)
+    return TimelinePanel(fig, rows, sound, list(runs), run_id, _details_with_latency(runs[run_id], 0.0), 0.0)
+
+
+def _not_run(session: AppSession, line: str) -> str:
+    """The Forced-delay tab before anything is run: why nothing can be, or what to press."""
+    try:
+        _kame_run(session)
+    except ReplayUnavailable as err:
+        return f"*Nothing to re-run:* {err}."
+    return line
+
+
+def open_now_words(loaded: library.LoadedScenario) -> str:
+    """What kind of input is open, for the picker's entry naming it ("a Live upload", "a Talk session" …)."""
+    if loaded.origin == "live":
+        if loaded.scenario.name.startswith("talk-"):
+            return "a Talk session"
+        return "a microphone session" if "microphone" in loaded.scenario.tags else "a Live upload"
+    return {"bundled": "a scenario file", "upload": "an uploaded file", "official-log": "an imported KAME log",
+            "training": "a training dialogue"}.get(loaded.origin, f"a {loaded.origin} input")
+
+
+def _offered_file(session: AppSession) -> str | None:
+    """What Download offers at once: the open input's file when this session made it (its private folder, which
+    Gradio may serve); otherwise None, and the first click fetches the open input's file
+    (:func:`download_scenario`) — never the previous input's."""
+    loaded = session.loaded
+    if loaded is None or loaded.path is None or session.folder is None:
+        return None
+    path = Path(loaded.path)
+    return str(path) if path.is_relative_to(session.folder) else None
+
+
+def _bar(session: AppSession, settings: Settings) -> Bar:
+    """The bar naming the open input: the picker shows its file, or an entry saying what is open instead of a
+    blank; the training-dialogue and made lists select it when it is theirs; Download gives its file."""
+    names = library.bundled_names(library.scenarios_dir(settings.content.scenarios_dir))
+    loaded = session.loaded
+    made = [m.label for m in reversed(session.made)]
+    current = next((m.label for m in session.made if loaded is not None and m.key == loaded.key), None)
+    choices = [(name, name) for name in names]
+    if loaded is None:
+        return Bar(choices, None, PICKER_LABEL, None, made, current, None)
+    download = _offered_file(session)
+    listed = loaded.listed_as
+    if loaded.origin == "bundled" and listed in names:
+        return Bar(choices, listed, PICKER_LABEL, None, made, current, download)
+    entry = (f"— {open_now_words(loaded)} is open —", OPEN_NOW)
+    return Bar([entry, *choices], OPEN_NOW, f"{PICKER_LABEL} — open now: {loaded.title}",
+               listed if loaded.origin == "training" else None, made, current, download)
 
 
 # ---------------------------------------------------------------------------------------- playback
@@ -478,6 +581,7 @@ def forced_delay(delay_s: float, state: Any = None, *, front_end: Any = None,
     ``front_end`` (default: :func:`demo.stacks.rerun_front_end` of ``settings``) makes the re-run's front-end."""
     settings = settings or Settings()
     session = session_of(state)
+    session.delay_tab_of = session.loaded.key if session.loaded is not None else None
     try:
         kame = _kame_run(session)
         delay = float(delay_s)
@@ -501,6 +605,7 @@ def delay_curve(state: Any = None, *, front_end: Any = None, settings: Settings 
     """The latency–quality curve of the opened input over :data:`DELAYS_S`: (session, figure, markdown)."""
     settings = settings or Settings()
     session = session_of(state)
+    session.delay_tab_of = session.loaded.key if session.loaded is not None else None
     try:
         kame = _kame_run(session)
         factory = front_end or rerun_front_end(settings.stack)
