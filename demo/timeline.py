@@ -16,8 +16,11 @@ hides that; this figure shows it. Each run is one panel with five lanes, top to 
 ``oracle stream``    one span per revision, filled by its hint level (:mod:`demo.palette`, the one palette of
                      every view: light = little of the question heard, dark = all of it; grey = not known) and
                      labelled "rev N · hint L", with one line of the revision's text (cut with "…" to the
-                     span's width). The token pieces fed to the front-end are ticks with hover labels; the
-                     legend entry "every oracle piece (close zoom)" prints them all, for close zooms.
+                     span's width). Hovering anywhere on a span gives the whole revision: its text, hint level
+                     and spoken ratio, tokens fed of appended and pending, the frames and times it was fed
+                     over, the request behind it and why that started, what replaced it. The token pieces fed
+                     to the front-end are ticks with hover labels; the legend entry "every oracle piece (close
+                     zoom)" prints them all, for close zooms.
 
 End of user speech and response onset are vertical lines with the onset latency written between them,
 computed by :func:`kame_core.metrics.turn_onsets`, the same function the metrics tables use. The latency
@@ -33,7 +36,11 @@ Hooks for the app (documented names, stable):
 
 * the playhead is the layout shape named :data:`PLAYHEAD` (transparent until a time is given). Move it on the
   server with :func:`with_playhead`, or in the browser with :data:`PLAYHEAD_JS`.
-* revision spans are shapes named ``"oracle-revision:<run>:<rev>"`` (:data:`REVISION_SPAN` prefix).
+* revision spans are shapes named ``"oracle-revision:<run>:<rev>"`` (:data:`REVISION_SPAN` prefix); shapes do
+  not hover, so each run's spans also have one invisible bar trace named ``"<run> · revision spans"``
+  (:data:`REVISION_SPAN_HOVER`; one bar per span, ``customdata`` = revision) that carries their hover.
+* every token tick carries its frame in ``customdata[0]`` (the traces named "oracle token", "inner monologue",
+  "abandoned in a self-correction", "TTS word"), so a click on one can snap to its frame.
 * the provenance badges are annotations named ``"provenance:<run>"`` (:data:`BADGE` prefix), hung from the top
   of their panel's header row (``yref="paper"``, ``yanchor="top"``).
 * the hint-colour legend is the annotation named :data:`HINT_LEGEND`; notes on words left out at the reference
@@ -42,8 +49,9 @@ Hooks for the app (documented names, stable):
 * the latency anchors are the traces named :data:`LATENCY_ANCHORS` (one per run; ``customdata`` = turn, step).
 
 Built for size: waveforms are float32 envelopes that Plotly serialises as base64 typed arrays, with the x
-axis implied (``x0``/``dx``); hover texts use templates over numeric ``customdata``. A 2-minute session is a
-few hundred kilobytes of JSON.
+axis implied (``x0``/``dx``); hover texts use templates over numeric ``customdata``; a revision's long hover
+is written once per trace that shows it (the span's bar, and the oracle ticks' ``meta``, which each tick's
+template names by index). A 2-minute session is under a megabyte of JSON.
 """
 from __future__ import annotations
 
@@ -60,10 +68,18 @@ import plotly.graph_objects as go
 
 from kame_core.clock import FRAME_SECONDS, SAMPLE_RATE
 from kame_core.events import LlmError, LlmRequestCancel, LlmRequestFinish, SttFinal, SttPartial, payloads
-from kame_core.metrics import TurnLatency, TurnOnset, latency_breakdown, turn_onsets
+from kame_core.metrics import TurnLatency, TurnOnset, latency_breakdown, request_token_use, turn_onsets
 from kame_core.pipelines.run_kinds import RUN_KINDS
 from kame_core.trace import EventKind, SessionTrace
-from kame_core.trace_query import llm_requests, oracle_revisions, self_corrections
+from kame_core.trace_query import (
+    LLMRequest,
+    OracleRevision,
+    TokenUse,
+    llm_requests,
+    oracle_revisions,
+    oracle_token_use,
+    self_corrections,
+)
 
 from .palette import (
     BLUE,
@@ -78,6 +94,7 @@ from .palette import (
     VERMILLION,
     hint_colour,
     hint_fill,
+    hint_name,
     hint_ratio_table,
     hint_swatches_html,
 )
@@ -86,7 +103,7 @@ from .provenance_badge import provenance_badge
 __all__ = [
     "LANES", "CASCADE_SPEECH_LANE", "lane_titles", "PLAYHEAD", "PLAYHEAD_JS", "REVISION_SPAN", "BADGE",
     "timeline_figure", "compare_figure", "with_playhead", "format_latency", "waveform_envelope", "RUN_NAMES",
-    "HINT_LEGEND", "HIDDEN_NOTE", "LATENCY_ANCHORS", "STAND_IN_TOKEN_NOTE",
+    "HINT_LEGEND", "HIDDEN_NOTE", "LATENCY_ANCHORS", "STAND_IN_TOKEN_NOTE", "REVISION_SPAN_HOVER",
 ]
 
 #: lane names exactly as they appear on each panel's y axis, top to bottom (a cascade's: :func:`lane_titles`)
@@ -100,6 +117,8 @@ BADGE = "provenance"
 HINT_LEGEND = "hint-legend"
 HIDDEN_NOTE = "hidden"
 LATENCY_ANCHORS = "latency anchors (per turn)"
+#: the hover layer of a run's revision spans: the trace named ``"<run> · revision spans"``
+REVISION_SPAN_HOVER = "revision spans"
 
 
 def lane_titles(mode: str) -> tuple[str, ...]:
@@ -158,10 +177,10 @@ def _esc(text: str) -> str:
     return html.escape(text, quote=False)
 
 
-def _wrap(text: str, width: int = 64, limit: int = 320) -> str:
-    """Escape and wrap a long string for a hover label."""
+def _wrap(text: str, width: int = 64, limit: int | None = 320) -> str:
+    """Escape and wrap a long string for a hover label (cut with "…" at ``limit`` characters; ``None``: whole)."""
     text = " ".join(text.split())
-    if len(text) > limit:
+    if limit is not None and len(text) > limit:
         text = text[: limit - 1] + "…"
     lines, line = [], ""
     for word in text.split(" "):
@@ -337,6 +356,41 @@ def _words(pieces: Sequence[str]) -> list[tuple[int, str]]:
     return [(start, _esc(text[start].strip() or "␣")) for start in starts]
 
 
+def _revision_hover(r: OracleRevision, request: LLMRequest | None, use: TokenUse | None,
+                    replaced_by: OracleRevision | None) -> str:
+    """The hover label of one oracle revision -- its span and its token ticks show it, so it is written once,
+    here, from what :mod:`kame_core.trace_query` and :mod:`kame_core.metrics` say about the
+    revision (nothing recounted): its whole text, hint level (as :func:`demo.palette.hint_name` names it), what
+    of it was fed and when, the request behind it and why that started, and what replaced it."""
+    F = FRAME_SECONDS
+    lines = [f"<b>oracle revision {r.revision}</b> · hint level {_esc(hint_name(r.hint_level))}"
+             + (f" · spoken ratio {r.spoken_ratio:.2f}" if r.spoken_ratio is not None else ""),
+             f"“{_wrap(r.text, limit=None)}”" if r.text.strip() else "(no text appended)"]
+    fed = "" if use is None else (f"{use.fed} tokens fed" if use.appended is None else
+                                  f"{use.fed} of {use.appended} tokens fed"
+                                  + (f", {use.pending} pending" if use.pending else ""))
+    if r.start_frame is not None:
+        last = r.last_frame if r.last_frame is not None else r.start_frame
+        lines.append((f"{fed} · " if fed else "fed ") + f"frames {r.start_frame}–{last} "
+                     f"({r.start_frame * F:.2f}–{(last + 1) * F:.2f} s)")
+    else:
+        lines.append("never fed: superseded before it reached the front-end"
+                     + (f" ({use.appended} tokens appended)" if use is not None and use.appended else ""))
+    if request is not None:
+        dropped = request_token_use(request, {} if use is None else {r.revision: use})["words_dropped"]
+        lines.append(f"request {request.request} · started {request.start_t:.2f} s: "
+                     f"{_esc(request.reason) or 'no reason recorded'} · {request.outcome}"
+                     + (" (late)" if request.late else "")
+                     + (f" · {dropped} words dropped" if dropped else "") + f" · reset at {r.reset_t:.2f} s")
+    else:
+        lines.append(f"request {r.request if r.request is not None else 'not recorded'} · reset at {r.reset_t:.2f} s")
+    if r.transcript.strip():
+        lines.append(f"from the transcript: “{_wrap(r.transcript)}”")
+    lines.append(f"replaced by rev {replaced_by.revision} at {replaced_by.reset_t:.2f} s" if replaced_by is not None
+                 else "not replaced: the run's last revision")
+    return "<br>".join(lines)
+
+
 class _RunBuilder:
     """Builds the traces, shapes and annotations of one run's panel."""
 
@@ -384,7 +438,8 @@ class _RunBuilder:
         word's printed text) joins sub-word pieces into words, so a word is printed whole at its first piece
         or not at all (default: every piece is a word of its own). All groups of a lane (e.g. kept and
         abandoned words) are packed together so they never overprint each other; then each group is one
-        trace with its own style (``name``, ``colour``, ``style``, ``ticks``, optional ``legend``, ``hover``).
+        trace with its own style (``name``, ``colour``, ``style``, ``ticks``, optional ``legend``, ``hover``,
+        ``meta``: texts its hover templates name as ``%{meta[k]}``).
         Every piece keeps a tick in a visible trace, its hover text in ``hovertext`` -- so every word can be
         found at every zoom; an extra trace, off until its legend entry is clicked, prints the words that did
         not fit, for close zooms. ``hover`` (and a group's ``hover``) is one template or one per piece. With
@@ -429,7 +484,7 @@ class _RunBuilder:
                 hovertemplate=(template.replace("{label}", group["name"]) if isinstance(template, str)
                                else [template[i].replace("{label}", group["name"]) for i in sel]),
                 name=group["name"], legendgroup=group.get("legend") or group["name"], showlegend=False,
-                **self.xy))
+                **({"meta": group["meta"]} if group.get("meta") else {}), **self.xy))
         hidden = firsts[word_row[firsts] < 0] if overview else firsts
         if hidden.size:
             self.traces.append(dict(
@@ -587,8 +642,11 @@ class _RunBuilder:
         one line of each revision's text, the token pieces (ticks; printed by the close-zoom legend entry)."""
         F, trace = FRAME_SECONDS, self.trace
         resets = oracle_revisions(trace)
+        requests = {q.request: q for q in llm_requests(trace)}
+        token_use = oracle_token_use(trace)
         labels, lines = [], []
-        for r in resets:
+        spans: dict[str, list[Any]] = {"x0": [], "width": [], "rev": [], "colour": [], "hover": []}
+        for k, r in enumerate(resets):
             rev_n = r.revision
             reset_frame = int(r.reset_t / F)
             start = r.start_frame if r.start_frame is not None else reset_frame
@@ -603,23 +661,28 @@ class _RunBuilder:
             self._rect(x0, x1, _SPAN[1] - 0.06, _SPAN[1], fillcolor=colour, line_width=0, layer="below",
                        name=f"hint-strip:{self.run}:{rev_n}")
             said = r.text
-            hover = (f"<b>oracle revision {rev_n}</b>"
-                     + (f" · hint level {hint}" if hint is not None else " · hint level not known")
-                     + (f" (spoken ratio {r.spoken_ratio:.2f})" if r.spoken_ratio is not None else "")
-                     + f"<br>request {r.request if r.request is not None else '?'} · reset at {r.reset_t:.2f} s"
-                     + (f" · fed frames {start}–{last} ({x0:.2f}–{x1:.2f} s)" if r.reached_front_end
-                        else " · superseded before it reached the front-end")
-                     + (f"<br>from the transcript: “{_wrap(r.transcript)}”" if r.transcript.strip() else "")
-                     + (f"<br>“{_wrap(said)}”" if said.strip() else ""))
+            hover = _revision_hover(r, requests.get(r.request) if r.request is not None else None,
+                                    token_use.get(rev_n), resets[k + 1] if k + 1 < len(resets) else None)
+            for key, value in (("x0", x0), ("width", x1 - x0), ("rev", rev_n), ("colour", colour), ("hover", hover)):
+                spans[key].append(value)
             full = f"rev {rev_n}" + (f" · hint {hint}" if hint is not None else "")
-            labels.append((x0, [full, f"rev {rev_n}", str(rev_n)], _darker(colour, 0.5), hover))
-            lines.append((x0, _fit_text(said, x1 - x0, 10, self.px_per_s), rev_n, hover))
+            labels.append((x0, [full, f"rev {rev_n}", str(rev_n)], _darker(colour, 0.5)))
+            lines.append((x0, _fit_text(said, x1 - x0, 10, self.px_per_s), rev_n))
         if labels:
+            # the whole of each span hovers: shapes do not, so an invisible bar per span (one trace for all of
+            # them; a bar hovers anywhere inside it and yields to a tick near the cursor) carries it
+            self.traces.append(dict(
+                type="bar", x=np.asarray(spans["x0"], np.float64), width=np.asarray(spans["width"], np.float64),
+                offset=0, base=_SPAN[0], y=np.full(len(spans["x0"]), _SPAN[1] - _SPAN[0], np.float32),
+                marker=dict(color="rgba(0,0,0,0)", line=dict(width=0)), hovertext=spans["hover"],
+                hoverinfo="text", hoverlabel=dict(bordercolor=spans["colour"]),
+                customdata=np.asarray(spans["rev"], np.int32), showlegend=False,
+                name=f"{self.run} · {REVISION_SPAN_HOVER}", **self.xy))
             # the longest label that fits, falling back to "rev N", then "N"; never printed over another
             rows = _ROWS["revision labels"]
             ends = [-math.inf] * len(rows)
-            lx, ly, lt, lc, lh = [], [], [], [], []
-            for x0, variants, colour, hover in labels:
+            lx, ly, lt, lc = [], [], [], []
+            for x0, variants, colour in labels:
                 text, row = "", 0
                 for variant in variants:
                     free = [r for r in range(len(rows)) if ends[r] <= x0]
@@ -628,19 +691,20 @@ class _RunBuilder:
                         ends[row] = x0 + _text_width_s(variant, 12, self.px_per_s)  # bold 10.5 px
                         break
                 lx.append(x0)
-                ly.append(rows[row] if text else _SPAN[1] - 0.03)  # no room: a mark on the strip, for hover
+                ly.append(rows[row] if text else _SPAN[1] - 0.03)  # no room: a mark on the strip
                 lt.append(f"<b>{_esc(text)}</b>" if text else "")
                 lc.append(colour)
-                lh.append(hover)
             self.traces.append(dict(type="scatter", mode="markers+text", x=lx, y=ly, text=lt,
                                     textposition="middle right", textfont=dict(size=10.5, color=lc),
-                                    marker=dict(symbol="square", size=5, color=lc), hovertext=lh,
-                                    hoverinfo="text", showlegend=False, name=f"{self.run} · revisions", **self.xy))
+                                    # the span's bar hovers: a label's mark at a span's start would take the hover
+                                    # of the end of the span before it
+                                    marker=dict(symbol="square", size=5, color=lc), hoverinfo="skip",
+                                    showlegend=False, name=f"{self.run} · revisions", **self.xy))
             # one line of each revision's text, cut to its span: the overview reads revision by revision
             self.traces.append(dict(type="scatter", mode="text", x=[x for x, *_ in lines],
-                                    y=[_ROWS["revision text"]] * len(lines), text=[t for _, t, *_ in lines],
-                                    customdata=[n for *_, n, _ in lines], hovertext=[h for *_, h in lines],
-                                    hoverinfo="text", textposition="middle right",
+                                    y=[_ROWS["revision text"]] * len(lines), text=[t for _, t, _ in lines],
+                                    customdata=[n for *_, n in lines], hoverinfo="skip",  # the span's bar hovers
+                                    textposition="middle right",
                                     textfont=dict(size=10, color=INK), showlegend=False,
                                     name=f"{self.run} · revision text", **self.xy))
         fed = [(i, f.oracle) for i, f in enumerate(trace.frames) if not f.oracle.is_padding]
@@ -649,15 +713,22 @@ class _RunBuilder:
             frames = np.asarray([i for i, _ in fed], np.int32)
             revs = np.asarray([o.revision if o.revision is not None else -1 for _, o in fed], np.int64)
             tokens = np.asarray([o.token for _, o in fed], np.int64)
+            # the ticks fill the lower half of a span at the overview zoom and a tick wins the hover over the
+            # span under it, so each tick's label ends with its revision's (the trace's meta holds each once)
+            index = {rev: k for k, rev in enumerate(spans["rev"])}
+            of_revision: str | list[str] = "<br>oracle rev %{customdata[1]}"
+            if index:
+                of_revision = [f"<br><br>%{{meta[{index[int(r)]}]}}" if int(r) in index else
+                               "<br>oracle rev %{customdata[1]}" if r >= 0 else "" for r in revs]
             hidden = self._pieces(
                 frames, ["▸" if o.is_start else _esc(o.piece.strip() or "␣") for _, o in fed],
                 _ROWS["oracle tokens"], 9.5,
                 groups=[dict(name="oracle token", legend="oracle token (▸ start)", colour="#39424e",
                              ticks=[_darker(hint_colour(level.get(int(r))), 0.45) if r > 0 else MUTED
-                                    for r in revs])],
+                                    for r in revs], meta=spans["hover"])],
                 group_of=np.zeros(len(fed), np.int64), customdata=np.stack([frames, revs, tokens], 1),
-                hover=_template("<b>%{hovertext}</b><br>frame %{customdata[0]} · %{x:.2f} s<br>oracle rev "
-                                "%{customdata[1]}", _token_lines(trace, [o.token for _, o in fed], column=2),
+                hover=_template("<b>%{hovertext}</b><br>frame %{customdata[0]} · %{x:.2f} s",
+                                _token_lines(trace, [o.token for _, o in fed], column=2), of_revision,
                                 "<extra>{label}</extra>"),
                 all_pieces_name="every oracle piece (close zoom)", overview=not resets)
             self._hidden_note("oracle stream", hidden, "pieces", "every oracle piece (close zoom)")

@@ -1,6 +1,7 @@
 """Timeline figure: lanes, events, revision spans, onset labels, provenance badges, size, playhead, compare."""
 from __future__ import annotations
 
+import base64
 import copy
 import dataclasses
 import html
@@ -29,6 +30,7 @@ from demo.timeline import (
     LATENCY_ANCHORS,
     PLAYHEAD,
     REVISION_SPAN,
+    REVISION_SPAN_HOVER,
     STAND_IN_TOKEN_NOTE,
     _text_width_s,
     compare_figure,
@@ -40,12 +42,12 @@ from demo.timeline import (
 )
 from kame_core.clock import FRAME_SECONDS, SAMPLE_RATE, SAMPLES_PER_FRAME
 from kame_core.events import SttFinal
-from kame_core.metrics import latency_breakdown, session_metrics
+from kame_core.metrics import latency_breakdown, request_token_use, session_metrics
 from kame_core.scenario import Scenario, load_scenario, save_scenario
 from kame_core.testing.sessions import MOUNTAIN_QUESTION, build_session
 from kame_core.testing.sessions import mountain_session as run
 from kame_core.trace import PROVENANCE_KINDS, EventKind, FrameRecord, Provenance, SessionTrace
-from kame_core.trace_query import oracle_revisions
+from kame_core.trace_query import llm_requests, oracle_revisions, oracle_token_use
 
 SCENARIOS = Path(__file__).resolve().parents[1] / "scenarios"
 
@@ -137,7 +139,8 @@ def test_revision_labels_show_rev_and_hint_level_of_every_kame_run(kame):
     fig = timeline_figure(kame)
     (labels,) = [tr for tr in fig.data if (tr.name or "").endswith("· revisions")]
     assert "rev 1 · hint 0" in labels.text[0]  # asked after 2 of the question's words: level 0
-    assert all("hint level" in h and "spoken ratio" in h for h in labels.hovertext)
+    (spans,) = traces_named(fig, f"KAME · {REVISION_SPAN_HOVER}")
+    assert all("hint level" in h and "spoken ratio" in h for h in spans.hovertext)
     bare = copy.deepcopy(kame)  # a trace whose levels cannot be known: no final transcript at all
     bare.events = [e for e in kame.events if e.kind is not EventKind.STT_FINAL]
     bare.events = [e if e.kind is not EventKind.ORACLE_RESET else
@@ -152,7 +155,8 @@ def test_revision_labels_show_rev_and_hint_level_of_every_kame_run(kame):
     fig = timeline_figure(hinted)
     (labels,) = [tr for tr in fig.data if (tr.name or "").endswith("· revisions")]
     assert "rev 1 · hint 2" in labels.text[0]
-    assert all("hint level 2" in h for h in labels.hovertext)
+    (spans,) = traces_named(fig, f"KAME · {REVISION_SPAN_HOVER}")
+    assert all(f"hint level {hint_name(2)}" in h for h in spans.hovertext)
     assert "hint level 2" in traces_named(fig, "oracle reset")[0].hovertext[0]
 
 
@@ -163,8 +167,8 @@ def test_oracle_tokens_hover_shows_piece_frame_and_time(kame):
     assert len(tokens.x) == len(fed)
     frames = np.asarray(tokens.customdata)[:, 0]
     assert np.allclose(np.asarray(tokens.x), frames * FRAME_SECONDS, atol=1e-4)
-    assert "frame %{customdata[0]}" in tokens.hovertemplate and "%{x:.2f} s" in tokens.hovertemplate
-    assert "%{hovertext}" in tokens.hovertemplate
+    templates = [tokens.hovertemplate] if isinstance(tokens.hovertemplate, str) else tokens.hovertemplate
+    assert all("frame %{customdata[0]}" in t and "%{x:.2f} s" in t and "%{hovertext}" in t for t in templates)
     k = next(k for k, (_, o) in enumerate(fed) if not o.is_start)
     assert tokens.hovertext[k] == fed[k][1].piece.strip()
 
@@ -622,14 +626,15 @@ def test_the_stand_ins_word_hashes_are_not_shown_as_token_ids_but_real_ids_are(b
     fig = timeline_figure(trace)
     (words,) = traces_named(fig, "inner monologue")
     (tokens,) = traces_named(fig, "oracle token")
-    for template in (words.hovertemplate, tokens.hovertemplate):
-        assert "token id %{" not in template and STAND_IN_TOKEN_NOTE in template
+    for tr in (words, tokens):  # (a tick's template may be its own: the oracle's end with their revision's)
+        templates = [tr.hovertemplate] if isinstance(tr.hovertemplate, str) else tr.hovertemplate
+        assert all("token id %{" not in t and STAND_IN_TOKEN_NOTE in t for t in templates)
     neural = with_front_end(trace, "neural-kame", "SakanaAI/kame")
     fig = timeline_figure(neural)
     (words,) = traces_named(fig, "inner monologue")
     (tokens,) = traces_named(fig, "oracle token")
     assert "token id %{customdata[1]}" in words.hovertemplate and STAND_IN_TOKEN_NOTE not in words.hovertemplate
-    assert "token id %{customdata[2]}" in tokens.hovertemplate
+    assert all("token id %{customdata[2]}" in t for t in tokens.hovertemplate)
     ids = [f.text_token for f in neural.frames if not f.text_is_padding]
     assert [int(t) for t in np.asarray(words.customdata)[:, 1]] == ids, "the real ids stay"
     # a piece without a token (an official log's lone space) gets no "token id -1"; the others keep theirs
@@ -688,3 +693,140 @@ def test_every_spoken_word_can_be_found_in_a_drawn_trace_at_a_long_sessions_zoom
     roomy = timeline_figure(trace)
     (words,) = traces_named(roomy, "inner monologue")
     assert "Paris." in list(words.text)
+
+
+# ------------------------------------------------------------------------------ hovering a revision's span
+def json_array(value) -> np.ndarray:
+    """An array of the figure's JSON: a list, or a numpy array that Plotly wrote as a base64 typed array."""
+    if isinstance(value, dict) and "bdata" in value:
+        out = np.frombuffer(base64.b64decode(value["bdata"]), dtype=value["dtype"])
+        shape = value.get("shape")
+        return out.reshape([int(n) for n in str(shape).split(",")]) if shape else out
+    return np.asarray([np.nan if v is None else v for v in value] if isinstance(value, list) else value)
+
+
+def hover_at(fig: go.Figure, x: float, y: float) -> str:
+    """What Plotly's "closest" hover shows at (x, y) of the first panel, read from the figure's JSON: the label of
+    the nearest hoverable point within the hover distance (20 px, at the reference plot width), else that of the
+    bar the cursor is inside (a bar yields to a point), else ""."""
+    data = json.loads(fig.to_json())
+    layout = data["layout"]
+    assert layout["hovermode"] == "closest"
+    x_lo, x_hi = layout["xaxis"]["range"]
+    y_lo, y_hi = layout["yaxis"]["range"]
+    d0, d1 = layout["yaxis"]["domain"]
+    px_x = _REF_PLOT_PX / (x_hi - x_lo)
+    px_y = (layout["height"] - layout["margin"]["t"] - layout["margin"]["b"]) * (d1 - d0) / (y_hi - y_lo)
+
+    def label(tr: dict, k: int) -> str:
+        hovertext = tr.get("hovertext")
+        text = hovertext if isinstance(hovertext, str) else (hovertext or [""])[k]
+        template = tr.get("hovertemplate")
+        template = template if isinstance(template, str) or template is None else template[k]
+        if template is None:
+            return text
+        template = template.replace("%{hovertext}", text)
+        return re.sub(r"%\{meta\[(\d+)\]\}", lambda m: tr["meta"][int(m.group(1))], template)
+
+    best, nearest = "", 20.0
+    panel = [tr for tr in data["data"] if tr.get("xaxis", "x") == "x" and tr.get("hoverinfo") != "skip"
+             and tr.get("visible", True) is True]
+    for tr in panel:
+        if tr["type"] == "scatter" and tr.get("x") is not None:
+            xs, ys = json_array(tr["x"]).astype(float), json_array(tr["y"]).astype(float)
+            dist = np.hypot((xs - x) * px_x, (ys - y) * px_y)
+            if dist.size and np.nanmin(dist) < nearest:
+                k = int(np.nanargmin(dist))
+                best, nearest = label(tr, k), float(dist[k])
+    if best:
+        return best
+    for tr in panel:
+        if tr["type"] == "bar":
+            x0 = json_array(tr["x"]) + tr.get("offset", 0)
+            x1 = x0 + json_array(tr["width"])
+            y0 = tr.get("base", 0)
+            y1 = y0 + json_array(tr["y"])
+            inside = np.flatnonzero((x0 <= x) & (x < x1) & (y0 <= y) & (y <= y1))
+            if inside.size:
+                return label(tr, int(inside[-1]))  # the last drawn is on top
+    return ""
+
+
+@pytest.mark.parametrize("name", ["01-knowledge-capital-of-france", "05-two-turn-capitals",
+                                  "07-interruption-eiffel-tower"])
+def test_hovering_anywhere_in_a_revision_span_gives_the_whole_revision(name):
+    trace = load_scenario(SCENARIOS / f"{name}.kame").runs["kame"]
+    fig = timeline_figure(trace)
+    revisions = oracle_revisions(trace)
+    requests = {q.request: q for q in llm_requests(trace)}
+    use = oracle_token_use(trace)
+    spans = {int(s.name.rsplit(":", 1)[1]): s for s in shapes_named(fig, f"{REVISION_SPAN}:")}
+    assert len([r for r in revisions if r.reached_front_end]) >= 3
+    for k, r in enumerate(revisions):
+        if not r.reached_front_end:
+            continue
+        span = spans[r.revision]
+        mid = (span.x0 + span.x1) / 2
+        # bottom to top of the span: over its token ticks, its line of text, its label row, its hint strip
+        for y in np.linspace(span.y0 + 0.02, span.y1 - 0.02, 9):
+            hover = html.unescape(plain(hover_at(fig, mid, y)))
+            assert f"oracle revision {r.revision}</b>" in hover, (r.revision, y, hover)
+            assert f"“{' '.join(r.text.split())}”" in hover, "the whole text, not cut"
+            assert f"hint level {hint_name(r.hint_level)}" in hover
+            assert r.spoken_ratio is not None and f"spoken ratio {r.spoken_ratio:.2f}" in hover
+            fed = use[r.revision]
+            assert f"{fed.fed} of {fed.appended} tokens fed" in hover
+            assert (f"{fed.pending} pending" in hover) == bool(fed.pending)
+            last = (r.last_frame or 0) + 1
+            assert f"frames {r.start_frame}–{r.last_frame} ({r.start_frame * FRAME_SECONDS:.2f}–" \
+                   f"{last * FRAME_SECONDS:.2f} s)" in hover
+            request = requests[r.request]
+            assert f"request {request.request} · started {request.start_t:.2f} s: {request.reason}" in hover
+            assert request.outcome in hover
+            dropped = request_token_use(request, use)["words_dropped"]
+            assert (f"{dropped} words dropped" in hover) == bool(dropped)
+            after = revisions[k + 1] if k + 1 < len(revisions) else None
+            assert (f"replaced by rev {after.revision} at {after.reset_t:.2f} s" if after
+                    else "not replaced") in hover
+    # one bar per span, all in one trace, exactly over the spans; invisible (the shapes draw them)
+    (bars,) = traces_named(fig, f"KAME · {REVISION_SPAN_HOVER}")
+    assert bars.type == "bar" and list(bars.customdata) == [r.revision for r in revisions]
+    assert bars.marker.color == "rgba(0,0,0,0)"
+    for rev, x0, width in zip(bars.customdata, bars.x, bars.width):
+        assert (x0, x0 + width) == pytest.approx((spans[int(rev)].x0, spans[int(rev)].x1))
+
+
+def test_a_revision_hover_is_escaped_and_says_when_it_was_never_fed(kame):
+    odd = copy.deepcopy(kame)
+    first = next(e for e in odd.events if e.kind is EventKind.ORACLE_APPEND)
+    odd.events = [e if e is not first else type(e)(e.t, e.kind, {**e.data, "text": "<i>x</i> & " + e.data["text"]})
+                  for e in odd.events]
+    (bars,) = traces_named(timeline_figure(odd), f"KAME · {REVISION_SPAN_HOVER}")
+    assert "&lt;i&gt;x&lt;/i&gt; &amp;" in bars.hovertext[0] and "<i>" not in bars.hovertext[0]
+    unfed = copy.deepcopy(kame)  # the first revision superseded before any of it reached the front-end
+    rev = oracle_revisions(kame)[0].revision
+    unfed.frames = [f if f.oracle.revision != rev else dataclasses.replace(f, oracle=type(f.oracle)())
+                    for f in unfed.frames]
+    (bars,) = traces_named(timeline_figure(unfed), f"KAME · {REVISION_SPAN_HOVER}")
+    assert "never fed: superseded before it reached the front-end" in bars.hovertext[0]
+
+
+def test_every_token_tick_carries_its_frame_for_a_click_to_snap_to(bundled):
+    trace = bundled["05-two-turn-capitals"].runs["kame"]
+    fig = timeline_figure(trace)
+    for name, wanted in (("oracle token", lambda f: not f.oracle.is_padding),
+                         ("inner monologue", lambda f: not f.text_is_padding)):
+        frames = [int(c[0]) for tr in traces_named(fig, name) for c in tr.customdata]
+        assert frames and set(frames) <= {i for i, f in enumerate(trace.frames) if wanted(f)}, name
+        xs = [x for tr in traces_named(fig, name) for x in tr.x]
+        assert np.allclose(xs, np.asarray(frames) * FRAME_SECONDS, atol=1e-4)
+
+
+def test_span_hovers_keep_a_two_minute_session_within_the_size_goal(two_minutes):
+    fig = timeline_figure(two_minutes)
+    (bars,) = traces_named(fig, f"KAME · {REVISION_SPAN_HOVER}")
+    revisions = oracle_revisions(two_minutes)
+    assert len(bars.x) == len(revisions) > 20
+    (tokens,) = traces_named(fig, "oracle token")
+    assert list(tokens.meta) == list(bars.hovertext), "each revision's label once, named by its ticks"
+    assert len(fig.to_json().encode()) <= 2_000_000
