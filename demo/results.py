@@ -118,7 +118,8 @@ class Bar(NamedTuple):
 class Panels(NamedTuple):
     """Every panel that shows the open input (:func:`demo.views.panels`). ``delay`` and ``curve`` are the
     Forced-delay tab's results, which need an action: cleared (saying so) when they show another input, None
-    when they already show this one (kept as they are)."""
+    when they already show this one (kept as they are). ``link``: the address that opens this view
+    (:func:`demo.views.link_text`)."""
 
     session: Any
     timeline: TimelinePanel
@@ -127,3 +128,4 @@ class Panels(NamedTuple):
     delay: Plotted | None
     curve: Plotted | None
     bar: Bar
+    link: str

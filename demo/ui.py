@@ -25,7 +25,7 @@ from kame_core.settings import Settings  # noqa: E402
 from kame_core.tickets import TicketBook  # noqa: E402
 
 from . import hardware as hw  # noqa: E402
-from . import library, views  # noqa: E402
+from . import library, links, views  # noqa: E402
 from .inspector import PAPER_NOTE, PAPER_TABLE_HEADERS, PAPER_TABLE_ROWS, RUN_SUMMARY_HEADERS  # noqa: E402
 from .results import Opened, TalkOpened  # noqa: E402
 from .talk import (  # noqa: E402
@@ -244,6 +244,9 @@ def build_app(gpu: Callable[[Callable], Callable] | None = None, hardware: hw.Ha
                     run = gr.Dropdown([], label="Run", scale=1)
                     at = gr.Number(value=0.0, label="Inspect time (s) — or click the plot", scale=1, minimum=0,
                                    elem_id="kame-inspect-time")
+                    # the open input, run and Inspect time as a link (demo.links); beside them: the plot stays in view
+                    link = gr.Textbox(label="Link to this view", interactive=False, buttons=["copy"], max_lines=1,
+                                      elem_id="kame-link", scale=2)
                 plot = gr.Plot(label="Timeline", show_label=False, elem_id="kame-plot-timeline")
                 audio = _player()
                 details = gr.Markdown(elem_id="kame-details")
@@ -340,8 +343,13 @@ def build_app(gpu: Callable[[Callable], Callable] | None = None, hardware: hw.Ha
         def on_made_pick(label, st):
             return _opened_outputs(views.open_made(label, st))
 
-        def on_default(st):
-            return _opened_outputs(views.open_default(st, settings=settings))
+        def on_load(st, request: gr.Request | None = None):
+            """The first view: what the page's link names (``?open=ID&run=KIND&t=SECONDS``, :mod:`demo.links`),
+            else the default one; the page's own address is kept as the base of the links it shows."""
+            query = dict(request.query_params) if request is not None else {}
+            headers = dict(request.headers) if request is not None else {}
+            page = links.page_base(str(getattr(request, "url", "") or ""), headers.get("referer"))
+            return _opened_outputs(views.open_link(query, st, page=page, settings=settings))
 
         def on_talk_open(session_id, st):
             opened = views.open_talk_session(session_id, st, sessions_dir=settings.server.sessions_dir)
@@ -358,7 +366,7 @@ def build_app(gpu: Callable[[Callable], Callable] | None = None, hardware: hw.Ha
         # every panel that shows the open input, in the order of show_panels' values
         panel_outputs = [state, plot, table, audio, run, details, at,
                          compare_plot, compare_table, *slots, compare_names, evo_plot, evo_text, evo_btn, evo_all_btn,
-                         delay_plot, delay_text, curve_plot, curve_text, choice, dialogue, made, download]
+                         delay_plot, delay_text, curve_plot, curve_text, choice, dialogue, made, download, link]
 
         def show_panels(st):
             """Every panel from :func:`demo.views.panels` (one function for every open path)."""
@@ -369,7 +377,8 @@ def build_app(gpu: Callable[[Callable], Callable] | None = None, hardware: hw.Ha
                     *p.compare[1:], *p.evolution[1:], *evolution_buttons("input"),
                     *(kept if p.delay is None else p.delay[1:]), *(kept if p.curve is None else p.curve[1:]),
                     gr.update(choices=b.picker_choices, value=b.picker, label=b.picker_label),
-                    gr.update(value=b.dialogue), gr.update(choices=b.made, value=b.made_value), b.download)
+                    gr.update(value=b.dialogue), gr.update(choices=b.made, value=b.made_value), b.download,
+                    p.link)
 
         def opens(event):
             """Every open path ends with this: the panels that show the open input, drawn afresh, so none keeps
@@ -377,7 +386,7 @@ def build_app(gpu: Callable[[Callable], Callable] | None = None, hardware: hw.Ha
             return event.then(show_panels, state, panel_outputs, api_visibility="private")
 
         outs = [state, status, plot, table, audio, run]
-        opens(app.load(on_default, state, outs, api_name="open_default"))
+        opens(app.load(on_load, state, outs, api_name="open_default"))
         opens(choice.input(on_bundled, [choice, state], outs, api_name="open_scenario"))
         opens(upload.upload(on_upload, [upload, state], outs, api_name="upload_scenario"))
         opens(dialogue.input(on_training, [dialogue, state], outs, api_name="open_training"))
@@ -390,8 +399,10 @@ def build_app(gpu: Callable[[Callable], Callable] | None = None, hardware: hw.Ha
                                  [state, live_status, live_plot, live_components, live_file], api_name="mic_stop")
               .then(on_made, state, outs, api_visibility="private"))
 
-        run.input(views.show_run, [run, state], [state, plot, audio, details], api_name="show_run")
-        at.submit(views.seek, [at, state], [state, plot, details], api_name="seek")
+        run.input(views.show_run, [run, state], [state, plot, audio, details], api_name="show_run").then(
+            views.link_text, state, link, api_visibility="private")
+        at.submit(views.seek, [at, state], [state, plot, details], api_name="seek").then(
+            views.link_text, state, link, api_visibility="private")
         download.click(views.download_scenario, state, [state, download], api_name="download_scenario")
         compare_btn.click(views.compare, state, [state, compare_plot, compare_table, *slots, compare_names],
                           api_name="compare")

@@ -10,7 +10,7 @@ from __future__ import annotations
 import shutil
 import time
 import weakref
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -32,7 +32,7 @@ from kame_core.tickets import TicketBook
 from kame_core.trace import EventKind, SessionTrace
 from kame_core.trace_query import problems
 
-from . import library, session_files
+from . import library, links, session_files
 from .delay_sweep import DELAYS_S, DelayOutcome, curve_figure, describe_outcome, reference_answers, run_delay
 from .evolution import evolution_figure, scenario_points
 from .inspector import duplex_text, frame_details, latency_markdown, run_summary_rows
@@ -102,6 +102,9 @@ class AppSession:
     upload: Reservation | None = None     # the memory the open upload holds
     made: list[MadeSession] = field(default_factory=list)  # made in this browser session, oldest first
     delay_tab_of: str | None = None       # the input (key) the Forced-delay tab's results or notes are about
+    at: float = 0.0                       # the Timeline's Inspect time (s) on the shown run
+    page: str = "/"                       # this page's own address, the base of its links (demo.links)
+    claims: dict[str, str] = field(default_factory=dict)  # Talk session id -> the claim this page opened it with
 
     def show(self, loaded: library.LoadedScenario, run_id: str) -> None:
         """Make ``loaded`` the open scenario: re-runs of another scenario and the memory booked for an upload
@@ -111,7 +114,7 @@ class AppSession:
             self.delay_cache.clear()
         if self.loaded is not loaded:
             self.drop_upload()
-        self.loaded, self.run_id = loaded, run_id
+        self.loaded, self.run_id, self.at = loaded, run_id, 0.0
         if loaded.origin == "live" and loaded.path is not None and all(m.key != loaded.key for m in self.made):
             self.made = self.made[-(MAX_MADE - 1):] + [MadeSession.of(loaded)]
 
@@ -370,7 +373,7 @@ def panels(state: Any = None, *, settings: Settings | None = None) -> Panels:
     return Panels(session, _timeline_panel(session), compare(session), evolution(session),
                   Plotted(session, None, _not_run(session, DELAY_NOT_RUN)) if stale else None,
                   Plotted(session, None, _not_run(session, CURVE_NOT_RUN)) if stale else None,
-                  _bar(session, settings or Settings()))
+                  _bar(session, settings or Settings()), link_text(session))
 
 
 def _timeline_panel(session: AppSession) -> TimelinePanel:
@@ -381,7 +384,9 @@ def _timeline_panel(session: AppSession) -> TimelinePanel:
     runs = loaded.scenario.runs
     run_id = session.run_id if session.run_id in runs else _default_run(loaded)
     fig, rows, sound = _view_of(session, loaded, run_id)
-    return TimelinePanel(fig, rows, sound, list(runs), run_id, _details_with_latency(runs[run_id], 0.0), 0.0)
+    at = session.at if run_id == session.run_id else 0.0
+    return TimelinePanel(with_playhead(fig, at) if at else fig, rows, sound, list(runs), run_id,
+                         _details_with_latency(runs[run_id], at), at)
 
 
 def _not_run(session: AppSession, line: str) -> str:
@@ -433,6 +438,104 @@ def _bar(session: AppSession, settings: Settings) -> Bar:
                listed if loaded.origin == "training" else None, made, current, download)
 
 
+# ------------------------------------------------------------------------------------------- links
+#: the link box's text when the open input has no link (``{what}``: :func:`open_now_words`)
+NO_LINK = "(no link: {what} opens only in this browser session)"
+
+
+def view_link(state: Any = None) -> links.Link | None:
+    """The link to the view shown (:mod:`demo.links`): the open input's id, the shown run and Inspect time, and a
+    Talk session's claim when this page opened it with one. None for what no link can name: an upload, a Live
+    upload or a microphone session (files of this browser session only), nothing open."""
+    session = session_of(state)
+    loaded = session.loaded
+    if loaded is None:
+        return None
+    run = session.run_id if session.run_id in loaded.scenario.runs else _default_run(loaded)
+    ident, claim = loaded.listed_as, None
+    if loaded.origin == "live":
+        ident = loaded.key.partition(":")[2]
+        claim = session.claims.get(ident)
+        if claim is None:
+            return None
+    if ident is None:
+        return None
+    return links.Link(ident, run, session.at or None, claim)
+
+
+def link_text(state: Any = None) -> str:
+    """The "Link to this view" box: the link on this page's address, or why the open input has none."""
+    session = session_of(state)
+    link = view_link(session)
+    if link is not None:
+        return links.url(session.page, link)
+    return "" if session.loaded is None else NO_LINK.format(what=open_now_words(session.loaded))
+
+
+def _saved_talk(sessions_dir: Path, ident: str) -> bool:
+    try:
+        return session_file(sessions_dir, ident).is_file()
+    except ValueError:  # not a session id
+        return False
+
+
+def _open_linked(session: AppSession, link: links.Link, settings: Settings) -> Opened:
+    """Open the input, run and time ``link`` names; :class:`demo.links.LinkError` names what cannot be."""
+    content = settings.content
+    folder = library.scenarios_dir(content.scenarios_dir)
+    root = library.training_root(content.training_dir)
+    sessions_dir = Path(settings.server.sessions_dir or default_sessions_dir())
+    if link.open in library.bundled_names(folder):
+        loaded = library.open_bundled(link.open, folder)
+    elif link.open in library.training_dialogue_ids(root):
+        loaded = library.open_training(link.open, root)
+    elif _saved_talk(sessions_dir, link.open):
+        if link.claim is None or not SessionStore(sessions_dir).owns(link.open, link.claim):
+            raise links.LinkError(f"open={link.open!r} is a Talk session: it opens only with the claim of the "
+                                  "browser session that made it (claim=…), and this link "
+                                  + ("carries none" if link.claim is None else "carries another"))
+        talk = open_talk_session(f"{link.open} {link.claim}", session, sessions_dir=sessions_dir)
+        if talk.file is None or session.loaded is None:
+            raise links.LinkError(f"open={link.open!r}: {talk.status}")
+        loaded = session.loaded
+    else:
+        raise links.LinkError(f"open={link.open!r} names no scenario of the folder, training dialogue or saved "
+                              "Talk session")
+    runs = loaded.scenario.runs
+    run = link.run or _default_run(loaded)
+    if run not in runs:
+        raise links.LinkError(f"run={run!r} is not a run of {loaded.title} (its runs: {', '.join(runs)})")
+    t = link.t or 0.0
+    if t > runs[run].duration:
+        raise links.LinkError(f"t={t:g} is past the end of that run ({runs[run].duration:.2f} s)")
+    fig, rows, sound = _view_of(session, loaded, run)
+    session.show(loaded, run)
+    session.at = t
+    return Opened(session, status_markdown(loaded), fig, rows, sound, list(runs), run)
+
+
+def open_link(query: Mapping[str, str], state: Any = None, *, page: str | None = None,
+              settings: Settings | None = None) -> Opened:
+    """The page's first view from its query parameters (:mod:`demo.links`): the input, run and Inspect time a
+    link names, else the default view (:func:`open_default`); a parameter that cannot be honoured (an unknown id
+    or run, a time that is not finite or not in the run, a Talk session without its claim) opens the default view
+    with a status naming it. ``page``: the page's own address, the base of the links it shows."""
+    session = session_of(state)
+    if page:
+        session.page = page
+    settings = settings or Settings()
+    try:
+        link = links.parse(query)
+        if link is not None:
+            return _open_linked(session, link, settings)
+    except (links.LinkError, ScenarioError, OSError) as err:
+        reason = error_words(err) if isinstance(err, OSError) else str(err)
+        opened = open_default(session, settings=settings)
+        return opened._replace(status=f"**Link refused** — {reason}. The default view is open instead."
+                                      f"\n\n{opened.status}")
+    return open_default(session, settings=settings)
+
+
 # ---------------------------------------------------------------------------------------- playback
 def show_run(run_id: str | None, state: Any = None) -> RunShown:
     """Switch the timeline to another run of the opened scenario: (session, figure, audio, details)."""
@@ -442,7 +545,7 @@ def show_run(run_id: str | None, state: Any = None) -> RunShown:
     if run_id not in session.loaded.scenario.runs:
         runs = ", ".join(session.loaded.scenario.runs)
         return RunShown(session, None, None, f"No run {run_id!r} in this scenario (runs: {runs}).")
-    session.run_id = run_id
+    session.run_id, session.at = run_id, 0.0
     trace = session.loaded.scenario.runs[run_id]
     fig = timeline_figure(trace, title=f"{session.loaded.title} — {run_label(run_id, trace)}",
                           recorded=session.loaded.recorded)
@@ -468,7 +571,7 @@ def seek(t: float | None, state: Any = None) -> Seeked:
         return Seeked(session, None, f"Not a time: {t!r}")
     if not np.isfinite(t):
         return Seeked(session, None, f"Not a time: {t!r}")
-    t = min(max(t, 0.0), trace.duration)
+    t = session.at = min(max(t, 0.0), trace.duration)
     fig = timeline_figure(trace, title=f"{session.loaded.title} — {run_label(session.run_id or '', trace)}",
                           recorded=session.loaded.recorded)
     return Seeked(session, with_playhead(fig, t), _details_with_latency(trace, t))
@@ -788,5 +891,7 @@ def open_talk_session(session_id: str | None, state: Any = None, *,
         return loaded
 
     result = _open(session, "Cannot open the talk session", opener)
+    if session.loaded is not None and session.loaded.path == copy:
+        session.claims[sid] = claim.strip()  # proven here: this page's links to it may carry it
     return TalkOpened(**result._asdict(),
                       file=str(copy) if session.loaded is not None and session.loaded.path == copy else None)

@@ -260,6 +260,28 @@ def test_uploads_over_the_size_limit_are_refused(app_url):
 
 
 @browser
+def test_a_link_opens_its_view_on_page_load_and_the_page_shows_its_link(app_url):
+    """``?open=…&t=…`` read by the real load event (``gr.Request.query_params``): the scenario, the Inspect time,
+    and the "Link to this view" box on the page's own address."""
+    query = f"open={NAMES[1]}&t=1.5"
+    chrome = Chromium(1400, 1100)
+    try:
+        chrome.goto(app_url + "?" + query)
+        shown = chrome.wait_for("(document.querySelector('#kame-link textarea, #kame-link input') || {}).value",
+                                timeout=120)
+        assert shown.startswith(f"{app_url}?open={NAMES[1]}&run=") and shown.endswith("&t=1.5"), shown
+        assert float(chrome.evaluate("document.querySelector('#kame-inspect-time input').value")) == 1.5
+        assert "Link refused" not in chrome.evaluate("document.querySelector('#kame-status').innerText")
+        chrome.goto(app_url + "?open=no-such-input")
+        status = chrome.wait_for("(s => s.includes('Link refused') && s)"
+                                 "((document.querySelector('#kame-status') || {innerText: ''}).innerText)",
+                                 timeout=120)
+        assert "open='no-such-input'" in status, status
+    finally:
+        chrome.close()
+
+
+@browser
 def test_a_live_upload_opens_in_timeline_and_compare_and_the_picker_says_so(app_url, tmp_path):
     """What a user makes opens everywhere: the Live upload's scenario becomes the open one in every tab."""
     import soundfile as sf

@@ -57,10 +57,12 @@ def fake_live_upload(file: Any, modes: Any, state: Any = None, *, settings: Any 
 
 class Page:
     """One browser page of the app, in process: the components' values and props, and its events run through
-    the app's own wiring (each listener, then the ``.then`` listeners that follow it)."""
+    the app's own wiring (each listener, then the ``.then`` listeners that follow it). ``request``: the page's
+    HTTP request, given to the listeners that take one (its query names a link, :mod:`demo.links`)."""
 
-    def __init__(self, blocks: gr.Blocks) -> None:
+    def __init__(self, blocks: gr.Blocks, request: gr.Request | None = None) -> None:
         self.blocks = blocks
+        self.request = request
         self.fns = list(blocks.fns.values())
         self.values: dict[int, Any] = {i: getattr(b, "value", None) for i, b in blocks.blocks.items()}
         self.props: dict[int, dict[str, Any]] = {i: {} for i in blocks.blocks}
@@ -83,7 +85,8 @@ class Page:
             self._run(fn)
 
     def _run(self, fn: Any) -> None:
-        result = fn.fn(*[self.values[c._id] for c in fn.inputs])
+        wants = self.request is not None and "request" in inspect.signature(fn.fn).parameters
+        result = fn.fn(*[self.values[c._id] for c in fn.inputs], **({"request": self.request} if wants else {}))
         for out in (result if inspect.isgenerator(result) else [result]):
             self._apply(fn.outputs, out)
         for then in self.fns:
@@ -153,8 +156,8 @@ def make_page(tmp_path, monkeypatch):
     settings = Settings.from_env(env)
     pages: list[Page] = []
 
-    def make() -> Page:
-        pages.append(Page(build_app(settings=settings)))
+    def make(request: gr.Request | None = None) -> Page:
+        pages.append(Page(build_app(settings=settings), request))
         return pages[-1]
 
     yield make
