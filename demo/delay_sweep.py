@@ -109,6 +109,34 @@ def run_delay(kame: SessionTrace, delay_s: float, make_front_end: Callable[[], F
     return outcome
 
 
+#: the provenance entries that decide what a front-end says (the front-end itself and its local model)
+_FRONT_END_PARTS = ("front_end", "front_end_model")
+
+
+def _front_end_of(trace: SessionTrace) -> tuple[tuple[str, str, str, str], ...]:
+    return tuple((name, p.kind, p.model_id, p.version) for name in _FRONT_END_PARTS
+                 if (p := trace.provenance.get(name)) is not None)
+
+
+def _named(parts: tuple[tuple[str, str, str, str], ...]) -> str:
+    return " + ".join(f"{model_id or kind}" + (f" version {version}" if version else "")
+                      for _name, kind, model_id, version in parts) or "an unrecorded front-end"
+
+
+def front_end_difference(recorded: SessionTrace, rerun: SessionTrace) -> str:
+    """One sentence when the re-run's front-end is not the one that made the recording ("" when it is).
+
+    The back-ends are replayed exactly, so a re-run by the same front-end at the recorded delay says what the
+    recording says; another front-end (another kind, model or version) may say other words even at 0 s.
+    """
+    was, now = _front_end_of(recorded), _front_end_of(rerun)
+    if was == now:
+        return ""
+    return (f"Not the recorded front-end: the recording was made by {_named(was)} and this re-run by "
+            f"{_named(now)}, so its words can differ from the recording even at 0 s (the STT and oracle LLM are "
+            "replayed exactly).")
+
+
 def describe_outcome(o: DelayOutcome, reference_note: str) -> str:
     """Markdown: onset latency, the oracle at the start, the spoken answer and its score."""
     latency = "no response" if o.onset_latency_s is None else format_latency(o.onset_latency_s)

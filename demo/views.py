@@ -33,7 +33,15 @@ from kame_core.trace import EventKind, SessionTrace
 from kame_core.trace_query import problems
 
 from . import library, links, session_files
-from .delay_sweep import DELAYS_S, DelayOutcome, curve_figure, describe_outcome, reference_answers, run_delay
+from .delay_sweep import (
+    DELAYS_S,
+    DelayOutcome,
+    curve_figure,
+    describe_outcome,
+    front_end_difference,
+    reference_answers,
+    run_delay,
+)
 from .evolution import evolution_figure, scenario_points
 from .inspector import duplex_text, frame_details, latency_markdown, run_summary_rows
 from .live import run_audio
@@ -699,7 +707,9 @@ def forced_delay(delay_s: float, state: Any = None, *, front_end: Any = None,
               f"re-run, forced delay {outcome.delay_s:.1f} s": outcome.trace}
     fig = compare_figure(traces, title=f"{session.loaded.title} — forced delay {outcome.delay_s:.1f} s",  # type: ignore[union-attr]
                          recorded=True)
-    text = (describe_outcome(outcome, note) + f"\n\n<small>{REPLAY_LABEL}; front-end: {factory.description}. "
+    differs = front_end_difference(kame, outcome.trace)
+    text = (describe_outcome(outcome, note) + (f"\n\n**{differs}**" if differs else "")
+            + f"\n\n<small>{REPLAY_LABEL}; front-end: {factory.description}. "
             "Exact for the first turn; later turns reuse the recorded back-end answers.</small>")
     return Plotted(session, fig, text)
 
@@ -721,11 +731,13 @@ def delay_curve(state: Any = None, *, front_end: Any = None, settings: Settings 
     except (ReplayUnavailable, ValueError, PoolFull) as err:
         return Plotted(session, None, _error("Cannot draw the curve", err))
     fig = curve_figure(outcomes, note, session.loaded.title)  # type: ignore[union-attr]
+    differs = front_end_difference(kame, outcomes[0].trace) if outcomes else ""
     rows = "\n".join(f"| {o.delay_s:.1f} s | {'n/a' if o.onset_latency_s is None else f'{o.onset_latency_s:+.2f} s'}"
                      f" | {'—' if o.score is None else f'{o.score.score:.2f}'} | {o.answer[:90]} |" for o in outcomes)
     label = outcomes[0].score.label if outcomes and outcomes[0].score else "score"
     text = (f"Scores: **{label}**; references: {note}.\n\n| forced delay | onset latency | score | spoken answer |\n"
-            f"|---|---|---|---|\n{rows}\n\n<small>{REPLAY_LABEL}; front-end: {factory.description}.</small>")
+            f"|---|---|---|---|\n{rows}\n\n" + (f"**{differs}**\n\n" if differs else "")
+            + f"<small>{REPLAY_LABEL}; front-end: {factory.description}.</small>")
     return Plotted(session, fig, text)
 
 

@@ -171,3 +171,68 @@ def test_records_with_the_real_cpu_stack_and_round_trips(tmp_path):
     said = "".join(f.text_piece for f in got.frames)
     assert said.strip(), "the stand-in said something"
     assert session_metrics(got).oracle_revisions >= 1
+
+
+# ------------------------------------------------------------------------- forced delay 0 s = the recording
+def _old_stand_in_rule(monkeypatch) -> None:
+    """The stand-in as it was when the scenarios were recorded (version 2: after a correction it resumed at the
+    first contradicted word, not at the start of its sentence)."""
+    import kame_core.frontends.standin.frontend as standin_frontend
+    from kame_core.frontends.standin.deciding import Decision, first_contradiction
+
+    current = standin_frontend.decide
+
+    def decide_v2(words, said, new):
+        k = first_contradiction(said, new)
+        if k is None:
+            return current(words, said, new)
+        return Decision(words=list(new), said=list(new[:k]), switch_at=k)
+
+    monkeypatch.setattr(standin_frontend, "decide", decide_v2)
+    monkeypatch.setattr(standin_frontend, "__version__", "2")
+
+
+@pytest.fixture(scope="module")
+def rerun_stand_in():
+    from demo.stacks import rerun_front_end
+    from kame_core.settings import Settings
+
+    return rerun_front_end(Settings().stack)
+
+
+@pytest.mark.parametrize("path", BUNDLED, ids=lambda p: p.stem)
+def test_kame_run_rerun_at_0s_reproduces_the_recording_or_says_why_not(path, scenarios, rerun_stand_in,
+                                                                       monkeypatch):
+    """The back-ends are replayed exactly: the front-end that made the recording, re-run at 0 s, says what the
+    recording says word for word. Today's stand-in (version 3) may not, and the Forced delay tab says so."""
+    from demo.delay_sweep import front_end_difference
+    from kame_core.frontends.standin.frontend import __version__ as current
+    from kame_core.pipelines.replay import rerun_front_end
+
+    kame = scenarios[path.stem].runs["kame"]
+    now = rerun_front_end(kame, rerun_stand_in.make, forced_delay_ms=0)
+    differs = front_end_difference(kame, now)
+    if kame.provenance["front_end"].version == current:  # re-recorded by today's stand-in
+        assert differs == "" and now.spoken_text() == kame.spoken_text()
+        return
+    assert kame.provenance["front_end"].version == "2", "only version 2's rule is kept here to compare"
+    assert "kame_core.frontends.standin version 2" in differs and "version 3" in differs
+    assert "even at 0 s" in differs
+    _old_stand_in_rule(monkeypatch)
+    same = rerun_front_end(kame, rerun_stand_in.make, forced_delay_ms=0)
+    assert front_end_difference(kame, same) == ""
+    assert same.spoken_text() == kame.spoken_text()
+
+
+def test_forced_delay_tab_names_the_other_front_end_next_to_the_0s_result(rerun_stand_in):
+    from demo import views
+    from kame_core.frontends.standin.frontend import __version__ as current
+
+    if load_scenario(FOLDER / "06-self-correction-breathe-out.kame").runs["kame"].provenance["front_end"].version \
+            == current:
+        pytest.skip("re-recorded by today's stand-in: nothing differs to say")
+    session = views.open_upload(str(FOLDER / "06-self-correction-breathe-out.kame")).session
+    text = views.forced_delay(0.0, session, front_end=rerun_stand_in).text
+    assert "no, wait, Humans breathe" in text  # today's stand-in restarts the sentence ...
+    assert "**Not the recorded front-end: the recording was made by kame_core.frontends.standin version 2" in text
+    assert text.index("Forced delay 0.0 s") < text.index("Not the recorded front-end")

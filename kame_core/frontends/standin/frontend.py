@@ -21,7 +21,10 @@ from .deciding import Answer, Source, decide
 from .hearing import OracleView, normalize
 from .speaking import Deferred, Voice, due, next_phrase
 
-__version__ = "2"
+#: bumped whenever what it says changes (traces record it: a re-run by another version may say other words);
+#: 3: after a correction it restarts the new oracle's sentence from its start (2: it resumed at the first
+#: contradicted word, "no, wait, breathe out" where 3 says "no, wait, Humans breathe out")
+__version__ = "3"
 
 DEFAULT_OPENERS = ("Well,", "Let me think,", "Hmm,", "So,", "Okay, so", "Right,")
 DEFAULT_REPAIRS = ("I mean,", "sorry,", "actually,", "no, wait,")
