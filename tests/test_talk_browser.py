@@ -161,7 +161,10 @@ def test_talk_plays_the_answer_shows_the_streams_and_opens_the_session(question_
             except TimeoutError:
                 raise AssertionError("no turn_latency reached the page: " + str(browser.evaluate(
                     "JSON.stringify({turns: window.kameTalk.turns, latency: window.kameTalk.latency})"))) from None
-            latency_text = browser.evaluate("document.getElementById('kame-talk-latency').innerText")
+            # the table is drawn by the page's render tick: wait for it to show what has arrived
+            latency_text = browser.wait_for(
+                "(function (T, t) { return (!T.latency.length || t.indexOf('turn 1') >= 0) && (t || ' '); })"
+                "(window.kameTalk, document.getElementById('kame-talk-latency').innerText)", timeout=10, every=0.25)
             browser.screenshot(_artifacts(tmp_path) / f"talk_live{suffix}.png")
             shown_front_end = browser.evaluate("JSON.stringify(window.kameTalk.frontEnd || null) + ' | ' + "
                                                "document.getElementById('kame-talk-meter').innerText")
