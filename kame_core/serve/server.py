@@ -11,8 +11,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import threading
-import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -21,7 +19,7 @@ from typing import Any
 from ..access import Access
 from ..paths import ModelFiles
 from ..session import SessionGate, SessionStore
-from ..session.disk import FolderInUse, FolderLock, error_words, probe_writable
+from ..session.disk import FolderInUse, FolderLock, RecordingCheck, error_words
 from ..session.heap import trim_free_heap
 from ..session.saving import RetryingSaves
 from ..tickets import TicketBook
@@ -256,25 +254,6 @@ class ChatServer:
         app.router.add_route("/healthz", healthz, methods=["GET"], include_in_schema=False)
         app.router.add_route("/readyz", readyz, methods=["GET"], include_in_schema=False)
         app.router.add_route("/metrics", metrics, methods=["GET"], include_in_schema=False)
-
-
-class RecordingCheck:
-    """Whether sessions can be recorded in ``folder`` (:func:`probe_writable`), probed at most every
-    ``every_s`` seconds whoever asks (``/readyz`` may be polled often)."""
-
-    def __init__(self, folder: Path, every_s: float = 2.0) -> None:
-        self.folder, self.every_s = folder, every_s
-        self._checked = -float("inf")
-        self._problem: str | None = None
-        self._lock = threading.Lock()
-
-    def check(self, force: bool = False) -> str | None:
-        with self._lock:
-            now = time.monotonic()
-            if force or now - self._checked >= self.every_s:
-                self._problem = probe_writable(self.folder)
-                self._checked = now
-            return self._problem
 
 
 class _StarletteConnection:

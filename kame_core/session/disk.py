@@ -8,10 +8,12 @@ import errno
 import fcntl
 import os
 import re
+import threading
+import time
 from pathlib import Path
 from typing import BinaryIO
 
-__all__ = ["FolderInUse", "FolderLock", "LiveMark", "error_words", "probe_writable"]
+__all__ = ["FolderInUse", "FolderLock", "LiveMark", "RecordingCheck", "error_words", "probe_writable"]
 
 #: the lock file a server holds in its sessions folder (a dot file: never a session id)
 LOCK_NAME = ".lock"
@@ -149,3 +151,22 @@ class LiveMark:
         finally:
             os.close(fd)
         return False
+
+
+class RecordingCheck:
+    """Whether sessions can be recorded in ``folder`` (:func:`probe_writable`), probed at most every
+    ``every_s`` seconds whoever asks (``/readyz`` may be polled often)."""
+
+    def __init__(self, folder: Path, every_s: float = 2.0) -> None:
+        self.folder, self.every_s = folder, every_s
+        self._checked = -float("inf")
+        self._problem: str | None = None
+        self._lock = threading.Lock()
+
+    def check(self, force: bool = False) -> str | None:
+        with self._lock:
+            now = time.monotonic()
+            if force or now - self._checked >= self.every_s:
+                self._problem = probe_writable(self.folder)
+                self._checked = now
+            return self._problem

@@ -56,11 +56,6 @@ class SessionJournal:
         self._mark = LiveMark(self.folder)
         self._lock = threading.Lock()
 
-    @property
-    def written(self) -> bool:
-        """Whether anything reached the disk (a journal a crash or a failed save leaves to recovery)."""
-        return self._started
-
     def on_frame(self, frame: FrameOut) -> None:
         """Take in one frame (the session's thread); written out at least every ``flush_every_s``."""
         if self.failure:
