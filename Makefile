@@ -8,7 +8,13 @@ export PIP_DISABLE_PIP_VERSION_CHECK := 1
 
 .PHONY: install install-ray run serve lint test test-fast bench gpu-check space space-smoke clean
 
-install: $(STAMP)
+# eslint for the page's JavaScript (demo/static/), from npm at the versions package-lock.json pins
+NODE_STAMP := node_modules/.installed-stamp
+install: $(STAMP) $(NODE_STAMP)
+
+$(NODE_STAMP): package.json package-lock.json
+	npm ci --no-audit --no-fund --loglevel=error
+	touch $(NODE_STAMP)
 
 # optional: Ray for `--executor ray` (its tests skip without it); same torch pin, checked afterwards
 RAY_STAMP := $(VENV)/.ray-stamp
@@ -36,11 +42,13 @@ run: install
 serve: install
 	HF_HUB_OFFLINE=1 $(PY) -m kame_core.serve
 
-# ruff and mypy (pyproject.toml's rules) over every Python file, then the whole suite
+# ruff and mypy (pyproject.toml's rules) over every Python file, eslint (eslint.config.js) over the JavaScript;
+# then the whole suite (tests/test_static_js.py runs the JavaScript's own tests, tests/js/, with node --test)
 LINTED := kame_core demo tests benchmarks spaces app.py
 lint: install
 	$(PY) -m ruff check $(LINTED)
 	$(PY) -m mypy
+	npx --no-install eslint demo/static tests/js eslint.config.js
 
 test: install lint
 	HF_HUB_OFFLINE=1 $(PY) -m pytest -q -p no:cacheprovider tests

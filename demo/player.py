@@ -1,6 +1,6 @@
 """A native ``<audio>`` player for a run's conversation audio, served from the user's private folder.
 
-The timeline's playhead follows this element (``demo.ui.SYNC_JS`` listens to its media events). The audio
+The timeline's playhead follows this element (``demo/static/timeline.js`` listens to its media events). The audio
 is written once per (scenario, run) as 16-bit WAV into the session's folder and served under the session's
 unguessable token (:mod:`demo.session_files`).
 """

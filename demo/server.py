@@ -4,6 +4,7 @@
 
 * ``GET /kame/files/<token>/<name>`` -- a file of one session's private folder (:mod:`demo.session_files`);
   nothing else of the machine is served (no ``allowed_paths``);
+* ``GET /kame/static/<name>`` -- the page's scripts and styles (:mod:`demo.assets`; those files only);
 * ``ws /api/chat`` -- the live protocol (:mod:`kame_core.serve`) on the app's stack (:func:`chat_server`):
   at most ``KAME_MAX_SESSIONS`` (default 2) conversations at once, one on a single GPU model; each saved in
   ``KAME_SESSIONS_DIR`` (the Talk tab opens them from there);
@@ -35,7 +36,7 @@ from kame_core.serve.server import served_stack
 from kame_core.session.disk import FolderInUse
 from kame_core.settings import Settings
 
-from . import session_files
+from . import assets, session_files
 
 #: the largest file a client may upload (a 5-minute recording fits as WAV at 24 kHz, or compressed at any rate)
 MAX_UPLOAD = "30mb"
@@ -65,6 +66,8 @@ def create_app(blocks: gr.Blocks, chat: ChatServer | None = None, **gradio_optio
     ``/api/chat`` (``chat``, default :func:`chat_server`; see the module docstring)."""
     app = FastAPI(title="KAME studio", docs_url=None, redoc_url=None, openapi_url=None)
     (chat or chat_server()).mount(app, CHAT_ROUTE)  # before Gradio's mount at "/", which would take the path
+
+    assets.mount(app)  # the page's scripts and styles
 
     @app.get(session_files.ROUTE + "/{token}/{name}", include_in_schema=False)
     def session_file(token: str, name: str) -> FileResponse:

@@ -35,7 +35,7 @@ with oracle revisions has one line naming the hint levels and their colours.
 Hooks for the app (documented names, stable):
 
 * the playhead is the layout shape named :data:`PLAYHEAD` (transparent until a time is given). Move it on the
-  server with :func:`with_playhead`, or in the browser with :data:`PLAYHEAD_JS`.
+  server with :func:`with_playhead`, or in the browser with ``kameSetPlayhead`` (``demo/static/timeline.js``).
 * revision spans are shapes named ``"oracle-revision:<run>:<rev>"`` (:data:`REVISION_SPAN` prefix); shapes do
   not hover, so each run's spans also have one invisible bar trace named ``"<run> · revision spans"``
   (:data:`REVISION_SPAN_HOVER`; one bar per span, ``customdata`` = revision) that carries their hover.
@@ -101,7 +101,7 @@ from .palette import (
 from .provenance_badge import provenance_badge
 
 __all__ = [
-    "LANES", "CASCADE_SPEECH_LANE", "lane_titles", "PLAYHEAD", "PLAYHEAD_JS", "REVISION_SPAN", "BADGE",
+    "LANES", "CASCADE_SPEECH_LANE", "lane_titles", "PLAYHEAD", "REVISION_SPAN", "BADGE",
     "timeline_figure", "compare_figure", "with_playhead", "format_latency", "waveform_envelope", "RUN_NAMES",
     "HINT_LEGEND", "HIDDEN_NOTE", "LATENCY_ANCHORS", "STAND_IN_TOKEN_NOTE", "REVISION_SPAN_HOVER",
 ]
@@ -1097,34 +1097,3 @@ def with_playhead(fig: FigureLike, t: float | None) -> FigureLike:
         if s.get("name") == PLAYHEAD:
             s.update(x0=t or 0.0, x1=t or 0.0, opacity=0.0 if t is None else 1.0)
     return json.dumps(data) if as_json else data  # type: ignore[return-value]  # the form it was given
-
-
-#: Browser-side playhead: ``kameSetPlayhead(root, t)`` moves the playhead of every timeline under
-#: ``root`` (an element or ``document``) to ``t`` seconds. It uses ``Plotly.relayout`` where the page
-#: exposes Plotly, and otherwise (Gradio bundles Plotly privately) moves the shape's SVG path directly and
-#: records ``t`` in the layout so a later redraw (zoom, resize) keeps it.
-PLAYHEAD_JS = """
-function kameSetPlayhead(root, t) {
-  var pending = [];
-  (root || document).querySelectorAll('.js-plotly-plot').forEach(function (gd) {
-    var shapes = (gd.layout && gd.layout.shapes) || [];
-    var i = shapes.findIndex(function (s) { return s.name === 'playhead'; });
-    if (i < 0) return;
-    if (window.Plotly && window.Plotly.relayout) {
-      var upd = {};
-      upd['shapes[' + i + '].x0'] = t; upd['shapes[' + i + '].x1'] = t; upd['shapes[' + i + '].opacity'] = 1;
-      pending.push(window.Plotly.relayout(gd, upd));
-      return;
-    }
-    shapes[i].x0 = t; shapes[i].x1 = t; shapes[i].opacity = 1;
-    var full = gd._fullLayout, xa = full && full.xaxis;
-    var path = gd.querySelector('.shapelayer path[data-index="' + i + '"]');
-    if (!xa || !path) return;
-    var x = xa._offset + xa.l2p(t), top = full._size.t, bottom = full._size.t + full._size.h;
-    path.setAttribute('d', 'M' + x + ',' + bottom + 'V' + top);
-    path.style.opacity = 1;
-    path.style.display = (t >= xa.range[0] && t <= xa.range[1]) ? '' : 'none';
-  });
-  return Promise.all(pending);
-}
-"""

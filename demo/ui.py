@@ -1,5 +1,5 @@
-"""The Gradio interface: layout, event wiring (each event has an ``api_name`` for gradio_client) and the
-browser-side playhead that follows the audio players.
+"""The Gradio interface: layout and event wiring (each event has an ``api_name`` for gradio_client); the page's
+scripts and styles are files under ``demo/static/`` (:mod:`demo.assets`).
 
 Tabs: Timeline (one run, playhead synced to its audio), Compare (every mode of one input on one clock, with
 the paper's Table 2 quoted beside), Forced delay (re-run with a chosen delay; latency–quality curve), Live
@@ -24,134 +24,19 @@ from kame_core.pipelines.run_kinds import RUN_KINDS  # noqa: E402
 from kame_core.settings import Settings  # noqa: E402
 from kame_core.tickets import TicketBook  # noqa: E402
 
+from . import assets, library, links, views  # noqa: E402
 from . import hardware as hw  # noqa: E402
-from . import library, links, views  # noqa: E402
 from .inspector import PAPER_NOTE, PAPER_TABLE_HEADERS, PAPER_TABLE_ROWS, RUN_SUMMARY_HEADERS  # noqa: E402
 from .results import Opened, TalkOpened  # noqa: E402
 from .talk import (  # noqa: E402
-    TALK_CSS,
-    TALK_HTML,
     TALK_ID_BOX,
-    TALK_JS,
     TALK_OPEN_BUTTON,
     TALK_TICKET_BOX,
     TALK_TICKET_BUTTON,
+    talk_html,
 )
-from .timeline import LANES, PLAYHEAD_JS  # noqa: E402
+from .timeline import LANES  # noqa: E402
 from .upload_budget import UploadBudget  # noqa: E402
-
-#: installed on page load (a <script> in the page head, and Gradio's ``js`` hook; it runs once): moves the
-#: playhead of ``#kame-plot-<view>`` with the player in ``#kame-audio-<view>...``
-#: on play (every animation frame), pause, seek and time updates. The players are native <audio> elements
-#: (demo.player), so their media events reach a capturing listener on the document.
-SYNC_JS = "() => {\n  if (window.kameSyncInstalled) return;\n  window.kameSyncInstalled = true;\n" + PLAYHEAD_JS + """
-  window.kameSetPlayhead = kameSetPlayhead;
-  function plotFor(media) {
-    var box = media.closest('[id^="kame-audio-"]');
-    if (!box) return null;
-    return document.getElementById('kame-plot-' + box.id.split('-')[2]);
-  }
-  function sync(media) {
-    var plot = plotFor(media);
-    if (plot) { kameSetPlayhead(plot, media.currentTime); plot.dataset.kamePlayhead = media.currentTime; }
-  }
-  function follow(media) {
-    sync(media);
-    if (!media.paused && !media.ended) requestAnimationFrame(function () { follow(media); });
-  }
-  ['timeupdate', 'seeked', 'seeking', 'pause', 'loadedmetadata'].forEach(function (kind) {
-    document.addEventListener(kind, function (e) {
-      if (e.target instanceof HTMLMediaElement) sync(e.target);
-    }, true);
-  });
-  document.addEventListener('play', function (e) {
-    if (!(e.target instanceof HTMLMediaElement)) return;
-    peers(e.target).forEach(function (m) { if (!m.paused) m.pause(); });  // one player of a view at a time
-    follow(e.target);
-  }, true);
-  // the players of one view (Compare's three) share its playhead: a seek in one moves the others there
-  function peers(media) {
-    var box = media.closest('[id^="kame-audio-"]');
-    if (!box) return [];
-    var view = box.id.split('-')[2];
-    return Array.from(document.querySelectorAll('[id^="kame-audio-' + view + '"] audio'))
-      .filter(function (m) { return m !== media; });
-  }
-  document.addEventListener('seeked', function (e) {
-    var media = e.target;
-    if (!(media instanceof HTMLMediaElement) || !media.paused) return;
-    peers(media).forEach(function (m) {
-      if (Math.abs(m.currentTime - media.currentTime) > 0.05) m.currentTime = media.currentTime;
-    });
-  }, true);
-  // a click on a plot (not a drag: that zooms) seeks its view's players there; on the Timeline it also
-  // sets "Inspect time" and shows that frame
-  function timeAt(gd, clientX, clientY) {
-    var full = gd && gd._fullLayout;
-    if (!full || !full._size) return null;
-    var box = gd.getBoundingClientRect(), px = clientX - box.left, py = clientY - box.top;
-    if (py < full._size.t || py > full._size.t + full._size.h) return null;
-    var names = Object.keys(full).filter(function (k) { return /^xaxis[0-9]*$/.test(k); });
-    for (var i = 0; i < names.length; i++) {
-      var xa = full[names[i]];
-      if (xa && px >= xa._offset && px <= xa._offset + xa._length) return xa.p2l(px - xa._offset);
-    }
-    return null;
-  }
-  function seekView(host, t) {
-    var view = host.id.slice('kame-plot-'.length);
-    document.querySelectorAll('[id^="kame-audio-' + view + '"] audio').forEach(function (a) {
-      a.currentTime = isFinite(a.duration) ? Math.min(t, a.duration) : t;
-    });
-    kameSetPlayhead(host, t);
-    host.dataset.kamePlayhead = t;
-    var inspect = view === 'timeline' && document.querySelector('#kame-inspect-time input');
-    if (inspect) {
-      inspect.value = t.toFixed(2);
-      inspect.dispatchEvent(new Event('input', {bubbles: true}));
-      inspect.dispatchEvent(new KeyboardEvent('keypress', {key: 'Enter', code: 'Enter', bubbles: true}));
-    }
-  }
-  window.kameSeekView = seekView;
-  // a plot drawn while its tab was hidden (every open redraws every tab) has Plotly's default width: when its
-  // tab shows it (a click, or the Talk page's switch to Timeline) it takes its box's width
-  var sized = new ResizeObserver(function (entries) {
-    entries.forEach(function (entry) {
-      var gd = entry.target.querySelector('.js-plotly-plot');
-      var width = entry.contentRect.width;
-      if (gd && width > 0 && window.Plotly && gd._fullLayout && Math.abs(gd._fullLayout.width - width) > 4)
-        window.Plotly.Plots.resize(gd);
-    });
-  });
-  var watched = new WeakSet();
-  function watchPlots() {
-    document.querySelectorAll('[id^="kame-plot-"]').forEach(function (host) {
-      if (!watched.has(host)) { watched.add(host); sized.observe(host); }
-    });
-  }
-  new MutationObserver(watchPlots).observe(document.body, {childList: true, subtree: true});
-  watchPlots();
-  var down = null;
-  document.addEventListener('mousedown', function (e) {
-    var host = e.target.closest && e.target.closest('[id^="kame-plot-"]');
-    down = (host && e.button === 0 && !e.target.closest('.legend, .modebar, .annotation')) ?
-      {host: host, x: e.clientX, y: e.clientY, at: Date.now()} : null;
-  }, true);
-  document.addEventListener('mouseup', function (e) {
-    var d = down;
-    down = null;
-    if (!d || Math.abs(e.clientX - d.x) > 4 || Math.abs(e.clientY - d.y) > 4 || Date.now() - d.at > 600) return;
-    var t = timeAt(d.host.querySelector('.js-plotly-plot'), e.clientX, e.clientY);
-    if (t !== null && t >= 0) seekView(d.host, t);
-  }, true);
-}
-"""
-
-CSS = """
-#kame-status h3 { margin: 0 0 4px 0; }
-.kame-small { font-size: 12px; color: #4b5563; }
-#kame-evolution-text th, #kame-evolution-text td { word-break: normal; overflow-wrap: normal; hyphens: none; }
-"""
 
 #: Gradio (6.x, ``gradio/routes.py``) reads Starlette's deprecated ``HTTP_422_UNPROCESSABLE_ENTITY`` on every queued
 #: event, and Starlette warns as a UserWarning, shown by default: two lines in the app's log per click. The cause is
@@ -308,7 +193,7 @@ def build_app(gpu: Callable[[Callable], Callable] | None = None, hardware: hw.Ha
                 live_plot = gr.Plot(label="Live session", show_label=False, elem_id="kame-plot-live")
                 live_file = gr.File(label="This session as a scenario file (.kame)")
             with gr.Tab("Talk", id="talk"):
-                gr.HTML(TALK_HTML)  # the live timeline first: in view when the tab opens
+                gr.HTML(talk_html())  # the live timeline first: in view when the tab opens
                 gr.Markdown("Talk to KAME **full duplex**: the page streams your microphone to the live protocol "
                             "(`/api/chat`, the same one `python -m kame_core.serve` speaks) and plays the answer "
                             "as it is made. Watch the streams move on the timeline: what KAME says, the oracle "
@@ -436,8 +321,8 @@ def build_app(gpu: Callable[[Callable], Callable] | None = None, hardware: hw.Ha
 
 
 def launch_options() -> dict:
-    """Page options for ``Blocks.launch`` / ``gr.mount_gradio_app`` (Gradio 6 takes the page's JS and CSS there).
+    """Page options for ``Blocks.launch`` / ``gr.mount_gradio_app`` (Gradio 6 takes the page's JS and CSS there):
+    the scripts and styles of ``demo/static/`` (:mod:`demo.assets`; :func:`demo.server.create_app` serves them).
 
     No ``allowed_paths``: session files are served by :mod:`demo.server`'s token route only."""
-    page_js = f"() => {{ ({SYNC_JS})(); ({TALK_JS})(); }}"
-    return dict(head=f"<script>({page_js})();</script>", js=page_js, css=CSS + TALK_CSS)
+    return dict(head=assets.page_head(), css=assets.page_css())

@@ -2,6 +2,7 @@
 colour, read here from the figures' own JSON (and the Talk page's markup and script) built from bundled scenarios."""
 from __future__ import annotations
 
+import html
 import json
 import re
 from pathlib import Path
@@ -19,7 +20,7 @@ from demo.palette import (
     hint_name,
     hint_swatches_html,
 )
-from demo.talk import TALK_HTML, TALK_JS
+from demo.talk import talk_html
 from demo.timeline import HINT_LEGEND, compare_figure, timeline_figure
 from kame_core.hint_levels import HINT_LEVEL_BOUNDS, hint_level
 from kame_core.scenario import Scenario, load_scenario
@@ -148,11 +149,12 @@ def test_evolution_draws_each_hint_level_in_the_palette_colour(scenarios):
 
 def test_talk_page_reads_the_same_palette():
     assert tuple(LIVE_COLOURS["hints"]) == HINT_COLOURS and LIVE_COLOURS["hint_unknown"] == HINT_UNKNOWN_COLOUR
-    (legend,) = re.findall(r'<div class="kame-small" id="kame-talk-legend">(.*?)</div>', TALK_HTML, re.S)
+    markup = talk_html()
+    (legend,) = re.findall(r'<div class="kame-small" id="kame-talk-legend">(.*?)</div>', markup, re.S)
     assert legend_colours(legend) == expected_legend(unknown=True)
-    match = re.search(r"var COLOURS = (\{.*?\}), FRAME", TALK_JS)
-    assert match, "the live timeline's colours are in its script"
-    live = json.loads(match.group(1))
+    match = re.search(r'<div id="kame-talk" data-config="([^"]*)">', markup)
+    assert match, "the live timeline's colours come with its markup"
+    live = json.loads(html.unescape(match.group(1)))["colours"]
     assert live["hints"] == list(HINT_COLOURS) and live["hint_unknown"] == HINT_UNKNOWN_COLOUR
     with pytest.raises(TypeError):
         LIVE_COLOURS["hints"] = ()  # type: ignore[index]  # shared by every module: read-only

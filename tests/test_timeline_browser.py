@@ -1,7 +1,7 @@
 """The timeline in a real browser (headless Debian Chromium; skipped where it is not installed).
 
 Renders the figure as a standalone page, checks that Plotly drew the five lanes and the badge, moves the
-playhead with PLAYHEAD_JS both ways (Plotly.relayout, and the SVG fallback used where Plotly is private, as
+playhead with demo/static/timeline.js both ways (Plotly.relayout, and the SVG fallback used where Plotly is private, as
 in Gradio), and keeps a screenshot as a test artifact (``$KAME_TEST_ARTIFACTS`` or the test's tmp folder).
 """
 from __future__ import annotations
@@ -16,7 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from demo.timeline import LANES, PLAYHEAD_JS, timeline_figure
+from demo import assets
+from demo.timeline import LANES, timeline_figure
 from kame_core.testing.sessions import mountain_session as run
 
 CHROMIUM = next((p for p in (shutil.which(n) for n in ("chromium", "chromium-browser")) if p), None)
@@ -62,7 +63,7 @@ def page(tmp_path_factory) -> Path:
     fig = timeline_figure(run(), title="Browser check")
     path = tmp_path_factory.mktemp("timeline") / "timeline.html"
     html_text = fig.to_html(include_plotlyjs=True, full_html=True, div_id="timeline",
-                            post_script=PLAYHEAD_JS + PROBE, config={"responsive": False})
+                            post_script=assets.text("timeline.js") + PROBE, config={"responsive": False})
     path.write_text(html_text, encoding="utf-8")
     return path
 

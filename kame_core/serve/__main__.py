@@ -1,4 +1,5 @@
-"""``python -m kame_core.serve``: the live protocol on its own, at ws://HOST:PORT/api/chat.
+"""``python -m kame_core.serve``: the live protocol on its own, at ws://HOST:PORT/api/chat, and the studio's Talk
+page at http://HOST:PORT/ (``/?token=...`` where a token is required).
 
 The front-end is the neural KAME model with ``--weights REPO|DIR`` (sessions take slots of one pool of
 ``--pool-size``; ``--device cuda|cpu``), else the CPU stand-in. Every model is loaded and warmed before the
@@ -14,6 +15,7 @@ import os
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 from ..neural.choice import FrontEndChoice
 from ..session.disk import FolderInUse
@@ -110,10 +112,21 @@ def main(argv: list[str] | None = None) -> None:
         print(f"error: {err}", file=sys.stderr)
         raise SystemExit(2) from None
     print(f"components: {stack.components}", flush=True)
+    page = f"http://{args.host}:{args.port}/" + ("?token=..." if access.token else "")
     print(f"ready at ws://{args.host}:{args.port}{ROUTE} in {time.perf_counter() - started:.1f} s "
-          f"(sessions saved in {server.sessions_dir})", flush=True)
+          f"(sessions saved in {server.sessions_dir}); talk to it in a browser at {page}", flush=True)
     install_redaction()
-    run(standalone_app(server), server, host=args.host, port=args.port, log_level=args.log_level.lower())
+    run(app_with_page(server), server, host=args.host, port=args.port, log_level=args.log_level.lower())
+
+
+def app_with_page(server: ChatServer) -> Any:
+    """The protocol's app (:func:`.server.standalone_app`) with the studio's Talk page at ``GET /``
+    (:mod:`demo.talk_page`: the same page as the app's Talk tab, admitted by the server's token)."""
+    from demo.talk_page import mount_talk_page
+
+    app = standalone_app(server)
+    mount_talk_page(app, server)
+    return app
 
 
 if __name__ == "__main__":
