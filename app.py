@@ -1,6 +1,7 @@
 """KAME studio app entry point: `python app.py` (or `make run`) serves http://127.0.0.1:7860.
 
-The interface lives in :mod:`demo.ui` (layout and wiring) and :mod:`demo.views` (callbacks); the HTTP server
+The interface lives in :mod:`demo.ui` (the page, composed), :mod:`demo.tabs` (one module per tab: its layout,
+callbacks and wiring) and :mod:`demo.views` (the open input and the paths that open it); the HTTP server
 (Gradio mounted on FastAPI, plus the session-file route) in :mod:`demo.server`. Gradio analytics are off.
 The environment is read once, here (:class:`kame_core.settings.Settings`; docs/environment.md lists it):
 ``KAME_HOST`` / ``KAME_PORT`` change the address, ``KAME_SCENARIOS_DIR`` the scenarios folder; a malformed

@@ -10,7 +10,7 @@ Goal (issue 6): <= 1 s and figure JSON <= 2 MB. Two 2-minute sessions:
 
 Timed from ``load_scenario`` to ``fig.to_json()`` for the single-run timeline and the comparison, and the
 app's own callbacks end to end (``demo.views.open_bundled``: load, validate, timeline figure, summary,
-audio file for the player; ``demo.views.compare``). Prints the median of N repetitions.
+audio file for the player; ``demo.tabs.compare.compare``). Prints the median of N repetitions.
 """
 from __future__ import annotations
 
@@ -44,11 +44,13 @@ def time_it(fn: Callable[[], T], runs: int) -> tuple[float, float, T]:
 def bench_app(folder: Path, name: str, runs: int) -> None:
     """The app's callbacks, server side: open a scenario (figure ready) and compare its runs."""
     from demo import views
+    from demo.results import Opened
+    from demo.tabs.compare import compare
     from kame_core.settings import Settings
 
     settings = Settings.from_env({"KAME_SCENARIOS_DIR": str(folder)})
 
-    def open_it() -> views.Opened:
+    def open_it() -> Opened:
         return views.open_bundled(name, settings=settings)
 
     median, first, result = time_it(open_it, runs)
@@ -57,7 +59,7 @@ def bench_app(folder: Path, name: str, runs: int) -> None:
           f"(first {first * 1000:.0f} ms), figure JSON {size / 1e6:.2f} MB  [goal <= 1 s, <= 2 MB: "
           f"{'ok' if median <= 1.0 and size <= 2_000_000 else 'OVER GOAL'}]")
     session = result.session
-    median, first, out = time_it(lambda: views.compare(session), runs)
+    median, first, out = time_it(lambda: compare(session), runs)
     size = len(out.figure.to_json().encode())
     assert session.loaded is not None, result.status
     print(f"  app compare ({len(session.loaded.scenario.runs)} runs): {median * 1000:.0f} ms median "

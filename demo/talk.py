@@ -23,7 +23,7 @@ box; it connects with the token of its address). In the page:
 * Stop sends ``{"type": "end"}``; once the server replies ``saved``, the session id goes into a hidden
   textbox and a hidden button opens it in Timeline / Compare (:func:`demo.views.open_talk_session`);
 * right before it connects, the page clicks a hidden button whose Gradio event (of this page's session) puts a
-  fresh one-use ticket of the chat server into a hidden textbox (:func:`demo.views.talk_ticket`); the page
+  fresh one-use ticket of the chat server into a hidden textbox (:func:`demo.tabs.talk.talk_ticket`); the page
   connects with ``&ticket=`` -- what admits it when the server has a ``KAME_TOKEN`` (a server without one
   ignores it). The app's page always asks, so there is one way to connect there.
 """

@@ -1,74 +1,40 @@
-"""The app's callbacks as plain functions of (inputs, per-user session) -> outputs.
+"""The one open input and the paths that open it, as plain functions of (inputs, per-user session) -> outputs.
 
-Gradio wires them in :mod:`demo.ui`; tests call them directly. Each user's :class:`AppSession` lives in a
-``gr.State``: the opened scenario, the selected run, the cache of forced-delay re-runs and a private folder
-for files offered for download. Nothing is shared between users except read-only model caches.
-Every callback turns bad input into a message and leaves the session usable.
+Each user's :class:`AppSession` lives in a ``gr.State``: the opened scenario, the selected run, the cache of
+forced-delay re-runs and a private folder for files offered for download. Nothing is shared between users except
+read-only model caches. Here: the session, every open path (``open_*``, :func:`show_opened`), the bar naming the
+open input (:func:`bar`), Download and the links to a view; each tab's own callbacks live in its module under
+:mod:`demo.tabs` (which imports this module, never the other way round), and :mod:`demo.ui` wires them. Tests call
+them directly. Every callback turns bad input into a message and leaves the session usable.
 """
 from __future__ import annotations
 
 import shutil
 import time
 import weakref
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
-from kame_core.duplex_metrics import duplex_metrics
-from kame_core.evolution import level_table_markdown
-from kame_core.metrics import session_metrics
-from kame_core.neural.pool import PoolFull
-from kame_core.pipelines.replay import REPLAY_LABEL, ReplayUnavailable, recorded_input
-from kame_core.pipelines.run_kinds import RUN_KINDS
-from kame_core.scenario import ScenarioError, load_scenario, save_scenario
+from kame_core.scenario import ScenarioError, save_scenario
 from kame_core.serve import default_sessions_dir, session_file
-from kame_core.session import SessionStore, Ticket, new_session_id
+from kame_core.session import SessionStore, Ticket
 from kame_core.session.disk import error_words
 from kame_core.settings import Settings
-from kame_core.tickets import TicketBook
-from kame_core.trace import EventKind, SessionTrace
-from kame_core.trace_query import problems
+from kame_core.trace import SessionTrace
 
 from . import library, links, session_files
-from .delay_sweep import (
-    DELAYS_S,
-    DelayOutcome,
-    curve_figure,
-    describe_outcome,
-    front_end_difference,
-    reference_answers,
-    run_delay,
-)
-from .evolution import evolution_figure, scenario_points
-from .inspector import duplex_text, frame_details, latency_markdown, run_summary_rows
-from .live import run_audio
-from .mic import MAX_SECONDS, MicSession
+from .delay_sweep import DelayOutcome
+from .inspector import run_summary_rows
+from .mic import MicSession
 from .player import player_html, write_mix
 from .provenance_badge import provenance_badge
-from .results import (
-    Bar,
-    Compared,
-    LiveRun,
-    MicProgress,
-    Opened,
-    Panels,
-    Plotted,
-    RunShown,
-    Seeked,
-    TalkOpened,
-    TimelinePanel,
-)
-from .scoring import MTBenchJudge, judge_for
-from .stacks import LiveStack, cpu_live_stack, live_stack, rerun_front_end
-from .timeline import RUN_NAMES, compare_figure, timeline_figure, with_playhead
+from .results import Bar, Opened, TalkOpened
+from .stacks import LiveStack
+from .timeline import RUN_NAMES, timeline_figure
 from .upload_budget import Reservation
-from .uploads import UploadError, decode_upload
 
-#: the run slots of the Compare view, in order
-COMPARE_SLOTS = 3
 TIMELINE_PLAYER = "Conversation audio (user + assistant) — the timeline's playhead follows it"
 _ORIGINS = {"bundled": "bundled scenario file (recorded)", "upload": "uploaded scenario file (recorded)",
             "training": "imported training dialogue (KAME dataset layout)", "live": "live session (computed now)",
@@ -154,11 +120,13 @@ def discard_session(value: Any) -> None:
 
 
 def session_of(value: Any) -> AppSession:
+    """The user's session in a ``gr.State`` value (a fresh one when it holds none yet)."""
     return value if isinstance(value, AppSession) else AppSession()
 
 
 # ---------------------------------------------------------------------------------------------- helpers
 def run_label(run_id: str, trace: SessionTrace) -> str:
+    """A run's name as the tabs show it (``kame`` -> its display name)."""
     return RUN_NAMES.get(run_id, run_id)
 
 
@@ -168,7 +136,8 @@ def player(session: AppSession, run_id: str, trace: SessionTrace, view: str, lab
     return player_html(write_mix(trace, session.files(), key), view, label)
 
 
-def _default_run(loaded: library.LoadedScenario) -> str:
+def default_run(loaded: library.LoadedScenario) -> str:
+    """The run an input opens on: KAME's when it has one, else its first."""
     runs = loaded.scenario.runs
     return "kame" if "kame" in runs else next(iter(runs))
 
@@ -191,16 +160,17 @@ def status_markdown(loaded: library.LoadedScenario) -> str:
             f"<small>{s.description}</small></details>")
 
 
-def _error(title: str, err: Exception) -> str:
+def refusal(title: str, err: Exception) -> str:
     """A refusal for the user; a file-system error in words without the server's paths."""
     return f"**{title}** — {error_words(err) if isinstance(err, OSError) else err}"
 
 
-def _trace(session: AppSession) -> SessionTrace | None:
+def shown_trace(session: AppSession) -> SessionTrace | None:
+    """The trace of the run shown on the Timeline (None when nothing is open)."""
     if session.loaded is None:
         return None
     runs = session.loaded.scenario.runs
-    return runs.get(session.run_id or "") or runs[_default_run(session.loaded)]
+    return runs.get(session.run_id or "") or runs[default_run(session.loaded)]
 
 
 def _download_path(session: AppSession) -> str | None:
@@ -216,7 +186,7 @@ def _download_path(session: AppSession) -> str | None:
 EMPTY_OPEN: tuple[Any, list, Any, str, Any] = (None, [], None, "", None)
 
 
-def _view_of(session: AppSession, loaded: library.LoadedScenario, run_id: str) -> tuple[Any, list[list[Any]], str]:
+def view_of(session: AppSession, loaded: library.LoadedScenario, run_id: str) -> tuple[Any, list[list[Any]], str]:
     """The Timeline view of ``loaded``'s run ``run_id`` (figure, summary rows, player): built in full before
     anything is assigned, so a scenario that fails to render leaves the session as it was."""
     trace = loaded.scenario.runs[run_id]
@@ -228,8 +198,8 @@ def _view_of(session: AppSession, loaded: library.LoadedScenario, run_id: str) -
 
 
 def _opened(session: AppSession, loaded: library.LoadedScenario) -> Opened:
-    run_id = _default_run(loaded)
-    fig, rows, sound = _view_of(session, loaded, run_id)
+    run_id = default_run(loaded)
+    fig, rows, sound = view_of(session, loaded, run_id)
     session.show(loaded, run_id)
     return Opened(session, status_markdown(loaded), fig, rows, sound, list(loaded.scenario.runs), run_id)
 
@@ -238,9 +208,9 @@ def _failed(session: AppSession, message: str) -> Opened:
     """A refusal: the message, and the view of what the session already holds (unchanged)."""
     if session.loaded is None:
         return Opened(session, message, None, [], None, [], None)
-    run_id = session.run_id or _default_run(session.loaded)
+    run_id = session.run_id or default_run(session.loaded)
     try:
-        fig, rows, sound = _view_of(session, session.loaded, run_id)
+        fig, rows, sound = view_of(session, session.loaded, run_id)
     except Exception:  # noqa: BLE001 - the previous view is a courtesy; the message is what matters
         fig, rows, sound = None, [], None
     message += f"\n\n*Still open:* {session.loaded.title}"
@@ -254,9 +224,9 @@ def _open(session: AppSession, title: str, opener: Callable[[], library.LoadedSc
         loaded = opener()
         return _opened(session, loaded)
     except ScenarioError as err:
-        return _failed(session, _error(title, err))
+        return _failed(session, refusal(title, err))
     except Exception as err:  # noqa: BLE001 - a handler never fails with Gradio's bare "Error"
-        return _failed(session, _error(title, ScenarioError(type(err).__name__, str(err)[:300])))
+        return _failed(session, refusal(title, ScenarioError(type(err).__name__, str(err)[:300])))
 
 
 def show_opened(state: Any = None) -> Opened:
@@ -357,53 +327,11 @@ def download_scenario(state: Any = None) -> tuple[AppSession, str | None]:
         return session, None
 
 
-# ------------------------------------------------------------------------------------------ panels
+# ------------------------------------------------------------------------------------- the open bar
 #: the scenario picker's label
 PICKER_LABEL = "Scenario (scenarios folder)"
 #: the value of the scenario picker's entry naming an open input that is not a file of the folder
 OPEN_NOW = "(open now)"
-#: what the Forced-delay tab says until its re-run or curve is made for the open input
-DELAY_NOT_RUN = ("*Not run for this input yet* — choose a delay and press **Re-run with this delay** to run it for "
-                 "this input.")
-CURVE_NOT_RUN = "*Not run for this input yet* — press **Latency–quality curve (0–3 s)** to run it for this input."
-
-
-def panels(state: Any = None, *, settings: Settings | None = None) -> Panels:
-    """Every panel that shows the open input, as opening it leaves them. Every open path (a scenario of the
-    folder, an upload, a training dialogue, a Live upload, a microphone or Talk session, a pick from the made
-    list) ends here, so no panel keeps the previous input's numbers; the Forced-delay tab's results, which need
-    an action, are cleared with a line saying so unless they are about this very input already (a refused open
-    keeps them). ``settings.content`` names the scenarios folder the picker lists."""
-    session = session_of(state)
-    shown = session.loaded.key if session.loaded is not None else None
-    stale = shown is None or session.delay_tab_of != shown
-    session.delay_tab_of = shown
-    return Panels(session, _timeline_panel(session), compare(session), evolution(session),
-                  Plotted(session, None, _not_run(session, DELAY_NOT_RUN)) if stale else None,
-                  Plotted(session, None, _not_run(session, CURVE_NOT_RUN)) if stale else None,
-                  _bar(session, settings or Settings()), link_text(session))
-
-
-def _timeline_panel(session: AppSession) -> TimelinePanel:
-    """The Timeline tab on the open input's shown run, the streams and the latency per user turn at 0 s."""
-    loaded = session.loaded
-    if loaded is None:
-        return TimelinePanel(None, [], None, [], None, "", 0.0)
-    runs = loaded.scenario.runs
-    run_id = session.run_id if session.run_id in runs else _default_run(loaded)
-    fig, rows, sound = _view_of(session, loaded, run_id)
-    at = session.at if run_id == session.run_id else 0.0
-    return TimelinePanel(with_playhead(fig, at) if at else fig, rows, sound, list(runs), run_id,
-                         _details_with_latency(runs[run_id], at), at)
-
-
-def _not_run(session: AppSession, line: str) -> str:
-    """The Forced-delay tab before anything is run: why nothing can be, or what to press."""
-    try:
-        _kame_run(session)
-    except ReplayUnavailable as err:
-        return f"*Nothing to re-run:* {err}."
-    return line
 
 
 def open_now_words(loaded: library.LoadedScenario) -> str:
@@ -427,7 +355,7 @@ def _offered_file(session: AppSession) -> str | None:
     return str(path) if path.is_relative_to(session.folder) else None
 
 
-def _bar(session: AppSession, settings: Settings) -> Bar:
+def bar(session: AppSession, settings: Settings) -> Bar:
     """The bar naming the open input: the picker shows its file, or an entry saying what is open instead of a
     blank; the training-dialogue and made lists select it when it is theirs; Download gives its file."""
     names = library.bundled_names(library.scenarios_dir(settings.content.scenarios_dir))
@@ -459,7 +387,7 @@ def view_link(state: Any = None) -> links.Link | None:
     loaded = session.loaded
     if loaded is None:
         return None
-    run = session.run_id if session.run_id in loaded.scenario.runs else _default_run(loaded)
+    run = session.run_id if session.run_id in loaded.scenario.runs else default_run(loaded)
     ident, claim = loaded.listed_as, None
     if loaded.origin == "live":
         ident = loaded.key.partition(":")[2]
@@ -510,13 +438,13 @@ def _open_linked(session: AppSession, link: links.Link, settings: Settings) -> O
         raise links.LinkError(f"open={link.open!r} names no scenario of the folder, training dialogue or saved "
                               "Talk session")
     runs = loaded.scenario.runs
-    run = link.run or _default_run(loaded)
+    run = link.run or default_run(loaded)
     if run not in runs:
         raise links.LinkError(f"run={run!r} is not a run of {loaded.title} (its runs: {', '.join(runs)})")
     t = link.t or 0.0
     if t > runs[run].duration:
         raise links.LinkError(f"t={t:g} is past the end of that run ({runs[run].duration:.2f} s)")
-    fig, rows, sound = _view_of(session, loaded, run)
+    fig, rows, sound = view_of(session, loaded, run)
     session.show(loaded, run)
     session.at = t
     return Opened(session, status_markdown(loaded), fig, rows, sound, list(runs), run)
@@ -544,337 +472,6 @@ def open_link(query: Mapping[str, str], state: Any = None, *, page: str | None =
     return open_default(session, settings=settings)
 
 
-# ---------------------------------------------------------------------------------------- playback
-def show_run(run_id: str | None, state: Any = None) -> RunShown:
-    """Switch the timeline to another run of the opened scenario: (session, figure, audio, details)."""
-    session = session_of(state)
-    if session.loaded is None:
-        return RunShown(session, None, None, "Open a scenario first.")
-    if run_id not in session.loaded.scenario.runs:
-        runs = ", ".join(session.loaded.scenario.runs)
-        return RunShown(session, None, None, f"No run {run_id!r} in this scenario (runs: {runs}).")
-    session.run_id, session.at = run_id, 0.0
-    trace = session.loaded.scenario.runs[run_id]
-    fig = timeline_figure(trace, title=f"{session.loaded.title} — {run_label(run_id, trace)}",
-                          recorded=session.loaded.recorded)
-    return RunShown(session, fig, player(session, run_id, trace, "timeline", TIMELINE_PLAYER),
-                    _details_with_latency(trace, 0.0))
-
-
-def _details_with_latency(trace: SessionTrace, t: float) -> str:
-    """What the streams held at ``t``, then where the time went in each user turn."""
-    return f"{frame_details(trace, t)}\n\n**Latency per user turn** (after the end of the user's speech)\n\n" \
-           f"{latency_markdown(trace)}"
-
-
-def seek(t: float | None, state: Any = None) -> Seeked:
-    """Playback position ``t`` seconds: (session, figure with the playhead at t, what the streams held)."""
-    session = session_of(state)
-    trace = _trace(session)
-    if trace is None or session.loaded is None:
-        return Seeked(session, None, "Open a scenario first.")
-    try:
-        t = float(t or 0.0)
-    except (TypeError, ValueError):
-        return Seeked(session, None, f"Not a time: {t!r}")
-    if not np.isfinite(t):
-        return Seeked(session, None, f"Not a time: {t!r}")
-    t = session.at = min(max(t, 0.0), trace.duration)
-    fig = timeline_figure(trace, title=f"{session.loaded.title} — {run_label(session.run_id or '', trace)}",
-                          recorded=session.loaded.recorded)
-    return Seeked(session, with_playhead(fig, t), _details_with_latency(trace, t))
-
-
-# ----------------------------------------------------------------------------------------- compare
-def _ordered_runs(loaded: library.LoadedScenario) -> list[tuple[str, SessionTrace]]:
-    runs = loaded.scenario.runs
-    known = tuple(RUN_KINDS)
-    order = [k for k in known if k in runs] + [k for k in runs if k not in known]
-    return [(k, runs[k]) for k in order]
-
-
-def compare(state: Any = None) -> Compared:
-    """All runs of the opened input on one time axis: (session, figure, rows, slot audio ×3, transcripts).
-
-    Each row: run, what produced it, onset latency, FD-Bench timing, oracle revisions, self-corrections, final
-    transcript."""
-    session = session_of(state)
-    if session.loaded is None:
-        return Compared(session, None, [], None, None, None, "Open a scenario first.")
-    ordered = _ordered_runs(session.loaded)
-    traces = {run_label(k, t): t for k, t in ordered}
-    fig = compare_figure(traces, title=f"{session.loaded.title} — every mode on one clock",
-                         recorded=session.loaded.recorded)
-    rows = []
-    for k, t in ordered:
-        m = session_metrics(t)
-        rows.append([run_label(k, t), provenance_badge(t, recorded=session.loaded.recorded).headline,
-                     "n/a" if m.onset_latency_s is None else f"{m.onset_latency_s:+.2f} s",
-                     duplex_text(duplex_metrics(t)), m.oracle_revisions,
-                     m.self_corrections, t.spoken_text()])
-    audio = [player(session, k, t, f"compare-{i}", f"{run_label(k, t)} — conversation audio")
-             for i, (k, t) in enumerate(ordered[:COMPARE_SLOTS])]
-    audio += [""] * (COMPARE_SLOTS - len(audio))
-    names = " · ".join(f"player {i + 1}: {run_label(k, t)}" for i, (k, t) in enumerate(ordered[:COMPARE_SLOTS]))
-    names += "\n\n### Latency per user turn, run by run (after the end of the user's speech)\n\n" + "\n\n".join(
-        f"#### {run_label(k, t)}\n\n{latency_markdown(t)}" for k, t in ordered)
-    return Compared(session, fig, rows, audio[0], audio[1], audio[2], names)
-
-
-COMPARE_HEADERS = ["run", "front-end / pipeline (provenance)", "onset latency", "FD-Bench timing", "oracle revisions",
-                   "self-corrections", "final transcript"]
-
-
-# ------------------------------------------------------------------------------------- evolution
-def evolution(state: Any = None) -> Plotted:
-    """The oracle's evolution for the opened input: (session, figure, per-level markdown)."""
-    session = session_of(state)
-    if session.loaded is None:
-        return Plotted(session, None, "Open a scenario first.")
-    points = scenario_points(session.loaded.scenario)
-    if not points:
-        return Plotted(session, None, "No oracle revision with text in this input's runs (only KAME runs have them).")
-    refs = "the scenario's reference answers" if session.loaded.references else "no reference answers in this file"
-    fig = evolution_figure(points, f"{session.loaded.title} — the oracle's evolution ({len(points)} revisions)")
-    made_by = _made_by([session.loaded.scenario], session.loaded.recorded)
-    return Plotted(session, fig, f"{made_by}\n\nPer hint level ({refs}):\n\n" + level_table_markdown(points))
-
-
-def evolution_bundled(state: Any = None, *, settings: Settings | None = None) -> Plotted:
-    """The oracle's evolution pooled over every scenario of the scenarios folder (``settings.content``):
-    (session, figure, markdown)."""
-    session = session_of(state)
-    folder = library.scenarios_dir((settings or Settings()).content.scenarios_dir)
-    names = library.bundled_names(folder)
-    if not names:
-        return Plotted(session, None, library.NO_SCENARIOS.format(folder=folder))
-    try:
-        scenarios = [load_scenario(folder / f"{name}.kame") for name in names]
-    except ScenarioError as err:
-        return Plotted(session, None, _error("Cannot read the scenarios folder", err))
-    points = [p for scenario in scenarios for p in scenario_points(scenario)]
-    fig = evolution_figure(points, f"The oracle's evolution over {len(names)} scenarios ({len(points)} revisions)")
-    return Plotted(session, fig, _made_by(scenarios, recorded=True) + "\n\n" + level_table_markdown(points))
-
-
-def _made_by(scenarios: list, recorded: bool) -> str:
-    """Where the revisions came from: each distinct provenance of the runs that have oracle revisions."""
-    runs = [t for s in scenarios for t in s.runs.values() if t.events_of(EventKind.ORACLE_RESET)]
-    seen = dict.fromkeys(provenance_badge(t, recorded=recorded).plain() for t in runs)
-    return "**Revisions made by:** " + " | ".join(seen) if seen else ""
-
-
-# ------------------------------------------------------------------------------------- forced delay
-def _kame_run(session: AppSession) -> SessionTrace:
-    if session.loaded is None:
-        raise ReplayUnavailable("open a scenario first")
-    runs = session.loaded.scenario.runs
-    if "kame" in runs:
-        return runs["kame"]
-    found = next((t for t in runs.values() if t.mode == "kame"), None)
-    if found is None:
-        raise ReplayUnavailable("this scenario has no KAME run to re-run (imported training dialogues and "
-                                "Moshi / cascade runs have no recorded oracle back-end)")
-    return found
-
-
-def _judge(session: AppSession, settings: Settings) -> MTBenchJudge | None:
-    """The MT-Bench judge for the opened input's first question when a key is set (else the proxy scores)."""
-    loaded = session.loaded
-    if loaded is None or not loaded.questions:
-        return None
-    return judge_for(loaded.questions[0], loaded.category, settings)
-
-
-def forced_delay(delay_s: float, state: Any = None, *, front_end: Any = None,
-                 settings: Settings | None = None) -> Plotted:
-    """Re-run the opened input's KAME run with ``delay_s`` of forced delay: (session, figure, markdown).
-    ``front_end`` (default: :func:`demo.stacks.rerun_front_end` of ``settings``) makes the re-run's front-end."""
-    settings = settings or Settings()
-    session = session_of(state)
-    session.delay_tab_of = session.loaded.key if session.loaded is not None else None
-    try:
-        kame = _kame_run(session)
-        delay = float(delay_s)
-        factory = front_end or rerun_front_end(settings.stack)
-        refs, note = reference_answers(session.loaded.references, kame)  # type: ignore[union-attr]
-        outcome = run_delay(kame, delay, factory.make, refs, cache=session.delay_cache,
-                            cache_key=session.loaded.key, judge=_judge(session, settings))  # type: ignore[union-attr]
-    except (ReplayUnavailable, ValueError, TypeError, PoolFull) as err:
-        return Plotted(session, None, _error("Cannot re-run", err))
-    recorded_ms = int(kame.config.get("forced_delay_ms", 0))
-    traces = {f"KAME as recorded (forced delay {recorded_ms / 1000:.1f} s)": kame,
-              f"re-run, forced delay {outcome.delay_s:.1f} s": outcome.trace}
-    fig = compare_figure(traces, title=f"{session.loaded.title} — forced delay {outcome.delay_s:.1f} s",  # type: ignore[union-attr]
-                         recorded=True)
-    differs = front_end_difference(kame, outcome.trace)
-    text = (describe_outcome(outcome, note) + (f"\n\n**{differs}**" if differs else "")
-            + f"\n\n<small>{REPLAY_LABEL}; front-end: {factory.description}. "
-            "Exact for the first turn; later turns reuse the recorded back-end answers.</small>")
-    return Plotted(session, fig, text)
-
-
-def delay_curve(state: Any = None, *, front_end: Any = None, settings: Settings | None = None) -> Plotted:
-    """The latency–quality curve of the opened input over :data:`DELAYS_S`: (session, figure, markdown)."""
-    settings = settings or Settings()
-    session = session_of(state)
-    session.delay_tab_of = session.loaded.key if session.loaded is not None else None
-    try:
-        kame = _kame_run(session)
-        factory = front_end or rerun_front_end(settings.stack)
-        refs, note = reference_answers(session.loaded.references, kame)  # type: ignore[union-attr]
-        if not refs:
-            raise ReplayUnavailable(note)
-        judge = _judge(session, settings)
-        outcomes = [run_delay(kame, d, factory.make, refs, cache=session.delay_cache,
-                              cache_key=session.loaded.key, judge=judge) for d in DELAYS_S]  # type: ignore[union-attr]
-    except (ReplayUnavailable, ValueError, PoolFull) as err:
-        return Plotted(session, None, _error("Cannot draw the curve", err))
-    fig = curve_figure(outcomes, note, session.loaded.title)  # type: ignore[union-attr]
-    differs = front_end_difference(kame, outcomes[0].trace) if outcomes else ""
-    rows = "\n".join(f"| {o.delay_s:.1f} s | {'n/a' if o.onset_latency_s is None else f'{o.onset_latency_s:+.2f} s'}"
-                     f" | {'—' if o.score is None else f'{o.score.score:.2f}'} | {o.answer[:90]} |" for o in outcomes)
-    label = outcomes[0].score.label if outcomes and outcomes[0].score else "score"
-    text = (f"Scores: **{label}**; references: {note}.\n\n| forced delay | onset latency | score | spoken answer |\n"
-            f"|---|---|---|---|\n{rows}\n\n" + (f"**{differs}**\n\n" if differs else "")
-            + f"<small>{REPLAY_LABEL}; front-end: {factory.description}.</small>")
-    return Plotted(session, fig, text)
-
-
-# ---------------------------------------------------------------------------------------------- live
-#: seconds between two "waiting" messages while a live upload waits for the GPU model
-GATE_POLL_S = 2.0
-
-
-def live_upload(file: str | None, modes: list[str] | None, state: Any = None, *, stack: Any = None,
-                settings: Settings | None = None) -> Iterator[LiveRun]:
-    """Run an uploaded recording live: yields (session, status, figure, components, scenario file). ``stack``
-    (default: :func:`demo.stacks.live_stack` of ``settings``) is the live stack it runs on."""
-    session = session_of(state)
-    try:
-        chosen = list(modes or [])
-        if not chosen:
-            raise ValueError("choose KAME and/or the cascade")
-        audio = decode_upload(file)  # refuse a bad file before loading any model
-        yield LiveRun(session, "loading the stack (first time: Whisper, the LLM and the TTS load) …", None, "", None)
-        live = stack or live_stack((settings or Settings()).stack)
-        ticket = live.gate.try_enter()
-        while ticket is None:  # only a single GPU model is shared; say so while waiting
-            yield LiveRun(session, live.gate.busy_message(), None, live.summary, None)
-            ticket = live.gate.enter(timeout_s=GATE_POLL_S)
-        with ticket:
-            for step in run_audio(live.stack, audio, chosen, session.files(), components=live.summary,
-                                  source=f"uploaded '{Path(str(file)).name}'"):
-                if step.loaded is None:
-                    yield LiveRun(session, step.message, None, live.summary, None)
-                    continue
-                session.show(step.loaded, _default_run(step.loaded))
-                traces = {run_label(k, t): t for k, t in _ordered_runs(step.loaded)}
-                fig = compare_figure(traces, title=step.loaded.title, recorded=False)
-                ran = "**Components that ran:** " + live.summary
-                yield LiveRun(session, outcome_message(step.message, step.loaded.scenario.runs), fig, ran,
-                              str(step.file))
-    except (UploadError, ValueError, PoolFull) as err:
-        yield LiveRun(session, _error("Cannot run this input", err), None, "", None)
-
-
-def outcome_message(done: str, runs: dict[str, SessionTrace]) -> str:
-    """The status after a live run: what went wrong in each run (no speech heard, LLM errors, no oracle, a
-    silent assistant) or, when nothing did, ``done``; the scenario is downloadable either way."""
-    found = [f"{run_label(k, t)}: {p}" for k, t in runs.items() for p in problems(t)]
-    if not found:
-        return f"{done}. Download the scenario file below."
-    return ("**The session ran, but:** " + "; ".join(found)
-            + ". The recording and its trace are below for download.")
-
-
-# ------------------------------------------------------------------------------------------ microphone
-#: seconds of new audio between two redraws of the live figure
-MIC_REDRAW_S = 1.5
-
-
-def mic_chunk(chunk: Any, state: Any = None, *, stack: Any = None, cpu_only: bool = False,
-              settings: Settings | None = None) -> MicProgress:
-    """A streamed microphone chunk ``(rate, samples)``: feed the live KAME session (started on the first
-    chunk, on the real-time clock). Returns (session, status, figure of the session so far or None).
-
-    ``cpu_only`` starts the session on the CPU stack even where a GPU model exists (ZeroGPU: a talk session
-    cannot hold a GPU slot; see :mod:`demo.hardware`). ``settings.stack`` names the stacks (default settings
-    without ``settings``)."""
-    session = session_of(state)
-    if chunk is None:
-        return MicProgress(session, "", None)
-    try:
-        rate, samples = chunk
-        if session.mic is None:
-            stacks = (settings or Settings()).stack
-            live = stack or (cpu_live_stack(stacks) if cpu_only else live_stack(stacks))
-            ticket = live.gate.try_enter()
-            if ticket is None:
-                return MicProgress(session, live.gate.busy_message() + "; try again when it ends.", None)
-            try:
-                mic = MicSession(live.stack, int(rate))
-            except BaseException:
-                ticket.release()
-                raise
-            session.mic, session.mic_stack, session.mic_ticket, session.mic_shown_s = mic, live, ticket, -1.0
-        session.mic.push(np.asarray(samples), int(rate))
-    except (ValueError, TypeError, PoolFull) as err:
-        return MicProgress(session, _error("Microphone input refused", err), None)
-    mic = session.mic
-    status = (f"listening — {mic.received_s:.1f} s received"
-              + (" (limit reached: 5 minutes; stop the recording)" if mic.received_s >= MAX_SECONDS else "")
-              + ("; KAME is running on the real-time clock" if mic.started else "; starting …"))
-    if mic.received_s - session.mic_shown_s < MIC_REDRAW_S:
-        return MicProgress(session, status, None)
-    snap = mic.snapshot()
-    if snap is None or snap.n_frames == 0:
-        return MicProgress(session, status, None)
-    session.mic_shown_s = mic.received_s
-    return MicProgress(session, status, timeline_figure(snap, title="Live (microphone) — as it happens"))
-
-
-def mic_stop(modes: list[str] | None, state: Any = None) -> LiveRun:
-    """The recording ended: finish the KAME session, run the cascade on the same input if chosen (virtual
-    clock), save the scenario. Returns (session, status, figure, components, scenario file)."""
-    session = session_of(state)
-    mic, live, ticket = session.mic, session.mic_stack, session.mic_ticket
-    session.mic = session.mic_stack = session.mic_ticket = None
-    if mic is None:
-        return LiveRun(session, "Nothing was recorded.", None, "", None)
-    assert live is not None  # set together with the microphone session
-    try:
-        trace = mic.finish()
-        runs = {"kame": trace}
-        ran = "**Components that ran:** " + live.summary + " · KAME on the real-time clock"
-        if "cascade" in (modes or []):
-            with live.stack.session("cascade") as runner:
-                runs["cascade"] = runner.run_sync(recorded_input(trace))
-            ran += "; cascade afterwards on the same recording (virtual clock)"
-        name = new_session_id("live")
-        saved = SessionStore(session.files()).save(name, runs, title="Live session (microphone)",
-                                                   components=live.summary, tags=("live", "microphone"))
-    except (TimeoutError, RuntimeError, ScenarioError, OSError) as err:
-        return LiveRun(session, _error("The live session failed", err), None, "", None)
-    finally:
-        if ticket is not None:
-            ticket.release()
-    scenario, path = saved.scenario, saved.path
-    session.show(library.LoadedScenario(scenario=scenario, key=f"live:{name}", origin="live", recorded=False,
-                                        path=path), "kame")
-    assert session.loaded is not None  # shown just above
-    traces = {run_label(k, t): t for k, t in _ordered_runs(session.loaded)}
-    fig = compare_figure(traces, title=scenario.title, recorded=False)
-    return LiveRun(session, outcome_message(f"done: {trace.duration:.1f} s session", runs), fig, ran, str(path))
-
-
-# ------------------------------------------------------------------------------------------------ talk
-def talk_ticket(tickets: TicketBook, owner: str | None) -> str:
-    """A one-use ticket of the chat server's book for the Talk page of Gradio session ``owner`` (it replaces the
-    one that session held): what admits the page to ``/api/chat`` when a token is required."""
-    return tickets.issue(owner or "no session")
-
-
 def open_talk_session(session_id: str | None, state: Any = None, *,
                       sessions_dir: Path | None = None) -> TalkOpened:
     """Open a session saved by the live protocol: ``"ID CLAIM"`` (the Talk tab's Stop fills both in; the claim is
@@ -895,7 +492,7 @@ def open_talk_session(session_id: str | None, state: Any = None, *,
         copy = session.files() / path.name
         shutil.copyfile(path, copy)
     except (ValueError, OSError) as err:
-        return TalkOpened(**_failed(session, _error("Cannot open the talk session", err))._asdict(), file=None)
+        return TalkOpened(**_failed(session, refusal("Cannot open the talk session", err))._asdict(), file=None)
 
     def opener() -> library.LoadedScenario:
         loaded = library.open_file(copy, origin="live", key=f"live:{path.stem}")

@@ -8,6 +8,9 @@ import pytest
 import soundfile as sf
 
 from demo import stacks, views
+from demo.tabs.compare import compare
+from demo.tabs.delay import forced_delay
+from demo.tabs.live import live_upload
 from kame_core.clock import SAMPLE_RATE
 from kame_core.neural.choice import ORACLE_OFF_LABEL
 from kame_core.neural.tiny import TINY_LABEL, write_tiny_checkpoint
@@ -47,7 +50,7 @@ def test_a_live_upload_runs_kame_and_moshi_mode_on_the_pool_beside_the_cascade(n
     # the oracle LLM scripted, so the test does not wait for SmolLM2; everything else is the app's stack
     live = dataclasses.replace(live, stack=dataclasses.replace(live.stack, llm=ScriptedLLM(
         lambda t: QUESTIONS["mountain"][1])))
-    steps = list(views.live_upload(str(path), ["kame", "moshi", "cascade"], views.AppSession(), stack=live))
+    steps = list(live_upload(str(path), ["kame", "moshi", "cascade"], views.AppSession(), stack=live))
     last = steps[-1]
     session = last.session
     assert last.figure is not None and last.file, last.status
@@ -59,12 +62,12 @@ def test_a_live_upload_runs_kame_and_moshi_mode_on_the_pool_beside_the_cascade(n
     assert ORACLE_OFF_LABEL not in runs["kame"].provenance["front_end"].label
     resets = [f.oracle for f in runs["kame"].frames if f.oracle.is_start]
     assert resets, "no oracle reached the neural model"
-    badges = {row[0]: row[1] for row in views.compare(session).rows}
+    badges = {row[0]: row[1] for row in compare(session).rows}
     assert any(ORACLE_OFF_LABEL in b for b in badges.values()), badges
     assert any("random weights" in b and ORACLE_OFF_LABEL not in b for b in badges.values()), badges
     assert live.stack.neural.free_slots() == 2  # every run gave its slot back
 
-    rerun_shown = views.forced_delay(1.0, session, settings=neural_env)
+    rerun_shown = forced_delay(1.0, session, settings=neural_env)
     session, text = rerun_shown.session, rerun_shown.text
     assert rerun_shown.figure is not None, text
     assert "neural front-end" in text and TINY_LABEL in text

@@ -12,6 +12,8 @@ import pytest
 
 from demo import library, views
 from demo.stacks import RerunFrontEnd
+from demo.tabs.compare import compare
+from demo.tabs.delay import forced_delay
 from kame_core.frontends import StandInFrontEnd
 
 from .app_scenarios import piper, record_question
@@ -99,10 +101,10 @@ def test_a_refused_upload_leaves_compare_and_forced_delay_on_the_kept_scenario(t
     session = views.open_upload(str(scenarios["bones"])).session
     bad = _rewrite_trace(scenarios["mountain"], tmp_path / "bad.kame", _edit_words)
     session = views.open_upload(str(bad), session).session
-    compared = views.compare(session)
+    compared = compare(session)
     session = compared.session
     assert "two hundred and six" in compared.rows[0][-1]
-    text = views.forced_delay(1.0, session, front_end=stand_in).text
+    text = forced_delay(1.0, session, front_end=stand_in).text
     assert "two hundred and six" in text or "bones" in text.lower()
 
 
@@ -110,11 +112,11 @@ def test_forced_delay_results_follow_the_opened_file_not_the_first_one(scenarios
     """Bug 1: every file-opened scenario once shared the cache key 'category'."""
     session = views.open_upload(str(scenarios["mountain"])).session
     key_a = session.loaded.key
-    first = views.forced_delay(1.0, session, front_end=stand_in)
+    first = forced_delay(1.0, session, front_end=stand_in)
     session, text_a = first.session, first.text
     session = views.open_upload(str(scenarios["bones"]), session).session
     assert session.loaded.key != key_a and session.loaded.key != "category"
-    second = views.forced_delay(1.0, session, front_end=stand_in)
+    second = forced_delay(1.0, session, front_end=stand_in)
     session, text_b = second.session, second.text
     assert "Elbrus" in text_a and "two hundred and six" in text_b and "Elbrus" not in text_b
     assert "bones" in second.figure.layout.title.text.lower()

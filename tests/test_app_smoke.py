@@ -6,6 +6,9 @@ import zipfile
 
 import app
 from demo import views
+from demo.tabs.compare import compare
+from demo.tabs.delay import forced_delay
+from demo.tabs.timeline import seek
 from kame_core.settings import Settings
 
 
@@ -48,9 +51,9 @@ def test_empty_scenarios_folder_says_so(tmp_path):
 
 
 def test_callbacks_without_a_scenario_say_what_to_do():
-    assert "Open a scenario first" in views.seek(1.0).details
-    assert "Open a scenario first" in views.compare().names
-    assert "Cannot re-run" in views.forced_delay(1.0).text
+    assert "Open a scenario first" in seek(1.0).details
+    assert "Open a scenario first" in compare().names
+    assert "Cannot re-run" in forced_delay(1.0).text
 
 
 def test_summary_names_what_produced_each_run():

@@ -26,6 +26,8 @@ from gradio.blocks import Block
 
 from demo import library, views
 from demo.results import LiveRun
+from demo.tabs import live as live_tab
+from demo.tabs.delay import CURVE_NOT_RUN, DELAY_NOT_RUN
 from demo.ui import build_app
 from kame_core.session import SessionStore
 from kame_core.settings import Settings
@@ -41,7 +43,7 @@ TALK_SOURCE = "05-two-turn-capitals"          # the recording of the saved Talk 
 
 
 def fake_live_upload(file: Any, modes: Any, state: Any = None, *, settings: Any = None) -> Iterator[LiveRun]:
-    """:func:`demo.views.live_upload` without its models: it yields progress, then saves a bundled scenario's
+    """:func:`demo.tabs.live.live_upload` without its models: it yields progress, then saves a bundled scenario's
     recorded runs as the live session in the user's private folder and makes it the open input, as the real
     one does with the runs it computed."""
     session = views.session_of(state)
@@ -149,7 +151,7 @@ def make_page(tmp_path, monkeypatch):
     store = SessionStore(tmp_path / "sessions")
     store.save(TALK_ID, runs, title="Talk session (live protocol)", components="recorded runs (test)")
     store.save_claim(TALK_ID, CLAIM)
-    monkeypatch.setattr(views, "live_upload", fake_live_upload)
+    monkeypatch.setattr(live_tab, "live_upload", fake_live_upload)
     env = {"KAME_SESSIONS_DIR": str(tmp_path / "sessions")}
     if SPOKENWOZ.is_dir():  # training dialogues in the KAME dataset layout
         env["KAME_TRAINING_DIR"] = str(SPOKENWOZ)
@@ -277,7 +279,7 @@ def test_a_forced_delay_and_its_curve_are_cleared_for_the_next_input_and_kept_on
     pick("02-reasoning-two-plus-three")(direct)
     after = page.panels()
     assert_same_panels(after, direct.panels())
-    assert after[forced[0]][0] == views.DELAY_NOT_RUN and after[forced[2]][0] == views.CURVE_NOT_RUN
+    assert after[forced[0]][0] == DELAY_NOT_RUN and after[forced[2]][0] == CURVE_NOT_RUN
     assert after[forced[1]][0] is None and after[forced[3]][0] is None
 
 

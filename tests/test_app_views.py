@@ -14,6 +14,8 @@ from demo.delay_sweep import DELAYS_S, oracle_at_onset
 from demo.library import LoadedScenario
 from demo.scoring import score_answer
 from demo.stacks import LiveStack, RerunFrontEnd
+from demo.tabs.delay import delay_curve, forced_delay
+from demo.tabs.live import live_upload
 from demo.timeline import LANES
 from demo.uploads import MAX_SECONDS, UploadError, decode_upload
 from kame_core.clock import SAMPLE_RATE
@@ -103,9 +105,9 @@ def test_live_upload_refuses_bad_files_and_the_session_survives(tmp_path):
     empty = tmp_path / "empty.ogg"
     empty.write_bytes(b"")
     session = views.AppSession()
-    steps = list(views.live_upload(str(empty), ["kame"], session, stack=object()))
+    steps = list(live_upload(str(empty), ["kame"], session, stack=object()))
     assert "Cannot run this input" in steps[-1].status and "empty.ogg" in steps[-1].status
-    assert "choose KAME" in list(views.live_upload(str(empty), [], session))[-1].status
+    assert "choose KAME" in list(live_upload(str(empty), [], session))[-1].status
 
 
 # ---------------------------------------------------------------------------------- scenario files
@@ -137,14 +139,14 @@ def test_training_dialogue_opens_in_the_same_view_and_downloads():
     session, path = views.download_scenario(opened.session)
     reopened = library.open_file(path)
     assert reopened.scenario.runs["training"].n_frames == session.loaded.scenario.runs["training"].n_frames
-    assert "no KAME run" in views.forced_delay(1.0, session).text
+    assert "no KAME run" in forced_delay(1.0, session).text
     assert "Cannot import" in views.open_training("no-such-dialogue", settings=settings).status
 
 
 # ------------------------------------------------------------------------------------- forced delay
 def test_forced_delay_rerun_reports_latency_oracle_and_answer(scenario_file, stand_in):
     session = views.open_upload(str(scenario_file)).session
-    plotted = views.forced_delay(1.5, session, front_end=stand_in)
+    plotted = forced_delay(1.5, session, front_end=stand_in)
     session, fig, text = plotted.session, plotted.figure, plotted.text
     outcome = session.delay_cache[(session.loaded.key, 1500)]
     assert outcome.onset_latency_s is not None and outcome.onset_latency_s >= 1.4
@@ -152,12 +154,12 @@ def test_forced_delay_rerun_reports_latency_oracle_and_answer(scenario_file, sta
     assert "Elbrus" in outcome.answer and outcome.score is not None and outcome.score.kind == "proxy"
     assert "Forced delay 1.5 s" in text and "proxy — not MT-Bench" in text and "CPU stand-in" in text
     assert len(fig.layout.meta["kame_timeline"]["runs"]) == 2
-    assert "Cannot re-run" in views.forced_delay(4.0, session, front_end=stand_in).text   # outside 0–3 s
+    assert "Cannot re-run" in forced_delay(4.0, session, front_end=stand_in).text   # outside 0–3 s
 
 
 def test_latency_quality_curve_over_the_delays(scenario_file, stand_in):
     session = views.open_upload(str(scenario_file)).session
-    curve = views.delay_curve(session, front_end=stand_in)
+    curve = delay_curve(session, front_end=stand_in)
     fig, text = curve.figure, curve.text
     latencies = list(fig.data[0].x)
     assert len(latencies) == len(DELAYS_S) and latencies == sorted(latencies)
@@ -168,7 +170,7 @@ def test_latency_quality_curve_over_the_delays(scenario_file, stand_in):
     no_refs = views.open_upload(str(scenario_file)).session
     no_refs.loaded.references = []
     no_refs.loaded.key += ":no-refs"
-    text = views.forced_delay(0.0, no_refs, front_end=stand_in).text
+    text = forced_delay(0.0, no_refs, front_end=stand_in).text
     assert "fallback: the recorded KAME run's final oracle text" in text
 
 
@@ -208,7 +210,7 @@ def test_live_upload_runs_kame_and_cascade_on_the_cpu_stack_and_downloads(tmp_pa
     stack = cpu_stack(llm=llm, tts=piper(), small_model_openers=False)
     live = LiveStack(stack=stack, summary="stt: Whisper-base · front_end: CPU stand-in · oracle_llm: scripted (test)",
                      neural=False, gate=SessionGate())
-    steps = list(views.live_upload(str(path), ["kame", "cascade"], views.AppSession(), stack=live))
+    steps = list(live_upload(str(path), ["kame", "cascade"], views.AppSession(), stack=live))
     last = steps[-1]
     session, fig = last.session, last.figure
     assert "done" in last.status and "Components that ran" in last.components and "Whisper" in last.components
@@ -231,7 +233,7 @@ def test_live_upload_of_noise_says_no_speech_was_heard(tmp_path):
     sf.write(str(noise), (0.05 * rng.standard_normal(10 * SAMPLE_RATE)).astype(np.float32), SAMPLE_RATE)
     stack = cpu_stack(llm=ScriptedLLM(lambda t: "never asked"), tts=piper(), small_model_openers=False)
     live = LiveStack(stack=stack, summary="test stack", neural=False, gate=SessionGate())
-    status = list(views.live_upload(str(noise), ["kame"], views.AppSession(), stack=live))[-1].status
+    status = list(live_upload(str(noise), ["kame"], views.AppSession(), stack=live))[-1].status
     assert "The session ran, but" in status and "no speech was heard" in status and "done" not in status
 
 
@@ -242,7 +244,7 @@ def test_a_live_upload_waiting_for_the_gpu_model_is_told_so(tmp_path, speech):
     gate = SessionGate(capacity=1, reason="one live session at a time on the GPU model")
     held = gate.try_enter()
     live = LiveStack(stack=object(), summary="neural (test)", neural=True, gate=gate)
-    steps = views.live_upload(str(path), ["kame"], views.AppSession(), stack=live)
+    steps = live_upload(str(path), ["kame"], views.AppSession(), stack=live)
     assert "loading" in next(steps).status
     waiting = next(steps).status
     assert "waiting" in waiting and "GPU" in waiting and "1 session(s) ahead" in waiting

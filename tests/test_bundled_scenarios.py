@@ -226,13 +226,14 @@ def test_kame_run_rerun_at_0s_reproduces_the_recording_or_says_why_not(path, sce
 
 def test_forced_delay_tab_names_the_other_front_end_next_to_the_0s_result(rerun_stand_in):
     from demo import views
+    from demo.tabs.delay import forced_delay
     from kame_core.frontends.standin.frontend import __version__ as current
 
     if load_scenario(FOLDER / "06-self-correction-breathe-out.kame").runs["kame"].provenance["front_end"].version \
             == current:
         pytest.skip("re-recorded by today's stand-in: nothing differs to say")
     session = views.open_upload(str(FOLDER / "06-self-correction-breathe-out.kame")).session
-    text = views.forced_delay(0.0, session, front_end=rerun_stand_in).text
+    text = forced_delay(0.0, session, front_end=rerun_stand_in).text
     assert "no, wait, Humans breathe" in text  # today's stand-in restarts the sentence ...
     assert "**Not the recorded front-end: the recording was made by kame_core.frontends.standin version 2" in text
     assert text.index("Forced delay 0.0 s") < text.index("Not the recorded front-end")

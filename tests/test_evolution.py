@@ -6,6 +6,7 @@ import pytest
 from demo import views
 from demo.evolution import evolution_figure
 from demo.palette import hint_colour, hint_name
+from demo.tabs.evolution import evolution, evolution_bundled
 from kame_core.clock import VirtualClock
 from kame_core.evolution import evolution_points, level_table_markdown, per_level, similarity
 from kame_core.pipelines.tandem import SessionConfig, TandemRunner
@@ -64,14 +65,14 @@ def test_figure_colours_levels_and_draws_the_means(run) -> None:
 
 
 def test_app_views_per_input_and_over_the_folder() -> None:
-    nothing = views.evolution(None)
+    nothing = evolution(None)
     assert nothing.figure is None and "Open a scenario first" in nothing.text
     session = views.open_bundled("01-knowledge-capital-of-france").session
-    plotted = views.evolution(session)
+    plotted = evolution(session)
     text = plotted.text
     assert plotted.figure is not None and "scenario's reference answers" in text and "| 5 |" in text
     assert "Revisions made by" in text and "not the trained model" in text   # provenance of the points
-    pooled = views.evolution_bundled(plotted.session)
+    pooled = evolution_bundled(plotted.session)
     fig, text = pooled.figure, pooled.text
     from demo import library
 

@@ -7,6 +7,7 @@ import pytest
 from demo import views
 from demo.hardware import ABOUT, Hardware, detect
 from demo.stacks import LiveStack
+from demo.tabs import live as live_tab
 from kame_core.session import SessionGate
 from kame_core.settings import Hosting
 
@@ -50,8 +51,8 @@ CPU_SEAT, GPU_SEAT = "the CPU stack's seat (test)", "the GPU model's seat (test)
 
 @pytest.mark.parametrize("cpu_only, used, unused", [(True, CPU_SEAT, GPU_SEAT), (False, GPU_SEAT, CPU_SEAT)])
 def test_a_talk_session_starts_on_the_stack_the_hardware_calls_for(monkeypatch, cpu_only, used, unused):
-    monkeypatch.setattr(views, "live_stack", lambda _settings: _busy(GPU_SEAT))  # where mic_chunk looks it up
-    monkeypatch.setattr(views, "cpu_live_stack", lambda _settings: _busy(CPU_SEAT))
-    progress = views.mic_chunk((16_000, np.zeros(800, np.int16)), views.AppSession(), cpu_only=cpu_only)
+    monkeypatch.setattr(live_tab, "live_stack", lambda _settings: _busy(GPU_SEAT))  # where mic_chunk looks it up
+    monkeypatch.setattr(live_tab, "cpu_live_stack", lambda _settings: _busy(CPU_SEAT))
+    progress = live_tab.mic_chunk((16_000, np.zeros(800, np.int16)), views.AppSession(), cpu_only=cpu_only)
     assert used in progress.status and unused not in progress.status
     assert progress.session.mic is None and progress.figure is None

@@ -9,6 +9,7 @@ import pytest
 
 from demo import library, views
 from demo.stacks import LiveStack
+from demo.tabs.live import mic_chunk, mic_stop
 from kame_core.audio_io import resample
 from kame_core.clock import SAMPLE_RATE
 from kame_core.session import SessionGate
@@ -39,7 +40,7 @@ def test_microphone_chunks_run_kame_live_and_become_a_scenario(live):
     for k, start in enumerate(range(0, len(at_mic), step)):
         time.sleep(max(0.0, t0 + k * 0.5 - time.monotonic()))            # real-time pace, as the browser
         chunk = np.stack([at_mic[start:start + step]] * 2, 1)            # a stereo microphone
-        progress = views.mic_chunk((mic_rate, chunk), session, stack=live)
+        progress = mic_chunk((mic_rate, chunk), session, stack=live)
         session = progress.session
         statuses.append(progress.status)
         if progress.figure is not None:
@@ -47,7 +48,7 @@ def test_microphone_chunks_run_kame_live_and_become_a_scenario(live):
     assert "KAME is running on the real-time clock" in statuses[-1]
     assert figures, "the timeline is redrawn while the user speaks"
     assert figures[-1].layout.meta["kame_timeline"]["duration"] > 1.0
-    stopped = views.mic_stop(["kame", "cascade"], session)
+    stopped = mic_stop(["kame", "cascade"], session)
     session = stopped.session
     assert stopped.status.startswith("done"), stopped.status
     assert "real-time clock" in stopped.components and "cascade afterwards" in stopped.components
@@ -62,9 +63,9 @@ def test_microphone_chunks_run_kame_live_and_become_a_scenario(live):
 
 
 def test_stopping_without_a_recording_and_bad_chunks_are_messages(live):
-    assert views.mic_stop(["kame"], views.AppSession()).status == "Nothing was recorded."
-    session = views.mic_chunk((16_000, np.zeros(800, np.int16)), views.AppSession(), stack=live).session
-    refused = views.mic_chunk((44_100, np.zeros(800, np.int16)), session, stack=live)
+    assert mic_stop(["kame"], views.AppSession()).status == "Nothing was recorded."
+    session = mic_chunk((16_000, np.zeros(800, np.int16)), views.AppSession(), stack=live).session
+    refused = mic_chunk((44_100, np.zeros(800, np.int16)), session, stack=live)
     session, status = refused.session, refused.status
     assert "Microphone input refused" in status and "changed rate" in status
     views.discard_session(session)

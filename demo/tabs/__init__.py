@@ -1,0 +1,58 @@
+"""The app's tabs, one module each: :mod:`~demo.tabs.timeline`, :mod:`~demo.tabs.compare`,
+:mod:`~demo.tabs.evolution`, :mod:`~demo.tabs.delay` (Forced delay), :mod:`~demo.tabs.live`, :mod:`~demo.tabs.talk`.
+
+Each module holds its tab's layout (``build()``: the components, made inside the current ``gr.Tab``, as a small
+frozen dataclass), its callbacks (plain functions of (inputs, per-user session) -> outputs, which tests call
+directly) and its event wiring (``wire(components, wiring)``); :func:`demo.ui.build_app` composes them. The open
+input they all show is :mod:`demo.views`' (the tabs import it, never the other way round); :func:`panels` draws
+every tab's panels for it, after every open path.
+"""
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import gradio as gr
+
+from kame_core.settings import Settings
+from kame_core.tickets import TicketBook
+
+from .. import views
+from ..hardware import Hardware
+from ..results import Opened, Panels, TalkOpened
+from . import compare, delay, evolution, timeline
+
+__all__ = ["Wiring", "panels"]
+
+
+@dataclass(frozen=True)
+class Wiring:
+    """What a tab's events need from the rest of the app: the user's state, what the app was built with
+    (``settings``, ``hardware``, the chat server's ``tickets``, the ``gpu`` wrapper), the bar's Download and the
+    tab set, and the open paths' machinery: ``opened`` (an open's own outputs: the session, the status and the
+    Timeline's figure, runs table, player and run picker), ``show`` (an open's result as those outputs) and
+    ``opens`` (ends an open path's event with redrawing every panel of every tab)."""
+
+    state: gr.State
+    settings: Settings
+    hardware: Hardware
+    tickets: TicketBook
+    gpu: Callable[[Callable], Callable] | None
+    download: gr.DownloadButton
+    tabs: gr.Tabs
+    opened: tuple[Any, ...]
+    show: Callable[[Opened | TalkOpened], tuple]
+    opens: Callable[[Any], Any]
+
+
+def panels(state: Any = None, *, settings: Settings | None = None) -> Panels:
+    """Every panel that shows the open input, as opening it leaves them. Every open path (a scenario of the
+    folder, an upload, a training dialogue, a Live upload, a microphone or Talk session, a pick from the made
+    list) ends here, so no panel keeps the previous input's numbers; the Forced-delay tab's results, which need
+    an action, are cleared with a line saying so unless they are about this very input already (a refused open
+    keeps them). ``settings.content`` names the scenarios folder the picker lists."""
+    session = views.session_of(state)
+    cleared, curve_cleared = delay.cleared(session)
+    return Panels(session, timeline.panel(session), compare.compare(session), evolution.evolution(session),
+                  cleared, curve_cleared, views.bar(session, settings or Settings()), views.link_text(session))

@@ -1,0 +1,111 @@
+"""The Timeline tab: one run of the open input, its playhead synced to its audio, what the streams held at the
+Inspect time, the latency per user turn, the runs' summary and a link to the view shown."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import gradio as gr
+import numpy as np
+
+from kame_core.trace import SessionTrace
+
+from .. import views
+from ..inspector import RUN_SUMMARY_HEADERS, frame_details, latency_markdown
+from ..results import RunShown, Seeked, TimelinePanel
+from ..timeline import timeline_figure, with_playhead
+
+if TYPE_CHECKING:
+    from . import Wiring
+
+
+@dataclass(frozen=True)
+class TimelineTab:
+    """The Timeline tab's components."""
+
+    run: gr.Dropdown
+    at: gr.Number
+    link: gr.Textbox
+    plot: gr.Plot
+    audio: gr.HTML
+    details: gr.Markdown
+    table: gr.Dataframe
+
+
+def build() -> TimelineTab:
+    """The tab's layout, inside the current ``gr.Tab``."""
+    with gr.Row():
+        run = gr.Dropdown([], label="Run", scale=1)
+        at = gr.Number(value=0.0, label="Inspect time (s) — or click the plot", scale=1, minimum=0,
+                       elem_id="kame-inspect-time")
+        # the open input, run and Inspect time as a link (demo.links); beside them: the plot stays in view
+        link = gr.Textbox(label="Link to this view", interactive=False, buttons=["copy"], max_lines=1,
+                          elem_id="kame-link", scale=2)
+    plot = gr.Plot(label="Timeline", show_label=False, elem_id="kame-plot-timeline")
+    audio = gr.HTML("")  # the native audio player (demo.player); its div carries the kame-audio-* id
+    details = gr.Markdown(elem_id="kame-details")
+    table = gr.Dataframe(headers=RUN_SUMMARY_HEADERS, interactive=False, wrap=True, label="Runs",
+                         elem_id="kame-runs", column_widths=["7%", "7%", "19%", "8%", "17%", "8%", "8%", "26%"])
+    return TimelineTab(run, at, link, plot, audio, details, table)
+
+
+def wire(tab: TimelineTab, wiring: Wiring) -> None:
+    """Another run, a time inspected: each redraws the view and the link to it."""
+    state = wiring.state
+    tab.run.input(show_run, [tab.run, state], [state, tab.plot, tab.audio, tab.details], api_name="show_run").then(
+        views.link_text, state, tab.link, api_visibility="private")
+    tab.at.submit(seek, [tab.at, state], [state, tab.plot, tab.details], api_name="seek").then(
+        views.link_text, state, tab.link, api_visibility="private")
+
+
+def panel(session: views.AppSession) -> TimelinePanel:
+    """The Timeline tab on the open input's shown run, the streams and the latency per user turn at 0 s."""
+    loaded = session.loaded
+    if loaded is None:
+        return TimelinePanel(None, [], None, [], None, "", 0.0)
+    runs = loaded.scenario.runs
+    run_id = session.run_id if session.run_id in runs else views.default_run(loaded)
+    fig, rows, sound = views.view_of(session, loaded, run_id)
+    at = session.at if run_id == session.run_id else 0.0
+    return TimelinePanel(with_playhead(fig, at) if at else fig, rows, sound, list(runs), run_id,
+                         _details_with_latency(runs[run_id], at), at)
+
+
+def show_run(run_id: str | None, state: Any = None) -> RunShown:
+    """Switch the timeline to another run of the opened scenario: (session, figure, audio, details)."""
+    session = views.session_of(state)
+    if session.loaded is None:
+        return RunShown(session, None, None, "Open a scenario first.")
+    if run_id not in session.loaded.scenario.runs:
+        runs = ", ".join(session.loaded.scenario.runs)
+        return RunShown(session, None, None, f"No run {run_id!r} in this scenario (runs: {runs}).")
+    session.run_id, session.at = run_id, 0.0
+    trace = session.loaded.scenario.runs[run_id]
+    fig = timeline_figure(trace, title=f"{session.loaded.title} — {views.run_label(run_id, trace)}",
+                          recorded=session.loaded.recorded)
+    return RunShown(session, fig, views.player(session, run_id, trace, "timeline", views.TIMELINE_PLAYER),
+                    _details_with_latency(trace, 0.0))
+
+
+def _details_with_latency(trace: SessionTrace, t: float) -> str:
+    """What the streams held at ``t``, then where the time went in each user turn."""
+    return f"{frame_details(trace, t)}\n\n**Latency per user turn** (after the end of the user's speech)\n\n" \
+           f"{latency_markdown(trace)}"
+
+
+def seek(t: float | None, state: Any = None) -> Seeked:
+    """Playback position ``t`` seconds: (session, figure with the playhead at t, what the streams held)."""
+    session = views.session_of(state)
+    trace = views.shown_trace(session)
+    if trace is None or session.loaded is None:
+        return Seeked(session, None, "Open a scenario first.")
+    try:
+        t = float(t or 0.0)
+    except (TypeError, ValueError):
+        return Seeked(session, None, f"Not a time: {t!r}")
+    if not np.isfinite(t):
+        return Seeked(session, None, f"Not a time: {t!r}")
+    t = session.at = min(max(t, 0.0), trace.duration)
+    fig = timeline_figure(trace, title=f"{session.loaded.title} — {views.run_label(session.run_id or '', trace)}",
+                          recorded=session.loaded.recorded)
+    return Seeked(session, with_playhead(fig, t), _details_with_latency(trace, t))
