@@ -1,9 +1,11 @@
-"""Deep links to the open view: ``/?open=ID&run=KIND&t=SECONDS`` (and ``&claim=CLAIM`` for a Talk session).
+"""Deep links to the open view: ``/?open=ID&run=KIND&t=SECONDS&lanes=LANE,...`` (and ``&claim=CLAIM`` for a Talk
+session).
 
 ``open`` names a bundled scenario (its file name without ``.kame``), else a training dialogue's id, else a Talk
 session saved in the sessions folder (which opens only with its claim, as the Talk tab's own open does); ``run``
-a run of it; ``t`` the Inspect time in seconds. This module reads and writes the query only; what it opens, and
-the refusals that need the input (an unknown id or run, a time past the run's end), are
+a run of it; ``t`` the Inspect time in seconds; ``lanes`` the timeline's lanes, top to bottom
+(:meth:`demo.lanes.LaneLayout.parse`; left out for the default five). This module reads and writes the query
+only; what it opens, and the refusals that need the input (an unknown id or run, a time past the run's end), are
 :func:`demo.views.open_link`'s.
 """
 from __future__ import annotations
@@ -13,8 +15,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from urllib.parse import urlencode, urlsplit, urlunsplit
 
+from .lanes import LANES, LaneLayout
+
 #: the query parameters a link may carry (others, e.g. Gradio's ``__theme``, are left to their owners)
-PARAMS = ("open", "run", "t", "claim")
+PARAMS = ("open", "run", "t", "claim", "lanes")
 #: where Gradio's own routes start: what follows it in a request's URL is not the page's
 GRADIO_PREFIX = "/gradio_api"
 
@@ -25,13 +29,14 @@ class LinkError(ValueError):
 
 @dataclass(frozen=True)
 class Link:
-    """What a link asks for: the input's id, its run (None: the default run), the Inspect time (None: 0 s) and a
-    Talk session's claim."""
+    """What a link asks for: the input's id, its run (None: the default run), the Inspect time (None: 0 s), a
+    Talk session's claim and the timeline's lanes (None: the default five)."""
 
     open: str
     run: str | None = None
     t: float | None = None
     claim: str | None = None
+    lanes: LaneLayout | None = None
 
 
 def parse(query: Mapping[str, str]) -> Link | None:
@@ -51,7 +56,13 @@ def parse(query: Mapping[str, str]) -> Link | None:
             raise LinkError(f"t={given['t']!r} is not a number of seconds") from None
         if not math.isfinite(t) or t < 0:
             raise LinkError(f"t={given['t']!r} is not a time in the run (a finite number of seconds ≥ 0)")
-    return Link(given["open"], given.get("run") or None, t, given.get("claim") or None)
+    lanes = None
+    if "lanes" in given:
+        try:
+            lanes = LaneLayout.parse(given["lanes"])
+        except ValueError as err:
+            raise LinkError(str(err)) from None
+    return Link(given["open"], given.get("run") or None, t, given.get("claim") or None, lanes)
 
 
 def query(link: Link) -> str:
@@ -63,7 +74,9 @@ def query(link: Link) -> str:
         pairs.append(("t", repr(float(link.t))))
     if link.claim is not None:
         pairs.append(("claim", link.claim))
-    return urlencode(pairs)
+    if link.lanes is not None and link.lanes.order != LANES:
+        pairs.append(("lanes", link.lanes.link_value()))
+    return urlencode(pairs, safe=",")
 
 
 def page_base(url: str | None, referer: str | None = None) -> str:

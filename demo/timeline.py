@@ -56,10 +56,11 @@ template names by index). A 2-minute session is under a megabyte of JSON.
 from __future__ import annotations
 
 import copy
+import hashlib
 import html
 import json
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
@@ -81,6 +82,7 @@ from kame_core.trace_query import (
     self_corrections,
 )
 
+from .lanes import ALL_LANES, LANES, LaneLayout
 from .palette import (
     BLUE,
     GREEN,
@@ -99,15 +101,14 @@ from .palette import (
     hint_swatches_html,
 )
 from .provenance_badge import provenance_badge
+from .spectrogram import spectrogram
 
 __all__ = [
-    "LANES", "CASCADE_SPEECH_LANE", "lane_titles", "PLAYHEAD", "REVISION_SPAN", "BADGE",
+    "LANES", "ALL_LANES", "LaneLayout", "CASCADE_SPEECH_LANE", "lane_titles", "PLAYHEAD", "REVISION_SPAN", "BADGE",
     "timeline_figure", "compare_figure", "with_playhead", "format_latency", "waveform_envelope", "RUN_NAMES",
     "HINT_LEGEND", "HIDDEN_NOTE", "LATENCY_ANCHORS", "STAND_IN_TOKEN_NOTE", "REVISION_SPAN_HOVER",
 ]
 
-#: lane names exactly as they appear on each panel's y axis, top to bottom (a cascade's: :func:`lane_titles`)
-LANES: tuple[str, ...] = ("events", "user audio", "inner monologue", "output audio", "oracle stream")
 #: the cascade's title of the third lane: it has no front-end and so no inner monologue; the lane holds the
 #: words its TTS speaks, each at the frame where its audio starts
 CASCADE_SPEECH_LANE = "TTS words"
@@ -121,29 +122,31 @@ LATENCY_ANCHORS = "latency anchors (per turn)"
 REVISION_SPAN_HOVER = "revision spans"
 
 
-def lane_titles(mode: str) -> tuple[str, ...]:
-    """The lane titles of a run of pipeline mode ``mode`` (``trace.mode``): :data:`LANES`, the third one named
-    for what it holds -- a cascade's spoken reply (:data:`CASCADE_SPEECH_LANE`), not an inner monologue."""
+def lane_titles(mode: str, lanes: Sequence[str] = LANES) -> tuple[str, ...]:
+    """The titles of ``lanes`` (default :data:`LANES`) for a run of pipeline mode ``mode`` (``trace.mode``): each
+    lane's name, the inner monologue's named for what it holds in a cascade -- its spoken reply
+    (:data:`CASCADE_SPEECH_LANE`), not an inner monologue."""
     if mode == "cascade":
-        return tuple(CASCADE_SPEECH_LANE if lane == "inner monologue" else lane for lane in LANES)
-    return LANES
+        return tuple(CASCADE_SPEECH_LANE if lane == "inner monologue" else lane for lane in lanes)
+    return tuple(lanes)
 
 
-# -- geometry: a panel's y axis is in "lane units"; (bottom, top) of each lane and the rows inside it -----
-_BANDS = {"oracle stream": (0.0, 1.5), "output audio": (1.5, 2.3), "inner monologue": (2.3, 3.4),
-          "user audio": (3.4, 4.3), "events": (4.3, 5.62)}
-_Y = {lane: (lo + hi) / 2 for lane, (lo, hi) in _BANDS.items()}
-_Y_RANGE = (-0.04, 5.9)
-_WAVE = {"user audio": (3.96, 0.3), "output audio": (1.9, 0.32)}     # (centre, half height)
-_ROWS: dict[str, Any] = {  # a row (float) or the rows of a staggered lane (tuple)
-    "stt": 5.4, "llm": 5.06, "resets": 4.72, "latency": 4.42,           # events lane
-    "user words": (3.53,),                                             # under the user waveform
-    "monologue": (3.02, 2.72), "correction": 3.3,                      # inner monologue lane
-    "revision labels": (1.27, 1.09), "revision text": 0.9,             # oracle lane
-    "oracle tokens": (0.69, 0.48, 0.27),
+# -- geometry: a panel's y axis is in lane units (demo.lanes: each lane's band, in the order shown); the rows
+#    inside a lane are offsets above its bottom
+_WAVE = {"user audio": (0.56, 0.3), "output audio": (0.4, 0.32)}      # (centre, half height)
+_ROWS: dict[str, tuple[str, Any]] = {  # (lane, a row or the rows of a staggered lane)
+    "stt": ("events", 1.1), "llm": ("events", 0.76), "resets": ("events", 0.42), "latency": ("events", 0.12),
+    "user words": ("user audio", (0.13,)),                             # under the user waveform
+    "monologue": ("inner monologue", (0.72, 0.42)), "correction": ("inner monologue", 1.0),
+    "revision labels": ("oracle stream", (1.27, 1.09)), "revision text": ("oracle stream", 0.9),
+    "oracle tokens": ("oracle stream", (0.69, 0.48, 0.27)),
 }
 _SPAN = (0.1, 1.44)                                                    # revision spans (oracle lane)
-_ONSET_Y = 5.76
+#: the zoom (px per second) from which the oracle's token pieces are printed (at the overview the oracle lane shows
+#: each revision's text instead)
+_CLOSE_ZOOM_PX_PER_S = 400.0
+#: px per lane unit: the five default lanes (and their room) make a 370 px panel
+_PX_PER_UNIT = 370 / 5.94
 #: the plot width (px) the static text layout assumes; text that would collide at that width is left to
 #: hover (and to the "all pieces" legend toggle) rather than printed over its neighbours
 _REF_PLOT_PX = 900.0
@@ -154,8 +157,8 @@ _FONT = "Inter, 'Segoe UI', 'DejaVu Sans', Helvetica, Arial, sans-serif"
 
 #: px: a panel, its header row (at least; the badge's height decides), the gap under a panel (its x tick
 #: labels: 5 px ticks and a 12 px label, with air), the space between a badge and its panel
-_PANEL_PX, _HEADER_PX, _GAP_PX, _BADGE_AIR_PX = 370, 46, 32, 6
-_MARGIN = dict(l=128, r=64, t=78, b=118)
+_HEADER_PX, _GAP_PX, _BADGE_AIR_PX = 46, 32, 6
+_MARGIN = dict(l=128, r=64, t=62, b=118)
 
 
 def _rgba(hex_colour: str, alpha: float) -> str:
@@ -238,6 +241,7 @@ class _Layers:
     traces: list[dict[str, Any]]
     shapes: list[dict[str, Any]]
     annotations: list[dict[str, Any]]
+    images: list[dict[str, Any]]
 
 
 class _LegendOnce:
@@ -395,33 +399,52 @@ class _RunBuilder:
     """Builds the traces, shapes and annotations of one run's panel."""
 
     def __init__(self, trace: SessionTrace, run: str, ax: _Axes, legend: _LegendOnce, px_per_s: float,
-                 recorded: bool) -> None:
+                 recorded: bool, lanes: LaneLayout) -> None:
         self.trace, self.run, self.ax, self.legend = trace, run, ax, legend
         self.px_per_s = px_per_s
         self.recorded = recorded
+        self.lanes = lanes
         self.traces: list[dict[str, Any]] = []
         self.shapes: list[dict[str, Any]] = []
         self.notes: list[dict[str, Any]] = []
+        self.images: list[dict[str, Any]] = []
         self.xy = {"xaxis": ax.x, "yaxis": ax.y}
         #: the hint levels of this run's revisions (``None``: not known), for the figure's hint legend
         self.hint_levels: set[int | None] = set()
         #: the provenance badge (placed by compare_figure) and its height (px)
         self.badge: dict[str, Any] = {}
         self.badge_px = 0.0
+        #: the word labels the page lays out again at every zoom (:func:`_label_meta`), and the lines it cuts
+        #: again to their spans' width (each revision's text)
+        self.label_groups: list[dict[str, Any]] = []
+        self.fit_groups: list[dict[str, Any]] = []
 
     def build(self) -> _Layers:
+        shows = self.lanes.shows
         self._lanes()
         self._holds()
         self._waveforms()
-        self._user_words()
-        self._monologue()
-        self._corrections()
-        self._oracle()
-        self.traces.extend(_event_traces(self.trace, self.ax, self.legend, self.trace.duration))
+        self._spectrograms()
+        if shows("user audio"):
+            self._user_words()
+        if shows("inner monologue"):
+            self._monologue()
+            self._corrections()
+        if shows("oracle stream"):
+            self._oracle()
+        if shows("events"):
+            self.traces.extend(_event_traces(self.trace, self.ax, self.legend, self.trace.duration, self._row))
         self._onsets()
-        self._latency()
+        if shows("events"):
+            self._latency()
         self._badge()
-        return _Layers(self.traces, self.shapes, self.notes)
+        return _Layers(self.traces, self.shapes, self.notes, self.images)
+
+    def _row(self, key: str) -> Any:
+        """The y of a row of :data:`_ROWS` (a tuple for a staggered lane's rows) in this panel's lanes."""
+        lane, offset = _ROWS[key]
+        return tuple(self.lanes.at(lane, o) for o in offset) if isinstance(offset, tuple) else \
+            self.lanes.at(lane, offset)
 
     # -- helpers ------------------------------------------------------------------------------------
     def _rect(self, x0: float, x1: float, y0: float, y1: float, *, domain: bool = False, **style: Any) -> None:
@@ -449,6 +472,7 @@ class _RunBuilder:
         """
         n = len(texts)
         words = list(words) if words is not None else [(i, t) for i, t in enumerate(texts)]
+        made: list[tuple[dict[str, Any], np.ndarray]] = []
         start = np.asarray([w[0] for w in words], np.int64).reshape(-1)
         firsts = np.flatnonzero(start == np.arange(n))
         xs = (frames * FRAME_SECONDS).astype(np.float32)
@@ -485,6 +509,14 @@ class _RunBuilder:
                                else [template[i].replace("{label}", group["name"]) for i in sel]),
                 name=group["name"], legendgroup=group.get("legend") or group["name"], showlegend=False,
                 **({"meta": group["meta"]} if group.get("meta") else {}), **self.xy))
+            made.append((self.traces[-1], sel))
+        word_of = np.searchsorted(firsts, start)  # each piece's word, numbered in order
+        self.label_groups.append(dict(
+            traces=[t for t, _ in made], rows=[float(r) for r in rows], font=font_px,
+            labels=[words[i][1] for i in firsts], x=xs[firsts].tolist(),
+            word=[word_of[sel].tolist() for _, sel in made],
+            lead=[(start[sel] == sel).astype(np.int8).tolist() for _, sel in made],
+            min_px_per_s=0.0 if overview else _CLOSE_ZOOM_PX_PER_S, note=None))
         hidden = firsts[word_row[firsts] < 0] if overview else firsts
         if hidden.size:
             self.traces.append(dict(
@@ -495,12 +527,13 @@ class _RunBuilder:
 
     def _hidden_note(self, lane: str, count: int, what: str, toggle: str, *, top: bool = False) -> None:
         """A small muted note at the right end of ``lane``: ``count`` ``what`` had no room at the reference zoom.
-        They are left out of the printed text, not lost: each keeps a tick whose hover gives it, at every zoom
-        (the printed text is laid out once, so zooming alone does not print them; the ``toggle`` legend entry
-        does). The note is named ``hidden:<run>:<lane>`` after the lane's key in :data:`LANES`."""
+        They are left out of the printed text, not lost: each keeps a tick whose hover gives it, at every zoom; the
+        page lays the labels out again at every zoom and rewrites this note (``demo/static/timeline.js``), and
+        the ``toggle`` legend entry prints them all. The note is named ``hidden:<run>:<lane>`` after the lane's
+        key in :data:`LANES`."""
         if count <= 0:
             return
-        lo, hi = _BANDS[lane]
+        lo, hi = self.lanes.band(lane)
         noun = what if count != 1 else what.rstrip("s")
         self.notes.append(dict(
             text=f"{count} {noun} hidden at this zoom — hover their ticks", name=f"{HIDDEN_NOTE}:{self.run}:{lane}",
@@ -510,29 +543,39 @@ class _RunBuilder:
             xref=self.ax.x_domain, yref=self.ax.y, x=1, y=hi - 0.03 if top else lo + 0.03, xanchor="right",
             yanchor="top" if top else "bottom", xshift=-4, showarrow=False, bgcolor="rgba(255,255,255,0.8)",
             borderpad=1, font=dict(size=9.5, color=MUTED)))
+        if self.label_groups:  # the lane's labels were the last laid out: the page rewrites this note at every zoom
+            self.label_groups[-1]["note"] = (self.notes[-1], what)
 
     # -- layers -------------------------------------------------------------------------------------
     def _lanes(self) -> None:
-        for lane, (lo, hi) in _BANDS.items():
+        top = self.lanes.order[0]
+        for lane in self.lanes.order:
+            lo, hi = self.lanes.band(lane)
             fill = {"events": "#fbfaf6", "user audio": "#f4f6f9", "output audio": "#f4f6f9"}.get(lane)
             if fill:
-                self._rect(0, 1, lo, hi if lane != "events" else _Y_RANGE[1], domain=True, fillcolor=fill,
+                self._rect(0, 1, lo, self.lanes.y_range[1] if lane == top else hi, domain=True, fillcolor=fill,
                            line_width=0, layer="below")
-            if lane != "events":
+            if lane != top:
                 self.shapes.append(dict(type="line", xref=self.ax.x_domain, yref=self.ax.y, x0=0, x1=1, y0=hi,
                                         y1=hi, line=dict(color="#dfe3e8", width=1), layer="below"))
-        for label, key in (("STT", "stt"), ("LLM", "llm"), ("resets", "resets"), ("latency", "latency")):
-            self.notes.append(dict(text=label, xref=self.ax.x_domain, yref=self.ax.y, x=1.0, y=_ROWS[key],
-                                   xanchor="left", xshift=6, showarrow=False, font=dict(size=10, color=MUTED)))
+        if self.lanes.shows("events"):
+            for label, key in (("STT", "stt"), ("LLM", "llm"), ("resets", "resets"), ("latency", "latency")):
+                self.notes.append(dict(text=label, xref=self.ax.x_domain, yref=self.ax.y, x=1.0, y=self._row(key),
+                                       xanchor="left", xshift=6, showarrow=False, font=dict(size=10, color=MUTED)))
 
     def _holds(self) -> None:
         """Forced-delay holds, from the frames' held flags (imported traces without hold events too)."""
         F = FRAME_SECONDS
         delay_ms = self.trace.config.get("forced_delay_ms")
-        lo, hi = _BANDS["output audio"][0], _BANDS["inner monologue"][1]
+        held_lanes = [lane for lane in self.lanes.order
+                      if lane in ("inner monologue", "output audio", "output spectrogram")]
+        if not held_lanes:
+            return
+        hi = self.lanes.band(held_lanes[0])[1]
         for k, (a, b) in enumerate(_frame_runs(f.held for f in self.trace.frames)):
-            self._rect(a * F, b * F, lo, hi, fillcolor="rgba(95,105,120,0.12)", line_width=0, layer="below",
-                       name=f"hold:{self.run}:{k}")
+            for lane in held_lanes:  # one band over each lane the hold silences (they may not be neighbours)
+                self._rect(a * F, b * F, *self.lanes.band(lane), fillcolor="rgba(95,105,120,0.12)", line_width=0,
+                           layer="below", name=f"hold:{self.run}:{k}")
             if k == 0:
                 what = f"held · forced delay {delay_ms / 1000:.2f} s" if delay_ms else "held (forced delay)"
                 self.notes.append(dict(text=what, xref=self.ax.x, yref=self.ax.y, x=a * F, y=hi - 0.04,
@@ -542,15 +585,38 @@ class _RunBuilder:
     def _waveforms(self) -> None:
         for lane, audio, colour in (("user audio", self.trace.user_audio, USER_WAVE),
                                     ("output audio", self.trace.output_audio, OUTPUT_WAVE)):
+            if not self.lanes.shows(lane):
+                continue
             dt, lo, hi = waveform_envelope(audio, self.trace.sample_rate)
             peak = float(max(np.abs(lo).max(initial=0.0), np.abs(hi).max(initial=0.0)))
-            centre, half = _WAVE[lane]
+            offset, half = _WAVE[lane]
+            centre = self.lanes.at(lane, offset)
             scale = half / max(peak, 1e-3)
             common = dict(type="scatter", mode="lines", x0=dt / 2, dx=dt, hoverinfo="skip", showlegend=False,
                           line=dict(width=0.6, color=colour), name=f"{self.run} · {lane}", **self.xy)
             self.traces.append(dict(common, y=(centre + hi * scale).astype(np.float32)))
             self.traces.append(dict(common, y=(centre + lo * scale).astype(np.float32), fill="tonexty",
                                     fillcolor=_rgba(colour, 0.55)))
+
+    def _spectrograms(self) -> None:
+        """Each shown spectrogram lane: the image of :func:`demo.spectrogram.spectrogram` stretched over the lane
+        (named ``"spectrogram:<run>:<lane>"``), its frequency range written at the lane's right end."""
+        for lane, audio in (("user spectrogram", self.trace.user_audio),
+                            ("output spectrogram", self.trace.output_audio)):
+            if not self.lanes.shows(lane):
+                continue
+            lo, hi = self.lanes.band(lane)
+            image = spectrogram(audio, self.trace.sample_rate)
+            if image is None:
+                self.notes.append(dict(text="no audio", xref=self.ax.x_domain, yref=self.ax.y, x=0.5,
+                                       y=(lo + hi) / 2, showarrow=False, font=dict(size=11, color=MUTED)))
+                continue
+            self.images.append(dict(source=image.data_uri(), xref=self.ax.x, yref=self.ax.y, x=0.0, y=hi - 0.02,
+                                    sizex=image.duration, sizey=hi - lo - 0.04, sizing="stretch", xanchor="left",
+                                    yanchor="top", layer="below", name=f"spectrogram:{self.run}:{lane}"))
+            self.notes.append(dict(text=f"0–{image.max_hz / 1000:.0f} kHz", xref=self.ax.x_domain, yref=self.ax.y,
+                                   x=1.0, y=lo + 0.04, xanchor="left", yanchor="bottom", xshift=6, showarrow=False,
+                                   font=dict(size=9.5, color=MUTED)))
 
     def _user_words(self) -> None:
         """The STT's final words with their audio times, under the user waveform: a tick per word (hover gives
@@ -563,7 +629,7 @@ class _RunBuilder:
         texts = [_esc(str(w[0])) for w in words]
         placed = np.asarray(_pack(starts.tolist(), [_text_width_s(t, 9.5, self.px_per_s) - 8 / self.px_per_s
                                                     for t in texts], 1))
-        y = _ROWS["user words"][0]
+        y = self._row("user words")[0]
         self.traces.append(dict(
             type="scatter", mode="markers+text", x=starts, y=np.full(len(words), y, np.float32),
             text=[t if r >= 0 else "" for t, r in zip(texts, placed)], hovertext=texts,
@@ -574,6 +640,9 @@ class _RunBuilder:
             hovertemplate="user said <b>%{hovertext}</b><br>%{customdata[0]:.2f}–%{customdata[1]:.2f} s"
                           "<extra>STT final words</extra>",
             showlegend=False, name=f"{self.run} · user words", **self.xy))
+        self.label_groups.append(dict(traces=[self.traces[-1]], rows=[float(y)], font=9.5, labels=texts,
+                                      x=starts.tolist(), word=[list(range(len(words)))], lead=[[1] * len(words)],
+                                      min_px_per_s=0.0, note=None))
         hidden = np.flatnonzero(placed < 0)
         if hidden.size:
             self.traces.append(dict(
@@ -602,7 +671,7 @@ class _RunBuilder:
         cascade = self.trace.mode == "cascade"
         name = _CASCADE_WORD if cascade else "inner monologue"
         hidden = self._pieces(
-            frames, texts, _ROWS["monologue"], 11.5,
+            frames, texts, self._row("monologue"), 11.5,
             groups=[dict(name=name, legend="spoken word (cascade)" if cascade else "inner-monologue piece",
                          colour=INK, ticks=INK),
                     dict(name="abandoned in a self-correction", legend="abandoned (self-corrected)",
@@ -621,7 +690,8 @@ class _RunBuilder:
         if not corrections:
             return
         cx, hover = [], []
-        lo, hi = _BANDS["inner monologue"]
+        lo, hi = self.lanes.band("inner monologue")
+        correction_y = self._row("correction")
         for c in corrections:
             frame, rev, new = c.frame, c.revision, c.new_text
             cx.append(frame * F)
@@ -630,9 +700,9 @@ class _RunBuilder:
                          f"switched to oracle rev {rev if rev is not None else '?'}"
                          + (f": “{_wrap(new, 56)}”" if new.strip() else ""))
             self.shapes.append(dict(type="line", xref=self.ax.x, yref=self.ax.y, x0=frame * F, x1=frame * F,
-                                    y0=lo + 0.08, y1=_ROWS["correction"], line=dict(color=VERMILLION, width=1.5,
+                                    y0=lo + 0.08, y1=correction_y, line=dict(color=VERMILLION, width=1.5,
                                                                                    dash="dot")))
-        self.traces.append(dict(type="scatter", mode="markers", x=cx, y=[_ROWS["correction"]] * len(cx),
+        self.traces.append(dict(type="scatter", mode="markers", x=cx, y=[correction_y] * len(cx),
                                 marker=dict(symbol="triangle-down", size=10, color=VERMILLION,
                                             line=dict(width=0.8, color="white")),
                                 hovertext=hover, hoverinfo="text", **self.legend("self-correction"), **self.xy))
@@ -644,8 +714,9 @@ class _RunBuilder:
         resets = oracle_revisions(trace)
         requests = {q.request: q for q in llm_requests(trace)}
         token_use = oracle_token_use(trace)
-        labels, lines = [], []
+        labels, lines, whole = [], [], []
         spans: dict[str, list[Any]] = {"x0": [], "width": [], "rev": [], "colour": [], "hover": []}
+        span = (self.lanes.at("oracle stream", _SPAN[0]), self.lanes.at("oracle stream", _SPAN[1]))
         for k, r in enumerate(resets):
             rev_n = r.revision
             reset_frame = int(r.reset_t / F)
@@ -655,10 +726,10 @@ class _RunBuilder:
             hint = r.hint_level
             self.hint_levels.add(hint)
             colour = hint_colour(hint)
-            self._rect(x0, x1, *_SPAN, fillcolor=hint_fill(hint), line=dict(color=_darker(colour, 0.3), width=1.2),
+            self._rect(x0, x1, *span, fillcolor=hint_fill(hint), line=dict(color=_darker(colour, 0.3), width=1.2),
                        layer="below", name=f"{REVISION_SPAN}:{self.run}:{rev_n}")
             # a strip of the full hint colour along the top: the colour of the legend's swatch, exactly
-            self._rect(x0, x1, _SPAN[1] - 0.06, _SPAN[1], fillcolor=colour, line_width=0, layer="below",
+            self._rect(x0, x1, span[1] - 0.06, span[1], fillcolor=colour, line_width=0, layer="below",
                        name=f"hint-strip:{self.run}:{rev_n}")
             said = r.text
             hover = _revision_hover(r, requests.get(r.request) if r.request is not None else None,
@@ -668,18 +739,19 @@ class _RunBuilder:
             full = f"rev {rev_n}" + (f" · hint {hint}" if hint is not None else "")
             labels.append((x0, [full, f"rev {rev_n}", str(rev_n)], _darker(colour, 0.5)))
             lines.append((x0, _fit_text(said, x1 - x0, 10, self.px_per_s), rev_n))
+            whole.append((" ".join(said.split()), x1 - x0))
         if labels:
             # the whole of each span hovers: shapes do not, so an invisible bar per span (one trace for all of
             # them; a bar hovers anywhere inside it and yields to a tick near the cursor) carries it
             self.traces.append(dict(
                 type="bar", x=np.asarray(spans["x0"], np.float64), width=np.asarray(spans["width"], np.float64),
-                offset=0, base=_SPAN[0], y=np.full(len(spans["x0"]), _SPAN[1] - _SPAN[0], np.float32),
+                offset=0, base=span[0], y=np.full(len(spans["x0"]), span[1] - span[0], np.float32),
                 marker=dict(color="rgba(0,0,0,0)", line=dict(width=0)), hovertext=spans["hover"],
                 hoverinfo="text", hoverlabel=dict(bordercolor=spans["colour"]),
                 customdata=np.asarray(spans["rev"], np.int32), showlegend=False,
                 name=f"{self.run} · {REVISION_SPAN_HOVER}", **self.xy))
             # the longest label that fits, falling back to "rev N", then "N"; never printed over another
-            rows = _ROWS["revision labels"]
+            rows = self._row("revision labels")
             ends = [-math.inf] * len(rows)
             lx, ly, lt, lc = [], [], [], []
             for x0, variants, colour in labels:
@@ -691,7 +763,7 @@ class _RunBuilder:
                         ends[row] = x0 + _text_width_s(variant, 12, self.px_per_s)  # bold 10.5 px
                         break
                 lx.append(x0)
-                ly.append(rows[row] if text else _SPAN[1] - 0.03)  # no room: a mark on the strip
+                ly.append(rows[row] if text else span[1] - 0.03)  # no room: a mark on the strip
                 lt.append(f"<b>{_esc(text)}</b>" if text else "")
                 lc.append(colour)
             self.traces.append(dict(type="scatter", mode="markers+text", x=lx, y=ly, text=lt,
@@ -702,11 +774,13 @@ class _RunBuilder:
                                     showlegend=False, name=f"{self.run} · revisions", **self.xy))
             # one line of each revision's text, cut to its span: the overview reads revision by revision
             self.traces.append(dict(type="scatter", mode="text", x=[x for x, *_ in lines],
-                                    y=[_ROWS["revision text"]] * len(lines), text=[t for _, t, _ in lines],
+                                    y=[self._row("revision text")] * len(lines), text=[t for _, t, _ in lines],
                                     customdata=[n for *_, n in lines], hoverinfo="skip",  # the span's bar hovers
                                     textposition="middle right",
                                     textfont=dict(size=10, color=INK), showlegend=False,
                                     name=f"{self.run} · revision text", **self.xy))
+            self.fit_groups.append(dict(trace=self.traces[-1], text=[t for t, _ in whole],
+                                        width=[round(w, 3) for _, w in whole], font=10))
         fed = [(i, f.oracle) for i, f in enumerate(trace.frames) if not f.oracle.is_padding]
         if fed:
             level = {r.revision: r.hint_level for r in resets}
@@ -722,7 +796,7 @@ class _RunBuilder:
                                "<br>oracle rev %{customdata[1]}" if r >= 0 else "" for r in revs]
             hidden = self._pieces(
                 frames, ["▸" if o.is_start else _esc(o.piece.strip() or "␣") for _, o in fed],
-                _ROWS["oracle tokens"], 9.5,
+                self._row("oracle tokens"), 9.5,
                 groups=[dict(name="oracle token", legend="oracle token (▸ start)", colour="#39424e",
                              ticks=[_darker(hint_colour(level.get(int(r))), 0.45) if r > 0 else MUTED
                                     for r in revs], meta=spans["hover"])],
@@ -735,7 +809,7 @@ class _RunBuilder:
         elif not resets:
             why = {"moshi": "oracle stream off (Moshi mode)", "cascade": "no oracle stream (cascade)"}
             self.notes.append(dict(text=why.get(trace.mode, "no oracle tokens in this run"),
-                                   xref=self.ax.x_domain, yref=self.ax.y, x=0.5, y=_Y["oracle stream"],
+                                   xref=self.ax.x_domain, yref=self.ax.y, x=0.5, y=self.lanes.centre("oracle stream"),
                                    showarrow=False, bgcolor="rgba(255,255,255,0.9)",
                                    font=dict(size=11, color=MUTED)))
 
@@ -748,7 +822,7 @@ class _RunBuilder:
         numbered = len(onsets) > 1 and all(b - a >= 2 * half for a, b in zip(centres, centres[1:]))
         for o in onsets:
             self.notes.extend(_onset_marks(o, f"turn {o.turn + 1} · onset" if numbered else "onset",
-                                           self.ax, self.shapes))
+                                           self.ax, self.shapes, self.lanes))
         if onsets:
             for name, colour, dash in (("end of user speech", BLUE, "dash"), ("response onset", GREEN, "solid")):
                 entry = self.legend(name)
@@ -764,7 +838,7 @@ class _RunBuilder:
         turns = latency_breakdown(self.trace)
         if not turns:
             return
-        y = _ROWS["latency"]
+        y = self._row("latency")
         mx, mh, md = [], [], []
         solid: tuple[list[float | None], list[float | None]] = ([], [])
         dotted: tuple[list[float | None], list[float | None]] = ([], [])
@@ -862,30 +936,33 @@ def _latency_chain(tl: TurnLatency) -> str:
     return f"<br><br>turn {tl.turn + 1}, from the end of user speech:<br>" + "<br>".join(lines) + note + delay
 
 
-def _onset_marks(o: TurnOnset, prefix: str, ax: _Axes, shapes: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def _onset_marks(o: TurnOnset, prefix: str, ax: _Axes, shapes: list[dict[str, Any]],
+                 lanes: LaneLayout) -> list[dict[str, Any]]:
     """Vertical lines at the end of user speech and the response onset, joined, labelled with the latency."""
-    bottom = _Y_RANGE[0]
+    bottom, onset_y = lanes.y_range[0], lanes.onset_y
     shapes.append(dict(type="line", xref=ax.x, yref=ax.y, x0=o.user_end, x1=o.user_end, y0=bottom,
-                       y1=_ONSET_Y, line=dict(color=BLUE, width=1.5, dash="dash"), name="end of user speech"))
+                       y1=onset_y, line=dict(color=BLUE, width=1.5, dash="dash"), name="end of user speech"))
     if o.text_onset is None or o.latency_s is None:
         text = prefix.replace("onset", "no response")
-        return [dict(text=text, name=f"onset:{o.turn}", xref=ax.x, yref=ax.y, x=o.user_end, y=_ONSET_Y,
+        return [dict(text=text, name=f"onset:{o.turn}", xref=ax.x, yref=ax.y, x=o.user_end, y=onset_y,
                      xanchor="left", xshift=4, showarrow=False, font=dict(size=11, color=BLUE))]
     shapes.append(dict(type="line", xref=ax.x, yref=ax.y, x0=o.text_onset, x1=o.text_onset, y0=bottom,
-                       y1=_ONSET_Y, line=dict(color=GREEN, width=2), name="response onset"))
-    shapes.append(dict(type="line", xref=ax.x, yref=ax.y, x0=o.user_end, x1=o.text_onset, y0=_ONSET_Y,
-                       y1=_ONSET_Y, line=dict(color=GREEN, width=2)))
+                       y1=onset_y, line=dict(color=GREEN, width=2), name="response onset"))
+    shapes.append(dict(type="line", xref=ax.x, yref=ax.y, x0=o.user_end, x1=o.text_onset, y0=onset_y,
+                       y1=onset_y, line=dict(color=GREEN, width=2)))
     audio = "" if o.audio_latency_s is None else f" · audio onset {format_latency(o.audio_latency_s)}"
     return [dict(text=f"<b>{prefix} {format_latency(o.latency_s)}</b>", name=f"onset:{o.turn}",
                  hovertext=(f"turn {o.turn + 1}: end of user speech {o.user_end:.2f} s · first text "
                             f"{o.text_onset:.2f} s → text onset {format_latency(o.latency_s)}{audio}"),
-                 xref=ax.x, yref=ax.y, x=(o.user_end + o.text_onset) / 2, y=_ONSET_Y, showarrow=False,
+                 xref=ax.x, yref=ax.y, x=(o.user_end + o.text_onset) / 2, y=onset_y, showarrow=False,
                  bgcolor="rgba(255,255,255,0.92)", bordercolor=GREEN, borderwidth=1, borderpad=2,
                  font=dict(size=11, color="#00664a"))]
 
 
-def _event_traces(trace: SessionTrace, ax: _Axes, legend: _LegendOnce, duration: float) -> list[dict[str, Any]]:
-    """The events lane: STT updates, LLM requests (bars from start to end), oracle resets, notes."""
+def _event_traces(trace: SessionTrace, ax: _Axes, legend: _LegendOnce, duration: float,
+                  row: Callable[[str], float]) -> list[dict[str, Any]]:
+    """The events lane: STT updates, LLM requests (bars from start to end), oracle resets, notes; ``row`` gives
+    the y of a row of :data:`_ROWS`."""
     xy = {"xaxis": ax.x, "yaxis": ax.y}
     out: list[dict[str, Any]] = []
 
@@ -903,7 +980,7 @@ def _event_traces(trace: SessionTrace, ax: _Axes, legend: _LegendOnce, duration:
         text = str(value or "")
         return f"<br>“{_wrap(text)}”" if text.strip() else ""
 
-    stt = _ROWS["stt"]
+    stt, llm_row, resets_row = row("stt"), row("llm"), row("resets")
     markers("STT partial", [(e.t, stt, f"<b>STT partial</b> · {e.t:.2f} s{quoted(p.text)}")
                             for e, p in payloads(trace, SttPartial, lenient=True)], "circle", SKY, 7, hollow=True)
     markers("STT final", [(e.t, stt, f"<b>STT final</b> · {e.t:.2f} s{quoted(p.text)}")
@@ -914,7 +991,7 @@ def _event_traces(trace: SessionTrace, ax: _Axes, legend: _LegendOnce, duration:
     bars: dict[str, tuple[list[float | None], list[float | None]]] = {"finished": ([], []), "cancelled": ([], [])}
     start_marks, row_of = [], {}
     for k, r in enumerate(requests.values()):
-        y = _ROWS["llm"] + (0.09 if k % 2 else -0.09)
+        y = llm_row + (0.09 if k % 2 else -0.09)
         row_of[r.request] = y
         xs, ys = bars["finished" if r.outcome == "finished" else "cancelled"]
         xs += [r.start_t, r.end_t if r.end_t is not None else duration, None]
@@ -940,7 +1017,7 @@ def _event_traces(trace: SessionTrace, ax: _Axes, legend: _LegendOnce, duration:
             # an error's text is an extra field (what an imported official log's stream had said)
             said = e.data.get("text") if isinstance(p, LlmError) else p.text
             request = requests.get(req) if isinstance(req, int) else None
-            marks.append((e.t, row_of.get(req, _ROWS["llm"]) if isinstance(req, int) else _ROWS["llm"],
+            marks.append((e.t, row_of.get(req, llm_row) if isinstance(req, int) else llm_row,
                           f"<b>LLM request {req} {verb}</b>{late} · {e.t:.2f} s"
                           + (f" · oracle rev {rev}" if rev is not None else "")
                           + quoted(said) + quoted(p.error if isinstance(p, LlmError) else "")
@@ -955,11 +1032,11 @@ def _event_traces(trace: SessionTrace, ax: _Axes, legend: _LegendOnce, duration:
     resets = []
     for rev_info in oracle_revisions(trace):
         hint_text = "" if rev_info.hint_level is None else f" · hint level {rev_info.hint_level}"
-        resets.append((rev_info.reset_t, _ROWS["resets"],
+        resets.append((rev_info.reset_t, resets_row,
                        f"<b>oracle reset → rev {rev_info.revision}</b> · {rev_info.reset_t:.2f} s · request "
                        f"{rev_info.request if rev_info.request is not None else '?'}{hint_text}"))
     markers("oracle reset", resets, "diamond", ORANGE, 10)
-    markers("note", [(e.t, _ROWS["resets"], f"<b>note</b> · {e.t:.2f} s<br>"
+    markers("note", [(e.t, resets_row, f"<b>note</b> · {e.t:.2f} s<br>"
                       + _wrap(", ".join(f"{k}: {v}" for k, v in e.data.items())))
                      for e in trace.events_of(EventKind.NOTE)], "circle-x-open", MUTED, 8)
     return out
@@ -967,13 +1044,14 @@ def _event_traces(trace: SessionTrace, ax: _Axes, legend: _LegendOnce, duration:
 
 # ------------------------------------------------------------------------------------------ the figures
 def compare_figure(traces: dict[str, SessionTrace], *, title: str | None = None, playhead_s: float | None = None,
-                   recorded: bool = False) -> go.Figure:
+                   recorded: bool = False, lanes: LaneLayout | None = None) -> go.Figure:
     """Several runs (e.g. ``{"KAME": ..., "Moshi mode": ..., "cascade": ...}``) stacked on one time axis.
 
-    Every panel has the same five lanes and its own provenance badge; the x axes are matched, so zooming
-    or panning one panel moves them all. ``recorded=True`` says on each badge that the runs were played
-    back from a file rather than computed now.
+    Every panel has the same lanes (``lanes``, default the five of :data:`LANES`) and its own provenance badge;
+    the x axes are matched, so zooming or panning one panel moves them all. ``recorded=True`` says on each badge
+    that the runs were played back from a file rather than computed now.
     """
+    lanes = lanes or LaneLayout(LANES)
     if not traces:
         raise ValueError("compare_figure needs at least one run")
     legend = _LegendOnce()
@@ -983,27 +1061,34 @@ def compare_figure(traces: dict[str, SessionTrace], *, title: str | None = None,
     data: list[dict[str, Any]] = []
     shapes: list[dict[str, Any]] = []
     annotations: list[dict[str, Any]] = []
+    images: list[dict[str, Any]] = []
+    panel_px = round(_PX_PER_UNIT * (lanes.y_range[1] - lanes.y_range[0]))
     layout: dict[str, Any] = {}
     hint_levels: set[int | None] = set()
     built = []
     for k, (run, trace) in enumerate(traces.items()):
         ax = _Axes("x" if k == 0 else f"x{k + 1}", "y" if k == 0 else f"y{k + 1}")
-        builder = _RunBuilder(trace, run, ax, legend, px_per_s, recorded)
+        builder = _RunBuilder(trace, run, ax, legend, px_per_s, recorded, lanes)
         built.append((k, ax, builder, builder.build()))
     # top to bottom, each run is a header row (its badge), its panel, then a gap holding the panel's x tick
     # labels; every header is as tall as the tallest badge, so a badge covers neither its own panel nor the
     # tick labels of the panel above
     header_px = max([_HEADER_PX, *(math.ceil(b.badge_px) + _BADGE_AIR_PX for _, _, b, _ in built)])
-    plot_h = n * (header_px + _PANEL_PX) + (n - 1) * _GAP_PX
+    plot_h = n * (header_px + panel_px) + (n - 1) * _GAP_PX
     height = plot_h + _MARGIN["t"] + _MARGIN["b"]
+    label_groups: list[dict[str, Any]] = []
+    fit_groups: list[dict[str, Any]] = []
     for k, ax, builder, layers in built:
-        top = plot_h - k * (header_px + _PANEL_PX + _GAP_PX) - header_px
-        domain = [max(0.0, (top - _PANEL_PX) / plot_h), min(1.0, top / plot_h)]
+        label_groups += builder.label_groups
+        fit_groups += builder.fit_groups
+        top = plot_h - k * (header_px + panel_px + _GAP_PX) - header_px
+        domain = [max(0.0, (top - panel_px) / plot_h), min(1.0, top / plot_h)]
         builder.badge["y"] = min(1.0, (top + header_px) / plot_h)
         hint_levels |= builder.hint_levels
         data += layers.traces
         shapes += layers.shapes
         annotations += layers.annotations
+        images += layers.images
         suffix = "" if k == 0 else str(k + 1)
         layout[f"xaxis{suffix}"] = dict(
             anchor=ax.y, domain=[0, 1], range=[-0.15, duration + 0.15], ticksuffix=" s", showgrid=True,
@@ -1013,8 +1098,9 @@ def compare_figure(traces: dict[str, SessionTrace], *, title: str | None = None,
             **({"title": dict(text="session time (s) · 80 ms frames", font=dict(size=12, color="#4b5563"))}
                if k == n - 1 else {}))
         layout[f"yaxis{suffix}"] = dict(
-            anchor=ax.x, domain=domain, range=list(_Y_RANGE), fixedrange=True, showgrid=False, zeroline=False,
-            tickmode="array", tickvals=[_Y[lane] for lane in LANES], ticktext=list(lane_titles(builder.trace.mode)),
+            anchor=ax.x, domain=domain, range=list(lanes.y_range), fixedrange=True, showgrid=False, zeroline=False,
+            tickmode="array", tickvals=[lanes.centre(lane) for lane in lanes.order],
+            ticktext=list(lane_titles(builder.trace.mode, lanes.order)),
             tickfont=dict(size=12, color="#374151"), showline=True, linecolor="#c4cad3", ticks="")
     # always drawn (transparent until placed), so the browser can move its SVG path without a redraw
     shapes.append(dict(type="line", name=PLAYHEAD, xref="x", yref="paper", x0=playhead_s or 0.0,
@@ -1029,19 +1115,58 @@ def compare_figure(traces: dict[str, SessionTrace], *, title: str | None = None,
     layout.update(
         template="plotly_white", height=height, margin=margin, font=dict(family=_FONT, size=12, color=INK),
         title=dict(text=f"<b>{_esc(figure_title)}</b>", x=0, xref="paper", xanchor="left", y=1, yref="container",
-                   yanchor="top", pad=dict(t=14), font=dict(size=17),
+                   yanchor="top", pad=dict(t=8), font=dict(size=17),
                    subtitle=dict(text=_subtitle(traces), font=dict(size=12, color="#5b6470"))),
-        shapes=shapes, annotations=annotations, hovermode="closest", dragmode="zoom",
+        shapes=shapes, annotations=annotations, images=images, hovermode="closest", dragmode="zoom",
         hoverlabel=dict(bgcolor="white", bordercolor="#c4cad3", font=dict(family=_FONT, size=12, color=INK),
                         align="left"),
         legend=dict(orientation="h", x=0, xanchor="left", y=0, yref="container", yanchor="bottom",
                     font=dict(size=11), itemsizing="constant", tracegroupgap=4, bgcolor="rgba(0,0,0,0)"),
-        uirevision="kame-timeline", meta={"kame_timeline": {"runs": list(traces), "duration": duration}},
+        uirevision="kame-timeline",
+        meta={"kame_timeline": {"runs": list(traces), "duration": duration, "lanes": list(lanes.order),
+                                "key": _figure_key(traces, figure_title, lanes, recorded),
+                                "labels": _label_meta(label_groups, data, annotations),
+                                "fits": _fit_meta(fit_groups, data)}},
     )
     return go.Figure(data=data, layout=layout)
 
 
 _HINT_LEGEND_PX = 22
+
+
+def _figure_key(traces: dict[str, SessionTrace], title: str, lanes: LaneLayout, recorded: bool) -> str:
+    """What makes two figures the same but for their playhead: the page redraws a figure only when this changes
+    (a new Inspect time sends the same figure with the playhead moved, which the page has already moved)."""
+    digest = hashlib.sha1(f"{title}|{lanes.link_value()}|{int(recorded)}".encode())
+    for run, trace in traces.items():  # what the figure draws of each run: its events and its streams' tokens
+        digest.update(f"{run}|{trace.mode}|{trace.n_frames}|{len(trace.events)}".encode())
+        digest.update(repr([(e.t, e.kind) for e in trace.events]).encode())
+        digest.update(repr([(f.text_piece, f.oracle.token, f.held) for f in trace.frames]).encode())
+    return digest.hexdigest()[:20]
+
+
+def _fit_meta(groups: list[dict[str, Any]], data: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The lines the page cuts again to their width at every zoom (each revision's text under its span): the
+    trace (index in ``data``), each line's whole text (plain, not HTML) and width (s), the font size."""
+    index = {id(t): i for i, t in enumerate(data)}
+    return [dict(trace=index[id(g["trace"])], text=g["text"], width=g["width"], font=g["font"]) for g in groups]
+
+
+def _label_meta(groups: list[dict[str, Any]], data: list[dict[str, Any]],
+                annotations: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The word labels the page lays out again at every zoom (``demo/static/timeline-layout.js``), one entry per
+    lane of a run: its traces (indices in ``data``), the y of its rows, font size, each word's text and start
+    (s), per trace each point's word and whether it leads its word (printed there), the zoom from which it
+    prints at all, and its "hidden" note (index in ``annotations`` and its noun)."""
+    index = {id(t): i for i, t in enumerate(data)}
+    notes = {id(a): i for i, a in enumerate(annotations)}
+    out = []
+    for g in groups:
+        note = None if g["note"] is None else [notes[id(g["note"][0])], g["note"][1]]
+        out.append(dict(traces=[index[id(t)] for t in g["traces"]], rows=g["rows"], font=g["font"],
+                        labels=g["labels"], x=[round(float(v), 3) for v in g["x"]], word=g["word"], lead=g["lead"],
+                        min_px_per_s=g["min_px_per_s"], note=note))
+    return out
 
 
 def _hint_legend(unknown: bool, yshift: float = 4) -> dict[str, Any]:
@@ -1070,11 +1195,11 @@ RUN_NAMES = {**{kind.id: kind.label for kind in RUN_KINDS.values()}, "imported":
 
 
 def timeline_figure(trace: SessionTrace, *, title: str | None = None, playhead_s: float | None = None,
-                    recorded: bool = False) -> go.Figure:
+                    recorded: bool = False, lanes: LaneLayout | None = None) -> go.Figure:
     """The four-stream timeline of one run (see the module docstring for the lanes and hooks)."""
     run = RUN_NAMES.get(trace.mode, trace.mode or "run")
     return compare_figure({run: trace}, title=title or trace.title or f"{run} run",
-                          playhead_s=playhead_s, recorded=recorded)
+                          playhead_s=playhead_s, recorded=recorded, lanes=lanes)
 
 
 # -------------------------------------------------------------------------------------------- playhead

@@ -27,6 +27,7 @@ from kame_core.trace import SessionTrace
 from . import library, links, session_files
 from .delay_sweep import DelayOutcome
 from .inspector import run_summary_rows
+from .lanes import LaneLayout
 from .mic import MicSession
 from .player import player_html, write_mix
 from .provenance_badge import provenance_badge
@@ -79,6 +80,7 @@ class AppSession:
     at: float = 0.0                       # the Timeline's Inspect time (s) on the shown run
     page: str = "/"                       # this page's own address, the base of its links (demo.links)
     claims: dict[str, str] = field(default_factory=dict)  # Talk session id -> the claim this page opened it with
+    lanes: LaneLayout = field(default_factory=LaneLayout.default)  # the Timeline's and Compare's lanes, in order
 
     def show(self, loaded: library.LoadedScenario, run_id: str) -> None:
         """Make ``loaded`` the open scenario: re-runs of another scenario and the memory booked for an upload
@@ -190,7 +192,8 @@ def view_of(session: AppSession, loaded: library.LoadedScenario, run_id: str) ->
     """The Timeline view of ``loaded``'s run ``run_id`` (figure, summary rows, player): built in full before
     anything is assigned, so a scenario that fails to render leaves the session as it was."""
     trace = loaded.scenario.runs[run_id]
-    fig = timeline_figure(trace, title=f"{loaded.title} — {run_label(run_id, trace)}", recorded=loaded.recorded)
+    fig = timeline_figure(trace, title=f"{loaded.title} — {run_label(run_id, trace)}", recorded=loaded.recorded,
+                          lanes=session.lanes)
     rows = run_summary_rows(loaded.scenario)
     key = f"{loaded.key}:{run_id}:{trace.n_frames}"
     sound = player_html(write_mix(trace, session.files(), key), "timeline", TIMELINE_PLAYER)
@@ -396,7 +399,7 @@ def view_link(state: Any = None) -> links.Link | None:
             return None
     if ident is None:
         return None
-    return links.Link(ident, run, session.at or None, claim)
+    return links.Link(ident, run, session.at or None, claim, session.lanes)
 
 
 def link_text(state: Any = None) -> str:
@@ -444,6 +447,8 @@ def _open_linked(session: AppSession, link: links.Link, settings: Settings) -> O
     t = link.t or 0.0
     if t > runs[run].duration:
         raise links.LinkError(f"t={t:g} is past the end of that run ({runs[run].duration:.2f} s)")
+    if link.lanes is not None:
+        session.lanes = link.lanes
     fig, rows, sound = view_of(session, loaded, run)
     session.show(loaded, run)
     session.at = t

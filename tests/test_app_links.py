@@ -10,6 +10,7 @@ is present, a training dialogue.
 """
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from urllib.parse import parse_qsl, urlsplit
 
@@ -106,8 +107,10 @@ def test_a_link_without_run_or_time_opens_the_default_run_at_0_s(pages):
     ("run=kame&t=1", "run=, t= without open=ID"),
     (f"open={TALK_ID}", "is a Talk session: it opens only with the claim"),
     (f"open={TALK_ID}&claim={'cd' * 32}", "this link carries another"),
+    ("open=07-interruption-eiffel-tower&lanes=events,nope", "lanes: unknown lane 'nope'"),
+    ("open=07-interruption-eiffel-tower&lanes=events,events", "a lane is named twice"),
 ], ids=["unknown-id", "path", "unknown-run", "nan", "inf", "negative", "not-a-number", "past-the-end",
-        "no-open", "talk-without-claim", "talk-wrong-claim"])
+        "no-open", "talk-without-claim", "talk-wrong-claim", "unknown-lane", "lane-twice"])
 def test_a_refused_parameter_opens_the_default_view_saying_what_was_refused(pages, query, named):
     linked = pages(request_for(query))
     default = pages(request_for(""))
@@ -146,3 +149,21 @@ def test_the_page_base_is_the_page_own_address(url, referer, base):
 def test_a_time_reads_back_as_the_same_float(t):
     link = links.Link("07-interruption-eiffel-tower", "kame", t)
     assert links.parse(dict(parse_qsl(links.query(link)))) == link
+
+
+def test_the_lanes_chosen_travel_in_the_link_and_redraw_timeline_and_compare(pages):
+    """Lanes hidden and reordered in the Lanes box: every panel that draws lanes shows them, in that order, the
+    link carries them, and the link opens the same view in a new tab."""
+    ui = pages(request_for(""))
+    pick("07-interruption-eiffel-tower")(ui)
+    order = ["oracle stream", "user spectrogram", "inner monologue", "events"]
+    ui.fire(ui.find(gr.Dropdown, elem_id="kame-lanes"), "input", order)
+    shown = ui.panels()
+    for plot in ("Plot kame-plot-timeline", "Plot kame-plot-compare"):
+        assert json.loads(shown[plot][0])["layout"]["yaxis"]["ticktext"] == order, plot
+    assert "lanes=oracle-stream,user-spectrogram,inner-monologue,events" in shown[LINK][0]
+    linked = pages(request_for(urlsplit(shown[LINK][0]).query))
+    assert_same_panels(linked.panels(), shown)
+    assert list(linked.session.lanes.order) == order
+    ui.fire(ui.find(gr.Dropdown, elem_id="kame-lanes"), "input", [])  # refused: the lanes shown stay
+    assert list(ui.session.lanes.order) == order

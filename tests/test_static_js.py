@@ -30,7 +30,8 @@ def test_the_javascript_passes_its_own_tests():
 
 def test_every_served_file_exists_and_its_address_changes_with_it():
     for name in assets.SERVED:
-        assert (assets.STATIC_DIR / name).is_file(), name
+        path = assets.resolve(name)
+        assert path is not None and path.is_file(), name
     url = assets.url("talk.js")
     assert re.fullmatch(r"/kame/static/talk\.js\?v=[0-9a-f]{12}", url)
     head = assets.page_head()

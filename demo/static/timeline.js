@@ -1,70 +1,397 @@
-// KAME studio's timeline in the page: the playhead of every ``#kame-plot-<view>`` follows the players in
-// ``#kame-audio-<view>...`` (play, pause, seek, time updates), the players of one view share it, and a click on
-// a plot seeks its view there (on the Timeline it also sets "Inspect time"). The players are native <audio>
-// elements (demo/player.py), so their media events reach a capturing listener on the document.
+// KAME studio's timeline in the page: the Timeline and Compare figures as researchers work in Praat or ELAN.
+//
+// Gradio draws each figure with its own private Plotly; this script redraws the figures of the views in VIEWS
+// with the page's Plotly (plotly.min.js, served beside it) in a div of its own (.kame-figure, first in the
+// host), hides Gradio's copy (.kame-source), and from then on owns the interaction:
+//  * one playhead per view, shared by the plot, the overview strip, the view's players and (Timeline) the
+//    inspector: the players move it while they play; a click, a key or the overview moves the players;
+//  * drag on the plot to select a region (Praat's convention; "Zoom" mode makes a drag zoom instead); play it
+//    once or loop it; "Zoom to selection" / "Show all"; the mouse wheel zooms the time axis;
+//  * keys (when no text field has the focus): space play / pause (the region, if one is selected), ←/→ one
+//    80 ms frame, shift+←/→ one second, Home / End;
+//  * a click on a token snaps to its frame;
+//  * an overview strip of the whole session (both waveforms) with the visible window: click or drag it to move
+//    the window;
+//  * word labels laid out again at every zoom (timeline-layout.js), so a word that fits is printed.
+// Each redraw's time is kept in window.kameTimeline.redraws (ms; tests and the benchmark read it).
 //
 // kameSetPlayhead(root, t) moves the playhead of every timeline under root (an element or document) to t
-// seconds: with Plotly.relayout where the page exposes Plotly, else (Gradio bundles Plotly privately) by moving
-// the shape's SVG path and recording t in the layout, so a later redraw (zoom, resize) keeps it.
+// seconds: with Plotly.relayout where the page has Plotly, else by moving the shape's SVG path.
 (function () {
   'use strict';
   if (window.kameSyncInstalled) return;
   window.kameSyncInstalled = true;
+  var VIEWS = ['timeline', 'compare'];
+  var SNAP_TRACES = ['oracle token', 'inner monologue', 'abandoned in a self-correction', 'TTS word'];
+  var state = {};
+  var K = window.kameTimeline = {views: state, redraws: []};
+
+  function layout() { return window.kameLayout; }
+
+  // ------------------------------------------------------------------------------------------ playhead
   function kameSetPlayhead(root, t) {
-    var pending = [];
-    (root || document).querySelectorAll('.js-plotly-plot').forEach(function (gd) {
-      var shapes = (gd.layout && gd.layout.shapes) || [];
-      var i = shapes.findIndex(function (s) { return s.name === 'playhead'; });
-      if (i < 0) return;
-      if (window.Plotly && window.Plotly.relayout) {
-        var upd = {};
-        upd['shapes[' + i + '].x0'] = t; upd['shapes[' + i + '].x1'] = t; upd['shapes[' + i + '].opacity'] = 1;
-        pending.push(window.Plotly.relayout(gd, upd));
-        return;
-      }
-      shapes[i].x0 = t; shapes[i].x1 = t; shapes[i].opacity = 1;
-      var full = gd._fullLayout, xa = full && full.xaxis;
-      var path = gd.querySelector('.shapelayer path[data-index="' + i + '"]');
-      if (!xa || !path) return;
-      var x = xa._offset + xa.l2p(t), top = full._size.t, bottom = full._size.t + full._size.h;
-      path.setAttribute('d', 'M' + x + ',' + bottom + 'V' + top);
-      path.style.opacity = 1;
-      path.style.display = (t >= xa.range[0] && t <= xa.range[1]) ? '' : 'none';
-    });
-    return Promise.all(pending);
+    var root_ = root || document, plots = Array.from(root_.querySelectorAll('.js-plotly-plot'));
+    if (root_.classList && root_.classList.contains('js-plotly-plot')) plots.push(root_);
+    return Promise.all(plots.map(function (gd) { return placePlayhead(gd, t); }));
+  }
+  function placePlayhead(gd, t) {
+    if (gd.classList.contains('kame-source')) return null;  // Gradio's hidden copy: its Plotly is not ours
+    var shapes = (gd.layout && gd.layout.shapes) || [];
+    var i = shapes.findIndex(function (s) { return s.name === 'playhead'; });
+    if (i < 0) return null;
+    var drawn = gd.querySelector('.shapelayer path[data-index="' + i + '"]');
+    if (window.Plotly && window.Plotly.relayout && !(drawn && shapes[i].opacity > 0)) {
+      var upd = {};
+      upd['shapes[' + i + '].x0'] = t; upd['shapes[' + i + '].x1'] = t; upd['shapes[' + i + '].opacity'] = 1;
+      return window.Plotly.relayout(gd, upd);
+    }
+    shapes[i].x0 = t; shapes[i].x1 = t; shapes[i].opacity = 1;
+    var full = gd._fullLayout, xa = full && full.xaxis;
+    var path = drawn;  // moved on the SVG: a redraw per animation frame would stall the page while it plays
+    if (!xa || !path) return null;
+    var x = xa._offset + xa.l2p(t), top = full._size.t, bottom = full._size.t + full._size.h;
+    path.setAttribute('d', 'M' + x + ',' + bottom + 'V' + top);
+    path.style.opacity = 1;
+    path.style.display = (t >= xa.range[0] && t <= xa.range[1]) ? '' : 'none';
+    return null;
   }
   window.kameSetPlayhead = kameSetPlayhead;
-  function plotFor(media) {
-    var box = media.closest('[id^="kame-audio-"]');
-    if (!box) return null;
-    return document.getElementById('kame-plot-' + box.id.split('-')[2]);
+
+  // -------------------------------------------------------------------------------------- the views
+  function viewOf(el) {
+    var host = el && el.closest && el.closest('[id^="kame-plot-"]');
+    return host ? state[host.id.slice('kame-plot-'.length)] || null : null;
   }
-  function sync(media) {
-    var plot = plotFor(media);
-    if (plot) { kameSetPlayhead(plot, media.currentTime); plot.dataset.kamePlayhead = media.currentTime; }
+  function players(name) {
+    return Array.from(document.querySelectorAll('[id^="kame-audio-' + name + '"] audio'));
+  }
+  function meta(v) { return (v.gd && v.gd.layout && v.gd.layout.meta && v.gd.layout.meta.kame_timeline) || {}; }
+  function duration(v) {
+    var d = meta(v).duration;
+    return isFinite(d) && d > 0 ? d : 0;
+  }
+  function shapeIndex(v, name) {
+    return ((v.gd.layout && v.gd.layout.shapes) || []).findIndex(function (s) { return s.name === name; });
+  }
+  function xRange(v) {
+    var xa = v.gd && v.gd._fullLayout && v.gd._fullLayout.xaxis;
+    return xa ? [xa.range[0], xa.range[1]] : [0, duration(v)];
+  }
+
+  function button(label, title, onClick) {
+    var b = document.createElement('button');
+    b.type = 'button'; b.textContent = label; b.title = title; b.className = 'kame-tool';
+    b.addEventListener('click', function (e) { e.preventDefault(); onClick(b); });
+    return b;
+  }
+
+  function build(name, host) {
+    var v = state[name] = {name: name, host: host, t: 0, region: null, loop: false, mode: 'select',
+      source: null, sourceData: null, sourceLayout: null, drawing: null, lastRange: null};
+    var box = document.createElement('div');
+    box.className = 'kame-figure-box';
+    var bar = document.createElement('div');
+    bar.className = 'kame-toolbar';
+    v.modeButton = button('Drag: select', 'what a drag on the plot does: select a region (as in Praat) or zoom',
+      function (b) {
+        v.mode = v.mode === 'select' ? 'zoom' : 'select';
+        b.textContent = v.mode === 'select' ? 'Drag: select' : 'Drag: zoom';
+        if (v.gd && window.Plotly) window.Plotly.relayout(v.gd, {dragmode: v.mode === 'zoom' ? 'zoom' : false});
+      });
+    v.playButton = button('▶ Play selection', 'play the selected region (space)', function () { playRegion(v); });
+    v.loopButton = button('⟳ Loop: off', 'loop the selected region while it plays', function (b) {
+      v.loop = !v.loop; b.textContent = v.loop ? '⟳ Loop: on' : '⟳ Loop: off';
+      b.classList.toggle('on', v.loop);
+    });
+    var zoomSel = button('Zoom to selection', 'show the selected region across the plot', function () {
+      if (v.region) setRange(v, [v.region.start, v.region.end]);
+    });
+    var all = button('Show all', 'the whole session (double-click the plot does the same)', function () {
+      setRange(v, null);
+    });
+    v.readout = document.createElement('span');
+    v.readout.className = 'kame-readout';
+    bar.append(v.modeButton, v.playButton, v.loopButton, zoomSel, all, v.readout);
+    v.overview = document.createElement('canvas');
+    v.overview.className = 'kame-overview';
+    v.overview.height = 30;
+    v.overview.title = 'the whole session: the box is the visible window (click or drag to move it)';
+    v.figure = document.createElement('div');
+    v.figure.className = 'kame-figure';
+    box.append(bar, v.overview, v.figure);
+    host.prepend(box);
+    wireOverview(v);
+    wireMouse(v);
+    readout(v);
+    return v;
+  }
+
+  function scan() {
+    if (!window.Plotly || !layout()) return;
+    VIEWS.forEach(function (name) {
+      var host = document.getElementById('kame-plot-' + name);
+      if (!host) return;
+      var v = state[name];
+      if (!v || v.host !== host || !host.contains(v.figure)) v = build(name, host);
+      var source = Array.from(host.querySelectorAll('.js-plotly-plot')).find(function (gd) {
+        return gd !== v.gd && !(v.figure && v.figure.contains(gd));
+      });
+      if (!source || !source.data || !source.layout) return;
+      if (source === v.source && source.data === v.sourceData && source.layout === v.sourceLayout) return;
+      if (v.drawing) return;
+      v.source = source; v.sourceData = source.data; v.sourceLayout = source.layout;
+      var next = source.layout.meta && source.layout.meta.kame_timeline;
+      if (v.gd && next && next.key && next.key === meta(v).key) {  // the same figure, its playhead moved
+        var head = (source.layout.shapes || []).find(function (s) { return s.name === 'playhead'; });
+        source.classList.add('kame-source');
+        if (head && head.opacity > 0 && Math.abs(head.x0 - v.t) > 1e-6) movePlayhead(v, head.x0);
+        return;
+      }
+      draw(v, source);
+    });
+  }
+
+  function same(a, b) { return JSON.stringify(a || null) === JSON.stringify(b || null); }
+
+  function draw(v, source) {
+    var data = structuredClone(source.data), lay = structuredClone(source.layout);
+    ticksOnly(data, lay.meta && lay.meta.kame_timeline && lay.meta.kame_timeline.labels);
+    var before = v.gd ? meta(v) : null, range = v.gd ? xRange(v) : null;
+    var m = (lay.meta && lay.meta.kame_timeline) || {};
+    var kept = before && same(before.runs, m.runs) && before.duration === m.duration && same(before.lanes, m.lanes);
+    delete lay.width;
+    lay.autosize = true;
+    lay.dragmode = v.mode === 'zoom' ? 'zoom' : false;
+    if (kept && range) { lay.xaxis = Object.assign({}, lay.xaxis, {range: range, autorange: false}); }
+    lay.shapes = (lay.shapes || []).filter(function (s) { return s.name !== 'selection'; });
+    lay.shapes.push({type: 'rect', name: 'selection', xref: 'x', yref: 'paper', x0: 0, x1: 0, y0: 0, y1: 1,
+      fillcolor: 'rgba(250, 204, 21, 0.22)', line: {color: 'rgba(202, 138, 4, 0.9)', width: 1}, layer: 'above',
+      visible: false});
+    var ph = lay.shapes.findIndex(function (s) { return s.name === 'playhead'; });
+    var placed = ph >= 0 && lay.shapes[ph].opacity > 0;
+    if (!kept) { v.region = null; }
+    else if (ph >= 0 && !placed) { lay.shapes[ph].x0 = lay.shapes[ph].x1 = v.t; lay.shapes[ph].opacity = 1; }
+    if (placed) v.t = lay.shapes[ph].x0;
+    v.drawing = true;
+    var started = performance.now(), fresh = !v.gd;
+    v.gd = v.figure;
+    return window.Plotly.react(v.figure, data, lay, {responsive: true, scrollZoom: true, displaylogo: false,
+      doubleClick: 'reset', modeBarButtonsToRemove: ['select2d', 'lasso2d', 'autoScale2d']}).then(function () {
+      v.figure.classList.add('kame-figure');
+      source.classList.add('kame-source');
+      var frame = source.closest('.js-plotly-plot') || source;
+      frame.style.display = 'none';
+      if (fresh) wireFigure(v);
+      K.redraws.push({view: v.name, what: 'figure', ms: performance.now() - started});
+      applyLabels(v);
+      showRegion(v);
+      drawOverview(v);
+      readout(v);
+      v.host.dataset.kamePlayhead = v.t;
+    }).finally(function () { v.drawing = false; });
+  }
+
+  // ------------------------------------------------------------------------------ labels at every zoom
+  // The word labels are not Plotly's: in the page's copy the lanes' traces keep only their ticks, and the words
+  // are written on an SVG of their own over the plot area (.kame-labels), laid out again after every redraw for
+  // the visible window (timeline-layout.js) -- only the words in view are written, so a zoom of a two-hour
+  // session costs what a zoom of a minute does. A tick moves to its word's row.
+  function ticksOnly(data, groups) {
+    (groups || []).forEach(function (g) {
+      g.traces.forEach(function (index) {
+        var trace = data[index];
+        if (!trace) return;
+        trace.text = [];
+        trace.mode = 'markers';
+      });
+    });
+  }
+
+  function traceGroups(gd) {
+    var out = {};
+    gd.querySelectorAll('.scatterlayer .trace').forEach(function (g) {
+      var cd = g.__data__, trace = cd && cd[0] && cd[0].trace;
+      if (trace) out[trace.index] = g;
+    });
+    return out;
+  }
+
+  var SVG = 'http://www.w3.org/2000/svg';
+  function overlay(v) {
+    var size = v.gd._fullLayout._size;
+    if (!v.labels || !v.figure.contains(v.labels)) {
+      v.labels = document.createElementNS(SVG, 'svg');
+      v.labels.setAttribute('class', 'kame-labels');
+      v.figure.style.position = 'relative';
+      v.figure.appendChild(v.labels);
+    }
+    var style = v.labels.style;
+    style.left = size.l + 'px'; style.top = size.t + 'px'; style.width = size.w + 'px'; style.height = size.h + 'px';
+    return v.labels;
+  }
+
+  function applyLabels(v) {
+    var groups = meta(v).labels, full = v.gd && v.gd._fullLayout;
+    if (!groups || !full || !full._size) return;
+    var started = performance.now(), byTrace = traceGroups(v.gd), svg = overlay(v), size = full._size;
+    v.rows = {};
+    var pieces = [];
+    groups.forEach(function (g, n) {
+      var first = v.gd._fullData[g.traces[0]];
+      if (!first) return;
+      var xa = full[first.xaxis.replace('x', 'xaxis')], ya = full[first.yaxis.replace('y', 'yaxis')];
+      if (!xa || !ya) return;
+      var pxPerS = xa._length / Math.max(1e-6, xa.range[1] - xa.range[0]);
+      var out = layout().layoutLabels(g, xa.range[0], xa.range[1], pxPerS);
+      var dx = xa._offset - size.l, dy = ya._offset - size.t;
+      g.traces.forEach(function (index, k) {
+        var trace = v.gd._fullData[index], font = (trace && trace.textfont) || {};
+        var text = out.text[k], y = out.y[k], words = g.word[k];
+        v.rows[index] = y;  // where its ticks are now (a click finds them there)
+        for (var i = 0; i < text.length; i++) {
+          if (!text[i]) continue;
+          pieces.push({group: n, text: text[i], x: dx + xa.c2p(g.x[words[i]]) + 4, y: dy + ya.c2p(y[i]),
+            size: g.font, colour: font.color || '#111827', italic: font.style === 'italic'});
+        }
+        var el = byTrace[index];
+        if (el) {
+          el.querySelectorAll('path.point').forEach(function (pt) {
+            var d = pt.__data__, i = d && d.i;
+            if (i === undefined || d.y === y[i]) return;  // a tick moves with its word's row
+            pt.setAttribute('transform', 'translate(' + xa.c2p(d.x) + ',' + ya.c2p(y[i]) + ')');
+          });
+        }
+      });
+      if (g.note) showNote(v, g.note[0], layout().hiddenNote(out.hidden, g.note[1]));
+    });
+    var nodes = svg.childNodes;
+    while (nodes.length > pieces.length) svg.removeChild(svg.lastChild);
+    pieces.forEach(function (p, i) {
+      var node = nodes[i];
+      if (!node) { node = document.createElementNS(SVG, 'text'); node.setAttribute('dominant-baseline', 'central'); svg.appendChild(node); }
+      node.setAttribute('x', p.x.toFixed(1)); node.setAttribute('y', p.y.toFixed(1));
+      node.setAttribute('font-size', p.size); node.setAttribute('fill', p.colour);
+      node.setAttribute('font-style', p.italic ? 'italic' : 'normal');
+      node.setAttribute('data-group', p.group);
+      if (node.textContent !== p.text) node.textContent = p.text;
+    });
+    (meta(v).fits || []).forEach(function (f) {  // each revision's line, cut again to its span's width
+      var el = byTrace[f.trace], trace = v.gd._fullData[f.trace];
+      if (!el || !trace) return;
+      var xa = full[trace.xaxis.replace('x', 'xaxis')];
+      var pxPerS = xa._length / Math.max(1e-6, xa.range[1] - xa.range[0]);
+      el.querySelectorAll('g.textpoint').forEach(function (tp) {
+        var i = tp.__data__ && tp.__data__.i, node = tp.firstChild;
+        if (i === undefined || !node || f.text[i] === undefined) return;
+        var line = layout().fitText(f.text[i], f.width[i], f.font, pxPerS);
+        if (node.textContent !== line) node.textContent = line;
+      });
+    });
+    K.redraws.push({view: v.name, what: 'labels', ms: performance.now() - started});
+  }
+
+  // a lane's "hidden" note says how many words this zoom leaves out (on the SVG: no second redraw)
+  function showNote(v, index, text) {
+    var g = v.gd.querySelector('.annotation[data-index="' + index + '"]');
+    var node = g && g.querySelector('.annotation-text');
+    if (!node) return;
+    g.setAttribute('visibility', text ? 'visible' : 'hidden');
+    if (text && node.textContent !== text) node.textContent = text;
+  }
+  K.labels = function (name) {  // what each lane prints now, for tests: per group, its words in view, in order
+    var v = state[name];
+    if (!v || !v.labels) return [];
+    var out = (meta(v).labels || []).map(function () { return []; });
+    Array.from(v.labels.childNodes).forEach(function (node) {
+      var box = node.getBoundingClientRect();
+      out[Number(node.getAttribute('data-group'))].push(
+        {text: node.textContent, left: box.left, right: box.right, top: box.top, bottom: box.bottom});
+    });
+    return out;
+  };
+
+  function rangeChanged(update) {
+    return Object.keys(update).some(function (k) { return /^xaxis[0-9]*\.(range|autorange)/.test(k); });
+  }
+
+  function wireFigure(v) {
+    v.gd.on('plotly_relayout', function (update) {
+      if (!rangeChanged(update)) return;
+      applyLabels(v);
+      drawOverview(v);
+    });
+    v.gd.on('plotly_afterplot', function () { applyLabels(v); });
+  }
+
+  // time the x axis change (and the labels after it): the redraw a user waits for
+  function setRange(v, range) {
+    if (!v.gd || !window.Plotly) return Promise.resolve();
+    var started = performance.now();
+    var update = range ? {'xaxis.range': range, 'xaxis.autorange': false} : {'xaxis.autorange': true};
+    return window.Plotly.relayout(v.gd, update).then(function () {
+      applyLabels(v);
+      K.redraws.push({view: v.name, what: 'zoom', ms: performance.now() - started});
+    });
+  }
+  K.setRange = function (name, range) { return state[name] ? setRange(state[name], range) : Promise.resolve(); };
+
+  // -------------------------------------------------------------------------------- seek and playback
+  function movePlayhead(v, t) {
+    v.t = t;
+    v.host.dataset.kamePlayhead = t;
+    if (v.gd) kameSetPlayhead(v.figure, t);
+    drawOverview(v);
+    readout(v);
+  }
+
+  var inspectTimer = null;
+  function seekView(v, t) {
+    t = Math.max(0, Math.min(duration(v) || t, t));
+    players(v.name).forEach(function (a) { a.currentTime = isFinite(a.duration) ? Math.min(t, a.duration) : t; });
+    movePlayhead(v, t);
+    var inspect = v.name === 'timeline' && document.querySelector('#kame-inspect-time input');
+    if (inspect) {  // the inspector follows, a moment after the last move (keys repeat)
+      clearTimeout(inspectTimer);
+      inspectTimer = setTimeout(function () {
+        inspect.value = t.toFixed(2);
+        inspect.dispatchEvent(new Event('input', {bubbles: true}));
+        inspect.dispatchEvent(new KeyboardEvent('keypress', {key: 'Enter', code: 'Enter', bubbles: true}));
+      }, 150);
+    }
+  }
+  window.kameSeekView = function (host, t) { var v = viewOf(host); if (v) seekView(v, t); };
+  K.seek = function (name, t) { if (state[name]) seekView(state[name], t); };
+
+  function mediaView(media) {
+    var box = media.closest('[id^="kame-audio-"]');
+    return box ? state[box.id.split('-')[2]] || null : null;
   }
   function follow(media) {
-    sync(media);
+    var v = mediaView(media);
+    if (!v) return;
+    if (v.playingRegion) {
+      var step = layout().regionStep(media.currentTime, v.region, v.loop);
+      if (step.action === 'seek') media.currentTime = step.t;
+      else if (step.action === 'pause') { media.pause(); media.currentTime = step.t; v.playingRegion = false; }
+    }
+    movePlayhead(v, media.currentTime);
     if (!media.paused && !media.ended) requestAnimationFrame(function () { follow(media); });
   }
   ['timeupdate', 'seeked', 'seeking', 'pause', 'loadedmetadata'].forEach(function (kind) {
     document.addEventListener(kind, function (e) {
-      if (e.target instanceof HTMLMediaElement) sync(e.target);
+      if (!(e.target instanceof HTMLMediaElement)) return;
+      var v = mediaView(e.target);
+      if (v) movePlayhead(v, e.target.currentTime);
+      else legacySync(e.target);
     }, true);
   });
   document.addEventListener('play', function (e) {
     if (!(e.target instanceof HTMLMediaElement)) return;
     peers(e.target).forEach(function (m) { if (!m.paused) m.pause(); });  // one player of a view at a time
+    var v = mediaView(e.target);
+    if (v) v.active = e.target;
     follow(e.target);
   }, true);
-  // the players of one view (Compare's three) share its playhead: a seek in one moves the others there
-  function peers(media) {
-    var box = media.closest('[id^="kame-audio-"]');
-    if (!box) return [];
-    var view = box.id.split('-')[2];
-    return Array.from(document.querySelectorAll('[id^="kame-audio-' + view + '"] audio'))
-      .filter(function (m) { return m !== media; });
-  }
   document.addEventListener('seeked', function (e) {
     var media = e.target;
     if (!(media instanceof HTMLMediaElement) || !media.paused) return;
@@ -72,8 +399,71 @@
       if (Math.abs(m.currentTime - media.currentTime) > 0.05) m.currentTime = media.currentTime;
     });
   }, true);
-  // a click on a plot (not a drag: that zooms) seeks its view's players there; on the Timeline it also
-  // sets "Inspect time" and shows that frame
+  function peers(media) {
+    var box = media.closest('[id^="kame-audio-"]');
+    if (!box) return [];
+    return players(box.id.split('-')[2]).filter(function (m) { return m !== media; });
+  }
+  // a player whose view this script does not draw (Live, …): its plot's playhead follows it as before
+  function legacySync(media) {
+    var box = media.closest('[id^="kame-audio-"]');
+    var plot = box && document.getElementById('kame-plot-' + box.id.split('-')[2]);
+    if (plot) { kameSetPlayhead(plot, media.currentTime); plot.dataset.kamePlayhead = media.currentTime; }
+  }
+
+  function player(v) {
+    var all = players(v.name);
+    return v.active && all.indexOf(v.active) >= 0 ? v.active : all[0] || null;
+  }
+  function playRegion(v) {
+    var media = player(v);
+    if (!media) return;
+    if (v.region) {
+      media.currentTime = v.region.start;
+      v.playingRegion = true;
+    }
+    media.play();
+  }
+  function togglePlay(v) {
+    var media = player(v);
+    if (!media) return;
+    if (!media.paused) { media.pause(); return; }
+    if (v.region && (v.t < v.region.start || v.t >= v.region.end - 0.01)) playRegion(v);
+    else { v.playingRegion = !!v.region; media.play(); }
+  }
+  K.togglePlay = function (name) { if (state[name]) togglePlay(state[name]); };
+
+  // ------------------------------------------------------------------------------------------- regions
+  function setRegion(v, sel) {
+    v.region = sel;
+    v.playingRegion = false;
+    showRegion(v);
+    drawOverview(v);
+    readout(v);
+  }
+  K.setRegion = function (name, a, b) {
+    var v = state[name];
+    if (v) setRegion(v, layout().region(a, b, duration(v)));
+  };
+  function showRegion(v) {
+    if (!v.gd || !window.Plotly) return;
+    var i = shapeIndex(v, 'selection');
+    if (i < 0) return;
+    var upd = {}, r = v.region;
+    upd['shapes[' + i + '].visible'] = !!r;
+    if (r) { upd['shapes[' + i + '].x0'] = r.start; upd['shapes[' + i + '].x1'] = r.end; }
+    window.Plotly.relayout(v.gd, upd);
+  }
+  function readout(v) {
+    if (!v.readout) return;
+    var r = v.region;
+    v.readout.textContent = 'cursor ' + v.t.toFixed(2) + ' s (frame ' + Math.floor(v.t / 0.08 + 1e-6) + ')' +
+      (r ? ' · selection ' + r.start.toFixed(2) + '–' + r.end.toFixed(2) + ' s (' +
+        (r.end - r.start).toFixed(2) + ' s)' : ' · drag on the plot to select a region');
+    if (v.playButton) v.playButton.disabled = !r;
+  }
+
+  // the time under a point of the plot area (null outside it)
   function timeAt(gd, clientX, clientY) {
     var full = gd && gd._fullLayout;
     if (!full || !full._size) return null;
@@ -86,51 +476,176 @@
     }
     return null;
   }
-  function seekView(host, t) {
-    var view = host.id.slice('kame-plot-'.length);
-    document.querySelectorAll('[id^="kame-audio-' + view + '"] audio').forEach(function (a) {
-      a.currentTime = isFinite(a.duration) ? Math.min(t, a.duration) : t;
-    });
-    kameSetPlayhead(host, t);
-    host.dataset.kamePlayhead = t;
-    var inspect = view === 'timeline' && document.querySelector('#kame-inspect-time input');
-    if (inspect) {
-      inspect.value = t.toFixed(2);
-      inspect.dispatchEvent(new Event('input', {bubbles: true}));
-      inspect.dispatchEvent(new KeyboardEvent('keypress', {key: 'Enter', code: 'Enter', bubbles: true}));
-    }
+
+  function wireMouse(v) {
+    var down = null;
+    v.figure.addEventListener('mousedown', function (e) {
+      if (e.button !== 0 || e.target.closest('.legend, .modebar, .annotation')) { down = null; return; }
+      var t = timeAt(v.gd, e.clientX, e.clientY);
+      down = t === null ? null : {x: e.clientX, y: e.clientY, t: t, at: Date.now(), dragging: false};
+    }, true);
+    window.addEventListener('mousemove', function (e) {
+      if (!down || v.mode !== 'select') return;
+      if (!down.dragging && Math.abs(e.clientX - down.x) <= 4) return;
+      down.dragging = true;
+      var t = timeAt(v.gd, e.clientX, down.y);
+      if (t === null) return;
+      setRegion(v, layout().region(down.t, t, duration(v)));
+    }, true);
+    window.addEventListener('mouseup', function (e) {
+      var d = down;
+      down = null;
+      if (!d) return;
+      if (d.dragging) return;  // a region was selected
+      if (Math.abs(e.clientX - d.x) > 4 || Math.abs(e.clientY - d.y) > 4 || Date.now() - d.at > 600) return;
+      var frame = tokenAt(v, e.clientX, e.clientY);  // a token under the pointer: its frame, exactly
+      if (frame !== null) seekView(v, frame * layout().FRAME);
+      else if (d.t >= 0) seekView(v, d.t);
+    }, true);
   }
-  window.kameSeekView = seekView;
-  // a plot drawn while its tab was hidden (every open redraws every tab) has Plotly's default width: when its
-  // tab shows it (a click, or the Talk page's switch to Timeline) it takes its box's width
+
+  // the frame of the token tick nearest a point of the plot (within a few px), else null
+  function tokenAt(v, clientX, clientY) {
+    var full = v.gd._fullLayout, box = v.gd.getBoundingClientRect(), best = null, bestD = 7;
+    (v.gd._fullData || []).forEach(function (trace) {
+      if (SNAP_TRACES.indexOf(trace.name) < 0 || !trace.customdata || trace.visible !== true) return;
+      var xa = full[trace.xaxis.replace('x', 'xaxis')], ya = full[trace.yaxis.replace('y', 'yaxis')];
+      var px = clientX - box.left - xa._offset, py = clientY - box.top - ya._offset;
+      var lo = xa.p2l(px - bestD), hi = xa.p2l(px + bestD), xs = trace.x, ys = (v.rows || {})[trace.index] || trace.y;
+      for (var i = 0; i < xs.length; i++) {
+        if (xs[i] < lo || xs[i] > hi) continue;
+        var d = Math.max(Math.abs(xa.l2p(xs[i]) - px), Math.abs(ya.l2p(ys[i]) - py) / 2);
+        if (d < bestD) { bestD = d; best = trace.customdata[i][0]; }
+      }
+    });
+    return best;
+  }
+
+  // ------------------------------------------------------------------------------------ overview strip
+  function envelopes(v) {
+    // the first panel's two waveforms: each is a pair of traces (top edge, then bottom edge filled to it)
+    var out = [];
+    ['user audio', 'output audio'].forEach(function (lane) {
+      var pair = (v.gd._fullData || []).filter(function (t) {
+        return (t.xaxis || 'x') === 'x' && typeof t.name === 'string' && t.name.slice(-lane.length - 3) === ' · ' + lane;
+      });
+      if (pair.length >= 2) out.push({top: pair[0], bottom: pair[1]});
+    });
+    return out;
+  }
+  function drawOverview(v) {
+    var c = v.overview;
+    if (!c || !v.gd || !v.gd._fullLayout) return;
+    var width = c.clientWidth;
+    if (width <= 0) return;
+    if (c.width !== width) c.width = width;
+    var g = c.getContext('2d'), H = c.height, D = duration(v) || 1;
+    if (!v.waves || v.waves.width !== width || v.waves.data !== v.gd._fullData) {  // drawn once per figure and width
+      v.waves = document.createElement('canvas');
+      v.waves.width = width; v.waves.height = H; v.waves.data = v.gd._fullData;
+      drawWaves(v, v.waves.getContext('2d'), width, H, D);
+    }
+    g.clearRect(0, 0, width, H);
+    g.drawImage(v.waves, 0, 0);
+    drawWindow(v, g, width, H, D);
+  }
+  function drawWaves(v, g, width, H, D) {
+    g.fillStyle = '#f4f6f9'; g.fillRect(0, 0, width, H);
+    var waves = envelopes(v), band = H / Math.max(1, waves.length);
+    waves.forEach(function (w, k) {
+      var top = w.top.y, bottom = w.bottom.y, n = top && bottom ? Math.min(top.length, bottom.length) : 0;
+      if (!n) return;
+      var lo = Infinity, hi = -Infinity;
+      for (var i = 0; i < n; i++) { if (bottom[i] < lo) lo = bottom[i]; if (top[i] > hi) hi = top[i]; }
+      var mid = (lo + hi) / 2, half = Math.max(1e-6, (hi - lo) / 2), x0 = w.top.x0 || 0, dx = w.top.dx || 0.01;
+      g.fillStyle = k === 0 ? '#4477AA' : '#CC6677';
+      var step = Math.max(1, Math.floor(n / width));
+      for (var j = 0; j < n; j += step) {
+        var x = (x0 + j * dx) / D * width;
+        var a = mid + (bottom[j] - mid), b = mid + (top[j] - mid);
+        var yTop = band * k + band / 2 - (b - mid) / half * (band / 2 - 2);
+        var yBottom = band * k + band / 2 - (a - mid) / half * (band / 2 - 2);
+        g.fillRect(x, yTop, Math.max(1, step * dx / D * width), Math.max(1, yBottom - yTop));
+      }
+    });
+  }
+  function drawWindow(v, g, width, H, D) {
+    var r = xRange(v), left = Math.max(0, r[0] / D * width), right = Math.min(width, r[1] / D * width);
+    if (v.region) {
+      g.fillStyle = 'rgba(250, 204, 21, 0.35)';
+      g.fillRect(v.region.start / D * width, 0, (v.region.end - v.region.start) / D * width, H);
+    }
+    g.fillStyle = 'rgba(17, 24, 39, 0.08)';
+    g.fillRect(0, 0, left, H); g.fillRect(right, 0, width - right, H);
+    g.strokeStyle = '#111827'; g.lineWidth = 1.5; g.strokeRect(left + 0.75, 0.75, Math.max(2, right - left - 1.5), H - 1.5);
+    var px = v.t / D * width;
+    g.strokeStyle = '#111827'; g.lineWidth = 1; g.beginPath(); g.moveTo(px, 0); g.lineTo(px, H); g.stroke();
+  }
+  function wireOverview(v) {
+    var dragging = false;
+    function moveTo(e) {
+      var box = v.overview.getBoundingClientRect(), D = duration(v);
+      if (!D || box.width <= 0) return;
+      var r = xRange(v), span = Math.min(D, r[1] - r[0]);
+      var centre = (e.clientX - box.left) / box.width * D;
+      var start = Math.max(0, Math.min(D - span, centre - span / 2));
+      setRange(v, [start, start + span]);
+    }
+    v.overview.addEventListener('mousedown', function (e) { dragging = true; moveTo(e); e.preventDefault(); });
+    window.addEventListener('mousemove', function (e) { if (dragging) moveTo(e); });
+    window.addEventListener('mouseup', function () { dragging = false; });
+  }
+
+  // ------------------------------------------------------------------------------------------ keyboard
+  function activeView() {
+    for (var i = 0; i < VIEWS.length; i++) {
+      var v = state[VIEWS[i]];
+      if (v && v.gd && v.figure.offsetParent !== null) return v;
+    }
+    return null;
+  }
+  document.addEventListener('keydown', function (e) {
+    if (e.ctrlKey || e.metaKey || e.altKey) return;
+    var target = e.target;
+    if (target && target.closest && target.closest('input, textarea, select, [contenteditable=""], ' +
+        '[contenteditable="true"]')) return;
+    var v = activeView();
+    if (!v) return;
+    if (e.key === ' ' || e.code === 'Space') {
+      if (target && target.closest && target.closest('button')) return;  // a focused button's own space
+      e.preventDefault();
+      togglePlay(v);
+      return;
+    }
+    var t = layout().stepTime(v.t, e.key, e.shiftKey, duration(v));
+    if (t === null) return;
+    e.preventDefault();
+    var media = player(v);
+    if (media && !media.paused) media.pause();
+    seekView(v, t);
+    var r = xRange(v);  // keep the cursor in view, as Praat scrolls with it
+    if (t < r[0] || t > r[1]) {
+      var span = r[1] - r[0], start = Math.max(0, Math.min((duration(v) || span) - span, t - span / 2));
+      setRange(v, [start, start + span]);
+    }
+  });
+
+  // a figure drawn while its tab was hidden takes its box's width when the tab shows it
   var sized = new ResizeObserver(function (entries) {
     entries.forEach(function (entry) {
-      var gd = entry.target.querySelector('.js-plotly-plot');
-      var width = entry.contentRect.width;
-      if (gd && width > 0 && window.Plotly && gd._fullLayout && Math.abs(gd._fullLayout.width - width) > 4)
-        window.Plotly.Plots.resize(gd);
+      var v = viewOf(entry.target);
+      if (v && v.gd && window.Plotly && entry.contentRect.width > 0) {
+        window.Plotly.Plots.resize(v.gd);
+        drawOverview(v);
+      }
     });
   });
   var watched = new WeakSet();
-  function watchPlots() {
-    document.querySelectorAll('[id^="kame-plot-"]').forEach(function (host) {
-      if (!watched.has(host)) { watched.add(host); sized.observe(host); }
+  setInterval(function () {
+    scan();
+    VIEWS.forEach(function (name) {
+      var v = state[name];
+      if (v && v.figure && !watched.has(v.figure)) { watched.add(v.figure); sized.observe(v.figure); }
     });
-  }
-  new MutationObserver(watchPlots).observe(document.body, {childList: true, subtree: true});
-  watchPlots();
-  var down = null;
-  document.addEventListener('mousedown', function (e) {
-    var host = e.target.closest && e.target.closest('[id^="kame-plot-"]');
-    down = (host && e.button === 0 && !e.target.closest('.legend, .modebar, .annotation')) ?
-      {host: host, x: e.clientX, y: e.clientY, at: Date.now()} : null;
-  }, true);
-  document.addEventListener('mouseup', function (e) {
-    var d = down;
-    down = null;
-    if (!d || Math.abs(e.clientX - d.x) > 4 || Math.abs(e.clientY - d.y) > 4 || Date.now() - d.at > 600) return;
-    var t = timeAt(d.host.querySelector('.js-plotly-plot'), e.clientX, e.clientY);
-    if (t !== null && t >= 0) seekView(d.host, t);
-  }, true);
+  }, 200);
 })();
-

@@ -41,11 +41,14 @@ class CompareTab:
 def build() -> CompareTab:
     """The tab's layout, inside the current ``gr.Tab``."""
     button = gr.Button("Compare every mode of this input", variant="primary")
-    plot = gr.Plot(label="KAME · Moshi mode · cascade", show_label=False, elem_id="kame-plot-compare")
-    names = gr.Markdown()
-    with gr.Row():
-        # native audio players (demo.player); each div carries its kame-audio-* id
-        slots = tuple(gr.HTML("") for _ in range(COMPARE_SLOTS))
+    with gr.Row(equal_height=False):
+        with gr.Column(scale=4, min_width=640):
+            plot = gr.Plot(label="KAME · Moshi mode · cascade", show_label=False, elem_id="kame-plot-compare")
+        # beside the plot, pinned while the page scrolls: one native player per run (demo.player; each div carries
+        # its kame-audio-* id), all on the plot's one playhead
+        with gr.Column(scale=1, min_width=300, elem_classes=["kame-side"]):
+            names = gr.Markdown()
+            slots = tuple(gr.HTML("") for _ in range(COMPARE_SLOTS))
     table = gr.Dataframe(headers=COMPARE_HEADERS, interactive=False, wrap=True, label="Measured on this input",
                          column_widths=["9%", "21%", "8%", "17%", "8%", "8%", "29%"])
     gr.Dataframe(value=PAPER_TABLE_ROWS, headers=PAPER_TABLE_HEADERS, interactive=False,
@@ -79,7 +82,7 @@ def compare(state: Any = None) -> Compared:
     ordered = ordered_runs(session.loaded)
     run_label = views.run_label
     traces = {run_label(k, t): t for k, t in ordered}
-    fig = compare_figure(traces, title=f"{session.loaded.title} — every mode on one clock",
+    fig = compare_figure(traces, title=f"{session.loaded.title} — every mode on one clock", lanes=session.lanes,
                          recorded=session.loaded.recorded)
     rows = []
     for k, t in ordered:

@@ -1,5 +1,9 @@
 """The Timeline tab: one run of the open input, its playhead synced to its audio, what the streams held at the
-Inspect time, the latency per user turn, the runs' summary and a link to the view shown."""
+Inspect time, the latency per user turn, the runs' summary and a link to the view shown.
+
+The plot takes the width; beside it, pinned while the page scrolls, the player and the inspector's result, so the
+playhead, the audio and what the streams held at that time stay in sight together. The lanes (which, and in what
+order) are the open view's, shared with Compare and kept in the link (:mod:`demo.lanes`)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -12,6 +16,7 @@ from kame_core.trace import SessionTrace
 
 from .. import views
 from ..inspector import RUN_SUMMARY_HEADERS, frame_details, latency_markdown
+from ..lanes import ALL_LANES, LaneLayout
 from ..results import RunShown, Seeked, TimelinePanel
 from ..timeline import timeline_figure, with_playhead
 
@@ -25,6 +30,7 @@ class TimelineTab:
 
     run: gr.Dropdown
     at: gr.Number
+    lanes: gr.Dropdown
     link: gr.Textbox
     plot: gr.Plot
     audio: gr.HTML
@@ -34,19 +40,25 @@ class TimelineTab:
 
 def build() -> TimelineTab:
     """The tab's layout, inside the current ``gr.Tab``."""
-    with gr.Row():
-        run = gr.Dropdown([], label="Run", scale=1)
-        at = gr.Number(value=0.0, label="Inspect time (s) — or click the plot", scale=1, minimum=0,
+    with gr.Row(equal_height=True):
+        run = gr.Dropdown([], label="Run", scale=1, min_width=110)
+        at = gr.Number(value=0.0, label="Inspect time (s)", scale=1, minimum=0, min_width=110,
                        elem_id="kame-inspect-time")
-        # the open input, run and Inspect time as a link (demo.links); beside them: the plot stays in view
+        lanes = gr.Dropdown([(lane, lane) for lane in ALL_LANES], value=list(LaneLayout.default().order),
+                            multiselect=True, label="Lanes, top to bottom (remove to hide; add back to reorder)",
+                            elem_id="kame-lanes", scale=5)
+        # the open input, run, time and lanes as a link (demo.links); beside them: the plot stays in view
         link = gr.Textbox(label="Link to this view", interactive=False, buttons=["copy"], max_lines=1,
                           elem_id="kame-link", scale=2)
-    plot = gr.Plot(label="Timeline", show_label=False, elem_id="kame-plot-timeline")
-    audio = gr.HTML("")  # the native audio player (demo.player); its div carries the kame-audio-* id
-    details = gr.Markdown(elem_id="kame-details")
+    with gr.Row(equal_height=False):
+        with gr.Column(scale=4, min_width=640):
+            plot = gr.Plot(label="Timeline", show_label=False, elem_id="kame-plot-timeline")
+        with gr.Column(scale=1, min_width=300, elem_classes=["kame-side"]):
+            audio = gr.HTML("")  # the native audio player (demo.player); its div carries the kame-audio-* id
+            details = gr.Markdown(elem_id="kame-details")
     table = gr.Dataframe(headers=RUN_SUMMARY_HEADERS, interactive=False, wrap=True, label="Runs",
                          elem_id="kame-runs", column_widths=["7%", "7%", "19%", "8%", "17%", "8%", "8%", "26%"])
-    return TimelineTab(run, at, link, plot, audio, details, table)
+    return TimelineTab(run, at, lanes, link, plot, audio, details, table)
 
 
 def wire(tab: TimelineTab, wiring: Wiring) -> None:
@@ -56,6 +68,19 @@ def wire(tab: TimelineTab, wiring: Wiring) -> None:
         views.link_text, state, tab.link, api_visibility="private")
     tab.at.submit(seek, [tab.at, state], [state, tab.plot, tab.details], api_name="seek").then(
         views.link_text, state, tab.link, api_visibility="private")
+    # other lanes redraw every panel that draws them (Timeline and Compare), and the link
+    wiring.opens(tab.lanes.input(set_lanes, [tab.lanes, state], [state, tab.lanes], api_name="set_lanes"))
+
+
+def set_lanes(lanes: list[str] | None, state: Any = None) -> tuple[views.AppSession, Any]:
+    """Show ``lanes``, in that order, on the Timeline and Compare: (session, the lanes box). Refused (the lanes
+    shown stay, and a notice says why): none, or a name that is not a lane."""
+    session = views.session_of(state)
+    try:
+        session.lanes = LaneLayout(tuple(lanes or ()))
+    except (TypeError, ValueError) as err:
+        gr.Warning(f"Lanes not changed: {err}.")
+    return session, gr.update(value=list(session.lanes.order))
 
 
 def panel(session: views.AppSession) -> TimelinePanel:
@@ -82,7 +107,7 @@ def show_run(run_id: str | None, state: Any = None) -> RunShown:
     session.run_id, session.at = run_id, 0.0
     trace = session.loaded.scenario.runs[run_id]
     fig = timeline_figure(trace, title=f"{session.loaded.title} — {views.run_label(run_id, trace)}",
-                          recorded=session.loaded.recorded)
+                          recorded=session.loaded.recorded, lanes=session.lanes)
     return RunShown(session, fig, views.player(session, run_id, trace, "timeline", views.TIMELINE_PLAYER),
                     _details_with_latency(trace, 0.0))
 
@@ -107,5 +132,5 @@ def seek(t: float | None, state: Any = None) -> Seeked:
         return Seeked(session, None, f"Not a time: {t!r}")
     t = session.at = min(max(t, 0.0), trace.duration)
     fig = timeline_figure(trace, title=f"{session.loaded.title} — {views.run_label(session.run_id or '', trace)}",
-                          recorded=session.loaded.recorded)
+                          recorded=session.loaded.recorded, lanes=session.lanes)
     return Seeked(session, with_playhead(fig, t), _details_with_latency(trace, t))

@@ -1,0 +1,109 @@
+// demo/static/timeline-layout.js: labels at every zoom, keyboard steps, regions.
+'use strict';
+const test = require('node:test');
+const assert = require('node:assert/strict');
+const L = require('../../demo/static/timeline-layout.js');
+
+// ten words, one every 0.24 s (three frames), two rows, one trace; "Canberra." is word 7
+function lane() {
+  const labels = ['What', 'is', 'the', 'capital', 'of', 'Australia?', 'It', 'Canberra.', 'yes', 'indeed'];
+  return {rows: [3.0, 2.7], font: 11.5, labels, x: labels.map((_, i) => i * 0.24),
+    word: [labels.map((_, i) => i)], lead: [labels.map(() => 1)], min_px_per_s: 0, note: null};
+}
+
+test('at a wide zoom words are left out, and each zoom in prints more until every word fits', () => {
+  const g = lane();
+  let before = -1;
+  for (const pxPerS of [20, 60, 120, 240, 400]) {
+    const out = L.layoutLabels(g, 0, 2.4, pxPerS);
+    const printed = out.text[0].filter(Boolean).length;
+    assert.equal(printed + out.hidden, g.labels.length, `every word in view is printed or counted (${pxPerS})`);
+    assert.ok(printed >= before, `zooming in never prints fewer words (${pxPerS})`);
+    before = printed;
+  }
+  assert.ok(L.layoutLabels(g, 0, 2.4, 20).hidden > 0);
+  assert.equal(L.layoutLabels(g, 0, 2.4, 400).hidden, 0);
+});
+
+test('printed labels never overlap on a row, at any zoom', () => {
+  const g = lane();
+  for (const pxPerS of [30, 75, 150, 300]) {
+    const out = L.layoutLabels(g, 0, 2.4, pxPerS);
+    const byRow = new Map();
+    out.text[0].forEach((t, i) => {
+      if (!t) return;
+      const row = out.y[0][i];
+      const spans = byRow.get(row) || [];
+      const start = g.x[i], end = start + L.textWidthPx(t, g.font) / pxPerS;
+      for (const [a, b] of spans) assert.ok(end <= a + 1e-9 || start >= b - 1e-9, `${t} overlaps (${pxPerS})`);
+      spans.push([start, end]);
+      byRow.set(row, spans);
+    });
+  }
+});
+
+test('a word hidden at the overview is printed once its window is zoomed into', () => {
+  const g = lane();
+  const overview = L.layoutLabels(g, 0, 2.4, 25);
+  const hidden = overview.text[0].findIndex((t) => t === '');
+  assert.ok(hidden > 0, 'some word has no room at 25 px/s');
+  const x = g.x[hidden];
+  const zoomed = L.layoutLabels(g, x - 0.1, x + 0.4, 900 / 0.5);  // a 0.5 s window across 900 px
+  assert.equal(zoomed.text[0][hidden], g.labels[hidden]);
+  assert.equal(zoomed.text[0][0], '', 'words wholly left of the view are not printed');
+  assert.equal(zoomed.hidden, 0);
+});
+
+test('pieces of one word are printed once, at the piece that leads it, on the word\'s row', () => {
+  const g = {rows: [1, 2], font: 10, labels: ['Canberra.'], x: [0.0],
+    word: [[0, 0, 0]], lead: [[1, 0, 0]], min_px_per_s: 0};
+  const out = L.layoutLabels(g, 0, 1, 500);
+  assert.deepEqual(out.text[0], ['Canberra.', '', '']);
+  assert.deepEqual(out.y[0], [1, 1, 1]);
+});
+
+test('a close-zoom lane prints nothing until its zoom', () => {
+  const g = Object.assign(lane(), {min_px_per_s: 150});
+  const idle = L.layoutLabels(g, 0, 2.4, 100);
+  assert.deepEqual(idle.text, [g.labels.map(() => '')]);
+  assert.equal(idle.hidden, 0);
+  assert.ok(L.layoutLabels(g, 0, 2.4, 600).text[0].filter(Boolean).length > 0);
+});
+
+test('the hidden note counts what is left out', () => {
+  assert.equal(L.hiddenNote(0, 'words'), '');
+  assert.equal(L.hiddenNote(1, 'words'), '1 word hidden at this zoom — hover their ticks');
+  assert.equal(L.hiddenNote(3, 'pieces'), '3 pieces hidden at this zoom — hover their ticks');
+});
+
+test('keys step the playhead by a frame, a second, or to either end', () => {
+  assert.equal(L.stepTime(1.04, 'ArrowRight', false, 10), 1.12, 'one frame from a frame boundary');
+  assert.equal(L.stepTime(1.04, 'ArrowLeft', false, 10), 0.96);
+  assert.equal(L.stepTime(1.0, 'ArrowRight', false, 10), 1.04, 'to the next boundary from between two');
+  assert.equal(L.stepTime(1.0, 'ArrowLeft', false, 10), 0.96);
+  assert.equal(L.stepTime(1.0, 'ArrowRight', true, 10), 2.0);
+  assert.equal(L.stepTime(0.5, 'ArrowLeft', true, 10), 0);
+  assert.equal(L.stepTime(9.5, 'ArrowRight', true, 10), 10);
+  assert.equal(L.stepTime(4, 'Home', false, 10), 0);
+  assert.equal(L.stepTime(4, 'End', false, 10), 10);
+  assert.equal(L.stepTime(4, 'a', false, 10), null);
+});
+
+test('a region is ordered, clipped to the session and at least a frame long; looping jumps back', () => {
+  assert.deepEqual(L.region(3, 1, 10), {start: 1, end: 3});
+  assert.deepEqual(L.region(-2, 12, 10), {start: 0, end: 10});
+  assert.equal(L.region(1, 1.05, 10), null);
+  const sel = {start: 1, end: 2};
+  assert.deepEqual(L.regionStep(1.5, sel, true), {action: 'continue'});
+  assert.deepEqual(L.regionStep(2.01, sel, true), {action: 'seek', t: 1});
+  assert.deepEqual(L.regionStep(2.01, sel, false), {action: 'pause', t: 2});
+  assert.deepEqual(L.regionStep(5, null, true), {action: 'continue'});
+});
+
+test('a revision\'s line is cut to its span, and whole once the span is wide enough', () => {
+  const text = 'The capital of Australia is Canberra.';
+  const narrow = L.fitText(text, 0.5, 10, 100);  // 50 px: 7 characters
+  assert.ok(narrow.endsWith('…') && narrow.length <= 7, narrow);
+  assert.equal(L.fitText(text, 0.5, 10, 1000), text);
+  assert.equal(L.fitText(text, 0.01, 10, 100), '');
+});

@@ -1,0 +1,79 @@
+"""Lanes a researcher hides and orders (demo.lanes, kept in the link), and the spectrogram lanes
+(demo.spectrogram): a tone is dark at its frequency, the image spans the audio, and a figure shows exactly the
+lanes asked for, in that order."""
+from __future__ import annotations
+
+import base64
+import io
+
+import numpy as np
+import pytest
+from PIL import Image
+
+from demo.lanes import ALL_LANES, LANES, LaneLayout
+from demo.spectrogram import MAX_COLUMNS, spectrogram
+from demo.timeline import timeline_figure
+from kame_core.testing.sessions import build_session, mountain_session
+
+
+def test_a_tone_is_darkest_at_its_frequency_and_silence_is_white():
+    sr = 24000
+    t = np.arange(3 * sr) / sr
+    audio = np.where(t < 1.5, 0.3 * np.sin(2 * np.pi * 2000 * t), 0.0).astype(np.float32)
+    s = spectrogram(audio, sr)
+    assert s is not None and s.max_hz == 8000
+    rows = s.levels_db.shape[0]
+    tone_row = int(np.argmax(s.levels_db[:, 20]))
+    assert abs((tone_row + 0.5) * s.max_hz / rows - 2000) <= s.max_hz / rows
+    assert s.levels_db[:, -5].max() <= -59, "silence after the tone is the floor of the range"
+    assert s.duration == pytest.approx(3.0, abs=0.05)
+    head, data = s.data_uri().split(",", 1)
+    assert head == "data:image/jpeg;base64"
+    image = Image.open(io.BytesIO(base64.b64decode(data)))
+    assert image.size == (s.levels_db.shape[1], rows) and image.mode == "L"
+    grey = np.asarray(image, np.float32)
+    assert grey[rows - 1 - tone_row, 20] < 60 and grey[:, -5].mean() > 240, "dark = loud, low frequencies at the bottom"
+
+
+def test_long_audio_keeps_the_image_small_and_bad_audio_is_refused_plainly():
+    sr = 24000
+    noise = np.random.default_rng(0).normal(0, 0.1, 300 * sr).astype(np.float32)
+    noise[:100] = np.nan
+    s = spectrogram(noise, sr)
+    assert s is not None and s.levels_db.shape[1] <= MAX_COLUMNS and np.isfinite(s.levels_db).all()
+    assert len(s.data_uri()) < 400_000
+    assert spectrogram(np.zeros(100, np.float32), sr) is None, "less than one window"
+
+
+def test_a_layout_from_a_link_and_every_refusal_names_the_problem():
+    layout = LaneLayout.parse("oracle-stream,user-spectrogram,events")
+    assert layout.order == ("oracle stream", "user spectrogram", "events")
+    assert LaneLayout.parse(layout.link_value()) == layout
+    assert LaneLayout(ALL_LANES).band("events")[1] == pytest.approx(LaneLayout(ALL_LANES).units)
+    for bad, said in [("", "at least one"), ("events,events", "twice"), ("events,<script>", "unknown lane"),
+                      ("x" * 300, "at most"), (",,", "at least one")]:
+        with pytest.raises(ValueError, match=said):
+            LaneLayout.parse(bad)
+
+
+def test_a_figure_shows_the_lanes_asked_for_in_that_order():
+    trace = mountain_session()
+    order = ("oracle stream", "user spectrogram", "inner monologue", "events")
+    fig = timeline_figure(trace, lanes=LaneLayout(order)).to_plotly_json()
+    assert tuple(fig["layout"]["yaxis"]["ticktext"]) == order
+    ticks = fig["layout"]["yaxis"]["tickvals"]
+    assert ticks == sorted(ticks, reverse=True), "the first lane is the top one"
+    images = fig["layout"]["images"]
+    assert [im["name"] for im in images] == ["spectrogram:KAME:user spectrogram"]
+    names = {t.get("name") for t in fig["data"]}
+    assert not any(n and n.endswith("· output audio") for n in names), "a hidden lane draws nothing"
+    assert "KAME · revision spans" in names
+    assert fig["layout"]["meta"]["kame_timeline"]["lanes"] == list(order)
+    default = timeline_figure(trace).to_plotly_json()
+    assert tuple(default["layout"]["yaxis"]["ticktext"]) == LANES and not default["layout"].get("images")
+
+
+def test_every_lane_of_a_long_session_keeps_the_figure_within_its_budget():
+    trace = build_session("kame", 120.0)
+    size = len(timeline_figure(trace, lanes=LaneLayout(ALL_LANES)).to_json())
+    assert size < 2_000_000, size

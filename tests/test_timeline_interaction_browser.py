@@ -1,0 +1,183 @@
+"""The timeline as researchers work it, in headless Chromium (``demo/static/timeline.js`` on a page of its own,
+:mod:`demo.figure_page`, with a two-minute session of the test doubles and its conversation audio):
+
+* word labels are laid out again at every zoom: at the overview some words are left out and counted in the
+  lane's note; zoomed onto such a word it is printed; printed labels never overlap, at any zoom;
+* keys: → / ← one 80 ms frame, shift one second, Home / End, space plays and pauses -- the player, the plot's
+  playhead, the overview and the inspector's time box all follow (one shared playhead);
+* a drag on the plot selects a region; "Play selection" with loop on keeps the player inside it; with loop off
+  it stops at the region's end;
+* a click on a token snaps to its frame; a click elsewhere seeks there.
+"""
+from __future__ import annotations
+
+import json
+import time
+
+import pytest
+
+from demo.figure_page import write_page
+from demo.timeline import timeline_figure
+from kame_core.testing.sessions import build_session
+
+from .cdp import CHROMIUM, Chromium
+
+pytestmark = [pytest.mark.slow, pytest.mark.skipif(CHROMIUM is None, reason="Debian chromium is not installed")]
+FRAME = 0.08
+K = "window.kameTimeline"
+VIEW = f"{K}.views.timeline"
+
+
+@pytest.fixture(scope="module")
+def page(tmp_path_factory):
+    trace = build_session("kame", 120.0)
+    path = write_page(tmp_path_factory.mktemp("figure"), timeline_figure(trace, title="interaction"), trace)
+    chrome = Chromium(1600, 1000)
+    try:
+        chrome.goto(path.as_uri())
+        chrome.wait_for(f"{K} && {VIEW} && {VIEW}.gd && {VIEW}.labels && "
+                        "document.querySelector('#kame-audio-timeline audio').readyState >= 1", timeout=60)
+        yield chrome
+    finally:
+        chrome.close()
+
+
+def _labels(page) -> list[list[dict]]:
+    return json.loads(page.evaluate(f"JSON.stringify({K}.labels('timeline'))"))
+
+
+def _zoom(page, start: float, end: float) -> None:
+    page.evaluate(f"{K}.setRange('timeline', [{start}, {end}])")
+    page.wait_for(f"(r => Math.abs(r[0] - {start}) < 1e-6 && Math.abs(r[1] - {end}) < 1e-6)"
+                  f"({VIEW}.gd._fullLayout.xaxis.range)", timeout=10)
+    time.sleep(0.15)
+
+
+def _no_overlap(groups: list[list[dict]]) -> None:
+    for words in groups:
+        for k, a in enumerate(words):
+            for b in words[k + 1:]:
+                same_row = abs(a["top"] - b["top"]) < 2
+                assert not same_row or a["right"] <= b["left"] + 0.5 or b["right"] <= a["left"] + 0.5, (a, b)
+
+
+def _state(page) -> dict:
+    return json.loads(page.evaluate(f"""JSON.stringify({{
+      t: {VIEW}.t, audio: document.querySelector('#kame-audio-timeline audio').currentTime,
+      paused: document.querySelector('#kame-audio-timeline audio').paused,
+      head: {VIEW}.gd.layout.shapes.find(s => s.name === 'playhead').x0,
+      inspect: document.querySelector('#kame-inspect-time input').value,
+      region: {VIEW}.region}})"""))
+
+
+def _key(page, key: str, shift: bool = False) -> None:
+    code = json.dumps("Space" if key == " " else key)
+    page.evaluate(f"document.body.dispatchEvent(new KeyboardEvent('keydown', {{key: {json.dumps(key)}, "
+                  f"code: {code}, shiftKey: {str(shift).lower()}, bubbles: true}}))")
+
+
+def test_labels_are_laid_out_again_at_every_zoom(page):
+    _zoom(page, 0, 120)
+    overview = _labels(page)
+    groups = json.loads(page.evaluate(f"JSON.stringify({VIEW}.gd.layout.meta.kame_timeline.labels)"))
+    overview_lanes = [k for k in range(len(groups)) if not groups[k]["min_px_per_s"]]
+    monologue = max(overview_lanes, key=lambda k: len(groups[k]["labels"]))
+    shown = [w["text"] for w in overview[monologue]]
+    assert 0 < len(shown) < len(groups[monologue]["labels"]), "the overview leaves words out"
+    note = page.evaluate(f"Array.from({VIEW}.gd.querySelectorAll('.annotation-text')).map(a => a.textContent)"
+                         ".find(t => /hidden at this zoom/.test(t))")
+    assert note and int(note.split()[0]) > 0, note
+    _no_overlap(overview)
+    # a word the overview leaves out, zoomed onto: printed, and nothing overprints at any of these zooms
+    g = groups[monologue]
+    printed = set(shown)
+    hidden = next(k for k, word in enumerate(g["labels"]) if word not in printed and len(word) > 2)
+    x = g["x"][hidden]
+    for span in (20.0, 6.0, 2.0):
+        _zoom(page, max(0.0, x - span / 3), max(0.0, x - span / 3) + span)
+        _no_overlap(_labels(page))
+    assert g["labels"][hidden] in [w["text"] for w in _labels(page)[monologue]]
+    redraws = json.loads(page.evaluate(f"JSON.stringify({K}.redraws.filter(r => r.what === 'labels'))"))
+    assert redraws and max(r["ms"] for r in redraws) < 1000
+
+
+def test_keys_move_one_shared_playhead(page):
+    _zoom(page, 0, 20)
+    page.evaluate(f"{K}.seek('timeline', 1.0)")
+    _key(page, "ArrowRight")
+    state = page.wait_for(f"Math.abs({VIEW}.t - 1.04) < 1e-9 && {VIEW}.t")
+    assert state == pytest.approx(1.04)
+    _key(page, "ArrowRight")
+    _key(page, "ArrowLeft", shift=True)
+    assert page.evaluate(f"{VIEW}.t") == pytest.approx(0.12)
+    _key(page, "ArrowRight", shift=True)
+    page.wait_for("document.querySelector('#kame-inspect-time input').value === '1.12'", timeout=5)
+    s = _state(page)
+    assert s["t"] == pytest.approx(1.12) and s["audio"] == pytest.approx(1.12, abs=0.01)
+    assert s["head"] == pytest.approx(1.12)
+    _key(page, "End")
+    assert page.evaluate(f"{VIEW}.t") == pytest.approx(120.0)
+    r = page.evaluate(f"{VIEW}.gd._fullLayout.xaxis.range")
+    assert r[0] <= 120.0 <= r[1] + 1e-6, "the view scrolls to keep the cursor in sight"
+    _key(page, "Home")
+    assert page.evaluate(f"{VIEW}.t") == 0
+    _key(page, " ")
+    page.wait_for("!document.querySelector('#kame-audio-timeline audio').paused && "
+                  "document.querySelector('#kame-audio-timeline audio').currentTime > 0.3", timeout=10)
+    page.wait_for(f"{VIEW}.t > 0.3", timeout=5)  # the playhead follows the playing audio
+    _key(page, " ")
+    page.wait_for("document.querySelector('#kame-audio-timeline audio').paused", timeout=5)
+    s = _state(page)
+    assert s["head"] == pytest.approx(s["audio"], abs=0.05)
+
+
+def test_a_drag_selects_a_region_that_plays_once_or_loops(page):
+    _zoom(page, 0, 10)
+    box = json.loads(page.evaluate(f"""(() => {{ const gd = {VIEW}.gd, full = gd._fullLayout, xa = full.xaxis;
+      const r = gd.getBoundingClientRect();
+      return JSON.stringify({{x0: r.left + xa._offset + xa.l2p(2.0), x1: r.left + xa._offset + xa.l2p(2.8),
+                             y: r.top + full._size.t + full._size.h * 0.6}}); }})()"""))
+    page.send("Input.dispatchMouseEvent", page.session, type="mousePressed", x=box["x0"], y=box["y"],
+              button="left", clickCount=1)
+    for k in range(1, 6):
+        page.send("Input.dispatchMouseEvent", page.session, type="mouseMoved", button="left",
+                  x=box["x0"] + (box["x1"] - box["x0"]) * k / 5, y=box["y"])
+    page.send("Input.dispatchMouseEvent", page.session, type="mouseReleased", x=box["x1"], y=box["y"],
+              button="left", clickCount=1)
+    region = _state(page)["region"]
+    assert region["start"] == pytest.approx(2.0, abs=0.02) and region["end"] == pytest.approx(2.8, abs=0.02)
+    shape = json.loads(page.evaluate(f"JSON.stringify({VIEW}.gd.layout.shapes.find(s => s.name === 'selection'))"))
+    assert shape["visible"] and shape["x0"] == pytest.approx(region["start"])
+    # loop on: the player stays inside the region and comes back to its start
+    page.evaluate(f"{VIEW}.loopButton.click(); {VIEW}.playButton.click()")
+    seen = json.loads(page.evaluate("""new Promise(done => {
+      const a = document.querySelector('#kame-audio-timeline audio'), times = [];
+      const timer = setInterval(() => times.push(a.currentTime), 25);
+      setTimeout(() => { clearInterval(timer); done(JSON.stringify(times)); }, 2200);
+    })"""))
+    inside = [t for t in seen if t > 0]
+    assert inside and all(region["start"] - 0.05 <= t <= region["end"] + 0.1 for t in inside), seen
+    assert any(b < a - 0.3 for a, b in zip(inside, inside[1:])), "it looped back to the start"
+    # loop off: it plays to the end of the region and stops there
+    page.evaluate(f"{VIEW}.loopButton.click(); document.querySelector('#kame-audio-timeline audio').pause();"
+                  f"{VIEW}.playButton.click()")
+    page.wait_for("document.querySelector('#kame-audio-timeline audio').paused", timeout=5)
+    time.sleep(0.2)
+    page.wait_for("document.querySelector('#kame-audio-timeline audio').paused", timeout=5)
+    s = _state(page)
+    assert s["audio"] == pytest.approx(region["end"], abs=0.05) and s["t"] == pytest.approx(region["end"], abs=0.05)
+
+
+def test_a_click_on_a_token_snaps_to_its_frame(page):
+    _zoom(page, 0, 12)
+    where = json.loads(page.evaluate(f"""(() => {{
+      const gd = {VIEW}.gd, full = gd._fullLayout;
+      const index = gd._fullData.findIndex(t => t.name === 'inner monologue');
+      const trace = gd._fullData[index], xa = full.xaxis, ya = full.yaxis, r = gd.getBoundingClientRect();
+      const i = trace.x.findIndex(x => x > 1), y = ({VIEW}.rows[index] || trace.y)[i];  // where its tick is now
+      return JSON.stringify({{x: r.left + xa._offset + xa.l2p(trace.x[i]) + 1,
+                             y: r.top + ya._offset + ya.l2p(y), frame: trace.customdata[i][0]}}); }})()"""))
+    page.click(where["x"], where["y"])
+    frame_t = where["frame"] * FRAME
+    page.wait_for(f"Math.abs({VIEW}.t - {frame_t}) < 1e-6", timeout=5)
+    assert _state(page)["audio"] == pytest.approx(frame_t, abs=0.01)
