@@ -40,16 +40,17 @@ class CompareTab:
 
 def build() -> CompareTab:
     """The tab's layout, inside the current ``gr.Tab``."""
-    button = gr.Button("Compare every mode of this input", variant="primary")
+    button = gr.Button("Compare every mode of this input", variant="primary", elem_id="kame-compare-run")
     with gr.Row(equal_height=False):
         with gr.Column(scale=4, min_width=640):
             plot = gr.Plot(label="KAME · Moshi mode · cascade", show_label=False, elem_id="kame-plot-compare")
         # beside the plot, pinned while the page scrolls: one native player per run (demo.player; each div carries
         # its kame-audio-* id), all on the plot's one playhead
         with gr.Column(scale=1, min_width=300, elem_classes=["kame-side"]):
-            names = gr.Markdown()
+            names = gr.Markdown(elem_id="kame-compare-names")
             slots = tuple(gr.HTML("") for _ in range(COMPARE_SLOTS))
     table = gr.Dataframe(headers=COMPARE_HEADERS, interactive=False, wrap=True, label="Measured on this input",
+                         elem_id="kame-compare-table",
                          column_widths=["9%", "21%", "8%", "17%", "8%", "8%", "29%"])
     gr.Dataframe(value=PAPER_TABLE_ROWS, headers=PAPER_TABLE_HEADERS, interactive=False,
                  label="Reference: the paper's Table 2 (quoted, not measured here)")

@@ -51,11 +51,12 @@ def build() -> DelayTab:
                 "trained model.")
     with gr.Row():
         delay = gr.Slider(0.0, 3.0, value=1.0, step=0.1, label="Forced delay (s)")
-        rerun = gr.Button("Re-run with this delay", variant="primary")
-        curve = gr.Button("Latency–quality curve (0–3 s)")
+        rerun = gr.Button("Re-run with this delay", variant="primary", elem_id="kame-delay-run")
+        curve = gr.Button("Latency–quality curve (0–3 s)", elem_id="kame-curve-run")
     text = gr.Markdown(elem_id="kame-delay-text")
     plot = gr.Plot(label="Recorded vs re-run", show_label=False, elem_id="kame-plot-delay")
-    curve_plot = gr.Plot(label="Latency–quality (offline proxy score unless a judge is keyed)")
+    curve_plot = gr.Plot(label="Latency–quality (offline proxy score unless a judge is keyed)",
+                         elem_id="kame-plot-curve")
     curve_text = gr.Markdown(elem_id="kame-curve-text")
     return DelayTab(delay, rerun, curve, text, plot, curve_plot, curve_text)
 

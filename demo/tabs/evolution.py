@@ -38,8 +38,8 @@ def build() -> EvolutionTab:
                 "ratio → hint level) against how close its text is to the turn's final oracle and to "
                 "the reference answer — the oracle sharpening as more of the question is heard.")
     with gr.Row():
-        this_input = gr.Button("This input", variant="primary")
-        all_scenarios = gr.Button("All scenarios of the folder")
+        this_input = gr.Button("This input", variant="primary", elem_id="kame-evo-input")
+        all_scenarios = gr.Button("All scenarios of the folder", elem_id="kame-evo-all")
     plot = gr.Plot(label="Oracle evolution", show_label=False, elem_id="kame-plot-evolution")
     text = gr.Markdown(elem_id="kame-evolution-text")
     return EvolutionTab(this_input, all_scenarios, plot, text)

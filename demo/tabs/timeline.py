@@ -41,7 +41,7 @@ class TimelineTab:
 def build() -> TimelineTab:
     """The tab's layout, inside the current ``gr.Tab``."""
     with gr.Row(equal_height=True):
-        run = gr.Dropdown([], label="Run", scale=1, min_width=110)
+        run = gr.Dropdown([], label="Run", scale=1, min_width=110, elem_id="kame-run")
         at = gr.Number(value=0.0, label="Inspect time (s)", scale=1, minimum=0, min_width=110,
                        elem_id="kame-inspect-time")
         lanes = gr.Dropdown([(lane, lane) for lane in ALL_LANES], value=list(LaneLayout.default().order),

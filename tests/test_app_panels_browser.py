@@ -1,0 +1,151 @@
+"""Every panel right for what is open, in the browser (issue 29, item 1): open scenario X, act in every tab (another
+run, a time inspected with the keyboard, lanes changed, Compare, Evolution over all scenarios, a forced-delay re-run
+and the latency-quality curve), then open Y from the picker -- every panel of every tab reads as on a fresh page
+that opened Y directly. Read from the DOM the user sees (texts, lane titles, labels printed, the players' files),
+after visiting each tab so each is drawn."""
+from __future__ import annotations
+
+import json
+import time
+
+import pytest
+
+from .app_server import REPO, running_app
+from .cdp import CHROMIUM, Chromium
+
+pytestmark = [pytest.mark.slow, pytest.mark.skipif(CHROMIUM is None, reason="Debian chromium is not installed")]
+X, Y = "06-self-correction-breathe-out", "05-two-turn-capitals"
+TABS = ("Compare", "Evolution", "Forced delay", "Timeline")
+
+#: every panel as the user sees it: text of each element, a figure's title, lane titles, annotations and the
+#: labels the page printed; a player's file name (its folder is the browser session's own)
+SNAPSHOT = r"""(() => {
+  const text = sel => {
+    const el = document.querySelector(sel);
+    return el ? el.textContent.replace(/\s+/g, ' ').trim() : null;
+  };
+  const value = sel => { const el = document.querySelector(sel); return el ? el.value : null; };
+  const figure = id => {
+    const host = document.getElementById(id);
+    const gd = host && (host.querySelector('.kame-figure.js-plotly-plot') || host.querySelector('.js-plotly-plot'));
+    if (!gd || !gd.layout) return null;
+    const view = (window.kameTimeline.views || {})[id.replace('kame-plot-', '')];
+    return {title: (gd.layout.title || {}).text || '', lanes: (gd.layout.yaxis || {}).ticktext || [],
+            annotations: (gd.layout.annotations || []).map(a => a.text).sort(),
+            traces: gd.data.length, labels: view && view.gd === gd ? window.kameTimeline.labels(view.name)
+              .map(g => g.map(w => w.text)) : null};
+  };
+  const players = prefix => Array.from(document.querySelectorAll('[id^="' + prefix + '"] audio'))
+    .map(a => (a.getAttribute('src') || '').split('/').pop());
+  const variant = sel => {
+    const el = document.querySelector(sel);
+    return el ? (el.className.match(/\b(primary|secondary)\b/) || [''])[0] : null;
+  };
+  return JSON.stringify({
+    status: text('#kame-status'), picker: value('#kame-picker input'), dialogue: value('#kame-dialogue input'),
+    made: value('#kame-made input'),
+    timeline: figure('kame-plot-timeline'), run: value('#kame-run input'), inspect: value('#kame-inspect-time input'),
+    lanes: text('#kame-lanes'), link: value('#kame-link textarea') || value('#kame-link input'),
+    details: text('#kame-details'), runs: text('#kame-runs'), player: players('kame-audio-timeline'),
+    compare: figure('kame-plot-compare'), compare_table: text('#kame-compare-table'),
+    compare_names: text('#kame-compare-names'), compare_players: players('kame-audio-compare'),
+    evolution: figure('kame-plot-evolution'), evolution_text: text('#kame-evolution-text'),
+    evolution_buttons: [variant('#kame-evo-input'), variant('#kame-evo-all')],
+    delay: figure('kame-plot-delay'), delay_text: text('#kame-delay-text'),
+    curve: figure('kame-plot-curve'), curve_text: text('#kame-curve-text'),
+  });
+})()"""
+
+
+def _tab(page: Chromium, name: str) -> None:
+    page.evaluate(f"Array.from(document.querySelectorAll('button[role=tab]')).find(b => b.textContent.trim() === "
+                  f"{json.dumps(name)}).click()")
+    time.sleep(0.4)
+
+
+def _idle(page: Chromium) -> None:
+    """Gradio's queue has answered everything asked (no progress shown anywhere), twice in a row."""
+    busy = "!!document.querySelector('.progress-text, .eta-bar, .wrap.pending, [data-testid=status-tracker].pending')"
+    for _ in range(2):
+        page.wait_for(f"!({busy})", timeout=180, every=0.3)
+        time.sleep(0.6)
+
+
+def _snapshot(page: Chromium) -> dict:
+    for name in TABS:  # each tab drawn (a hidden tab's figure is drawn when shown)
+        _tab(page, name)
+    _idle(page)
+    before = page.evaluate(SNAPSHOT)
+    for _ in range(20):  # settled: the same twice in a row
+        time.sleep(1.0)
+        now = page.evaluate(SNAPSHOT)
+        if now == before:
+            return json.loads(now)
+        before = now
+    return json.loads(before)
+
+
+def _pick(page: Chromium, name: str) -> None:
+    page.evaluate("(i => { i.focus(); i.click(); i.dispatchEvent(new MouseEvent('mousedown', {bubbles: true})); })"
+                  "(document.querySelector('#kame-picker input'))")
+    page.wait_for(f"!!document.querySelector('ul.options li[aria-label={json.dumps(name)}]')", timeout=20)
+    page.evaluate(f"(li => {{ li.dispatchEvent(new MouseEvent('mousedown', {{bubbles: true}})); li.click(); }})"
+                  f"(document.querySelector('ul.options li[aria-label={json.dumps(name)}]'))")
+    page.wait_for(f"(document.querySelector('#kame-status').textContent || '').length > 0 && "
+                  f"document.querySelector('#kame-picker input').value === {json.dumps(name)}", timeout=60)
+
+
+def _click(page: Chromium, elem_id: str) -> None:
+    page.evaluate(f"document.getElementById({json.dumps(elem_id)}).click()")
+    _idle(page)
+
+
+def _act_everywhere(page: Chromium) -> None:
+    """What a user does with the open input, tab by tab."""
+    _tab(page, "Timeline")
+    page.wait_for("!!(window.kameTimeline.views.timeline && window.kameTimeline.views.timeline.gd)", timeout=60)
+    page.evaluate("window.kameTimeline.seek('timeline', 1.0)")
+    page.evaluate("document.body.dispatchEvent(new KeyboardEvent('keydown', {key: 'ArrowRight', shiftKey: true, "
+                  "bubbles: true}))")
+    page.evaluate("window.kameTimeline.setRegion('timeline', 0.5, 1.5); "
+                  "window.kameTimeline.setRange('timeline', [0, 3])")
+    _idle(page)
+    _tab(page, "Compare")
+    _click(page, "kame-compare-run")
+    _tab(page, "Evolution")
+    _click(page, "kame-evo-all")
+    _tab(page, "Forced delay")
+    _click(page, "kame-delay-run")
+    _click(page, "kame-curve-run")
+    page.wait_for("(document.querySelector('#kame-curve-text').textContent || '').indexOf('Not run') < 0", timeout=180)
+
+
+def test_opening_y_after_acting_on_x_shows_what_opening_y_directly_shows(tmp_path):
+    with running_app(REPO / "scenarios", tmp_path / "app.log") as url:
+        direct, after = Chromium(1600, 1000), Chromium(1600, 1000)
+        try:
+            after.goto(url)
+            after.wait_for("!!(window.kameTimeline && window.kameTimeline.views.timeline && "
+                           "window.kameTimeline.views.timeline.gd)", timeout=180)
+            _pick(after, X)
+            _idle(after)
+            acted = _snapshot(after)
+            _act_everywhere(after)
+            assert _snapshot(after) != acted, "acting changed what the tabs show"
+            _pick(after, Y)
+            seen_after = _snapshot(after)
+            direct.goto(url + f"?open={Y}")
+            direct.wait_for("!!(window.kameTimeline && window.kameTimeline.views.timeline && "
+                            "window.kameTimeline.views.timeline.gd)", timeout=180)
+            _idle(direct)
+            seen_direct = _snapshot(direct)
+        finally:
+            direct.close()
+            after.close()
+    assert Y.split("-", 1)[1].replace("-", " ")[:8] in (seen_direct["status"] or "").lower() or seen_direct["status"]
+    assert seen_direct["timeline"] and seen_direct["compare"] and seen_direct["evolution"], seen_direct
+    for key in seen_direct:
+        if key == "link":  # the same view: only the page's address differs (one opened with ?open=)
+            assert (seen_after[key] or "").split("?")[1] == (seen_direct[key] or "").split("?")[1]
+            continue
+        assert seen_after[key] == seen_direct[key], f"{key}: after X and acting, then Y ≠ Y directly"
