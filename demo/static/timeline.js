@@ -143,12 +143,18 @@
       var next = source.layout.meta && source.layout.meta.kame_timeline;
       if (v.gd && next && next.key && next.key === meta(v).key) {  // the same figure, its playhead moved
         var head = (source.layout.shapes || []).find(function (s) { return s.name === 'playhead'; });
-        source.classList.add('kame-source');
+        hideSource(source);
         if (head && head.opacity > 0 && Math.abs(head.x0 - v.t) > 1e-6) movePlayhead(v, head.x0);
         return;
       }
       draw(v, source);
     });
+  }
+
+  // Gradio's copy of a figure the page has drawn: kept (Gradio draws the next figure into it) but not shown
+  function hideSource(source) {
+    source.classList.add('kame-source');
+    source.style.display = 'none';
   }
 
   function same(a, b) { return JSON.stringify(a || null) === JSON.stringify(b || null); }
@@ -178,9 +184,7 @@
     return window.Plotly.react(v.figure, data, lay, {responsive: true, scrollZoom: true, displaylogo: false,
       doubleClick: 'reset', modeBarButtonsToRemove: ['select2d', 'lasso2d', 'autoScale2d']}).then(function () {
       v.figure.classList.add('kame-figure');
-      source.classList.add('kame-source');
-      var frame = source.closest('.js-plotly-plot') || source;
-      frame.style.display = 'none';
+      hideSource(source);
       if (fresh) wireFigure(v);
       K.redraws.push({view: v.name, what: 'figure', ms: performance.now() - started});
       applyLabels(v);

@@ -47,8 +47,8 @@ def build() -> CompareTab:
         # beside the plot, pinned while the page scrolls: one native player per run (demo.player; each div carries
         # its kame-audio-* id), all on the plot's one playhead
         with gr.Column(scale=1, min_width=300, elem_classes=["kame-side"]):
-            names = gr.Markdown(elem_id="kame-compare-names")
             slots = tuple(gr.HTML("") for _ in range(COMPARE_SLOTS))
+            names = gr.Markdown(elem_id="kame-compare-names")
     table = gr.Dataframe(headers=COMPARE_HEADERS, interactive=False, wrap=True, label="Measured on this input",
                          elem_id="kame-compare-table",
                          column_widths=["9%", "21%", "8%", "17%", "8%", "8%", "29%"])
