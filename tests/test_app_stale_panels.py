@@ -263,7 +263,7 @@ def test_a_forced_delay_and_its_curve_are_cleared_for_the_next_input_and_kept_on
     page.fire(page.find(gr.Button, value="Latency–quality curve (0–3 s)"), "click")
     act_on_everything(page)
     forced = ("Markdown kame-delay-text", "Plot kame-plot-delay", "Markdown kame-curve-text",
-              "Plot Latency–quality (offline proxy score unless a judge is keyed)")
+              "Plot kame-plot-curve")
     ran = page.panels()
     assert "Forced delay 1.0 s" in ran[forced[0]][0] and "Scores: **offline proxy score" in ran[forced[2]][0]
     assert ran[forced[1]][0] is not None and ran[forced[3]][0] is not None
