@@ -149,7 +149,15 @@ def test_a_click_on_the_timeline_seeks_the_player_and_sets_inspect_time(page):
     assert shown != before
     # the frame inspector below the plot shows the clicked time (the Inspect-time submit ran on the server)
     page.wait_for(f"document.body.innerText.includes('{float(shown):.2f} s · frame 37')", timeout=20)
-    # a drag is a zoom, not a seek
+    # a time typed into Inspect time moves the player and the plot's playhead too (one playhead)
+    page.evaluate("(i => { i.value = '4.4'; i.dispatchEvent(new Event('input', {bubbles: true}));"
+                  " i.dispatchEvent(new KeyboardEvent('keypress', {key: 'Enter', code: 'Enter', bubbles: true})); })"
+                  "(document.querySelector('#kame-inspect-time input'))")
+    page.wait_for("Math.abs(document.querySelector('#kame-audio-timeline audio').currentTime - 4.4) < 0.05",
+                  timeout=20)
+    page.wait_for("Math.abs(Number(document.querySelector('#kame-plot-timeline').dataset.kamePlayhead) - 4.4)"
+                  " < 0.05", timeout=10)
+    # a drag selects a region (as in Praat), not a seek
     page.evaluate("document.querySelector('#kame-audio-timeline audio').currentTime = 1.0")
     page.send("Input.dispatchMouseEvent", page.session, type="mousePressed", x=where["x"], y=where["y"],
               button="left", clickCount=1)
@@ -158,6 +166,8 @@ def test_a_click_on_the_timeline_seeks_the_player_and_sets_inspect_time(page):
     page.send("Input.dispatchMouseEvent", page.session, type="mouseReleased", x=where["x"] + 60, y=where["y"],
               button="left", clickCount=1)
     assert abs(page.evaluate("document.querySelector('#kame-audio-timeline audio').currentTime") - 1.0) < 0.05
+    region = page.evaluate("JSON.stringify(window.kameTimeline.views.timeline.region)")
+    assert region and region != "null", "the drag selected a region"
 
 
 # ----------------------------------------------------------------------------------------------- API

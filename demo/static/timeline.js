@@ -144,7 +144,7 @@
       if (v.gd && next && next.key && next.key === meta(v).key) {  // the same figure, its playhead moved
         var head = (source.layout.shapes || []).find(function (s) { return s.name === 'playhead'; });
         hideSource(source);
-        if (head && head.opacity > 0 && Math.abs(head.x0 - v.t) > 1e-6) movePlayhead(v, head.x0);
+        if (head && head.opacity > 0 && Math.abs(head.x0 - v.t) > 1e-6) seekPlayers(v, head.x0);  // Inspect time
         return;
       }
       draw(v, source);
@@ -188,6 +188,7 @@
       if (fresh) wireFigure(v);
       K.redraws.push({view: v.name, what: 'figure', ms: performance.now() - started});
       applyLabels(v);
+      if (placed) seekPlayers(v, v.t);  // a link's or the inspector's time: the players start there too
       showRegion(v);
       drawOverview(v);
       readout(v);
@@ -346,6 +347,14 @@
     if (v.gd) kameSetPlayhead(v.figure, t);
     drawOverview(v);
     readout(v);
+  }
+
+  // the view's players and its playhead at t (what the server's Inspect time asks for)
+  function seekPlayers(v, t) {
+    players(v.name).forEach(function (a) {
+      if (Math.abs(a.currentTime - t) > 0.01) a.currentTime = isFinite(a.duration) ? Math.min(t, a.duration) : t;
+    });
+    movePlayhead(v, t);
   }
 
   var inspectTimer = null;
