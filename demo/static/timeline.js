@@ -162,6 +162,7 @@
   function draw(v, source) {
     var data = structuredClone(source.data), lay = structuredClone(source.layout);
     ticksOnly(data, lay.meta && lay.meta.kame_timeline && lay.meta.kame_timeline.labels);
+    v.ticks = tickTraces(data);
     var before = v.gd ? meta(v) : null, range = v.gd ? xRange(v) : null;
     var m = (lay.meta && lay.meta.kame_timeline) || {};
     var kept = before && same(before.runs, m.runs) && before.duration === m.duration && same(before.lanes, m.lanes);
@@ -197,10 +198,11 @@
   }
 
   // ------------------------------------------------------------------------------ labels at every zoom
-  // The word labels are not Plotly's: in the page's copy the lanes' traces keep only their ticks, and the words
-  // are written on an SVG of their own over the plot area (.kame-labels), laid out again after every redraw for
-  // the visible window (timeline-layout.js) -- only the words in view are written, so a zoom of a two-hour
-  // session costs what a zoom of a minute does. A tick moves to its word's row.
+  // The word labels and the token ticks are not Plotly's: in the page's copy those traces keep only their hover
+  // (mode 'none': Plotly draws nothing for them), and the words and ticks are drawn on an SVG of their own over
+  // the plot area (.kame-labels), again after every redraw and only for the visible window (timeline-layout.js
+  // lays the words out) -- Plotly drawing a few thousand tick markers was most of a zoom's time. A tick moves to
+  // its word's row.
   function ticksOnly(data, groups) {
     (groups || []).forEach(function (g) {
       g.traces.forEach(function (index) {
@@ -209,6 +211,54 @@
         trace.text = [];
         trace.mode = 'markers';
       });
+    });
+  }
+
+  // the token-tick traces (markers 'line-ns' with no legend entry of their own): drawn by the page, hovered
+  // through Plotly
+  function tickTraces(data) {
+    var out = [];
+    data.forEach(function (trace, index) {
+      var marker = trace.marker || {};
+      if ((trace.mode || '').indexOf('markers') < 0 || marker.symbol !== 'line-ns' || trace.showlegend !== false) {
+        return;
+      }
+      trace.mode = 'none';  // Plotly draws nothing for it and still hovers its points (where drawTicks puts them)
+      out.push(index);
+    });
+    return out;
+  }
+
+  function drawTicks(v, layer) {
+    var full = v.gd._fullLayout, size = full._size, paths = {};
+    (v.ticks || []).forEach(function (index) {
+      var trace = v.gd._fullData[index];
+      if (!trace || trace.visible !== true) return;
+      var xa = full[trace.xaxis.replace('x', 'xaxis')], ya = full[trace.yaxis.replace('y', 'yaxis')];
+      var marker = trace.marker || {}, line = marker.line || {}, half = (marker.size || 7) / 2;
+      var ys = (v.rows || {})[index] || trace.y, xs = trace.x, lo = xa.range[0], hi = xa.range[1];
+      var points = v.gd.calcdata && v.gd.calcdata[index];
+      if (points && ys !== trace.y) {  // hover finds a tick where it is drawn, on its word's row
+        for (var k = 0; k < points.length; k++) if (points[k].i !== undefined) points[k].y = ys[points[k].i];
+      }
+      var dx = xa._offset - size.l, dy = ya._offset - size.t;
+      for (var i = 0; i < xs.length; i++) {
+        if (!(xs[i] >= lo && xs[i] <= hi)) continue;
+        var colour = Array.isArray(line.color) ? line.color[i] : line.color || '#111827';
+        var alpha = marker.opacity !== undefined && marker.opacity.length !== undefined ? marker.opacity[i] :
+          (marker.opacity === undefined ? 1 : marker.opacity);
+        var key = colour + '|' + alpha + '|' + (line.width || 1);
+        var x = (dx + xa.c2p(xs[i])).toFixed(1), y = dy + ya.c2p(ys[i]);
+        (paths[key] = paths[key] || []).push('M' + x + ' ' + (y - half).toFixed(1) + 'V' + (y + half).toFixed(1));
+      }
+    });
+    while (layer.firstChild) layer.removeChild(layer.firstChild);
+    Object.keys(paths).forEach(function (key) {
+      var parts = key.split('|'), path = document.createElementNS(SVG, 'path');
+      path.setAttribute('d', paths[key].join(''));
+      path.setAttribute('stroke', parts[0]); path.setAttribute('stroke-opacity', parts[1]);
+      path.setAttribute('stroke-width', parts[2]); path.setAttribute('fill', 'none');
+      layer.appendChild(path);
     });
   }
 
@@ -227,6 +277,8 @@
     if (!v.labels || !v.figure.contains(v.labels)) {
       v.labels = document.createElementNS(SVG, 'svg');
       v.labels.setAttribute('class', 'kame-labels');
+      v.tickLayer = v.labels.appendChild(document.createElementNS(SVG, 'g'));
+      v.wordLayer = v.labels.appendChild(document.createElementNS(SVG, 'g'));
       v.figure.style.position = 'relative';
       v.figure.appendChild(v.labels);
     }
@@ -238,7 +290,8 @@
   function applyLabels(v) {
     var groups = meta(v).labels, full = v.gd && v.gd._fullLayout;
     if (!groups || !full || !full._size) return;
-    var started = performance.now(), byTrace = traceGroups(v.gd), svg = overlay(v), size = full._size;
+    var started = performance.now(), byTrace = traceGroups(v.gd), size = full._size;
+    overlay(v);
     v.rows = {};
     var pieces = [];
     groups.forEach(function (g, n) {
@@ -258,22 +311,19 @@
           pieces.push({group: n, text: text[i], x: dx + xa.c2p(g.x[words[i]]) + 4, y: dy + ya.c2p(y[i]),
             size: g.font, colour: font.color || '#111827', italic: font.style === 'italic'});
         }
-        var el = byTrace[index];
-        if (el) {
-          el.querySelectorAll('path.point').forEach(function (pt) {
-            var d = pt.__data__, i = d && d.i;
-            if (i === undefined || d.y === y[i]) return;  // a tick moves with its word's row
-            pt.setAttribute('transform', 'translate(' + xa.c2p(d.x) + ',' + ya.c2p(y[i]) + ')');
-          });
-        }
       });
       if (g.note) showNote(v, g.note[0], layout().hiddenNote(out.hidden, g.note[1]));
     });
-    var nodes = svg.childNodes;
-    while (nodes.length > pieces.length) svg.removeChild(svg.lastChild);
+    drawTicks(v, v.tickLayer);
+    var words = v.wordLayer, nodes = words.childNodes;
+    while (nodes.length > pieces.length) words.removeChild(words.lastChild);
     pieces.forEach(function (p, i) {
       var node = nodes[i];
-      if (!node) { node = document.createElementNS(SVG, 'text'); node.setAttribute('dominant-baseline', 'central'); svg.appendChild(node); }
+      if (!node) {
+        node = document.createElementNS(SVG, 'text');
+        node.setAttribute('dominant-baseline', 'central');
+        words.appendChild(node);
+      }
       node.setAttribute('x', p.x.toFixed(1)); node.setAttribute('y', p.y.toFixed(1));
       node.setAttribute('font-size', p.size); node.setAttribute('fill', p.colour);
       node.setAttribute('font-style', p.italic ? 'italic' : 'normal');
@@ -307,7 +357,7 @@
     var v = state[name];
     if (!v || !v.labels) return [];
     var out = (meta(v).labels || []).map(function () { return []; });
-    Array.from(v.labels.childNodes).forEach(function (node) {
+    Array.from(v.wordLayer.childNodes).forEach(function (node) {
       var box = node.getBoundingClientRect();
       out[Number(node.getAttribute('data-group'))].push(
         {text: node.textContent, left: box.left, right: box.right, top: box.top, bottom: box.bottom});
