@@ -9,11 +9,10 @@ from __future__ import annotations
 
 import hashlib
 import json
-import tempfile
 import zipfile
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from pathlib import Path, PurePosixPath
+from pathlib import Path
 
 from kame_core.scenario import SUFFIX, Scenario, ScenarioError, load_scenario, scenario_path
 
@@ -120,50 +119,22 @@ def open_file(path: str | Path, *, origin: str = "upload", key: str | None = Non
                           origin=origin, path=path, **extras)  # type: ignore[arg-type]
 
 
-#: an uploaded log archive may not unpack to more than this (the logs of a session are a few hundred kB)
-MAX_LOG_ARCHIVE_BYTES = 64 * 1024 * 1024
-
-
 def official_log_members(path: Path) -> list[str] | None:
     """The official KAME server log files in a zip archive (None: not a zip, or a scenario file)."""
-    from kame_core.importers.official_log import LOG_FILES
+    from kame_core.importers.log_zip import official_log_members as members
 
-    if not zipfile.is_zipfile(path):
-        return None
-    with zipfile.ZipFile(path) as zf:
-        names = zf.namelist()
-    if "scenario.json" in names:
-        return None
-    found = [n for n in names if PurePosixPath(n).name in LOG_FILES and not n.endswith("/")]
-    return found or None
+    return members(path)
 
 
 def open_official_log_zip(path: str | Path, before_decode: Callable[[int], None] | None = None
                           ) -> LoadedScenario:
-    """Import a zipped official KAME server log folder (``--log-dir``) as a one-run scenario; a bad archive,
-    file or line is refused with a :class:`ScenarioError` that names it."""
-    from kame_core.importers.official_log import OfficialLogError, import_official_log
+    """Import a zipped official KAME server log folder (``--log-dir``) as a one-run scenario
+    (:func:`kame_core.importers.log_zip.import_official_log_zip`); a bad archive, file or line is refused with a
+    :class:`ScenarioError` that names it."""
+    from kame_core.importers.log_zip import import_official_log_zip
 
     path = Path(path)
-    members = official_log_members(path)
-    if not members:
-        raise ScenarioError(path.name, "holds no official KAME server log files")
-    with zipfile.ZipFile(path) as zf, tempfile.TemporaryDirectory(prefix="kame-log-") as tmp:
-        total = 0
-        for name in members:
-            parts = PurePosixPath(name).parts
-            if PurePosixPath(name).is_absolute() or ".." in parts:
-                raise ScenarioError(f"{path.name}: {name}", "path escapes the archive")
-            total += zf.getinfo(name).file_size
-            if total > MAX_LOG_ARCHIVE_BYTES:
-                raise ScenarioError(path.name, f"log files larger than {MAX_LOG_ARCHIVE_BYTES // 2**20} MiB")
-            target = Path(tmp, path.stem).joinpath(*parts)  # messages name the folder after the archive
-            target.parent.mkdir(parents=True, exist_ok=True)
-            target.write_bytes(zf.read(name))
-        try:
-            scenario = import_official_log(Path(tmp, path.stem), name=path.stem)
-        except OfficialLogError as err:
-            raise ScenarioError(f"official KAME log {path.name}", str(err)) from None
+    scenario = import_official_log_zip(path)
     if before_decode is not None:  # a log's audio is built frame by frame (bounded by the importer): book it
         before_decode(scenario_audio_bytes(scenario))
     return LoadedScenario(scenario=scenario, key=f"official-log:{_content_digest(path)}", origin="official-log",

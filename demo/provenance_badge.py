@@ -3,18 +3,20 @@
 Users compare runs made by very different machinery (trained KAME weights, the CPU stand-in, test doubles,
 recorded files, imported training dialogues). A figure that does not say which is which invites
 over-reading a stand-in as the real model, so every run in the visualiser carries this badge. The words
-come from :data:`kame_core.trace.PROVENANCE_KINDS` only: nothing here may call a run "neural KAME" unless
-its front-end provenance kind is ``neural-kame``.
+come from :data:`kame_core.trace.PROVENANCE_KINDS` only, worded by :func:`kame_core.provenance.describe_run` (the
+exports say it the same way): nothing here may call a run "neural KAME" unless its front-end provenance kind is
+``neural-kame``.
 """
 from __future__ import annotations
 
 import html
 from dataclasses import dataclass
 
-from kame_core.trace import PROVENANCE_KINDS, Provenance, SessionTrace
+from kame_core.provenance import ORIGIN_KINDS, describe_kind, describe_run
+from kame_core.trace import Provenance, SessionTrace
 
-#: kinds that describe how a whole run reached us rather than one of its components
-_ORIGIN_KINDS = ("imported-training-dialogue", "imported-official-log", "recorded", "replay")
+__all__ = ["Badge", "describe_kind", "provenance_badge"]
+
 #: component keys shown in the detail line, in pipeline order
 _COMPONENTS = (("front_end", "front-end"), ("stt", "STT"), ("llm", "LLM"), ("tts", "TTS"), ("vad", "VAD"))
 
@@ -25,11 +27,6 @@ _TINTS = {
     "imported-official-log": "#e6eef8",
     "test-double": "#eeeeee",
 }
-
-
-def describe_kind(kind: str) -> str:
-    """The user-facing description of a provenance kind; unknown kinds are named, never guessed."""
-    return PROVENANCE_KINDS.get(kind, f"unknown provenance kind {kind!r}")
 
 
 @dataclass(frozen=True)
@@ -93,24 +90,8 @@ def provenance_badge(trace: SessionTrace, *, recorded: bool = False) -> Badge:
     provenance entry in the trace) says that first, because nothing in it was computed now.
     """
     prov = trace.provenance
-    origin = next((p for p in prov.values() if p.kind in _ORIGIN_KINDS), None)
-    front = prov.get("front_end")
-    if front is not None:
-        headline, kind = describe_kind(front.kind), front.kind
-        if kind.startswith("neural") and front.label:  # which model, and e.g. "oracle off — not the baseline"
-            headline = f"{headline}: {front.label}"
-    elif trace.mode == "cascade":
-        headline, kind = "cascade pipeline (STT → LLM → TTS; no front-end, no oracle stream)", "cascade"
-    else:
-        headline, kind = "origin unknown (the trace names no front-end)", "unknown"
-    how = ""
-    if origin is not None:
-        how = describe_kind(origin.kind)
-        if kind == "unknown":
-            headline, how, kind = how, "", origin.kind  # e.g. an imported dialogue: that is the whole story
-    elif recorded:
-        how = describe_kind("recorded")
+    run = describe_run(trace, recorded=recorded)
     parts = [_component(label, prov[key]) for key, label in _COMPONENTS if key in prov]
     parts += [_component(key, p) for key, p in prov.items()
-              if key not in dict(_COMPONENTS) and p.kind not in _ORIGIN_KINDS]
-    return Badge(headline=headline, details=" · ".join(parts), kind=kind, origin=how)
+              if key not in dict(_COMPONENTS) and p.kind not in ORIGIN_KINDS]
+    return Badge(headline=run.headline, details=" · ".join(parts), kind=run.kind, origin=run.origin)

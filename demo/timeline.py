@@ -76,6 +76,7 @@ from kame_core.trace_query import (
     LLMRequest,
     OracleRevision,
     TokenUse,
+    join_words,
     llm_requests,
     oracle_revisions,
     oracle_token_use,
@@ -346,18 +347,9 @@ def _template(*parts: str | list[str]) -> str | list[str]:
 
 
 def _words(pieces: Sequence[str]) -> list[tuple[int, str]]:
-    """Per text piece: the index of its word's first piece and the word (escaped). A piece that does not start
-    with whitespace continues the word before it -- a neural front-end's sub-word tokens " Can", "berra", "."
-    make one word, "Canberra." -- so a word is printed, and found in hover, whole."""
-    starts: list[int] = []
-    for k, piece in enumerate(pieces):
-        joins = k > 0 and piece[:1] != "" and not piece[:1].isspace() and pieces[k - 1].strip() != "" \
-            and not pieces[k - 1][-1:].isspace()
-        starts.append(starts[-1] if joins else k)
-    text: dict[int, str] = {}
-    for k, start in enumerate(starts):
-        text[start] = text.get(start, "") + pieces[k]
-    return [(start, _esc(text[start].strip() or "␣")) for start in starts]
+    """Per text piece: the index of its word's first piece and the word, escaped (:func:`kame_core.trace_query.
+    join_words` joins sub-word pieces into words, so a word is printed, and found in hover, whole)."""
+    return [(start, _esc(word or "␣")) for start, word in join_words(pieces)]
 
 
 def _revision_hover(r: OracleRevision, request: LLMRequest | None, use: TokenUse | None,

@@ -11,7 +11,8 @@ eval, the bundled-scenario recorder and the metrics all do):
 * :func:`request_spoken_ratios` -- the spoken ratio of each LLM request (:mod:`kame_core.hint_levels`);
 * :func:`revision_at`      -- the revision the front-end had been fed by a frame, and what of it;
 * :func:`self_corrections` -- each self-correction: its frame, the revision heard, the frames abandoned;
-* :func:`user_turns`       -- the user's turns (speech segments grouped by the one turn rule).
+* :func:`user_turns`       -- the user's turns (speech segments grouped by the one turn rule);
+* :func:`join_words`       -- text pieces joined into words (a neural front-end's sub-word tokens).
 
 Events are read as their typed payloads (:mod:`kame_core.events`). Payloads are validated when a trace is loaded
 (:mod:`kame_core.event_schema`); a trace made in memory is not, so these functions read it leniently (a missing
@@ -19,6 +20,7 @@ field reads None) and keep their checks on ids.
 """
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal, cast
 
@@ -99,6 +101,21 @@ class SelfCorrection:
     abandoned_text: str
     abandoned_frames: tuple[int, ...]
     new_text: str
+
+
+def join_words(pieces: Sequence[str]) -> list[tuple[int, str]]:
+    """Per text piece: the index of its word's first piece and the word (stripped; ``""`` for a piece of
+    whitespace alone). A piece that does not start with whitespace continues the word before it -- a neural
+    front-end's sub-word tokens " Can", "berra", "." make one word, "Canberra." -- so a word is read whole."""
+    starts: list[int] = []
+    for k, piece in enumerate(pieces):
+        joins = k > 0 and piece[:1] != "" and not piece[:1].isspace() and pieces[k - 1].strip() != "" \
+            and not pieces[k - 1][-1:].isspace()
+        starts.append(starts[-1] if joins else k)
+    text: dict[int, str] = {}
+    for k, start in enumerate(starts):
+        text[start] = text.get(start, "") + pieces[k]
+    return [(start, text[start].strip()) for start in starts]
 
 
 def _clean(text: str) -> str:

@@ -1,0 +1,17 @@
+"""Exports that researchers' tools open: Praat TextGrid, ELAN EAF, CSV, and the run's audio as a stereo WAV.
+
+``python -m kame_core.export FILE.kame [--run KIND] --format textgrid|eaf|csv --out PATH [--audio]``
+
+* :mod:`.tiers`    -- a run's annotation tiers (:func:`~.tiers.annotate`): what every format writes;
+* :mod:`.textgrid` -- Praat TextGrid (long text format); :mod:`.eaf` -- ELAN EAF 3.0; :mod:`.table` -- CSV;
+* :mod:`.audio`    -- the user (left) and KAME (right) as one 16-bit WAV;
+* :mod:`.cli`      -- the command line.
+"""
+from .audio import write_wav
+from .eaf import write_eaf
+from .table import COLUMNS, write_csv
+from .textgrid import write_textgrid
+from .tiers import TIER_NAMES, Annotations, Interval, IntervalTier, Point, PointTier, annotate
+
+__all__ = ["COLUMNS", "TIER_NAMES", "Annotations", "Interval", "IntervalTier", "Point", "PointTier", "annotate",
+           "write_csv", "write_eaf", "write_textgrid", "write_wav"]
