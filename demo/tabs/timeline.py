@@ -6,12 +6,15 @@ playhead, the audio and what the streams held at that time stay in sight togethe
 order) are the open view's, shared with Compare and kept in the link (:mod:`demo.lanes`)."""
 from __future__ import annotations
 
+import hashlib
+import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import gradio as gr
 import numpy as np
 
+from kame_core.export import SUFFIXES, write_eaf_bundle, write_run
 from kame_core.trace import SessionTrace
 
 from .. import views
@@ -36,6 +39,8 @@ class TimelineTab:
     audio: gr.HTML
     details: gr.Markdown
     table: gr.Dataframe
+    #: the shown run as a Praat TextGrid, an ELAN EAF with its WAV (zip) and a CSV (:func:`export_files`)
+    exports: tuple[gr.DownloadButton, gr.DownloadButton, gr.DownloadButton]
 
 
 def build() -> TimelineTab:
@@ -55,17 +60,22 @@ def build() -> TimelineTab:
             plot = gr.Plot(label="Timeline", show_label=False, elem_id="kame-plot-timeline")
         with gr.Column(scale=1, min_width=300, elem_classes=["kame-side"]):
             audio = gr.HTML("")  # the native audio player (demo.player); its div carries the kame-audio-* id
+            with gr.Row(elem_classes=["kame-exports"]):
+                exports = tuple(gr.DownloadButton(label, value=None, size="sm", elem_id=f"kame-export-{fmt}",
+                                                  min_width=80)
+                                for fmt, label in EXPORT_BUTTONS)
             details = gr.Markdown(elem_id="kame-details")
     table = gr.Dataframe(headers=RUN_SUMMARY_HEADERS, interactive=False, wrap=True, label="Runs",
                          elem_id="kame-runs", column_widths=["7%", "7%", "19%", "8%", "17%", "8%", "8%", "26%"])
-    return TimelineTab(run, at, lanes, link, plot, audio, details, table)
+    return TimelineTab(run, at, lanes, link, plot, audio, details, table, exports)  # type: ignore[arg-type]
 
 
 def wire(tab: TimelineTab, wiring: Wiring) -> None:
     """Another run, a time inspected: each redraws the view and the link to it."""
     state = wiring.state
     tab.run.input(show_run, [tab.run, state], [state, tab.plot, tab.audio, tab.details], api_name="show_run").then(
-        views.link_text, state, tab.link, api_visibility="private")
+        views.link_text, state, tab.link, api_visibility="private").then(
+        export_files, state, list(tab.exports), api_visibility="private")
     tab.at.submit(seek, [tab.at, state], [state, tab.plot, tab.details], api_name="seek").then(
         views.link_text, state, tab.link, api_visibility="private")
     # other lanes redraw every panel that draws them (Timeline and Compare), and the link
@@ -94,6 +104,44 @@ def panel(session: views.AppSession) -> TimelinePanel:
     at = session.at if run_id == session.run_id else 0.0
     return TimelinePanel(with_playhead(fig, at) if at else fig, rows, sound, list(runs), run_id,
                          _details_with_latency(runs[run_id], at), at)
+
+
+#: the export buttons beside the plot: (format, label)
+EXPORT_BUTTONS = (("textgrid", "Praat TextGrid"), ("eaf", "ELAN EAF + WAV"), ("csv", "CSV"))
+
+
+def export_files(state: Any = None) -> tuple[str | None, str | None, str | None]:
+    """The shown run of the open input as a Praat TextGrid, an ELAN EAF with its stereo WAV (one zip) and a CSV
+    (:mod:`kame_core.export`), written once per input and run into the user's private folder (None each when
+    nothing is open, or the run cannot be exported: the buttons then offer nothing)."""
+    session = views.session_of(state)
+    loaded = session.loaded
+    if loaded is None:
+        return None, None, None
+    runs = loaded.scenario.runs
+    run = session.run_id if session.run_id in runs else views.default_run(loaded)
+    trace = runs[run]
+    stem = f"{_file_stem(loaded.scenario.name or 'session')}-{_file_stem(run)}"
+    folder = session.files() / ("export-" + hashlib.sha1(f"{loaded.key}|{run}".encode()).hexdigest()[:12])
+    folder.mkdir(exist_ok=True)
+    out: list[str | None] = []
+    for fmt, _ in EXPORT_BUTTONS:
+        path = folder / (f"{stem}.eaf.zip" if fmt == "eaf" else f"{stem}{SUFFIXES[fmt]}")
+        try:
+            if not path.is_file():
+                if fmt == "eaf":
+                    write_eaf_bundle(trace, path, run=run, title=loaded.title)
+                else:
+                    write_run(trace, fmt, path, run=run, title=loaded.title)
+            out.append(str(path))
+        except (ValueError, OSError):
+            out.append(None)
+    return out[0], out[1], out[2]
+
+
+def _file_stem(name: str) -> str:
+    """A name as a file name's safe part (letters, digits, ``-`` and ``_``; at most 60 characters)."""
+    return re.sub(r"[^A-Za-z0-9_-]+", "-", name).strip("-")[:60] or "session"
 
 
 def show_run(run_id: str | None, state: Any = None) -> RunShown:

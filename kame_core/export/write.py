@@ -1,0 +1,44 @@
+"""One run written in one export format: what the command line and the app's export buttons both call."""
+from __future__ import annotations
+
+import zipfile
+from pathlib import Path
+
+from ..trace import SessionTrace
+from .audio import write_wav
+from .eaf import write_eaf
+from .table import write_csv
+from .textgrid import write_textgrid
+from .tiers import annotate
+
+#: the export formats and the suffix of the file each writes
+SUFFIXES = {"textgrid": ".TextGrid", "eaf": ".eaf", "csv": ".csv"}
+
+
+def write_run(trace: SessionTrace, fmt: str, out: Path, *, run: str = "", title: str = "",
+              audio: bool = False) -> list[Path]:
+    """Write ``trace`` as ``fmt`` (:data:`SUFFIXES`) to ``out``; with ``audio``, also the user (left) and KAME
+    (right) as a stereo WAV beside it (``out`` with ``.wav``), which an EAF links as its media. Returns the files
+    written. ValueError for an unknown format, or a run the tiers cannot describe."""
+    if fmt not in SUFFIXES:
+        raise ValueError(f"unknown format {fmt!r}; choose one of {', '.join(SUFFIXES)}")
+    doc = annotate(trace, run=run, title=title)
+    wav = out.with_suffix(".wav") if audio else None
+    written = [] if wav is None else [write_wav(trace, wav)]
+    if fmt == "textgrid":
+        written.append(write_textgrid(doc, out))
+    elif fmt == "eaf":
+        written.append(write_eaf(doc, out, media=wav))
+    else:
+        written.append(write_csv(doc, out))
+    return written
+
+
+def write_eaf_bundle(trace: SessionTrace, out: Path, *, run: str = "", title: str = "") -> Path:
+    """The EAF and its stereo WAV in one zip ``out`` (ELAN opens the EAF with the WAV beside it once unzipped)."""
+    stem = out.with_suffix("")
+    files = write_run(trace, "eaf", stem.with_suffix(".eaf"), run=run, title=title, audio=True)
+    with zipfile.ZipFile(out, "w", compression=zipfile.ZIP_DEFLATED) as bundle:
+        for path in files:
+            bundle.write(path, arcname=path.name)
+    return out

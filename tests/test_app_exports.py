@@ -1,0 +1,46 @@
+"""The Timeline's export buttons (issue 30): the shown run of the open input as a Praat TextGrid, an ELAN EAF with
+its stereo WAV in one zip, and a CSV, read back with independent readers; written once per input and run."""
+from __future__ import annotations
+
+import csv
+import zipfile
+
+import pytest
+
+from demo import views
+from demo.tabs import timeline
+from kame_core.export import TIER_NAMES
+
+textgrid = pytest.importorskip("praatio.textgrid")
+elan = pytest.importorskip("pympi.Elan")
+
+
+def test_the_shown_run_exports_in_three_formats_that_their_readers_open(tmp_path):
+    session = views.open_bundled("07-interruption-eiffel-tower").session
+    grid, bundle, table = timeline.export_files(session)
+    assert grid and bundle and table
+    assert grid.endswith("07-interruption-eiffel-tower-kame.TextGrid")
+    tg = textgrid.openTextgrid(grid, includeEmptyIntervals=True)
+    assert set(TIER_NAMES) <= set(tg.tierNames)
+    words = [e.label for e in tg.getTier("user words").entries if e.label]
+    assert "Eiffel" in words
+    with zipfile.ZipFile(bundle) as z:
+        names = sorted(z.namelist())
+        assert [n.rsplit(".", 1)[1] for n in names] == ["eaf", "wav"]
+        z.extractall(tmp_path)
+    eaf = elan.Eaf(str(tmp_path / next(n for n in names if n.endswith(".eaf"))))
+    assert set(TIER_NAMES) <= set(eaf.get_tier_names())
+    assert eaf.media_descriptors and eaf.media_descriptors[0]["RELATIVE_MEDIA_URL"].endswith(".wav")
+    with open(table, newline="", encoding="utf-8") as f:
+        rows = list(csv.DictReader(f))
+    assert rows and {"stream", "start", "end", "text"} <= set(rows[0])
+    # written once: the same files again; another run, other files
+    again = timeline.export_files(session)
+    assert again == (grid, bundle, table)
+    session.run_id = "cascade"
+    cascade = timeline.export_files(session)
+    assert cascade[0] and cascade[0].endswith("-cascade.TextGrid") and cascade[0] != grid
+
+
+def test_nothing_open_offers_nothing():
+    assert timeline.export_files(views.AppSession()) == (None, None, None)
