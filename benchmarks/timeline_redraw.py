@@ -74,7 +74,8 @@ def main() -> None:
                             build_cascade(args.seconds))
     cases = [
         ("timeline, 5 lanes", "timeline", timeline_figure(kame, lanes=LaneLayout(LANES))),
-        ("timeline, 7 lanes (with both spectrograms)", "timeline", timeline_figure(kame, lanes=LaneLayout(ALL_LANES))),
+        ("timeline, every lane (both spectrograms, oracle adherence)", "timeline",
+         timeline_figure(kame, lanes=LaneLayout(ALL_LANES))),
         ("compare, 3 runs x 5 lanes", "compare",
          compare_figure({"KAME": kame, "Moshi mode": moshi, "cascade": cascade}, lanes=LaneLayout(LANES))),
     ]

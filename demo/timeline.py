@@ -67,6 +67,7 @@ from typing import Any, TypeVar
 import numpy as np
 import plotly.graph_objects as go
 
+from kame_core.adherence import RevisionAdherence, oracle_adherence
 from kame_core.clock import FRAME_SECONDS, SAMPLE_RATE
 from kame_core.events import LlmError, LlmRequestCancel, LlmRequestFinish, SttFinal, SttPartial, payloads
 from kame_core.metrics import TurnLatency, TurnOnset, latency_breakdown, request_token_use, turn_onsets
@@ -353,7 +354,7 @@ def _words(pieces: Sequence[str]) -> list[tuple[int, str]]:
 
 
 def _revision_hover(r: OracleRevision, request: LLMRequest | None, use: TokenUse | None,
-                    replaced_by: OracleRevision | None) -> str:
+                    replaced_by: OracleRevision | None, adherence: RevisionAdherence | None = None) -> str:
     """The hover label of one oracle revision -- its span and its token ticks show it, so it is written once,
     here, from what :mod:`kame_core.trace_query` and :mod:`kame_core.metrics` say about the
     revision (nothing recounted): its whole text, hint level (as :func:`demo.palette.hint_name` names it), what
@@ -384,6 +385,12 @@ def _revision_hover(r: OracleRevision, request: LLMRequest | None, use: TokenUse
         lines.append(f"from the transcript: “{_wrap(r.transcript)}”")
     lines.append(f"replaced by rev {replaced_by.revision} at {replaced_by.reset_t:.2f} s" if replaced_by is not None
                  else "not replaced: the run's last revision")
+    if adherence is not None and adherence.spoken_share is not None:
+        lags = [w.lag_s for w in adherence.words if w.lag_s is not None]
+        lines.append(f"the front-end spoke {adherence.n_spoken} of its {adherence.n_fed} fed words"
+                     + (f" (median lag {float(np.median(lags)):.2f} s)" if lags else "")
+                     + (f"; said instead: “{_wrap(' '.join(adherence.said_instead), 56)}”"
+                        if adherence.said_instead else ""))
     return "<br>".join(lines)
 
 
@@ -406,6 +413,8 @@ class _RunBuilder:
         #: the provenance badge (placed by compare_figure) and its height (px)
         self.badge: dict[str, Any] = {}
         self.badge_px = 0.0
+        #: how much of each oracle revision the front-end spoke (:func:`kame_core.adherence.oracle_adherence`)
+        self.adherence = {a.revision: a for a in oracle_adherence(trace).revisions}
         #: the word labels the page lays out again at every zoom (:func:`_label_meta`), and the lines it cuts
         #: again to their spans' width (each revision's text)
         self.label_groups: list[dict[str, Any]] = []
@@ -424,6 +433,8 @@ class _RunBuilder:
             self._corrections()
         if shows("oracle stream"):
             self._oracle()
+        if shows("oracle adherence"):
+            self._adherence()
         if shows("events"):
             self.traces.extend(_event_traces(self.trace, self.ax, self.legend, self.trace.duration, self._row))
         self._onsets()
@@ -725,7 +736,8 @@ class _RunBuilder:
                        name=f"hint-strip:{self.run}:{rev_n}")
             said = r.text
             hover = _revision_hover(r, requests.get(r.request) if r.request is not None else None,
-                                    token_use.get(rev_n), resets[k + 1] if k + 1 < len(resets) else None)
+                                    token_use.get(rev_n), resets[k + 1] if k + 1 < len(resets) else None,
+                                    self.adherence.get(rev_n))
             for key, value in (("x0", x0), ("width", x1 - x0), ("rev", rev_n), ("colour", colour), ("hover", hover)):
                 spans[key].append(value)
             full = f"rev {rev_n}" + (f" · hint {hint}" if hint is not None else "")
@@ -804,6 +816,67 @@ class _RunBuilder:
                                    xref=self.ax.x_domain, yref=self.ax.y, x=0.5, y=self.lanes.centre("oracle stream"),
                                    showarrow=False, bgcolor="rgba(255,255,255,0.9)",
                                    font=dict(size=11, color=MUTED)))
+
+    def _adherence(self) -> None:
+        """Did it speak the hint? Per oracle revision (rows staggered), each fed word: a line from the time it was
+        fed to the time the front-end said it (its lag; a dot where it was said), or a cross where it was fed and
+        never said -- with the revision's share spoken written at the start of its window."""
+        lane = "oracle adherence"
+        revisions = [a for a in self.adherence.values() if a.words]
+        if not revisions:
+            why = "no oracle words fed in this run" if self.trace.mode not in ("moshi", "cascade") else \
+                "no oracle stream in this run"
+            self.notes.append(dict(text=why, xref=self.ax.x_domain, yref=self.ax.y, x=0.5, y=self.lanes.centre(lane),
+                                   showarrow=False, font=dict(size=11, color=MUTED)))
+            return
+        rows = [self.lanes.at(lane, o) for o in (0.62, 0.4, 0.18)]
+        lag_x: list[float | None] = []
+        lag_y: list[float | None] = []
+        said: dict[str, list[Any]] = {"x": [], "y": [], "colour": [], "hover": []}
+        missed: dict[str, list[Any]] = {"x": [], "y": [], "hover": []}
+        tx, ty, tt = [], [], []
+        for k, a in enumerate(sorted(revisions, key=lambda a: a.start_frame or 0)):
+            y, colour = rows[k % len(rows)], _darker(hint_colour(a.hint_level), 0.2)
+            head = f"oracle rev {a.revision} · hint level {_esc(hint_name(a.hint_level))}"
+            for w in a.words:
+                word = _esc(w.word)
+                if w.spoken_t is not None and w.lag_s is not None:
+                    lag_x += [w.fed_t, w.spoken_t, None]
+                    lag_y += [y, y, None]
+                    said["x"].append(w.spoken_t)
+                    said["y"].append(y)
+                    said["colour"].append(colour)
+                    said["hover"].append(f"<b>“{word}”</b> spoken {w.spoken_t:.2f} s (frame {w.spoken_frame}), "
+                                         f"fed {w.fed_t:.2f} s (frame {w.fed_frame}): lag {w.lag_s:.2f} s<br>{head}")
+                else:
+                    missed["x"].append(w.fed_t)
+                    missed["y"].append(y)
+                    missed["hover"].append(f"<b>“{word}”</b> fed {w.fed_t:.2f} s (frame {w.fed_frame}), never spoken"
+                                           + (f"<br>said instead: “{_wrap(' '.join(a.said_instead), 56)}”"
+                                              if a.said_instead else "") + f"<br>{head}")
+            if a.start_frame is not None and a.spoken_share is not None:
+                tx.append(a.start_frame * FRAME_SECONDS)
+                ty.append(y + 0.13)
+                tt.append(f"rev {a.revision}: {a.n_spoken}/{a.n_fed}")
+        if lag_x:
+            self.traces.append(dict(type="scatter", mode="lines", x=lag_x, y=lag_y, connectgaps=False,
+                                    hoverinfo="skip", line=dict(color="#7b8794", width=1.4),
+                                    **self.legend("hint word: fed → spoken (lag)"), **self.xy))
+        if said["x"]:
+            self.traces.append(dict(type="scatter", mode="markers", x=said["x"], y=said["y"], hovertext=said["hover"],
+                                    hoverinfo="text", marker=dict(symbol="circle", size=6, color=said["colour"],
+                                                                  line=dict(width=0.6, color="white")),
+                                    showlegend=False, name=f"{self.run} · hint words spoken", **self.xy))
+        if missed["x"]:
+            self.traces.append(dict(type="scatter", mode="markers", x=missed["x"], y=missed["y"],
+                                    hovertext=missed["hover"], hoverinfo="text",
+                                    marker=dict(symbol="x-thin-open", size=7, color=VERMILLION,
+                                                line=dict(width=1.4, color=VERMILLION)),
+                                    **self.legend("hint word never spoken"), **self.xy))
+        if tx:
+            self.traces.append(dict(type="scatter", mode="text", x=tx, y=ty, text=tt, textposition="middle right",
+                                    textfont=dict(size=9.5, color=MUTED), hoverinfo="skip", showlegend=False,
+                                    name=f"{self.run} · adherence per revision", **self.xy))
 
     def _onsets(self) -> None:
         """End of user speech -> response onset per turn, with the latency written between them."""

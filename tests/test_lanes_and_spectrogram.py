@@ -77,3 +77,32 @@ def test_every_lane_of_a_long_session_keeps_the_figure_within_its_budget():
     trace = build_session("kame", 120.0)
     size = len(timeline_figure(trace, lanes=LaneLayout(ALL_LANES)).to_json())
     assert size < 2_000_000, size
+
+
+def test_the_adherence_lane_draws_what_the_metric_says():
+    """Each fed word of each revision: a dot where the front-end said it (hover: its lag), a cross where it never
+    did; the revision's share at the start of its window; the revision's hover says the same."""
+    from kame_core.adherence import oracle_adherence
+    from kame_core.scenario import load_scenario
+
+    from .shared_data import REPO
+
+    trace = load_scenario(REPO / "scenarios" / "06-self-correction-breathe-out.kame").runs["kame"]
+    expected = oracle_adherence(trace)
+    fig = timeline_figure(trace, lanes=LaneLayout(("oracle stream", "oracle adherence"))).to_plotly_json()
+    by_name = {t.get("name"): t for t in fig["data"]}
+    spoken = by_name["KAME · hint words spoken"]
+    missed = by_name["hint word never spoken"]
+    words = [w for a in expected.revisions for w in a.words]
+    assert len(spoken["x"]) == sum(w.spoken for w in words) and len(missed["x"]) == sum(not w.spoken for w in words)
+    lags = sorted(round(w.lag_s, 2) for w in words if w.lag_s is not None)
+    shown = sorted(float(h.split(": lag ")[1].split(" s")[0]) for h in spoken["hovertext"])
+    assert shown == lags
+    shares = by_name["KAME · adherence per revision"]["text"]
+    assert shares == [f"rev {a.revision}: {a.n_spoken}/{a.n_fed}" for a in expected.revisions if a.words]
+    spans = by_name["KAME · revision spans"]["hovertext"]
+    last = expected.revisions[-1]
+    assert f"the front-end spoke {last.n_spoken} of its {last.n_fed} fed words" in spans[-1]
+    moshi = load_scenario(REPO / "scenarios" / "06-self-correction-breathe-out.kame").runs["moshi"]
+    note = timeline_figure(moshi, lanes=LaneLayout(("oracle adherence",))).to_plotly_json()["layout"]["annotations"]
+    assert any(a.get("text") == "no oracle stream in this run" for a in note)
