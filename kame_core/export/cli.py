@@ -1,26 +1,30 @@
-"""Command line: ``python -m kame_core.export FILE [--run KIND] --format textgrid|eaf|csv --out PATH [--audio]``.
+"""Command line: ``python -m kame_core.export FILE [--run KIND] --format textgrid|eaf|csv --out PATH [--audio]``,
+or ``python -m kame_core.export --table SOURCE... --out sessions.csv [--cache FILE | --no-cache]``.
 
 ``FILE`` is a ``.kame`` scenario file or a zipped official KAME server log folder. ``--run`` picks the run (default
 ``kame`` when there is one, else the scenario's first run); ``--audio`` also writes the user (left) and KAME
-(right) as a stereo 16-bit WAV beside ``--out`` (same name, ``.wav``), which the EAF links. Every refusal is one
-line on stderr and exit status 2.
+(right) as a stereo 16-bit WAV beside ``--out`` (same name, ``.wav``), which the EAF links.
+
+``--table`` writes the corpus table (:mod:`kame_core.corpus`) of every session and run under the folders and
+``.kame`` files given: one CSV row per run; inputs that cannot be read are skipped and counted. Rows of unchanged
+files come from a cache (``--cache``, default ``corpus-table.json`` under the cache root; ``--no-cache``: none).
+
+Every refusal is one line on stderr and exit status 2.
 """
 from __future__ import annotations
 
 import argparse
+import os
 import sys
-from collections.abc import Sequence
+import time
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import NoReturn
 
 from ..scenario import Scenario, ScenarioError, load_scenario
-from .audio import write_wav
-from .eaf import write_eaf
-from .table import write_csv
-from .textgrid import write_textgrid
-from .tiers import annotate
+from .write import SUFFIXES, write_run
 
-FORMATS = ("textgrid", "eaf", "csv")
+FORMATS = tuple(SUFFIXES)
 DEFAULT_RUN = "kame"
 
 
@@ -35,14 +39,78 @@ class _Parser(argparse.ArgumentParser):
 
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="python -m kame_core.export",
-                     description="Export one run of a KAME session as a Praat TextGrid, an ELAN EAF or a CSV.")
-    parser.add_argument("file", type=Path, help="a .kame scenario file, or a zipped official KAME server log")
+                     description="Export one run of a KAME session as a Praat TextGrid, an ELAN EAF or a CSV; or, "
+                                 "with --table, one CSV row per session and run over folders of sessions.")
+    parser.add_argument("file", type=Path, nargs="?",
+                        help="a .kame scenario file, or a zipped official KAME server log")
     parser.add_argument("--run", help=f"which run (default: {DEFAULT_RUN} if present, else the first)")
-    parser.add_argument("--format", required=True, help="textgrid, eaf or csv")
+    parser.add_argument("--format", help="textgrid, eaf or csv")
     parser.add_argument("--out", type=Path, required=True, help="the file to write")
     parser.add_argument("--audio", action="store_true",
                         help="also write the user (left) and KAME (right) as a stereo WAV beside --out")
+    parser.add_argument("--table", type=Path, nargs="+", metavar="SOURCE",
+                        help="write the corpus table of these folders, .kame files and training roots instead")
+    parser.add_argument("--cache", type=Path, help="the table's cache file (default: corpus-table.json under the "
+                                                   "cache root, $KAME_CACHE_DIR)")
+    parser.add_argument("--no-cache", action="store_true", help="read every file; keep no cache")
     return parser
+
+
+def check_mode(args: argparse.Namespace) -> None:
+    """Refuse options of the other mode: ``--table`` takes no FILE, ``--run``, ``--format`` or ``--audio``; a
+    single-file export needs FILE and ``--format`` and takes no ``--cache`` / ``--no-cache``."""
+    if args.table is not None:
+        given = [name for name, value in (("FILE", args.file), ("--run", args.run), ("--format", args.format),
+                                          ("--audio", args.audio)) if value]
+        if given:
+            raise UsageError(f"--table does not take {', '.join(given)} (it writes every run as one CSV)")
+        if args.cache is not None and args.no_cache:
+            raise UsageError("give --cache FILE or --no-cache, not both")
+        return
+    missing = [name for name, value in (("FILE", args.file), ("--format", args.format)) if value is None]
+    if missing:
+        raise UsageError(f"the following arguments are required: {', '.join(missing)} (or --table SOURCE...)")
+    if args.cache is not None or args.no_cache:
+        raise UsageError("--cache and --no-cache go with --table only")
+
+
+def table(args: argparse.Namespace, env: Mapping[str, str]) -> str:
+    """Write the corpus table ``args`` asks for; returns the summary line to print."""
+    from ..corpus import SUFFIX, RowCache, default_cache_file, scan, write_table
+
+    out: Path = args.out
+    if not out.parent.is_dir():
+        raise UsageError(f"{out}: the folder {out.parent} does not exist")
+    if out.is_dir():
+        raise UsageError(f"{out}: is a folder; give a file name")
+    for source in args.table:
+        if not source.exists():
+            raise UsageError(f"{source}: no such file or folder")
+        if not source.is_dir() and not source.name.endswith(SUFFIX):
+            raise UsageError(f"{source}: not a folder or a {SUFFIX} file")
+        if out.exists() and out.resolve() == source.resolve():
+            raise UsageError(f"{out}: is one of the sources; give another --out")
+    cache_file = None if args.no_cache else (args.cache or default_cache_file(env))
+    if cache_file is not None and cache_file.is_dir():
+        raise UsageError(f"{cache_file}: the cache is a file; this is a folder")
+    started = time.perf_counter()
+    cache = RowCache.load(cache_file) if cache_file is not None else None
+    found = scan(args.table, cache)
+    write_table(found.rows, out)
+    elapsed = time.perf_counter() - started
+    note = ""
+    if cache is not None and cache_file is not None:
+        try:
+            cache.save(cache_file)
+        except OSError as err:
+            note = f" (cache not saved: {err})"
+    line = (f"wrote {out}: {len(found.rows)} rows from {found.read + found.cached} inputs "
+            f"({found.cached} from the cache), {len(found.skipped)} skipped, in {elapsed:.2f} s{note}")
+    if found.skipped:
+        first = "; ".join(s.reason if Path(s.source).name in s.reason else f"{Path(s.source).name}: {s.reason}"
+                          for s in found.skipped[:3])
+        line += f"\nskipped: {first}" + (f"; and {len(found.skipped) - 3} more" if len(found.skipped) > 3 else "")
+    return line
 
 
 def open_session(path: Path) -> Scenario:
@@ -85,26 +153,20 @@ def export(args: argparse.Namespace) -> list[Path]:
     except (ScenarioError, OSError) as err:
         raise UsageError(f"cannot read {args.file}: {err}") from None
     run = pick_run(scenario, args.run)
-    trace = scenario.runs[run]
     try:
-        doc = annotate(trace, run=run, title=scenario.title)
+        return write_run(scenario.runs[run], fmt, out, run=run, title=scenario.title, audio=wav is not None)
     except ValueError as err:
         raise UsageError(f"run {run!r}: {err}") from None
-    written = []
-    if wav is not None:
-        written.append(write_wav(trace, wav))
-    if fmt == "textgrid":
-        written.append(write_textgrid(doc, out))
-    elif fmt == "eaf":
-        written.append(write_eaf(doc, out, media=wav))
-    else:
-        written.append(write_csv(doc, out))
-    return written
 
 
-def main(argv: Sequence[str] | None = None) -> int:
+def main(argv: Sequence[str] | None = None, env: Mapping[str, str] | None = None) -> int:
+    """Run the command; ``env`` (default: the process environment) names the cache root for ``--table``."""
     try:
         args = build_parser().parse_args(argv)
+        check_mode(args)
+        if args.table is not None:
+            print(table(args, os.environ if env is None else env))
+            return 0
         written = export(args)
     except UsageError as err:
         print(f"error: {err}", file=sys.stderr)
