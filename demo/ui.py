@@ -21,13 +21,14 @@ os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
 
 import gradio as gr  # noqa: E402
 
+from kame_core.corpus import RowCache  # noqa: E402
 from kame_core.settings import Settings  # noqa: E402
 from kame_core.tickets import TicketBook  # noqa: E402
 
 from . import assets, library, links, views  # noqa: E402
 from . import hardware as hw  # noqa: E402
 from .results import Opened, TalkOpened  # noqa: E402
-from .tabs import Wiring, compare, delay, evolution, live, panels, talk, timeline  # noqa: E402
+from .tabs import Wiring, compare, delay, evolution, live, panels, sessions, talk, timeline  # noqa: E402
 from .timeline import LANES  # noqa: E402
 from .upload_budget import UploadBudget  # noqa: E402
 
@@ -114,6 +115,8 @@ def build_app(gpu: Callable[[Callable], Callable] | None = None, hardware: hw.Ha
                 lv = live.build()
             with gr.Tab("Talk", id="talk"):
                 tk = talk.build()
+            with gr.Tab("Sessions", id="sessions") as sessions_shown:
+                ss = sessions.build()
         with gr.Accordion("About: hardware, weights, keys, settings", open=False):  # below: the plot stays in view
             gr.Markdown(hw.ABOUT)
 
@@ -182,6 +185,7 @@ def build_app(gpu: Callable[[Callable], Callable] | None = None, hardware: hw.Ha
         delay.wire(fd, wiring)
         live.wire(lv, wiring)
         talk.wire(tk, wiring)
+        sessions.wire(ss, wiring, RowCache(), sessions_shown)  # one row cache per app: files read once
     return app
 
 

@@ -352,3 +352,38 @@ def test_a_live_upload_opens_in_timeline_and_compare_and_the_picker_says_so(app_
     assert lanes_bottom <= 1000, f"a lane of the timeline is below the fold at 1600x1000: {lanes_bottom}"
     assert fit["left"] > 0 and not fit["covered"], fit
     assert fit["badges"] and all(right <= fit["right"] for right in fit["badges"]), fit
+
+
+@browser
+def test_the_sessions_tab_lists_every_run_and_a_click_opens_one_in_timeline(app_url):
+    """Sessions (issue 30): one row per session and run of the scenarios folder; clicking a row opens that
+    session and run in Timeline, and the link says so."""
+    chrome = Chromium(1600, 1000)
+    try:
+        chrome.goto(app_url)
+        chrome.wait_for(f"{LANE_TEXT}.length >= {len(LANES)}", timeout=120)
+        chrome.evaluate("Array.from(document.querySelectorAll('button[role=tab]'))"
+                        ".find(b => b.textContent.trim() === 'Sessions').click()")
+        status = chrome.wait_for("(s => / rows from /.test(s) && s)(document.querySelector('#kame-sessions-status')"
+                                 ".textContent)", timeout=60)
+        assert status.strip().startswith(f"{len(NAMES) * 3} rows from {len(NAMES)} sessions"), status  # 3 modes each
+        where = json.loads(chrome.wait_for("""(() => {
+          const rows = Array.from(document.querySelectorAll('#kame-sessions .virtual-row'));
+          const row = rows.find(r => r.querySelectorAll('.body-cell')[2].textContent.trim() !== 'kame');
+          if (!row) return false;
+          const cells = row.querySelectorAll('.body-cell'), cell = cells[3];
+          cell.scrollIntoView({block: 'center'});
+          const b = cell.getBoundingClientRect();
+          return JSON.stringify({x: b.left + 10, y: b.top + b.height / 2, open: cells[1].textContent.trim(),
+                                 run: cells[2].textContent.trim()});
+        })()""", timeout=30))
+        chrome.click(where["x"], where["y"])
+        chrome.wait_for(f"(l => l.includes('open={where['open']}&run={where['run']}'))"
+                        "((document.querySelector('#kame-link textarea') || document.querySelector('#kame-link input'))"
+                        ".value)", timeout=60)
+        assert chrome.evaluate("document.querySelector('#kame-run input').value") == where["run"]
+        selected = chrome.evaluate("Array.from(document.querySelectorAll('button[role=tab]'))"
+                                   ".find(b => b.getAttribute('aria-selected') === 'true').textContent.trim()")
+        assert selected == "Timeline"
+    finally:
+        chrome.close()

@@ -1,0 +1,134 @@
+"""The Sessions tab: every session this page can open, one row per session and run, with its provenance and
+measures (:mod:`kame_core.corpus`, the table ``python -m kame_core.export --table`` writes) -- the bundled
+scenarios, the training dialogues of ``KAME_TRAINING_DIR`` and what this browser session made (Live uploads,
+microphone and Talk sessions). Sortable by any column (click its header), filterable (the search box), downloadable
+as CSV; a click on a row opens that session and run in Timeline, as its link would.
+
+Sessions saved by other browser sessions are not listed: a Talk session opens only with the claim of the page that
+made it. Rows come from one row cache per app (:class:`kame_core.corpus.RowCache`): a file read once is not read
+again until it changes.
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import gradio as gr
+
+from kame_core.corpus import CorpusRow, RowCache, scan, write_table
+from kame_core.settings import Settings
+
+from .. import library, views
+from ..results import Opened
+
+if TYPE_CHECKING:
+    from . import Wiring
+
+#: the columns shown (the CSV has every column of kame_core.corpus.COLUMNS)
+HEADERS = ["where", "open", "run", "title", "front-end / pipeline", "duration (s)", "turns", "onset median (s)",
+           "onset p90 (s)", "revisions", "hint levels", "self-corrections", "oracle adherence", "FDB takeover",
+           "FDB latency (s)"]
+WHERE = {"bundled": "scenarios folder", "training": "training dialogue", "made": "made in this browser"}
+
+
+@dataclass(frozen=True)
+class SessionsTab:
+    """The Sessions tab's components."""
+
+    refresh: gr.Button
+    status: gr.Markdown
+    table: gr.Dataframe
+    csv: gr.DownloadButton
+
+
+def build() -> SessionsTab:
+    """The tab's layout, inside the current ``gr.Tab``."""
+    gr.Markdown("Every session this page can open, one row per session and run: sort by a column (click its "
+                "header), filter with the search box, click a row to open it in Timeline. The same table as "
+                "`python -m kame_core.export --table`.")
+    with gr.Row():
+        refresh = gr.Button("Refresh the list", scale=0, min_width=160, elem_id="kame-sessions-refresh")
+        csv = gr.DownloadButton("Download as CSV", value=None, scale=0, min_width=160, elem_id="kame-sessions-csv")
+        status = gr.Markdown(elem_id="kame-sessions-status")
+    table = gr.Dataframe(headers=HEADERS, value=[], interactive=False, wrap=False, show_search="filter",
+                         elem_id="kame-sessions", max_height=640)
+    return SessionsTab(refresh, status, table, csv)
+
+
+def wire(tab: SessionsTab, wiring: Wiring, cache: RowCache, shown: Any) -> None:
+    """Refresh (and ``shown``: the tab's own select) lists; a click on a row opens it, as every open path does."""
+    state, settings = wiring.state, wiring.settings
+
+    def listed(st: Any) -> tuple[views.AppSession, list[list[Any]], str, str | None]:
+        return listing(st, settings=settings, cache=cache)
+
+    tab.refresh.click(listed, state, [state, tab.table, tab.status, tab.csv], api_name="list_sessions")
+    shown.select(listed, state, [state, tab.table, tab.status, tab.csv], api_visibility="private")
+
+    def on_row(st: Any, evt: gr.SelectData) -> tuple:
+        opened = open_row(list(evt.row_value or []), st, settings=settings)
+        return (*wiring.show(opened), gr.Tabs(selected="timeline") if opened.figure is not None else gr.skip())
+
+    wiring.opens(tab.table.select(on_row, state, [*wiring.opened, wiring.tabs], api_visibility="private"))
+
+
+def _sources(session: views.AppSession, settings: Settings) -> list[tuple[str, Path]]:
+    content = settings.content
+    out = [("bundled", library.scenarios_dir(content.scenarios_dir))]
+    root = library.training_root(content.training_dir)
+    if root is not None:
+        out.append(("training", root))
+    out += [("made", m.path) for m in session.made if m.path.is_file()]
+    return out
+
+
+def listing(state: Any = None, *, settings: Settings | None = None,
+            cache: RowCache | None = None) -> tuple[views.AppSession, list[list[Any]], str, str | None]:
+    """The table for this browser session: (session, rows shown, a status line, the CSV of every column)."""
+    session = views.session_of(state)
+    settings = settings or Settings()
+    started = time.perf_counter()
+    sources = _sources(session, settings)
+    found = scan([path for _, path in sources if path.exists()], cache)
+    made = {str(m.path.resolve()): m.label for m in session.made}
+    table = [_shown(row, made) for row in found.rows]
+    csv_path = write_table(found.rows, session.files() / "sessions.csv") if found.rows else None
+    skipped = "" if not found.skipped else (f" · {len(found.skipped)} skipped — " + "; ".join(
+        f"{Path(s.source).name}: {s.reason}" for s in found.skipped[:3]))
+    status = (f"{len(table)} rows from {found.read + found.cached} sessions ({found.cached} from the cache) in "
+              f"{time.perf_counter() - started:.2f} s{skipped}")
+    return session, table, status, str(csv_path) if csv_path else None
+
+
+def _where(row: CorpusRow, made: dict[str, str]) -> tuple[str, str]:
+    """Where a row's session comes from and what opens it (a link's ``open=`` id, or the made list's label)."""
+    resolved = str(Path(row.source).resolve()) if row.source.endswith(".kame") else ""
+    if resolved in made:
+        return WHERE["made"], made[resolved]
+    if row.source.endswith(".kame"):
+        return WHERE["bundled"], row.open_id
+    return WHERE["training"], row.open_id
+
+
+def _shown(row: CorpusRow, made: dict[str, str]) -> list[Any]:
+    where, opens = _where(row, made)
+    return [where, opens, row.run, row.title, row.provenance, row.duration_s, row.turns, row.onset_median_s,
+            row.onset_p90_s, row.revisions, row.hint_levels, row.self_corrections, row.adherence_share,
+            row.fdb_takeover_rate, row.fdb_latency_clipped_s]
+
+
+def open_row(values: list[Any], state: Any = None, *, settings: Settings | None = None) -> Opened:
+    """Open the session and run of a row of the table (its ``where``, ``open`` and ``run`` cells): a bundled
+    scenario or a training dialogue as its link opens it, a session made here from the made list."""
+    session = views.session_of(state)
+    where, ident, run = (str(v) if v is not None else "" for v in (values + ["", "", ""])[:3])
+    if where == WHERE["made"]:
+        opened = views.open_made(ident, session)
+        if session.loaded is not None and run in session.loaded.scenario.runs:
+            session.run_id = run
+        return opened
+    if where in (WHERE["bundled"], WHERE["training"]) and ident:
+        return views.open_link({"open": ident, "run": run}, session, settings=settings)
+    return views.open_made(None, session)  # names nothing: refused, nothing changes
