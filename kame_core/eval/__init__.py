@@ -5,7 +5,7 @@
 * :mod:`.sessions`     -- two-turn spoken sessions on the virtual clock, what was spoken, onset latency
 * :mod:`.cache`        -- the resumable JSON-lines result cache
 * :mod:`.harness`      -- planning, running and grading a run (judge or proxy, control)
-* :mod:`.report`       -- Table 2 (markdown, CSV, Plotly) and the forced-delay sweep
+* :mod:`.report`       -- Table 2 (markdown, CSV, Plotly), oracle adherence (pooled; its figure), the sweep
 * :mod:`.proxy`        -- the offline proxy score, labelled "proxy — not MT-Bench"
 """
 from .proxy import PROXY_LABEL, ProxyScorer, proxy_scorer

@@ -51,7 +51,18 @@ from .harness import (
 from .judge import DEFAULT_JUDGE, Judge, judge_id, judge_model_name, make_judge_llm
 from .mtbench_data import FASTCHAT_RAW, PAPER_QUESTION_IDS, MTBenchDataError, parse_question_ids, resolve_data
 from .proxy import PROXY_LABEL, proxy_scorer
-from .report import duplex_markdown, summarize, table_figure, table_markdown, write_rows, write_sweep, write_table_csv
+from .report import (
+    adherence_by_system,
+    adherence_figure,
+    adherence_note,
+    duplex_markdown,
+    summarize,
+    table_figure,
+    table_markdown,
+    write_rows,
+    write_sweep,
+    write_table_csv,
+)
 from .sessions import TurnTaking
 
 EXIT_BAD_INPUT = 2
@@ -262,12 +273,15 @@ def run_mtbench(args: argparse.Namespace, settings: Settings | None = None) -> i
         gbar.close()
     latencies, sessions = latencies_by_system(results)
     sessions[("control", 0.0)] = sum(1 for r in results if r.mode == "kame" and r.delay_s == 0)
-    summaries = summarize(rows, latencies, sessions)
+    adherence = adherence_by_system(results)
+    summaries = summarize(rows, latencies, sessions, adherence)
     notes = _notes(results, grader, stack_box, stack_id, spec)
+    notes.append(adherence_note(adherence))
     label = grader.label
     (args.out / "table2.md").write_text(table_markdown(summaries, label, notes), encoding="utf-8")
     write_table_csv(args.out / "table2.csv", summaries, label)
     table_figure(summaries, label, args.out / "table2")
+    adherence_figure(adherence, args.out / "adherence")
     write_rows(args.out / "turns.jsonl", rows, label)
     duplex = duplex_markdown(results)
     (args.out / "duplex.md").write_text(duplex, encoding="utf-8")
@@ -282,7 +296,8 @@ def run_mtbench(args: argparse.Namespace, settings: Settings | None = None) -> i
         print("judge: " + judge.usage.summary(judge_model_name(spec)))
     else:
         print(f"scores: {PROXY_LABEL} (no API calls)")
-    print(f"outputs in {args.out}: table2.md, table2.csv, table2.html/.json, turns.jsonl, duplex.md"
+    print(f"outputs in {args.out}: table2.md, table2.csv, table2.html/.json, adherence.html/.json, turns.jsonl, "
+          "duplex.md"
           + (", sweep.csv, sweep.html/.json" if len(delays) > 1 else ""))
     return 0
 

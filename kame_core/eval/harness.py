@@ -152,16 +152,26 @@ class Answer:
     seed: int
     delay_s: float
     texts: tuple[str, ...]
+    #: the session's oracle adherence (:mod:`kame_core.adherence`): spoken share and median lag (None: no oracle)
+    oracle_adherence: float | None = None
+    oracle_median_lag_s: float | None = None
 
 
 def answers_to_grade(results: Sequence[SessionResult], questions: Mapping[int, Question],
                      control: bool) -> list[Answer]:
-    """The spoken answers of every session, plus (``control``) the final-oracle texts of KAME at delay 0."""
-    out = [Answer(r.mode, questions[r.question_id], r.seed, r.delay_s, tuple(r.spoken)) for r in results]
+    """The spoken answers of every session (with the session's oracle adherence), plus (``control``) the
+    final-oracle texts of KAME at delay 0 (text alone: no adherence)."""
+    out = [Answer(r.mode, questions[r.question_id], r.seed, r.delay_s, tuple(r.spoken),
+                  *(_rounded(r.adherence.get(k)) for k in ("spoken_share", "median_lag_s")) if r.adherence else ())
+           for r in results]
     if control:
         out += [Answer("control", questions[r.question_id], r.seed, 0.0, tuple(r.final_oracle))
                 for r in results if r.mode == "kame" and r.delay_s == 0]
     return out
+
+
+def _rounded(value: float | None) -> float | None:
+    return None if value is None else round(value, 6)  # as kame_core.adherence's to_json rounds
 
 
 class Grader(Protocol):
@@ -172,7 +182,7 @@ class Grader(Protocol):
 
 def _row(a: Answer, turn: int, score: float | None, status: str) -> ScoreRow:
     return ScoreRow(a.system, a.question.question_id, a.question.category, turn, a.seed, a.delay_s, score, status,
-                    a.texts[turn - 1] if turn <= len(a.texts) else "")
+                    a.texts[turn - 1] if turn <= len(a.texts) else "", a.oracle_adherence, a.oracle_median_lag_s)
 
 
 def _missing(a: Answer, turn: int) -> str | None:

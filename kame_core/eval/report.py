@@ -1,7 +1,10 @@
-"""Table 2 of the paper, measured here: per-category scores, average, median onset latency; the sweep curve.
+"""Table 2 of the paper, measured here: per-category scores, average, median onset latency, oracle adherence; the
+sweep curve.
 
-Inputs are per-turn score rows (:class:`ScoreRow`) and per-session latencies. Outputs: markdown, CSV and a
-Plotly figure (HTML + JSON) for the table, CSV + figure for the forced-delay sweep. The score's kind is
+Inputs are per-turn score rows (:class:`ScoreRow`), per-session latencies and per-session oracle adherence (as
+:func:`kame_core.adherence.oracle_adherence` gave it, pooled by :func:`adherence_by_system`). Outputs: markdown,
+CSV and a Plotly figure (HTML + JSON) for the table, CSV + figure for the forced-delay sweep, a figure of oracle
+adherence per hint level and of its lags (:func:`adherence_figure`). The score's kind is
 part of every column name and title: an MT-Bench judge score names its judge; an offline proxy score carries
 :data:`~kame_core.eval.proxy.PROXY_LABEL`. The paper's numbers sit beside ours, marked as quoted.
 """
@@ -11,11 +14,12 @@ import csv
 import json
 import statistics
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from ..hint_levels import HINT_LEVEL_BOUNDS, MAX_HINT_LEVEL
 from ..pipelines.run_kinds import RUN_KINDS
 from .proxy import PROXY_LABEL
 
@@ -33,6 +37,8 @@ PAPER_ROWS: tuple[tuple[str, float, float | None], ...] = (
 CATEGORY_ORDER = ("reasoning", "stem", "humanities")
 #: the one system of the report that is not a run kind: the back-end LLM's final oracle text, judged as text
 CONTROL_NAME = "back-end LLM alone (final oracle text)"
+#: where oracle adherence is defined (from the report's folder the docs are not at hand: named, not linked)
+ADHERENCE_DEFINITION = "kame_core.adherence; defined in docs/architecture.md, \"Oracle adherence\""
 
 
 def system_name(system: str) -> str:
@@ -56,6 +62,51 @@ class ScoreRow:
     score: float | None
     status: str
     answer: str
+    #: the session's oracle adherence (spoken share of the fed oracle words) and median lag; None: no oracle
+    oracle_adherence: float | None = None
+    oracle_median_lag_s: float | None = None
+
+
+@dataclass(frozen=True)
+class AdherencePool:
+    """Oracle adherence of a system's sessions, pooled: words, not runs, are counted (from each session's
+    :func:`~kame_core.eval.sessions.adherence_record`; nothing is re-aligned here)."""
+
+    sessions: int = 0
+    #: sessions whose cached result predates the adherence record (left out)
+    not_recorded: int = 0
+    n_fed: int = 0
+    n_spoken: int = 0
+    #: the lag of every spoken word of every session (s)
+    lags_s: tuple[float, ...] = ()
+    #: (hint level, spoken share) of every revision with fed words, of every session
+    revisions: tuple[tuple[int | None, float], ...] = ()
+
+    @property
+    def spoken_share(self) -> float | None:
+        """Fed oracle words spoken ÷ fed oracle words, summed over the sessions (None: nothing was fed)."""
+        return self.n_spoken / self.n_fed if self.n_fed else None
+
+    @property
+    def median_lag_s(self) -> float | None:
+        """Median lag over all spoken words of all the sessions."""
+        return statistics.median(self.lags_s) if self.lags_s else None
+
+
+def adherence_by_system(results: Iterable[SessionResultLike]) -> dict[tuple[str, float], AdherencePool]:
+    """Per (mode, delay): the sessions' oracle adherence pooled over their fed words and spoken words."""
+    groups: dict[tuple[str, float], list[dict | None]] = {}
+    for r in results:
+        groups.setdefault((r.mode, r.delay_s), []).append(r.adherence)
+    pools = {}
+    for key, records in groups.items():
+        kept = [a for a in records if a is not None]
+        pools[key] = AdherencePool(
+            sessions=len(records), not_recorded=len(records) - len(kept), n_fed=sum(a["n_fed"] for a in kept),
+            n_spoken=sum(a["n_spoken"] for a in kept), lags_s=tuple(lag for a in kept for lag in a["lags_s"]),
+            revisions=tuple((v["hint_level"], v["spoken_share"]) for a in kept for v in a["revisions"]
+                            if v["spoken_share"] is not None))
+    return pools
 
 
 @dataclass
@@ -68,6 +119,11 @@ class SystemSummary:
     sessions: int
     scored: int
     excluded: dict[str, int] = field(default_factory=dict)
+    #: pooled oracle adherence (:class:`AdherencePool`); None: no oracle word was fed (Moshi mode, cascade, control)
+    oracle_adherence: float | None = None
+    oracle_median_lag_s: float | None = None
+    oracle_words_fed: int = 0
+    oracle_words_spoken: int = 0
 
 
 def _mean(values: Sequence[float]) -> float | None:
@@ -75,8 +131,10 @@ def _mean(values: Sequence[float]) -> float | None:
 
 
 def summarize(rows: Iterable[ScoreRow], latencies: dict[tuple[str, float], list[float | None]],
-              sessions: dict[tuple[str, float], int]) -> list[SystemSummary]:
-    """One summary per (system, delay), in the order systems first appear."""
+              sessions: dict[tuple[str, float], int],
+              adherence: Mapping[tuple[str, float], AdherencePool] | None = None) -> list[SystemSummary]:
+    """One summary per (system, delay), in the order systems first appear; ``adherence`` from
+    :func:`adherence_by_system`."""
     groups: dict[tuple[str, float], list[ScoreRow]] = {}
     for row in rows:
         groups.setdefault((row.system, row.delay_s), []).append(row)
@@ -87,6 +145,7 @@ def summarize(rows: Iterable[ScoreRow], latencies: dict[tuple[str, float], list[
         scored = [r for r in group if r.score is not None]
         scores: list[float] = [r.score for r in scored if r.score is not None]
         lat = [v for v in latencies.get((system, delay), []) if v is not None]
+        pool = (adherence or {}).get((system, delay), AdherencePool())
         out.append(SystemSummary(
             system=system, delay_s=delay,
             per_category={c: _mean([r.score for r in scored if r.category == c and r.score is not None])
@@ -94,7 +153,9 @@ def summarize(rows: Iterable[ScoreRow], latencies: dict[tuple[str, float], list[
             average=_mean(scores),
             median_latency_s=round(statistics.median(lat), 3) if lat else None,
             sessions=sessions.get((system, delay), 0), scored=len(scored),
-            excluded=dict(Counter(r.status for r in group if r.score is None))))
+            excluded=dict(Counter(r.status for r in group if r.score is None)),
+            oracle_adherence=pool.spoken_share, oracle_median_lag_s=pool.median_lag_s,
+            oracle_words_fed=pool.n_fed, oracle_words_spoken=pool.n_spoken))
     return out
 
 
@@ -102,12 +163,30 @@ def _fmt(value: float | None, digits: int = 2) -> str:
     return "—" if value is None else f"{value:.{digits}f}"
 
 
+def _adherence_cell(s: SystemSummary) -> str:
+    if s.oracle_adherence is None:
+        return "—"
+    return f"{s.oracle_adherence:.2f} ({s.oracle_words_spoken}/{s.oracle_words_fed} words)"
+
+
+def adherence_note(pools: Mapping[tuple[str, float], AdherencePool] | None = None) -> str:
+    """What the adherence columns mean (a note of ``table2.md``), and how many sessions of ``pools`` had none."""
+    missing = sum(p.not_recorded for p in (pools or {}).values())
+    return (f"Oracle adherence ({ADHERENCE_DEFINITION}): of the oracle words fed to the front-end, the share it "
+            "spoke, pooled over all of a system's sessions (fed words spoken ÷ fed words, summed over sessions: "
+            "not a mean of per-session shares); the lag is the median over all spoken words of those sessions "
+            "(frame spoken − frame fed). — : no oracle word was fed (Moshi mode, the cascade, the control)."
+            + (f" {missing} session(s) came from a cache written before adherence was recorded: left out (a fresh "
+               "--cache records it)." if missing else ""))
+
+
 def table_markdown(summaries: Sequence[SystemSummary], score_label: str, notes: Sequence[str] = ()) -> str:
     """The Table-2-like markdown: measured rows (delay 0), then the paper's averages marked as quoted."""
     main = [s for s in summaries if s.delay_s == 0]
     categories = list(main[0].per_category) if main else []
     head = ["system", *[f"{c} [{score_label}]" for c in categories], f"average [{score_label}]",
-            "median onset latency (s)", "sessions", "turns scored", "excluded"]
+            "median onset latency (s)", "oracle adherence (pooled)", "oracle lag, median (s)", "sessions",
+            "turns scored", "excluded"]
     lines = [f"# Spoken MT-Bench — scores: {score_label}", "",
              "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for s in main:
@@ -115,7 +194,8 @@ def table_markdown(summaries: Sequence[SystemSummary], score_label: str, notes: 
         latency = "n/a (text only)" if s.system == "control" else _fmt(s.median_latency_s)
         lines.append("| " + " | ".join([system_name(s.system),
                                          *[_fmt(s.per_category[c]) for c in categories], _fmt(s.average),
-                                         latency, str(s.sessions), str(s.scored), excluded]) + " |")
+                                         latency, _adherence_cell(s), _fmt(s.oracle_median_lag_s),
+                                         str(s.sessions), str(s.scored), excluded]) + " |")
     lines += ["", f"## The paper's figures ({QUOTED})", "",
               "MT-Bench scores judged by GPT-4 on the paper's spoken subset (averages only)"
               + (f"; **not comparable with the {PROXY_LABEL} scores above**" if score_label == PROXY_LABEL else "")
@@ -137,14 +217,19 @@ def write_table_csv(path: Path, summaries: Sequence[SystemSummary], score_label:
         writer = csv.writer(handle)
         writer.writerow(["system", "source", *[f"{c} score [{score_label}]" for c in categories],
                          f"average score [{score_label}]", f"average MT-Bench score ({QUOTED})",
-                         "median onset latency (s)", "sessions", "turns scored", "turns excluded"])
+                         "median onset latency (s)", "oracle adherence (pooled: spoken / fed words)",
+                         "oracle lag, median (s)", "oracle words fed", "oracle words spoken", "sessions",
+                         "turns scored", "turns excluded"])
         for s in main:
+            fed = s.oracle_adherence is not None
             writer.writerow([system_name(s.system), "measured here",
                              *[_csv(s.per_category[c]) for c in categories], _csv(s.average), "",
-                             _csv(s.median_latency_s), s.sessions, s.scored, sum(s.excluded.values())])
+                             _csv(s.median_latency_s), _csv(s.oracle_adherence), _csv(s.oracle_median_lag_s),
+                             s.oracle_words_fed if fed else "", s.oracle_words_spoken if fed else "",
+                             s.sessions, s.scored, sum(s.excluded.values())])
         for name, average, latency in PAPER_ROWS:
             writer.writerow([name, QUOTED, *["" for _ in categories], "", f"{average:.2f}", _csv(latency),
-                             "", "", ""])
+                             "", "", "", "", "", "", ""])
 
 
 def _csv(value: float | None) -> str:
@@ -170,7 +255,9 @@ def table_figure(summaries: Sequence[SystemSummary], score_label: str, stem: Pat
         name = system_name(s.system) + (" (no latency: drawn at 0)" if x is None else "")
         fig.add_trace(go.Scatter(x=[x if x is not None else 0.0], y=[s.average], mode="markers+text",
                                  name=f"{name} — measured, {score_label}", text=[name], textposition="top center",
-                                 marker={"size": 12}))
+                                 marker={"size": 12}, customdata=[[s.oracle_adherence, s.oracle_median_lag_s]],
+                                 hovertext=[f"{name}<br>oracle adherence (pooled): {_adherence_cell(s)}<br>"
+                                            f"oracle lag, median: {_fmt(s.oracle_median_lag_s)} s"]))
     fig.add_trace(go.Scatter(
         x=[lat if lat is not None else 0.0 for _, _, lat in PAPER_ROWS], y=[avg for _, avg, _ in PAPER_ROWS],
         mode="markers+text", name=f"paper, MT-Bench ({QUOTED})", text=[n for n, _, _ in PAPER_ROWS],
@@ -182,13 +269,64 @@ def table_figure(summaries: Sequence[SystemSummary], score_label: str, stem: Pat
     return _write_figure(fig, stem)
 
 
+def hint_level_name(level: int | None) -> str:
+    """A hint level as the adherence figure names it: ``"0 (≤50% heard)"`` ... ``"5 (all heard)"``, or
+    ``"not known"`` (from :mod:`kame_core.hint_levels`' table; the app's hint palette lives in ``demo/``, which the
+    core does not import, so the figure uses Plotly's default colours, one per system)."""
+    if level is None or not 0 <= level <= MAX_HINT_LEVEL:
+        return "not known"
+    if level == MAX_HINT_LEVEL:
+        return f"{level} (all heard)"
+    return f"{level} (≤{HINT_LEVEL_BOUNDS[level] * 100:g}% heard)"
+
+
+def adherence_figure(pools: Mapping[tuple[str, float], AdherencePool], stem: Path) -> list[Path]:
+    """``adherence.html`` / ``.json``: per system with fed oracle words (and forced delay), the spoken share of each
+    oracle revision against its hint level (a box per level, every revision a point), and the lags of all spoken
+    words (a histogram, one 80 ms frame per bin)."""
+    import plotly.graph_objects as go
+    from plotly.colors import qualitative
+    from plotly.subplots import make_subplots
+
+    from ..clock import FRAME_SECONDS
+
+    levels = [hint_level_name(level) for level in (*range(MAX_HINT_LEVEL + 1), None)]
+    fig = make_subplots(rows=1, cols=2, column_widths=[0.6, 0.4], subplot_titles=(
+        "spoken share of each oracle revision (with fed words) by hint level",
+        "lag of each spoken oracle word (s), pooled"))
+    shown = [(key, pool) for key, pool in pools.items() if pool.n_fed]
+    for k, ((system, delay), pool) in enumerate(shown):
+        name = system_name(system) + (f", forced delay {delay:g} s" if delay else "")
+        colour = qualitative.Plotly[k % len(qualitative.Plotly)]  # Plotly's default sequence: one per system
+        fig.add_trace(go.Box(x=[hint_level_name(level) for level, _ in pool.revisions],
+                             y=[share for _, share in pool.revisions], name=name, legendgroup=name,
+                             marker_color=colour, boxpoints="all", jitter=0.4, pointpos=0, offsetgroup=str(k),
+                             hovertemplate="hint level %{x}<br>spoken share %{y:.2f}<extra>" + name + "</extra>"),
+                      row=1, col=1)
+        fig.add_trace(go.Histogram(x=list(pool.lags_s), name=f"{name}: lags", legendgroup=name, showlegend=False,
+                                   marker_color=colour, opacity=0.6,
+                                   xbins={"start": -FRAME_SECONDS / 2, "size": FRAME_SECONDS}), row=1, col=2)
+    if not shown:
+        fig.add_annotation(text="no oracle words were fed in this run (Moshi mode, the cascade): nothing to show",
+                           showarrow=False, xref="paper", yref="paper", x=0.5, y=0.5)
+    fig.update_xaxes(title_text="hint level of the revision (share of the user's utterance heard)",
+                     categoryorder="array", categoryarray=levels, row=1, col=1)
+    fig.update_yaxes(title_text="spoken share (spoken ÷ fed words)", range=[-0.05, 1.05], row=1, col=1)
+    fig.update_xaxes(title_text="lag: frame spoken − frame fed (s)", row=1, col=2)
+    fig.update_yaxes(title_text="spoken words", row=1, col=2)
+    fig.update_layout(title=f"Oracle adherence — did the front-end speak the hint? ({ADHERENCE_DEFINITION})",
+                      boxmode="group", barmode="overlay", template="plotly_white")
+    return _write_figure(fig, stem)
+
+
 def sweep_points(summaries: Sequence[SystemSummary]) -> list[SystemSummary]:
     return sorted([s for s in summaries if s.system != "control"], key=lambda s: (s.system, s.delay_s))
 
 
 def write_sweep(summaries: Sequence[SystemSummary], sweep_modes: Sequence[str], score_label: str,
                 out: Path) -> list[Path]:
-    """``sweep.csv`` and ``sweep.html``/``.json``: score and median latency per forced delay."""
+    """``sweep.csv`` and ``sweep.html``/``.json``: score and median latency per forced delay (the CSV also has the
+    pooled oracle adherence)."""
     import plotly.graph_objects as go
     from plotly.subplots import make_subplots
 
@@ -197,10 +335,12 @@ def write_sweep(summaries: Sequence[SystemSummary], sweep_modes: Sequence[str], 
     with open(csv_path, "w", newline="", encoding="utf-8") as handle:
         writer = csv.writer(handle)
         writer.writerow(["system", "forced delay (s)", f"average score [{score_label}]", "median onset latency (s)",
-                         "sessions", "turns scored", "turns excluded"])
+                         "sessions", "turns scored", "turns excluded", "oracle adherence (pooled: spoken / fed words)",
+                         "oracle lag, median (s)"])
         for s in points:
             writer.writerow([system_name(s.system), s.delay_s, _csv(s.average),
-                             _csv(s.median_latency_s), s.sessions, s.scored, sum(s.excluded.values())])
+                             _csv(s.median_latency_s), s.sessions, s.scored, sum(s.excluded.values()),
+                             _csv(s.oracle_adherence), _csv(s.oracle_median_lag_s)])
     fig = make_subplots(rows=1, cols=2, subplot_titles=(f"score [{score_label}]", "median onset latency (s)"))
     for system in sweep_modes:
         mine = [s for s in points if s.system == system]

@@ -10,7 +10,8 @@ is asked anyway and the session records that it timed out.
 :func:`run_session` runs one session on a fresh virtual clock and returns a :class:`SessionResult`: per turn,
 what the assistant actually spoke (the inner-monologue text of the frames from that turn's start to the
 next turn's start), the last oracle revision the front-end received (KAME mode: the back-end's text), and
-the response onset latency exactly as :mod:`kame_core.metrics` defines it.
+the response onset latency exactly as :mod:`kame_core.metrics` defines it, and the run's oracle adherence
+(:func:`kame_core.adherence.oracle_adherence`, kept as :func:`adherence_record`: the trace itself is not cached).
 """
 from __future__ import annotations
 
@@ -22,6 +23,7 @@ from typing import Any
 
 import numpy as np
 
+from ..adherence import SessionAdherence, oracle_adherence
 from ..clock import FRAME_SECONDS
 from ..duplex_metrics import duplex_metrics
 from ..metrics import session_metrics
@@ -145,6 +147,9 @@ class SessionResult:
     fd_turns: list[list[Any]] = field(default_factory=list)
     #: stop latency per user interruption (None: the model never went silent)
     fd_stops: list[float | None] = field(default_factory=list)
+    #: the run's oracle adherence (:func:`adherence_record`); None: not recorded (a result cached before the
+    #: eval kept it), unlike a run without oracle, whose record has ``spoken_share`` None and no revisions
+    adherence: dict[str, Any] | None = None
 
     def to_json(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -163,6 +168,17 @@ def final_oracle_text(trace: SessionTrace, t0: float, t1: float | None) -> str:
     """Text of the last oracle revision started in ``[t0, t1)`` as the back-end wrote it ('' if none)."""
     inside = [r for r in oracle_revisions(trace) if r.reset_t >= t0 and (t1 is None or r.reset_t < t1)]
     return inside[-1].text if inside else ""
+
+
+def adherence_record(adherence: SessionAdherence) -> dict[str, Any]:
+    """What a cached result keeps of :func:`~kame_core.adherence.oracle_adherence`: the run's spoken share, median
+    and 90th-percentile lag, fed and spoken word counts, per revision (hint level, fed, spoken, spoken share), and
+    the lag of every spoken word (so summaries over runs pool words, not runs). Values as the module gives them."""
+    return {"spoken_share": adherence.spoken_share, "median_lag_s": adherence.median_lag_s,
+            "p90_lag_s": adherence.p90_lag_s, "n_fed": adherence.n_fed, "n_spoken": adherence.n_spoken,
+            "revisions": [{"revision": r.revision, "hint_level": r.hint_level, "n_fed": r.n_fed,
+                           "n_spoken": r.n_spoken, "spoken_share": r.spoken_share} for r in adherence.revisions],
+            "lags_s": [w.lag_s for r in adherence.revisions for w in r.words if w.lag_s is not None]}
 
 
 def describe_result(trace: SessionTrace, source: TurnTakingSource) -> dict[str, Any]:
@@ -186,6 +202,7 @@ def describe_result(trace: SessionTrace, source: TurnTakingSource) -> dict[str, 
         "fd_stops": [None if i.stop_latency_s is None else round(i.stop_latency_s, 3) for i in duplex.interruptions],
         "provenance": {k: " · ".join(p for p in (v.kind, v.model_id, v.label) if p)
                        for k, v in trace.provenance.items()},
+        "adherence": adherence_record(oracle_adherence(trace)),
     }
 
 
