@@ -144,7 +144,7 @@ def _round(value: float | None) -> float | None:
 
 
 @dataclass(frozen=True)
-class _Word:
+class FramedWord:
     """A whole word (normalised key, as written) at the frame of its first piece."""
 
     key: str
@@ -152,18 +152,26 @@ class _Word:
     frame: int
 
 
-def _words(pieces: Sequence[tuple[int, str]]) -> list[_Word]:
+def _words(pieces: Sequence[tuple[int, str]]) -> list[FramedWord]:
     """(frame, piece) pairs, empty pieces left out, joined into words that normalise to something."""
     pieces = [(frame, piece) for frame, piece in pieces if piece]
     joined = join_words([piece for _, piece in pieces])
     out = []
     for k, (start, word) in enumerate(joined):
         if start == k and normalise(word):
-            out.append(_Word(normalise(word), word, pieces[k][0]))
+            out.append(FramedWord(normalise(word), word, pieces[k][0]))
     return out
 
 
-def _align(fed: Sequence[_Word], said: Sequence[_Word]) -> tuple[Sequence[tuple[str, int, int, int, int]], set[int]]:
+def front_end_words(trace: SessionTrace) -> list[FramedWord]:
+    """The words the front-end said (text pieces of every frame, padding left out, joined with
+    :func:`~kame_core.trace_query.join_words`), each at the frame of its first piece; a word that normalises to
+    nothing (a lone dash or comma) is left out. The spoken words adherence (and :mod:`kame_core.diff`) reads."""
+    return _words([(i, f.text_piece) for i, f in enumerate(trace.frames) if not f.text_is_padding])
+
+
+def _align(fed: Sequence[FramedWord],
+           said: Sequence[FramedWord]) -> tuple[Sequence[tuple[str, int, int, int, int]], set[int]]:
     """SequenceMatcher opcodes of fed against said words where every pair is said at or after it was fed, and
     the said words taken out: a spoken word paired with a word fed later is masked (made unequal to every word)
     and the alignment redone."""
@@ -180,8 +188,8 @@ def _align(fed: Sequence[_Word], said: Sequence[_Word]) -> tuple[Sequence[tuple[
         masked.update(early)
 
 
-def _revision(revision: int, hint_level: int | None, text: str, fed: list[_Word], start: int | None,
-              end: int | None, spoken: list[_Word]) -> RevisionAdherence:
+def _revision(revision: int, hint_level: int | None, text: str, fed: list[FramedWord], start: int | None,
+              end: int | None, spoken: list[FramedWord]) -> RevisionAdherence:
     said = [w for w in spoken if start is not None and start <= w.frame and (end is None or w.frame < end)]
     frames: dict[int, int] = {}
     instead: list[str] = []
@@ -211,7 +219,7 @@ def oracle_adherence(trace: SessionTrace) -> SessionAdherence:
             first.setdefault(rev, i)
         if not f.oracle.is_start and not f.oracle.is_padding:
             pieces.setdefault(rev, []).append((i, f.oracle.piece))
-    spoken = _words([(i, f.text_piece) for i, f in enumerate(trace.frames) if not f.text_is_padding])
+    spoken = front_end_words(trace)
     starts = sorted(set(first.values()))
 
     def end_of(rev: int) -> int | None:
