@@ -105,7 +105,7 @@ def build_app(gpu: Callable[[Callable], Callable] | None = None, hardware: hw.Ha
         with gr.Tabs() as tabs:
             with gr.Tab("Timeline", id="timeline"):
                 tl = timeline.build()
-            with gr.Tab("Compare", id="compare"):
+            with gr.Tab("Compare", id="compare") as compare_shown:
                 cmp = compare.build()
             with gr.Tab("Evolution", id="evolution"):
                 evo = evolution.build()
@@ -180,12 +180,13 @@ def build_app(gpu: Callable[[Callable], Callable] | None = None, hardware: hw.Ha
         wiring = Wiring(state=state, settings=settings, hardware=hardware, tickets=tickets, gpu=gpu, download=download,
                         tabs=tabs, opened=outs, show=_opened_outputs, opens=opens)
         timeline.wire(tl, wiring)
-        compare.wire(cmp, wiring)
+        rows = RowCache()  # one row cache per app (Sessions and Compare's picks): a file is read once
+        compare.wire(cmp, wiring, rows, compare_shown)
         evolution.wire(evo, wiring)
         delay.wire(fd, wiring)
         live.wire(lv, wiring)
         talk.wire(tk, wiring)
-        sessions.wire(ss, wiring, RowCache(), sessions_shown)  # one row cache per app: files read once
+        sessions.wire(ss, wiring, rows, sessions_shown)
     return app
 
 
