@@ -71,18 +71,33 @@ def _idle(page: Chromium) -> None:
         time.sleep(0.6)
 
 
-def _snapshot(page: Chromium) -> dict:
-    for name in TABS:  # each tab drawn (a hidden tab's figure is drawn when shown)
-        _tab(page, name)
+#: which tab shows each panel of the snapshot (the rest: the bar and the Timeline): a tab's panels are read while it
+#: shows -- a hidden figure is laid out for the width it will have only once it shows
+TAB_OF = {"compare": "Compare", "compare_table": "Compare", "compare_names": "Compare", "compare_players": "Compare",
+          "evolution": "Evolution", "evolution_text": "Evolution", "evolution_buttons": "Evolution",
+          "delay": "Forced delay", "delay_text": "Forced delay", "curve": "Forced delay", "curve_text": "Forced delay"}
+
+
+def _settled(page: Chromium) -> dict:
     _idle(page)
     before = page.evaluate(SNAPSHOT)
     for _ in range(20):  # settled: the same twice in a row
         time.sleep(1.0)
         now = page.evaluate(SNAPSHOT)
         if now == before:
-            return json.loads(now)
+            break
         before = now
     return json.loads(before)
+
+
+def _snapshot(page: Chromium) -> dict:
+    """Every panel, each read while its tab shows."""
+    seen: dict = {}
+    for name in TABS:
+        _tab(page, name)
+        shown = _settled(page)
+        seen.update({k: v for k, v in shown.items() if TAB_OF.get(k, "Timeline") == name})
+    return seen
 
 
 def _pick(page: Chromium, name: str) -> None:

@@ -31,6 +31,7 @@ ENVIRONMENT_READERS = {
     "kame_core/serve/__main__.py": "entry point: python -m kame_core.serve",
     "kame_core/eval/cli.py": "entry point: python -m kame_core.eval",
     "kame_core/augment/cli.py": "entry point: python -m kame_core.augment",
+    "kame_core/export/cli.py": "entry point: python -m kame_core.export (the cache root of --table)",
     "app.py": "entry point (and GRADIO_ANALYTICS_ENABLED before Gradio is imported)",
     "spaces/app.py": "entry point of the Space (and GRADIO_ANALYTICS_ENABLED)",
     "demo/ui.py": "GRADIO_ANALYTICS_ENABLED before Gradio is imported",

@@ -698,8 +698,11 @@
     entries.forEach(function (entry) {
       var v = viewOf(entry.target);
       if (v && v.gd && window.Plotly && entry.contentRect.width > 0) {
-        window.Plotly.Plots.resize(v.gd);
-        drawOverview(v);
+        // a new width is a new zoom in px per second: the labels are laid out again for it
+        Promise.resolve(window.Plotly.Plots.resize(v.gd)).then(function () {
+          applyLabels(v);
+          drawOverview(v);
+        });
       }
     });
   });
