@@ -46,7 +46,7 @@ import numpy as np
 
 from .clock import FRAME_SECONDS
 from .trace import SessionTrace
-from .trace_query import join_words, oracle_revisions
+from .trace_query import FramedWord, framed_words, front_end_words, oracle_revisions
 
 _PUNCTUATION = re.compile(r"[^\w\s]|_")
 
@@ -144,34 +144,23 @@ def _round(value: float | None) -> float | None:
 
 
 @dataclass(frozen=True)
-class FramedWord:
-    """A whole word (normalised key, as written) at the frame of its first piece."""
+class _Keyed:
+    """A whole word as the alignment compares it (its normalised key), as written, at the frame of its first
+    piece."""
 
     key: str
     text: str
     frame: int
 
 
-def _words(pieces: Sequence[tuple[int, str]]) -> list[FramedWord]:
-    """(frame, piece) pairs, empty pieces left out, joined into words that normalise to something."""
-    pieces = [(frame, piece) for frame, piece in pieces if piece]
-    joined = join_words([piece for _, piece in pieces])
-    out = []
-    for k, (start, word) in enumerate(joined):
-        if start == k and normalise(word):
-            out.append(FramedWord(normalise(word), word, pieces[k][0]))
-    return out
+def _keyed(words: Sequence[FramedWord]) -> list[_Keyed]:
+    """Words (:func:`~kame_core.trace_query.framed_words`) that normalise to something (not a lone dash or comma),
+    keyed for the alignment."""
+    return [_Keyed(normalise(w.text), w.text, w.first_frame) for w in words if normalise(w.text)]
 
 
-def front_end_words(trace: SessionTrace) -> list[FramedWord]:
-    """The words the front-end said (text pieces of every frame, padding left out, joined with
-    :func:`~kame_core.trace_query.join_words`), each at the frame of its first piece; a word that normalises to
-    nothing (a lone dash or comma) is left out. The spoken words adherence (and :mod:`kame_core.diff`) reads."""
-    return _words([(i, f.text_piece) for i, f in enumerate(trace.frames) if not f.text_is_padding])
-
-
-def _align(fed: Sequence[FramedWord],
-           said: Sequence[FramedWord]) -> tuple[Sequence[tuple[str, int, int, int, int]], set[int]]:
+def _align(fed: Sequence[_Keyed],
+           said: Sequence[_Keyed]) -> tuple[Sequence[tuple[str, int, int, int, int]], set[int]]:
     """SequenceMatcher opcodes of fed against said words where every pair is said at or after it was fed, and
     the said words taken out: a spoken word paired with a word fed later is masked (made unequal to every word)
     and the alignment redone."""
@@ -188,8 +177,8 @@ def _align(fed: Sequence[FramedWord],
         masked.update(early)
 
 
-def _revision(revision: int, hint_level: int | None, text: str, fed: list[FramedWord], start: int | None,
-              end: int | None, spoken: list[FramedWord]) -> RevisionAdherence:
+def _revision(revision: int, hint_level: int | None, text: str, fed: list[_Keyed], start: int | None,
+              end: int | None, spoken: list[_Keyed]) -> RevisionAdherence:
     said = [w for w in spoken if start is not None and start <= w.frame and (end is None or w.frame < end)]
     frames: dict[int, int] = {}
     instead: list[str] = []
@@ -219,7 +208,7 @@ def oracle_adherence(trace: SessionTrace) -> SessionAdherence:
             first.setdefault(rev, i)
         if not f.oracle.is_start and not f.oracle.is_padding:
             pieces.setdefault(rev, []).append((i, f.oracle.piece))
-    spoken = front_end_words(trace)
+    spoken = _keyed(front_end_words(trace))
     starts = sorted(set(first.values()))
 
     def end_of(rev: int) -> int | None:
@@ -231,7 +220,8 @@ def oracle_adherence(trace: SessionTrace) -> SessionAdherence:
         listed.setdefault(r.revision, (r.hint_level, r.text))
     for rev in sorted(first):
         listed.setdefault(rev, (None, " ".join("".join(p for _, p in pieces.get(rev, [])).split())))
-    revisions = tuple(_revision(rev, level, text, _words(pieces.get(rev, [])), first.get(rev), end_of(rev), spoken)
+    revisions = tuple(_revision(rev, level, text, _keyed(framed_words(pieces.get(rev, []))), first.get(rev),
+                                end_of(rev), spoken)
                       for rev, (level, text) in listed.items())
     fed = sum(r.n_fed for r in revisions)
     lags = [w.lag_s for r in revisions for w in r.words if w.lag_s is not None]

@@ -1,7 +1,7 @@
 """Word-level diffs of what runs said, aligned on time.
 
 * **Spoken words** of a run: the front-end's inner-monologue words (for a cascade run, the words its TTS speaks),
-  read exactly as oracle adherence reads them (:func:`kame_core.adherence.front_end_words`): sub-word pieces joined
+  read exactly as oracle adherence reads them (:func:`kame_core.trace_query.front_end_words`): sub-word pieces joined
   into whole words, each at the frame of its first piece, words that normalise to nothing left out.
 * **Word diff**: two word sequences aligned with :class:`difflib.SequenceMatcher` (``autojunk`` off) on
   normalised words (:func:`kame_core.adherence.normalise`: case and punctuation ignored). Each stretch is
@@ -17,10 +17,10 @@ from dataclasses import dataclass
 from difflib import SequenceMatcher
 from typing import Any, Literal, cast
 
-from .adherence import front_end_words, normalise
+from .adherence import normalise
 from .clock import FRAME_SECONDS
 from .trace import SessionTrace
-from .trace_query import OracleRevision, oracle_revisions
+from .trace_query import OracleRevision, front_end_words, oracle_revisions
 
 Op = Literal["equal", "replace", "delete", "insert"]
 
@@ -120,7 +120,8 @@ class RevisionDiff:
 
 def spoken_words(trace: SessionTrace) -> tuple[TimedWord, ...]:
     """The words a run said, each at the frame (and time) of its first piece (as oracle adherence reads them)."""
-    return tuple(TimedWord(w.text, w.frame, w.frame * FRAME_SECONDS) for w in front_end_words(trace))
+    return tuple(TimedWord(w.text, w.first_frame, w.first_frame * FRAME_SECONDS) for w in front_end_words(trace)
+                 if normalise(w.text))
 
 
 def word_diff(a: Sequence[TimedWord], b: Sequence[TimedWord]) -> tuple[DiffOp, ...]:

@@ -118,6 +118,32 @@ def join_words(pieces: Sequence[str]) -> list[tuple[int, str]]:
     return [(start, text[start].strip()) for start in starts]
 
 
+@dataclass(frozen=True)
+class FramedWord:
+    """A whole word of a stream of pieces: its text (stripped) and the frames of its first and last pieces."""
+
+    text: str
+    first_frame: int
+    last_frame: int
+
+
+def framed_words(pieces: Sequence[tuple[int, str]]) -> list[FramedWord]:
+    """``(frame, piece)`` pairs (empty pieces left out) joined into words with :func:`join_words`, in order; a
+    word of whitespace alone is no word."""
+    pieces = [(frame, piece) for frame, piece in pieces if piece]
+    words: dict[int, FramedWord] = {}
+    for (frame, _), (start, word) in zip(pieces, join_words([piece for _, piece in pieces])):
+        first = words.get(start)
+        words[start] = FramedWord(word, frame if first is None else first.first_frame, frame)
+    return [w for w in words.values() if w.text]
+
+
+def front_end_words(trace: SessionTrace) -> list[FramedWord]:
+    """The words the front-end said: its text pieces (padding left out) joined into words, each over the frames of
+    its pieces -- what the exports' tiers, oracle adherence and the word diffs between runs all read."""
+    return framed_words([(i, f.text_piece) for i, f in enumerate(trace.frames) if not f.text_is_padding])
+
+
 def _clean(text: str) -> str:
     return " ".join(text.split())
 

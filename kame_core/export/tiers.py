@@ -37,7 +37,7 @@ from ..clock import FRAME_SECONDS, SAMPLES_PER_FRAME
 from ..metrics import SILENCE_RMS, turn_onsets
 from ..provenance import describe_run
 from ..trace import EventKind, SessionTrace
-from ..trace_query import join_words, llm_requests, oracle_revisions, self_corrections, user_turns
+from ..trace_query import FramedWord, front_end_words, llm_requests, oracle_revisions, self_corrections, user_turns
 
 USER_WORDS, MONOLOGUE, SPEECH, ORACLE, TURNS, EVENTS = (
     "user words", "inner monologue", "KAME speech", "oracle", "turns", "events")
@@ -189,31 +189,11 @@ def user_words(trace: SessionTrace) -> list[Interval]:
     return out
 
 
-@dataclass(frozen=True)
-class SpokenWord:
-    """A word of the front-end's text stream: the frames of its first and last pieces."""
-
-    first_frame: int
-    last_frame: int
-    text: str
-
-
-def spoken_words(trace: SessionTrace) -> list[SpokenWord]:
-    """The front-end's text pieces joined into words (:func:`~kame_core.trace_query.join_words`), in order;
-    pieces of whitespace alone are no word."""
-    spoken = [(i, f.text_piece) for i, f in enumerate(trace.frames) if not f.text_is_padding]
-    words: dict[int, SpokenWord] = {}
-    for (frame, _), (start, word) in zip(spoken, join_words([p for _, p in spoken])):
-        first = words.get(start)
-        words[start] = SpokenWord(frame if first is None else first.first_frame, frame, word)
-    return [w for w in words.values() if w.text]
-
-
-def monologue(trace: SessionTrace, words: Sequence[SpokenWord] | None = None) -> list[Interval]:
+def monologue(trace: SessionTrace, words: Sequence[FramedWord] | None = None) -> list[Interval]:
     """The inner monologue's words, each over the frames of its pieces."""
     F = FRAME_SECONDS
     return [Interval(w.first_frame * F, (w.last_frame + 1) * F, w.text)
-            for w in (spoken_words(trace) if words is None else words)]
+            for w in (front_end_words(trace) if words is None else words)]
 
 
 def audio_aligned(trace: SessionTrace) -> bool:
@@ -233,9 +213,9 @@ def _audible(trace: SessionTrace) -> np.ndarray:
     return np.asarray(rms > SILENCE_RMS, bool)
 
 
-def kame_speech(trace: SessionTrace, words: Sequence[SpokenWord] | None = None) -> list[Interval]:
+def kame_speech(trace: SessionTrace, words: Sequence[FramedWord] | None = None) -> list[Interval]:
     """The words of the output audio (see the module docstring for how they are timed)."""
-    words = spoken_words(trace) if words is None else words
+    words = front_end_words(trace) if words is None else words
     timed = monologue(trace, words)
     if not audio_aligned(trace):
         return timed
@@ -321,7 +301,7 @@ def annotate(trace: SessionTrace, run: str = "", title: str = "") -> Annotations
     if trace.n_frames == 0:
         raise ValueError("the run has no frames (nothing to annotate)")
     duration = trace.duration
-    words = spoken_words(trace)
+    words = front_end_words(trace)
     tiers: tuple[Tier, ...] = (
         cover(USER_WORDS, user_words(trace), duration),
         cover(MONOLOGUE, monologue(trace, words), duration),
