@@ -8,7 +8,6 @@ finds it, redraws it with the page's Plotly and takes over, exactly as in the ap
 from __future__ import annotations
 
 import html
-import json
 from pathlib import Path
 
 import plotly.graph_objects as go
@@ -33,18 +32,11 @@ def write_page(folder: Path, figure: go.Figure, trace: SessionTrace | None = Non
     styles = f"<style>{assets.text('app.css')}</style>"
     body = (f"<div id='kame-inspect-time'><input type='number' value='0'></div>"
             f"<div id='kame-plot-{view}'><div id='source'></div></div>{player}")
-    spec = figure.to_plotly_json()
-    draw = (f"<script>Plotly.newPlot('source', {json.dumps(spec['data'], default=_plain)}, "
-            f"{json.dumps(spec['layout'], default=_plain)});</script>")
+    # Plotly's own encoder (numpy arrays included); "</" escaped so no string can end the script element
+    spec = figure.to_json().replace("</", "<\\/")
+    draw = f"<script>var kameFigure = {spec}; Plotly.newPlot('source', kameFigure.data, kameFigure.layout);</script>"
     page = folder / f"{view}.html"
     page.write_text(f"<!doctype html><html><head><meta charset='utf-8'>{styles}{scripts}</head>"
                     f"<body style='width:1500px'>{body}{draw}</body></html>", encoding="utf-8")
     return page
 
-
-def _plain(value: object) -> object:
-    """numpy arrays and scalars as JSON (Plotly's own encoder is for whole figures)."""
-    tolist = getattr(value, "tolist", None)
-    if callable(tolist):
-        return tolist()
-    raise TypeError(f"not JSON: {type(value).__name__}")

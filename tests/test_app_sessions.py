@@ -64,3 +64,15 @@ def test_a_row_that_names_nothing_changes_nothing():
     before = session.loaded
     opened = sessions.open_row(["somewhere", "../../etc/passwd", "kame"], session)
     assert session.loaded is before and "Still open" in opened.status
+
+
+def test_a_full_disk_lists_the_sessions_without_their_csv(monkeypatch):
+    import errno
+
+    def full(rows, path):
+        raise OSError(errno.ENOSPC, "No space left on device", str(path))
+
+    monkeypatch.setattr(sessions, "write_table", full)
+    session, rows, status, csv_path = sessions.listing(views.AppSession(), settings=Settings(), cache=RowCache())
+    assert rows and csv_path is None
+    assert "no CSV: no space left on the device" in status and "/" not in status.split("no CSV:")[1]

@@ -138,6 +138,7 @@ def test_the_adherence_figure_shows_each_revision_and_every_lag(run) -> None:
     assert (out / "adherence.html").is_file() and (out / "plotly.min.js").is_file()
     figure = json.loads((out / "adherence.json").read_text())
     assert "Oracle adherence" in figure["layout"]["title"]["text"]
+    assert figure["layout"]["title"]["subtitle"]["text"].startswith("Front-end: "), "it says what made the runs"
     boxes = [t for t in figure["data"] if t["type"] == "box"]
     hists = [t for t in figure["data"] if t["type"] == "histogram"]
     # KAME at 0 and at 1 s; Moshi mode and the cascade fed no oracle word

@@ -208,8 +208,7 @@
       g.traces.forEach(function (index) {
         var trace = data[index];
         if (!trace) return;
-        trace.text = [];
-        trace.mode = 'markers';
+        trace.text = [];  // its ticks: tickTraces leaves Plotly their hover only
       });
     });
   }
@@ -422,7 +421,6 @@
       }, 150);
     }
   }
-  window.kameSeekView = function (host, t) { var v = viewOf(host); if (v) seekView(v, t); };
   K.seek = function (name, t) { if (state[name]) seekView(state[name], t); };
 
   function mediaView(media) {
@@ -494,7 +492,6 @@
     if (v.region && (v.t < v.region.start || v.t >= v.region.end - 0.01)) playRegion(v);
     else { v.playingRegion = !!v.region; media.play(); }
   }
-  K.togglePlay = function (name) { if (state[name]) togglePlay(state[name]); };
 
   // ------------------------------------------------------------------------------------------- regions
   function setRegion(v, sel) {

@@ -25,7 +25,7 @@ from ..inspector import PAPER_NOTE, PAPER_TABLE_HEADERS, PAPER_TABLE_ROWS, duple
 from ..provenance_badge import provenance_badge
 from ..results import Compared
 from ..timeline import compare_figure
-from .sessions import WHERE, listing
+from .sessions import WHERE, listed_rows
 
 if TYPE_CHECKING:
     from . import Wiring
@@ -97,7 +97,7 @@ def run_choices(state: Any = None, *, settings: Settings | None = None,
     """Every run this page can open (as the Sessions tab lists them) and the open input's forced-delay re-runs,
     as the picks' choices (the picks kept where still offered)."""
     session = views.session_of(state)
-    session, rows, _, _ = listing(session, settings=settings, cache=cache)
+    _, rows = listed_rows(session, settings=settings, cache=cache)
     choices = [(f"{row[1]} · {row[2]}" + ("" if row[0] == WHERE["bundled"] else f" ({row[0]})"),
                 json.dumps([row[0], row[1], row[2]])) for row in rows]
     if session.loaded is not None:

@@ -17,7 +17,8 @@ from typing import TYPE_CHECKING, Any
 
 import gradio as gr
 
-from kame_core.corpus import CorpusRow, RowCache, scan, write_table
+from kame_core.corpus import CorpusRow, CorpusScan, RowCache, scan, write_table
+from kame_core.session.disk import error_words
 from kame_core.settings import Settings
 
 from .. import library, views
@@ -88,18 +89,28 @@ def listing(state: Any = None, *, settings: Settings | None = None,
             cache: RowCache | None = None) -> tuple[views.AppSession, list[list[Any]], str, str | None]:
     """The table for this browser session: (session, rows shown, a status line, the CSV of every column)."""
     session = views.session_of(state)
-    settings = settings or Settings()
     started = time.perf_counter()
-    sources = _sources(session, settings)
-    found = scan([path for _, path in sources if path.exists()], cache)
-    made = {str(m.path.resolve()): m.label for m in session.made}
-    table = [_shown(row, made) for row in found.rows]
-    csv_path = write_table(found.rows, session.files() / "sessions.csv") if found.rows else None
+    found, table = listed_rows(session, settings=settings, cache=cache)
+    csv_path, unwritten = None, ""
+    if found.rows:
+        try:
+            csv_path = write_table(found.rows, session.files() / "sessions.csv")
+        except OSError as err:  # a full or read-only disk: the list shows, its CSV is not offered
+            unwritten = f" · no CSV: {error_words(err)}"
     skipped = "" if not found.skipped else (f" · {len(found.skipped)} skipped — " + "; ".join(
         f"{Path(s.source).name}: {s.reason}" for s in found.skipped[:3]))
     status = (f"{len(table)} rows from {found.read + found.cached} sessions ({found.cached} from the cache) in "
-              f"{time.perf_counter() - started:.2f} s{skipped}")
+              f"{time.perf_counter() - started:.2f} s{unwritten}{skipped}")
     return session, table, status, str(csv_path) if csv_path else None
+
+
+def listed_rows(session: views.AppSession, *, settings: Settings | None = None,
+                cache: RowCache | None = None) -> tuple[CorpusScan, list[list[Any]]]:
+    """What this browser session can open: the scan of its sources, and its rows as the table shows them."""
+    sources = _sources(session, settings or Settings())
+    found = scan([path for _, path in sources if path.exists()], cache)
+    made = {str(m.path.resolve()): m.label for m in session.made}
+    return found, [_shown(row, made) for row in found.rows]
 
 
 def _where(row: CorpusRow, made: dict[str, str]) -> tuple[str, str]:

@@ -281,7 +281,7 @@ def run_mtbench(args: argparse.Namespace, settings: Settings | None = None) -> i
     (args.out / "table2.md").write_text(table_markdown(summaries, label, notes), encoding="utf-8")
     write_table_csv(args.out / "table2.csv", summaries, label)
     table_figure(summaries, label, args.out / "table2")
-    adherence_figure(adherence, args.out / "adherence")
+    adherence_figure(adherence, args.out / "adherence", provenance=_front_end(stack_box, stack_id))
     write_rows(args.out / "turns.jsonl", rows, label)
     duplex = duplex_markdown(results)
     (args.out / "duplex.md").write_text(duplex, encoding="utf-8")
@@ -302,16 +302,20 @@ def run_mtbench(args: argparse.Namespace, settings: Settings | None = None) -> i
     return 0
 
 
-def _notes(results: Sequence, grader: object, stack_box: list, stack_id: dict, spec: str | None) -> list[str]:
+def _front_end(stack_box: list, stack_id: dict) -> str:
+    """What front-end made the sessions, in words (the report's first note, and the adherence figure's subtitle)."""
     neural = stack_box[0].neural if stack_box else None
     if neural is not None:
-        front = (f"Front-end: {neural.describe('kame')}; Moshi mode: {neural.describe('moshi')}. Sessions run "
+        return (f"Front-end: {neural.describe('kame')}; Moshi mode: {neural.describe('moshi')}. Sessions run "
                  f"{neural.choice.pool_size} at a time on the virtual clock, stepped as one batch of the pool "
                  "(with sampling, pooled sessions share one random generator).")
-    elif stack_id.get("front_end", "cpu-stand-in") != "cpu-stand-in":
-        front = f"Front-end: {stack_id['front_end']} (every session from the cache)."
-    else:
-        front = "Front-end: CPU stand-in (imitates KAME; NOT the trained KAME model). Sessions on the virtual clock."
+    if stack_id.get("front_end", "cpu-stand-in") != "cpu-stand-in":
+        return f"Front-end: {stack_id['front_end']} (every session from the cache)."
+    return "Front-end: CPU stand-in (imitates KAME; NOT the trained KAME model). Sessions on the virtual clock."
+
+
+def _notes(results: Sequence, grader: object, stack_box: list, stack_id: dict, spec: str | None) -> list[str]:
+    front = _front_end(stack_box, stack_id)
     notes = [f"{front} Oracle LLM {stack_id['oracle_llm']}; oracle policy {stack_id.get('oracle_policy', 'restart')}, "
              f"prompt layout {stack_id.get('prompt_layout', 'chat')}.",
              "Latency: median first-turn response onset (kame_core.metrics; negative = started before the user "

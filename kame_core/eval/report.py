@@ -280,10 +280,11 @@ def hint_level_name(level: int | None) -> str:
     return f"{level} (≤{HINT_LEVEL_BOUNDS[level] * 100:g}% heard)"
 
 
-def adherence_figure(pools: Mapping[tuple[str, float], AdherencePool], stem: Path) -> list[Path]:
+def adherence_figure(pools: Mapping[tuple[str, float], AdherencePool], stem: Path, provenance: str = "") -> list[Path]:
     """``adherence.html`` / ``.json``: per system with fed oracle words (and forced delay), the spoken share of each
     oracle revision against its hint level (a box per level, every revision a point), and the lags of all spoken
-    words (a histogram, one 80 ms frame per bin)."""
+    words (a histogram, one 80 ms frame per bin). ``provenance``: what made the runs (the front-end, in words),
+    written under the title."""
     import plotly.graph_objects as go
     from plotly.colors import qualitative
     from plotly.subplots import make_subplots
@@ -314,7 +315,8 @@ def adherence_figure(pools: Mapping[tuple[str, float], AdherencePool], stem: Pat
     fig.update_yaxes(title_text="spoken share (spoken ÷ fed words)", range=[-0.05, 1.05], row=1, col=1)
     fig.update_xaxes(title_text="lag: frame spoken − frame fed (s)", row=1, col=2)
     fig.update_yaxes(title_text="spoken words", row=1, col=2)
-    fig.update_layout(title=f"Oracle adherence — did the front-end speak the hint? ({ADHERENCE_DEFINITION})",
+    title = f"Oracle adherence — did the front-end speak the hint? ({ADHERENCE_DEFINITION})"
+    fig.update_layout(title={"text": title, "subtitle": {"text": provenance}} if provenance else title,
                       boxmode="group", barmode="overlay", template="plotly_white")
     return _write_figure(fig, stem)
 
