@@ -25,6 +25,7 @@ from .access import Access
 from .keys import KEY_VARS, api_key, keys_set
 from .llm.factory import check_spec
 from .neural.choice import DEVICES, MAX_KV_FRAMES, MAX_POOL_SIZE, MIN_KV_FRAMES, FrontEndChoice
+from .neural.kv_settings import DEFAULT_GROW_FRAMES, KV_DTYPES, MAX_GROW_FRAMES
 from .paths import ModelFiles, cache_root, sessions_dir
 
 __all__ = ["KEY_VARS", "ContentSettings", "Hosting", "JudgeSettings", "ServerSettings", "Settings",
@@ -33,6 +34,8 @@ __all__ = ["KEY_VARS", "ContentSettings", "Hosting", "JudgeSettings", "ServerSet
 MB = 2 ** 20
 DEFAULT_BUDGET_MB = 2048
 DEFAULT_UPLOAD_MB = 256
+#: the most replicas ``serve --replicas`` / ``KAME_REPLICAS`` runs
+MAX_REPLICAS = 1024
 #: uvicorn's log levels
 LOG_LEVELS = ("critical", "error", "warning", "info", "debug", "trace")
 _TRUE, _FALSE = ("1", "true", "yes", "on"), ("0", "false", "no", "off")
@@ -104,7 +107,8 @@ class StackSettings:
     llm: str = "offline"
     #: ``KAME_SMALL_MODEL``: the stand-in's openers come from SmolLM2
     small_model: bool = True
-    #: ``KAME_WEIGHTS``, ``KAME_MOSHI_WEIGHTS``, ``KAME_DEVICE``, ``KAME_POOL_SIZE``, ``KAME_KV_FRAMES``
+    #: ``KAME_WEIGHTS``, ``KAME_MOSHI_WEIGHTS``, ``KAME_DEVICE``, ``KAME_POOL_SIZE``, ``KAME_KV_FRAMES``,
+    #: ``KAME_KV_DTYPE``, ``KAME_KV_GROW_FRAMES``
     front_end: FrontEndChoice = field(default_factory=FrontEndChoice)
     #: ``KAME_CACHE_DIR`` (or ``XDG_CACHE_HOME``), ``KAME_WHISPER_MODEL``, ``HF_HUB_OFFLINE``
     files: ModelFiles = field(default_factory=ModelFiles)
@@ -125,8 +129,8 @@ class StackSettings:
 
 
 def _front_end(env: Mapping[str, str]) -> FrontEndChoice:
-    """``KAME_WEIGHTS``, ``KAME_MOSHI_WEIGHTS``, ``KAME_DEVICE``, ``KAME_POOL_SIZE``, ``KAME_KV_FRAMES``; the
-    combination is checked by :class:`FrontEndChoice` itself."""
+    """``KAME_WEIGHTS``, ``KAME_MOSHI_WEIGHTS``, ``KAME_DEVICE``, ``KAME_POOL_SIZE``, ``KAME_KV_FRAMES``,
+    ``KAME_KV_DTYPE``, ``KAME_KV_GROW_FRAMES``; the combination is checked by :class:`FrontEndChoice` itself."""
     device = _text(env, "KAME_DEVICE").lower()
     if device not in ("", *DEVICES):
         raise SettingsError(f"KAME_DEVICE must be cuda or cpu, got {env['KAME_DEVICE']!r}")
@@ -135,17 +139,25 @@ def _front_end(env: Mapping[str, str]) -> FrontEndChoice:
     kv_frames = _whole(env, "KAME_KV_FRAMES", 0, lambda n: n == 0 or MIN_KV_FRAMES <= n <= MAX_KV_FRAMES,
                        f"0 (the checkpoint's context) or a whole number of frames from {MIN_KV_FRAMES} to "
                        f"{MAX_KV_FRAMES} (the KV cache length)")
+    kv_dtype = _text(env, "KAME_KV_DTYPE").lower()
+    if kv_dtype not in KV_DTYPES:
+        raise SettingsError("KAME_KV_DTYPE must be bf16 or fp8 (unset: the model's dtype), "
+                            f"got {env['KAME_KV_DTYPE']!r}")
+    kv_grow = _whole(env, "KAME_KV_GROW_FRAMES", DEFAULT_GROW_FRAMES, lambda n: 0 <= n <= MAX_GROW_FRAMES,
+                     f"0 (reserve the whole window) or a whole number of frames up to {MAX_GROW_FRAMES} (the "
+                     "KV cache's growth chunk)")
     try:
         return FrontEndChoice(weights=_text(env, "KAME_WEIGHTS"), moshi_weights=_text(env, "KAME_MOSHI_WEIGHTS"),
-                              device=device, pool_size=pool_size, kv_frames=kv_frames)
+                              device=device, pool_size=pool_size, kv_frames=kv_frames, kv_dtype=kv_dtype,
+                              kv_grow_frames=kv_grow)
     except ValueError as err:
         raise SettingsError(str(err)) from None
 
 
 @dataclass(frozen=True)
 class ServerSettings:
-    """Where and how the app listens, and the live protocol's sessions (``serve`` uses :attr:`sessions_dir`
-    and :attr:`access`; its options add to them)."""
+    """Where and how the app listens, and the live protocol's sessions (``serve`` uses :attr:`sessions_dir`,
+    :attr:`replicas` and :attr:`access`; its options add to them)."""
 
     #: ``KAME_HOST``, else ``GRADIO_SERVER_NAME``; empty: the entry point's default (see :meth:`address`)
     host: str = ""
@@ -157,6 +169,8 @@ class ServerSettings:
     max_sessions: int | None = 2
     #: ``KAME_SESSIONS_DIR``, else ``sessions/`` under the cache root
     sessions_dir: Path = field(default_factory=lambda: sessions_dir({}))
+    #: ``KAME_REPLICAS``: ``serve`` runs this many replicas on Ray Serve behind one ingress; 0: one server, no Ray
+    replicas: int = 0
     #: ``KAME_TOKEN`` and ``KAME_METRICS_TOKEN`` (never in a repr; blank: refused), ``KAME_ALLOWED_ORIGINS``,
     #: ``KAME_ALLOWED_HOSTS`` (its loopback default is applied where the listening host is known:
     #: :meth:`kame_core.access.Access.bound_to`)
@@ -177,10 +191,13 @@ class ServerSettings:
         access = _piece(Access.from_env, env)
         max_sessions = _whole(env, "KAME_MAX_SESSIONS", 2, lambda n: 0 <= n <= 100_000,
                               "a whole number from 0 to 100000 (0: no limit)")
+        replicas = _whole(env, "KAME_REPLICAS", 0, lambda n: 0 <= n <= MAX_REPLICAS,
+                          f"a whole number from 0 to {MAX_REPLICAS} (0: one server without Ray)")
         return cls(host=_text(env, "KAME_HOST") or _text(env, "GRADIO_SERVER_NAME"),
                    port=_whole(env, port_var, 7860, lambda n: 1 <= n <= 65535,
                                "a whole number from 1 to 65535 (a port)"), log_level=level,
-                   max_sessions=max_sessions or None, sessions_dir=sessions_dir(env), access=access)
+                   max_sessions=max_sessions or None, sessions_dir=sessions_dir(env), replicas=replicas,
+                   access=access)
 
 
 @dataclass(frozen=True)

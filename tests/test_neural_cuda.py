@@ -120,3 +120,34 @@ def test_session_pool_on_cuda_with_graphs(tmp_path) -> None:
                  for _ in range(4)]
         assert pool.gen._streaming_state is not None and pool.gen._streaming_state.graphed_main._graph is not None
     assert all(o.audio.shape == (1920,) and np.isfinite(o.audio).all() for step in outs for o in step.values())
+
+
+def _run_grown(lm: KameLM, user: torch.Tensor, graphs: bool, kv) -> tuple[torch.Tensor, list[int | None], int]:
+    """Greedy steps over ``user`` with slot 1 reset at step 20; the text tokens, capacities, graph captures."""
+    gen = KameLMGen(lm, use_sampling=False, kv=kv)
+    tokens, capacities, captures = [], [], 0
+    with (contextlib.nullcontext() if graphs else no_cuda_graph()), gen.streaming(user.shape[0]):
+        for t in range(user.shape[2]):
+            if t == 20:
+                gen.reset_slots([1])
+            out = gen.step(user[:, :, t:t + 1])
+            tokens.append(torch.full((user.shape[0],), -9, device="cuda") if out is None else out[:, 0, 0].clone())
+            capacities.append(gen.kv_growth.capacity)
+            assert gen._streaming_state is not None
+            captures += gen._streaming_state.graphed_main._graph is None
+    return torch.stack(tokens, 1), capacities, captures
+
+
+def test_a_growing_cache_under_cuda_graphs_is_exact_and_recaptured() -> None:
+    """Growth moves the caches: the graph is captured again and the tokens equal the whole-window cache's."""
+    from kame_core.neural.kv_cache import KVCacheSettings
+
+    torch.manual_seed(0)
+    lm = KameLM(**tiny_lm_kwargs(), device="cuda", dtype=torch.bfloat16).eval()
+    user = torch.randint(0, 2048, (2, 8, 40), device="cuda")
+    plain, _, _ = _run_grown(lm, user, True, None)
+    grown, capacities, _ = _run_grown(lm, user, True, KVCacheSettings(grow_frames=8))
+    assert capacities[0] == 8 and capacities[19] == 24 and capacities[-1] == 40
+    assert torch.equal(grown, plain)
+    fp8, _, _ = _run_grown(lm, user, True, KVCacheSettings(dtype="fp8", grow_frames=8))
+    assert fp8.shape == plain.shape and (fp8 >= -9).all()

@@ -12,15 +12,10 @@ from safetensors.torch import load_file
 from kame_core.neural import KameLM, upgrade_legacy_state_dict
 from kame_core.neural.configs import tiny_lm_kwargs
 
-from .shared_data import LM_FIXTURE
+from .shared_data import LM_FIXTURE, LM_FIXTURE_KWARGS
 
 FIXTURE = LM_FIXTURE
-FIXTURE_KWARGS: dict[str, Any] = dict(
-    delays=[0, 1, 2, 4], n_q=3, dep_q=3, card=32, text_card=48, dim=16, num_layers=2, num_heads=1,
-    hidden_scale=1, depformer_dim=16, depformer_multi_linear=True, depformer_weights_per_step=True,
-    depformer_weights_per_step_schedule=[0, 1, 1], depformer_low_rank_embeddings=8,
-    depformer_num_heads=1, depformer_gating="silu", context=4,
-)
+FIXTURE_KWARGS: dict[str, Any] = LM_FIXTURE_KWARGS
 needs_fixture = pytest.mark.skipif(not (FIXTURE / "test_lm_model.safetensors").is_file(),
                                    reason=f"KAME LM fixture not found at {FIXTURE} (shared data beside the checkout)")
 

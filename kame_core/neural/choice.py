@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from ..trace import Provenance
+from .kv_settings import DEFAULT_GROW_FRAMES, KV_DTYPES, KVCacheSettings
 from .pool import PoolFull
 
 #: the label of Moshi mode on the KAME checkpoint (no ``--moshi-weights``)
@@ -45,6 +46,10 @@ class FrontEndChoice:
     #: frames of history each session's KV cache keeps (0: the checkpoint's own context, 3000 = 4 min for Moshi
     #: 7B); shorter means less memory per session and more sessions per GPU, and a model that looks back less
     kv_frames: int = 0
+    #: how the KV cache is stored (:mod:`.kv_cache`): "" the model's dtype, ``bf16`` or ``fp8``
+    kv_dtype: str = ""
+    #: each session's KV cache grows by this many frames as it lasts, up to ``kv_frames`` (0: reserved whole)
+    kv_grow_frames: int = DEFAULT_GROW_FRAMES
 
     def __post_init__(self) -> None:
         if self.device not in ("", *DEVICES):
@@ -56,6 +61,7 @@ class FrontEndChoice:
                 or not (self.kv_frames == 0 or MIN_KV_FRAMES <= self.kv_frames <= MAX_KV_FRAMES):
             raise ValueError(f"KV cache length {self.kv_frames!r}: 0 (the checkpoint's) or {MIN_KV_FRAMES} to "
                              f"{MAX_KV_FRAMES} frames")
+        self.kv_cache  # noqa: B018 -- checks kv_dtype and kv_grow_frames (ValueError)
         if self.moshi_weights and not self.weights:
             raise ValueError("--moshi-weights / KAME_MOSHI_WEIGHTS needs --weights / KAME_WEIGHTS (the KAME "
                              "checkpoint) too")
@@ -63,6 +69,11 @@ class FrontEndChoice:
     @property
     def neural(self) -> bool:
         return bool(self.weights)
+
+    @property
+    def kv_cache(self) -> KVCacheSettings:
+        """How each pool's LM keeps its KV cache."""
+        return KVCacheSettings(dtype=self.kv_dtype, grow_frames=self.kv_grow_frames)
 
     @staticmethod
     def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -82,11 +93,20 @@ class FrontEndChoice:
         parser.add_argument("--kv-frames", type=int, default=0,
                             help="frames of history each session's KV cache keeps (default: the checkpoint's "
                                  "context, 3000 = 4 min for Moshi 7B); less memory per session, a shorter memory")
+        parser.add_argument("--kv-dtype", default="", choices=KV_DTYPES,
+                            help="store the KV cache in bf16 or fp8 (e4m3, a scale per head and frame; attention "
+                                 "still computed in the model's dtype); default: the model's dtype")
+        parser.add_argument("--kv-grow-frames", type=int, default=DEFAULT_GROW_FRAMES,
+                            help="grow each session's KV cache in chunks of this many frames as the longest "
+                                 f"session lasts, up to --kv-frames (default {DEFAULT_GROW_FRAMES}; 0 reserves "
+                                 "the whole window at the start)")
 
     @classmethod
     def from_args(cls, args: argparse.Namespace) -> FrontEndChoice:
         return cls(weights=args.weights.strip(), moshi_weights=args.moshi_weights.strip(), device=args.device,
-                   pool_size=args.pool_size, kv_frames=getattr(args, "kv_frames", 0))
+                   pool_size=args.pool_size, kv_frames=getattr(args, "kv_frames", 0),
+                   kv_dtype=getattr(args, "kv_dtype", ""),
+                   kv_grow_frames=getattr(args, "kv_grow_frames", DEFAULT_GROW_FRAMES))
 
     def device_name(self) -> str:
         """The device to load on; CUDA asked for but absent is a ValueError."""
@@ -118,16 +138,17 @@ class FrontEndChoice:
             if self.moshi_weights:
                 raise ValueError("random weights have no Moshi baseline: leave --moshi-weights out")
             pool = random_session_pool(self.weights[len(RANDOM_PREFIX):], self.pool_size, device, dtype,
-                                       kv_frames=self.kv_frames)
+                                       kv_frames=self.kv_frames, kv=self.kv_cache)
             models = NeuralModels(kame=pool, moshi=None, device=device, choice=self)
             models.warm()
             return models
         kame_ckpt = with_kv_frames(resolve_weights(self.weights, oracle=True), self.kv_frames)
         moshi_ckpt = (with_kv_frames(resolve_weights(self.moshi_weights, oracle=False), self.kv_frames)
                       if self.moshi_weights else None)
-        kame = load_session_pool(kame_ckpt, self.pool_size, device, dtype)
+        kame = load_session_pool(kame_ckpt, self.pool_size, device, dtype, kv=self.kv_cache)
         try:
-            moshi = load_session_pool(moshi_ckpt, self.pool_size, device, dtype) if moshi_ckpt else None
+            moshi = load_session_pool(moshi_ckpt, self.pool_size, device, dtype, kv=self.kv_cache) \
+                if moshi_ckpt else None
         except BaseException:
             kame.close()
             raise

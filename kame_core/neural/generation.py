@@ -19,6 +19,7 @@ from moshi.models.lm import LMGen, LMModel
 from moshi.modules.streaming import State, StreamingModule
 from moshi.utils.compile import CUDAGraphed
 
+from .kv_cache import KVCacheSettings, KVGrowth, lean_kv
 from .slots import as_reset_mask, keep_batch_counters
 
 
@@ -172,15 +173,20 @@ class KameLMGen(LMGen):
     :meth:`reset_slots` to start a new session in some slots while the others go on. Sampling defaults are
     the official server's. With a model that has no oracle embedding (a plain ``LMModel`` or
     ``KameLM(oracle=False)``) the schedule is kept but nothing is fed, so generation is exactly moshi's.
+
+    ``kv``: how the main transformer keeps its KV cache (:mod:`.kv_cache`: bf16 / fp8 storage, grown with the
+    longest session); ``None`` is moshi's own cache, the whole window reserved at the start.
     """
 
     def __init__(self, lm_model: LMModel, use_sampling: bool = True, temp: float = 0.8, temp_text: float = 0.7,
                  top_k: int = 250, top_k_text: int = 25, cfg_coef: float = 1.0, check: bool = False,
-                 **lm_gen_kwargs: Any) -> None:
+                 kv: KVCacheSettings | None = None, **lm_gen_kwargs: Any) -> None:
         super().__init__(lm_model, use_sampling=use_sampling, temp=temp, temp_text=temp_text, top_k=top_k,
                          top_k_text=top_k_text, cfg_coef=cfg_coef, check=check, **lm_gen_kwargs)
         self.oracle_feed = OracleFeed(lm_model.text_initial_token_id, lm_model.text_padding_token_id,
                                       lm_model.device)
+        self.kv = kv or KVCacheSettings(grow_frames=0)
+        self.kv_growth = KVGrowth(lm_model, self.kv.grow_frames)
 
     @property
     def oracle_active(self) -> bool:
@@ -227,9 +233,11 @@ class KameLMGen(LMGen):
         :mod:`kame_core.neural.slots`), so the other entries keep producing output."""
         if reset_mask is None or bool(reset_mask.all()):
             super().reset_streaming(reset_mask)
-            return
-        with keep_batch_counters(self, self.lm_model):
-            super().reset_streaming(reset_mask)
+        else:
+            with keep_batch_counters(self, self.lm_model):
+                super().reset_streaming(reset_mask)
+        if self.kv_growth.after_reset():
+            self._caches_moved()
 
     def set_exec_mask(self, exec_mask: torch.Tensor) -> None:
         """moshi's exec mask (``[B]`` bool: which entries execute the next steps); a slot that does not
@@ -239,7 +247,8 @@ class KameLMGen(LMGen):
 
     # -- moshi hooks --------------------------------------------------------------------------------
     def _init_streaming_state(self, batch_size: int):  # type: ignore[override]
-        state = super()._init_streaming_state(batch_size)
+        with lean_kv(self.lm_model, self.kv):  # the LM's caches are made as this generator keeps them
+            state = super()._init_streaming_state(batch_size)
         if self.oracle_active:
             state.graphed_main = CUDAGraphed(self._forward_text_with_oracle,
                                              disable=self.lm_model.device.type != "cuda")
@@ -251,7 +260,15 @@ class KameLMGen(LMGen):
         oracle = tokens.repeat(input_.shape[0] // tokens.shape[0])[:, None]  # CFG doubles the batch
         return self.lm_model.forward_text(input_, sum_condition, cross_attention_src, oracle)  # type: ignore[call-arg]
 
+    def _caches_moved(self) -> None:
+        """The KV caches were reallocated: the main transformer's CUDA graph is captured again at its next call."""
+        state = self._streaming_state
+        if state is not None:
+            state.graphed_main.reset()
+
     @torch.no_grad()
     def _step(self, input_tokens: torch.Tensor, depformer_replace_tokens: torch.Tensor | None = None):
+        if self.kv_growth.before_step(self.oracle_feed.state.executing):
+            self._caches_moved()
         self.oracle_feed.advance()
         return super()._step(input_tokens, depformer_replace_tokens)

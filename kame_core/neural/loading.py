@@ -36,6 +36,7 @@ from ..trace import Provenance
 from .configs import moshi_7b_lm_kwargs
 from .frontend import NeuralFrontEnd
 from .generation import KameLMGen
+from .kv_settings import KVCacheSettings
 from .model import KameLM, upgrade_legacy_state_dict, without_oracle
 from .pool import SessionPool
 from .tokenizer import SentencePieceTokenizer
@@ -342,13 +343,22 @@ def load_front_end(ckpt: NeuralCheckpoint, device: torch.device | str = "cuda",
 
 def load_session_pool(ckpt: NeuralCheckpoint, capacity: int, device: torch.device | str = "cuda",
                       dtype: torch.dtype = torch.bfloat16, *, gather_s: float = 0.02,
-                      **sampling: Any) -> SessionPool:
+                      kv: KVCacheSettings | None = None, **sampling: Any) -> SessionPool:
     """Up to ``capacity`` concurrent sessions on one copy of ``ckpt``'s models (see :class:`SessionPool`);
-    sampling as :func:`load_front_end`."""
+    sampling as :func:`load_front_end`; ``kv``: how the KV cache is kept (:mod:`.kv_cache`)."""
     lm = load_lm(ckpt, device, dtype)
     options = {**{k: v for k, v in ckpt.lm_gen_config.items() if k in _SAMPLING_KEYS}, **sampling}
-    return SessionPool(KameLMGen(lm, **options), load_mimi(ckpt, device), capacity,
-                       tokenizer=load_tokenizer(ckpt, lm), provenance=ckpt.provenance, gather_s=gather_s)
+    return SessionPool(KameLMGen(lm, kv=kv, **options), load_mimi(ckpt, device), capacity,
+                       tokenizer=load_tokenizer(ckpt, lm), provenance=with_kv_note(ckpt.provenance, kv, dtype),
+                       gather_s=gather_s)
+
+
+def with_kv_note(provenance: Provenance, kv: KVCacheSettings | None, dtype: torch.dtype) -> Provenance:
+    """``provenance`` saying so when the KV cache is stored in another dtype than the model's (outputs change;
+    growth does not change them and is not noted)."""
+    if kv is None or not kv.dtype or (kv.dtype == "bf16" and dtype == torch.bfloat16):
+        return provenance
+    return dataclasses.replace(provenance, label=f"{provenance.label} (KV cache stored in {kv.dtype})")
 
 
 #: ``--weights random:SIZE``: random-weight models built in memory, no file and no download
@@ -357,7 +367,7 @@ RANDOM_SIZES = ("tiny", "moshi-7b")
 
 def random_session_pool(size: str, capacity: int, device: torch.device | str = "cpu",
                         dtype: torch.dtype = torch.float32, *, seed: int = 0, gather_s: float = 0.02,
-                        kv_frames: int = 0) -> SessionPool:
+                        kv_frames: int = 0, kv: KVCacheSettings | None = None) -> SessionPool:
     """A :class:`SessionPool` of random weights at ``size`` (``tiny``: the tiny checkpoint's shapes; ``moshi-7b``:
     the published Moshi 7B LM with the oracle embedding + the published Mimi), for load and speed checks of the
     real server at size without any download. Its provenance says the weights are random. The text tokenizer is
@@ -386,7 +396,8 @@ def random_session_pool(size: str, capacity: int, device: torch.device | str = "
             "and speed check, not a trained model"
     provenance = Provenance(kind="neural-random", model_id=f"random:{size}(seed={seed})",
                             version=f"moshi {_moshi_version()}", label=label)
-    return SessionPool(KameLMGen(lm), mimi, capacity, tokenizer=tokenizer, provenance=provenance, gather_s=gather_s)
+    return SessionPool(KameLMGen(lm, kv=kv), mimi, capacity, tokenizer=tokenizer,
+                       provenance=with_kv_note(provenance, kv, dtype), gather_s=gather_s)
 
 
 def random_front_end(lm_kwargs: dict[str, Any], tokenizer_path: str | Path, *, seed: int = 0,

@@ -125,6 +125,7 @@ class SessionPool:
             if member is None:
                 return
             member._active = False
+            self._resets.add(index)  # at the next step: its KV cache share is given back (see kv_cache)
             request = self._pending.pop(index, None)
             if request is not None:
                 request[1].set_exception(RuntimeError(f"slot {index} left the pool"))

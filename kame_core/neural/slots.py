@@ -76,7 +76,8 @@ def streaming_state_bytes(*modules: StreamingModule) -> int:
     for module in modules:
         for state in module.get_streaming_state().values():
             for value in vars(state).values():
-                for tensor in (value, getattr(value, "cache", None), getattr(value, "end_offset", None)):
+                parts = (value, *(getattr(value, name, None) for name in ("cache", "scales", "end_offset")))
+                for tensor in parts:
                     if isinstance(tensor, torch.Tensor):
                         key = ("meta", id(tensor)) if tensor.is_meta else tensor.data_ptr()
                         seen[key] = tensor.numel() * tensor.element_size()
