@@ -1,0 +1,162 @@
+"""The GPU check in one command: what a lent H100 / H200 can say in one call of at most 8 minutes, as one JSON.
+
+Run on the device machine by ``benchmarks/device/run.sh`` (which installs the carried wheels first; see
+``benchmarks/device/README.md``), or here as a rehearsal: ``python -m benchmarks.device.check --device cpu --tiny
+--out DIR`` (CI runs it so the check cannot rot). Each stage runs in its own process with its own time limit, and
+``device_check.json`` under ``--out`` (default ``$OUT``) is rewritten after every stage, so a stage that fails or
+times out still leaves the others' figures. Stages:
+
+* ``environment``: torch, CUDA, the GPU and its memory;
+* ``cuda_tests``: the CUDA / batch / pool / KV-cache tests (pytest; counts and failures);
+* ``sessions_bf16`` / ``sessions_fp8``: the serving pool's step at the trained 3000-frame window with the whole
+  window reserved (a session that lasts 4 minutes), bf16 and fp8 KV cache, at growing batch sizes until memory
+  runs out (``benchmarks/gpu_step.py --pool-only``): median / p99 step and state per session;
+* ``kv_growth``: the pool at a 3000-frame window with the cache grown in 50-frame chunks, long enough to grow
+  twice: the step's p99 and max show what re-capturing the CUDA graph after a growth costs.
+
+Random weights everywhere (speed and memory, never quality). Not here yet: the live server at N protocol clients
+and the shared STT at 8 / 16 / 32 sessions (Whisper's files and the server's wheels exceed the 64 MiB carry).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import subprocess
+import sys
+import time
+import xml.etree.ElementTree as ET
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parents[2]
+CUDA_TESTS = ("tests/test_neural_cuda.py", "tests/test_neural_batch.py", "tests/test_neural_pool.py",
+              "tests/test_kv_cache.py")
+
+
+def environment() -> dict[str, Any]:
+    """What the machine is: torch, CUDA, the GPU and its memory, moshi."""
+    import torch
+
+    info: dict[str, Any] = {"python": platform.python_version(), "torch": torch.__version__,
+                            "cuda_available": torch.cuda.is_available()}
+    if torch.cuda.is_available():
+        props = torch.cuda.get_device_properties(0)
+        info.update(gpu=props.name, gpu_memory_gib=round(props.total_memory / 2 ** 30, 1),
+                    cuda=torch.version.cuda)
+    try:
+        import moshi
+
+        info["moshi"] = getattr(moshi, "__version__", "present")
+    except ImportError as err:
+        info["moshi"] = f"missing: {err}"
+    return info
+
+
+def run_stage(name: str, argv: list[str], timeout_s: float, out: Path) -> dict[str, Any]:
+    """Run one stage's command from the repository root; its return code, time, output tail."""
+    started = time.monotonic()
+    log = out / f"{name}.log"
+    try:
+        with log.open("w") as handle:
+            proc = subprocess.run(argv, cwd=REPO, stdout=handle, stderr=subprocess.STDOUT, timeout=timeout_s,
+                                  check=False)
+        status = "ok" if proc.returncode == 0 else f"failed (exit {proc.returncode})"
+    except subprocess.TimeoutExpired:
+        status = f"timed out after {timeout_s:.0f} s"
+    tail = log.read_text(errors="replace").splitlines()[-25:]
+    return {"status": status, "seconds": round(time.monotonic() - started, 1), "log_tail": tail}
+
+
+def junit_counts(path: Path) -> dict[str, Any]:
+    """Tests, failures, errors and skips of a pytest JUnit XML file, with the failing tests' names."""
+    if not path.is_file():
+        return {}
+    suite = ET.parse(path).getroot()
+    suite = suite.find("testsuite") if suite.tag == "testsuites" else suite
+    assert suite is not None
+    failed = [f"{case.get('classname')}::{case.get('name')}" for case in suite.iter("testcase")
+              if case.find("failure") is not None or case.find("error") is not None]
+    return {key: int(suite.get(key, 0)) for key in ("tests", "failures", "errors", "skipped")} | {"failed": failed}
+
+
+def step_stage(args: argparse.Namespace, tag: str, batches: str, extra: list[str]) -> list[str]:
+    """``gpu_step.py --pool-only`` at the check's size, writing ``<tag>.json`` under the output folder."""
+    size = ["--tiny", "--frames", "5", "--warmup", "2"] if args.tiny else ["--no-tiny", "--frames", "60",
+                                                                          "--warmup", "10"]
+    return [sys.executable, "-m", "benchmarks.gpu_step", "--pool-only", "--device", args.device, *size,
+            "--batches", batches, "--json", str(args.out / f"{tag}.json"), *extra]
+
+
+def stages(args: argparse.Namespace) -> list[tuple[str, list[str], float]]:
+    """(name, command, time limit in seconds) of every stage after ``environment``, within ``--budget-s``."""
+    window = "100" if args.tiny else "3000"
+    big = ("1,2", "1,2", "1,2") if args.tiny else ("32,40,48", "48,64,80,96", "32")
+    tests = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--junitxml",
+             str(args.out / "cuda_tests.xml"), *(CUDA_TESTS[:1] if args.tiny else CUDA_TESTS)]
+    share = {"cuda_tests": 0.25, "sessions_bf16": 0.25, "sessions_fp8": 0.3, "kv_growth": 0.2}
+    plan = [
+        ("cuda_tests", tests),
+        ("sessions_bf16", step_stage(args, "sessions_bf16", big[0],
+                                     ["--kv-frames", window, "--kv-grow-frames", "0"])),
+        ("sessions_fp8", step_stage(args, "sessions_fp8", big[1],
+                                    ["--kv-frames", window, "--kv-grow-frames", "0", "--kv-dtype", "fp8"])),
+        ("kv_growth", step_stage(args, "kv_growth", big[2], ["--kv-frames", window, "--kv-grow-frames",
+                                                              "2" if args.tiny else "50"])),
+    ]
+    return [(name, argv, args.budget_s * share[name]) for name, argv in plan]
+
+
+def stage_results(name: str, out: Path) -> dict[str, Any]:
+    """The figures a stage wrote (its JSON), summarized: per batch, the pool's step and state per session."""
+    if name == "cuda_tests":
+        return junit_counts(out / "cuda_tests.xml")
+    path = out / f"{name}.json"
+    if not path.is_file():
+        return {}
+    raw = json.loads(path.read_text())
+    rows = []
+    for row in raw["rows"]:
+        if "error" in row:
+            rows.append({"batch": row["batch"], "error": row["error"]})
+            continue
+        pool = row["pool"]
+        rows.append({"batch": row["batch"], "median_ms": round(pool["timing"]["median_ms"], 2),
+                     "p99_ms": round(pool["timing"]["p99_ms"], 2), "max_ms": round(pool["timing"]["max_ms"], 2),
+                     "state_gib_per_session": round(pool["state_bytes"] / row["batch"] / 2 ** 30, 4)})
+    return {"device": raw["device"], "kv": raw.get("kv"), "rows": rows, "summary": raw["summary"]}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--device", default="cuda", choices=["cuda", "cpu"])
+    parser.add_argument("--tiny", action="store_true", help="the tiny LM at a 100-frame window (CPU rehearsal)")
+    parser.add_argument("--out", type=Path, default=Path(os.environ["OUT"]) if os.environ.get("OUT") else None,
+                        help="where device_check.json and the logs go (default: $OUT)")
+    parser.add_argument("--budget-s", type=float, default=450.0, help="all stages together (a call allows 600)")
+    args = parser.parse_args(argv)
+    if args.out is None:
+        parser.error("--out DIR (or $OUT) is needed")
+    args.out.mkdir(parents=True, exist_ok=True)
+    report: dict[str, Any] = {"started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+                              "device": args.device, "tiny": args.tiny, "weights": "random (speed and memory only)",
+                              "environment": environment(), "stages": {}}
+    target = args.out / "device_check.json"
+    target.write_text(json.dumps(report, indent=2))
+    for name, command, limit in stages(args):
+        print(f"== {name} (up to {limit:.0f} s)", flush=True)
+        result = run_stage(name, command, limit, args.out)
+        result["results"] = stage_results(name, args.out)
+        report["stages"][name] = result
+        target.write_text(json.dumps(report, indent=2))
+        print(f"   {result['status']} in {result['seconds']} s", flush=True)
+        for line in result["log_tail"][-12:]:
+            print(f"   | {line}", flush=True)
+    failed = [name for name, stage in report["stages"].items() if stage["status"] != "ok"]
+    print(f"device check written to {target}; " + (f"not ok: {', '.join(failed)}" if failed else "every stage ok"))
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
