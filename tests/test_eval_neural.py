@@ -27,9 +27,9 @@ def test_a_folder_without_a_checkpoint_stops_before_any_session(tmp_path, capsys
 
 
 @needs_mt_bench
-def test_weights_are_refused_on_ray(tmp_path, capsys):
+def test_a_missing_checkpoint_stops_a_local_ray_run_before_ray_starts(tmp_path, capsys):
     code = main(_args(tmp_path / "out", "--weights", str(tmp_path), "--executor", "ray"))
-    assert code == EXIT_BAD_INPUT and "one session pool" in capsys.readouterr().err
+    assert code == EXIT_BAD_INPUT and "checkpoint unavailable" in capsys.readouterr().err  # runs: test_eval_ray_neural
 
 
 @needs_mt_bench

@@ -322,3 +322,15 @@ def test_oracle_policy_and_layout_reach_the_runner_and_the_cache_key(tmp_path, m
     assert seen == [oracle, oracle]  # two keys, two runs; the third call came from the cache
     assert session_config("kame", 0, 0.0, oracle).oracle.policy == "emission"
     assert session_config("kame", 0, 0.0).oracle == OracleConfig()
+
+
+def test_kv_settings_that_change_outputs_reach_the_cache_key(tmp_path) -> None:
+    """A shorter window or an fp8 cache changes what the front-end says: another key; a growing cache does not."""
+    from kame_core.eval.cli import build_parser, stack_identity
+
+    base = ["mtbench", "--out", str(tmp_path), "--weights", "random:tiny"]
+    keys = {name: stack_identity(build_parser().parse_args([*base, *extra]))["front_end"] for name, extra in {
+        "default": [], "grown": ["--kv-grow-frames", "0"], "window": ["--kv-frames", "750"],
+        "fp8": ["--kv-dtype", "fp8"]}.items()}
+    assert keys["default"] == keys["grown"] == "neural random:tiny"
+    assert len({keys["default"], keys["window"], keys["fp8"]}) == 3

@@ -11,6 +11,9 @@ uses the offline proxy score, labelled "proxy — not MT-Bench" everywhere. Resu
 ``OUT/cache.jsonl``: rerunning the same command after an interruption resumes without re-running finished
 sessions or re-paying judge calls, whichever executor ran them. ``--executor ray [--ray-address ADDR]`` runs
 the sessions on Ray actors (each loads the stack once); only this process writes the cache and the reports.
+With ``--weights`` too, each actor loads the checkpoint once into its own session pool (one actor per GPU, or
+``--workers`` CPU actors) and runs up to ``--pool-size`` sessions at once; the notes name every actor, its
+device and node, and the sessions it ran.
 Bad input ends with one ``error:`` line and exit code 2 (a malformed environment variable too: the
 environment is read once, by :class:`kame_core.settings.Settings`); sessions that still fail after their
 retries are listed in one ``error:`` message, exit code 1.
@@ -18,6 +21,7 @@ retries are listed in one ``error:`` message, exit code 1.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import functools
 import os
 import sys
@@ -34,6 +38,7 @@ from ..llm.base import MissingAPIKey
 from ..neural.choice import FrontEndChoice
 from ..oracle import OracleConfig
 from ..oracle_policies import DEFAULT_POLICY, POLICIES
+from ..paths import ModelFiles
 from ..pipelines.stack import MODES, Mode, Stack
 from ..settings import Settings, SettingsError
 from . import fdb_cli
@@ -55,7 +60,9 @@ from .report import (
     adherence_by_system,
     adherence_figure,
     adherence_note,
+    devices_note,
     duplex_markdown,
+    front_end_by_mode,
     summarize,
     table_figure,
     table_markdown,
@@ -128,12 +135,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--cache", type=Path, default=None, help="result cache (default OUT/cache.jsonl)")
     p.add_argument("--fastchat-url", default=FASTCHAT_RAW, help=argparse.SUPPRESS)
     p.add_argument("--executor", choices=EXECUTOR_CHOICES, default="local",
-                   help="where sessions run: this process, or Ray actors that each load the stack once (pip "
-                        "install -c constraints.txt -r requirements-ray.txt)")
+                   help="where sessions run: this process, or Ray actors that each load the stack once (with "
+                        "--weights: each its own session pool, on its own GPU under CUDA; pip install -c "
+                        "constraints.txt -r requirements-ray.txt)")
     p.add_argument("--ray-address", default=None,
                    help="Ray cluster to join (e.g. ray://head:10001 or auto); default: start a local Ray")
     p.add_argument("--workers", type=int, default=None,
-                   help="Ray actors running sessions (default 2); the local executor runs them in this process")
+                   help="Ray actors running sessions (default: one per GPU Ray sees for --weights on CUDA, else "
+                        "2); the local executor runs them in this process")
     p.add_argument("--session-retries", type=int, default=1,
                    help="extra tries of a session whose worker failed or died")
     p.add_argument("--no-progress", action="store_true", help="no progress bars")
@@ -161,11 +170,24 @@ def _make_judge(spec: str, args: argparse.Namespace, settings: Settings) -> Judg
                  backoff_s=args.backoff)
 
 
+def eval_stack(oracle_llm: str, tts: str, whisper_model: str | None, files: ModelFiles | None,
+               choice: FrontEndChoice | None = None) -> Stack:
+    """The eval's stack: the CPU stack, its front-end from ``choice``'s session pools when given (loaded here:
+    in this process, or once in each Ray actor; a picklable factory as a ``functools.partial``)."""
+    from ..pipelines.stack import cpu_stack, with_neural
+
+    stack = cpu_stack(oracle_llm, tts, whisper_model=whisper_model, files=files)
+    return with_neural(stack, choice.load()) if choice is not None and choice.neural else stack
+
+
 def stack_identity(args: argparse.Namespace) -> dict[str, str]:
     """What identifies the stack in the session cache keys (key-like text removed from specs)."""
     front_end = "cpu-stand-in"
     if getattr(args, "weights", ""):
         front_end = f"neural {args.weights}" + (f" + moshi {args.moshi_weights}" if args.moshi_weights else "")
+        # what changes the outputs (a growing cache does not: it is exact); defaults keep earlier keys
+        front_end += f" kv-frames {args.kv_frames}" if getattr(args, "kv_frames", 0) else ""
+        front_end += f" kv-dtype {args.kv_dtype}" if getattr(args, "kv_dtype", "") else ""
     return {"oracle_llm": judge_id(args.oracle_llm), "tts": args.tts, "whisper": args.whisper_model or "default",
             "front_end": front_end, "oracle_policy": args.oracle_policy, "prompt_layout": args.prompt_layout}
 
@@ -185,16 +207,18 @@ def run_mtbench(args: argparse.Namespace, settings: Settings | None = None) -> i
     delays = _delays(args.delays)
     if args.executor == "local" and args.workers not in (None, 1):
         raise CommandError("--workers: the local executor runs sessions in this process; use --executor ray")
+    if args.workers is not None and args.workers < 1:
+        raise CommandError("--workers must be >= 1")
     if args.session_retries < 0:
         raise CommandError("--session-retries must be >= 0")
     try:
         choice = FrontEndChoice.from_args(args)
     except ValueError as exc:
         raise CommandError(str(exc)) from None
-    if choice.neural and args.executor != "local":
-        raise CommandError("--weights runs every session on one session pool in this process (--pool-size at "
-                           "once); --executor ray runs the CPU stand-in only")
-    if choice.neural:  # missing files stop the run before any work (loading waits for the first session)
+    # missing files stop the run before any work (loading waits for the first session, or a Ray actor's start);
+    # a cluster's actors check their own nodes, and their own device
+    on_cluster = args.executor == "ray" and bool(args.ray_address)
+    if choice.neural and not on_cluster:
         from ..neural.loading import CheckpointUnavailable, resolve_weights
 
         try:
@@ -202,13 +226,13 @@ def run_mtbench(args: argparse.Namespace, settings: Settings | None = None) -> i
                 resolve_weights(choice.weights)
             if choice.moshi_weights:
                 resolve_weights(choice.moshi_weights, oracle=False)
-            choice.device_name()
+            choice = dataclasses.replace(choice, device=choice.device_name())  # the actors of a local Ray too
         except (CheckpointUnavailable, ValueError) as exc:
             raise CommandError(str(exc).replace("\n", " ")) from None
     try:
-        executor = make_executor(args.executor, workers=(args.workers or 2) if args.executor == "ray" else 1,
-                                 retries=args.session_retries, ray_address=args.ray_address, in_flight=1,
-                                 threads=choice.pool_size if choice.neural else 1)
+        executor = make_executor(args.executor, retries=args.session_retries, ray_address=args.ray_address,
+                                 in_flight=1, threads=choice.pool_size if choice.neural else 1,
+                                 **_placement(args, choice))
     except ExecutorUnavailable as exc:
         raise CommandError(str(exc)) from None
     # the judge first: a missing key must stop the run before any (slow or paid) work
@@ -230,23 +254,16 @@ def run_mtbench(args: argparse.Namespace, settings: Settings | None = None) -> i
         f"-> {len(items)} sessions; scores: "
         f"{'judge ' + judge_id(spec) if spec else PROXY_LABEL}; cache {cache.path} ({len(cache)} entries)")
     stack_box: list[Stack] = []
+    # built once the first session must run (a fully cached run loads nothing): here, or in each Ray actor as
+    # it starts (a picklable factory; the notes then name the parts from the traces)
+    build = functools.partial(eval_stack, args.oracle_llm, args.tts, args.whisper_model, files,
+                              choice if choice.neural else None)
 
     def local_stack() -> Stack:
-        from ..pipelines.stack import cpu_stack, with_neural
-
-        stack = cpu_stack(args.oracle_llm, args.tts, whisper_model=args.whisper_model, files=files)
-        if choice.neural:  # loaded once the first session must run: a fully cached run loads nothing
-            stack = with_neural(stack, choice.load())
-        stack_box.append(stack)
+        stack_box.append(build())
         return stack_box[-1]
 
-    if executor.name == "local":
-        stack = local_stack
-    else:  # built in each Ray actor: a picklable factory; the notes name the parts from the traces
-        from ..pipelines.stack import cpu_stack
-
-        stack = functools.partial(cpu_stack, args.oracle_llm, args.tts, whisper_model=args.whisper_model,
-                                  files=files)
+    stack = local_stack if executor.name == "local" else build
 
     stack_id = stack_identity(args)
     bar = tqdm(total=len(items), desc="sessions", unit="session", disable=args.no_progress)
@@ -259,7 +276,7 @@ def run_mtbench(args: argparse.Namespace, settings: Settings | None = None) -> i
     try:
         oracle = OracleConfig(policy=args.oracle_policy, prompt_layout=args.prompt_layout)
         results = run_sessions(items, stack, stack_id, cache, taking, on_done=session_done, executor=executor,
-                               oracle=oracle)
+                               oracle=oracle, preload=executor.name != "local")
     finally:
         bar.close()
     answers = answers_to_grade(results, data.questions, control=not args.no_control)
@@ -275,13 +292,14 @@ def run_mtbench(args: argparse.Namespace, settings: Settings | None = None) -> i
     sessions[("control", 0.0)] = sum(1 for r in results if r.mode == "kame" and r.delay_s == 0)
     adherence = adherence_by_system(results)
     summaries = summarize(rows, latencies, sessions, adherence)
-    notes = _notes(results, grader, stack_box, stack_id, spec)
+    front = _front_end(stack_box, stack_id, results, pool_size=choice.pool_size if counts["run"] else 0)
+    notes = _notes(results, grader, stack_box, stack_id, spec, front)
     notes.append(adherence_note(adherence))
     label = grader.label
     (args.out / "table2.md").write_text(table_markdown(summaries, label, notes), encoding="utf-8")
     write_table_csv(args.out / "table2.csv", summaries, label)
     table_figure(summaries, label, args.out / "table2")
-    adherence_figure(adherence, args.out / "adherence", provenance=_front_end(stack_box, stack_id))
+    adherence_figure(adherence, args.out / "adherence", provenance=front)
     write_rows(args.out / "turns.jsonl", rows, label)
     duplex = duplex_markdown(results)
     (args.out / "duplex.md").write_text(duplex, encoding="utf-8")
@@ -302,20 +320,38 @@ def run_mtbench(args: argparse.Namespace, settings: Settings | None = None) -> i
     return 0
 
 
-def _front_end(stack_box: list, stack_id: dict) -> str:
-    """What front-end made the sessions, in words (the report's first note, and the adherence figure's subtitle)."""
+def _placement(args: argparse.Namespace, choice: FrontEndChoice) -> dict:
+    """``workers`` and ``gpus_per_worker`` of the executor: with ``--weights`` on Ray, one GPU per actor under
+    CUDA (one actor per GPU unless ``--workers``), none on CPU; a cluster's actors under the default device take
+    a GPU when the cluster has one (decided once connected)."""
+    if args.executor != "ray":
+        return {"workers": 1}
+    gpus: float | None = 0
+    if choice.neural:
+        gpus = {"cuda": 1, "cpu": 0}.get(choice.device)  # None: a cluster, the default device
+    return {"workers": args.workers or (2 if gpus == 0 else 0), "gpus_per_worker": gpus}
+
+
+def _front_end(stack_box: list, stack_id: dict, results: Sequence = (), pool_size: int = 0) -> str:
+    """What front-end made the sessions, in words (the report's first note, and the adherence figure's subtitle):
+    the one loaded here, else (Ray actors, or the cache) as the traces name it; ``pool_size`` 0: every session came
+    from the cache."""
     neural = stack_box[0].neural if stack_box else None
     if neural is not None:
         return (f"Front-end: {neural.describe('kame')}; Moshi mode: {neural.describe('moshi')}. Sessions run "
                  f"{neural.choice.pool_size} at a time on the virtual clock, stepped as one batch of the pool "
                  "(with sampling, pooled sessions share one random generator).")
     if stack_id.get("front_end", "cpu-stand-in") != "cpu-stand-in":
-        return f"Front-end: {stack_id['front_end']} (every session from the cache)."
+        how = (f", on Ray actors: each loaded it once into session pools of {pool_size} slot(s) and ran up to "
+               f"{pool_size} session(s) at a time on the virtual clock, stepped as one batch of its pool; with "
+               "sampling, pooled sessions share one random generator" if pool_size
+               else " (every session from the cache)")
+        return f"Front-end: {stack_id['front_end']}{how}. " + front_end_by_mode(results)
     return "Front-end: CPU stand-in (imitates KAME; NOT the trained KAME model). Sessions on the virtual clock."
 
 
-def _notes(results: Sequence, grader: object, stack_box: list, stack_id: dict, spec: str | None) -> list[str]:
-    front = _front_end(stack_box, stack_id)
+def _notes(results: Sequence, grader: object, stack_box: list, stack_id: dict, spec: str | None,
+           front: str) -> list[str]:
     notes = [f"{front} Oracle LLM {stack_id['oracle_llm']}; oracle policy {stack_id.get('oracle_policy', 'restart')}, "
              f"prompt layout {stack_id.get('prompt_layout', 'chat')}.",
              "Latency: median first-turn response onset (kame_core.metrics; negative = started before the user "
@@ -330,6 +366,9 @@ def _notes(results: Sequence, grader: object, stack_box: list, stack_id: dict, s
             for role, what in r.provenance.items():
                 parts.setdefault(role, what)
         notes.append("Components (from the cached traces): " + "; ".join(f"{k}: {v}" for k, v in parts.items()))
+    devices = devices_note(results)
+    if devices:
+        notes.append(devices)
     timeouts = sum(1 for r in results for w in r.waits if w.startswith("timed out"))
     if timeouts:
         notes.append(f"{timeouts} session(s) asked turn 2 before the answer to turn 1 had ended (max wait).")

@@ -28,7 +28,7 @@ from .judge import Judge, JudgeResult, build_judge_messages, judge_prompt_name
 from .mtbench_data import MTBenchData, Question
 from .proxy import PROXY_LABEL, ProxyScorer
 from .report import ScoreRow
-from .sessions import SESSION_VERSION, SessionResult, TurnTaking, run_session, synthesize_turns
+from .sessions import SESSION_VERSION, SessionResult, TurnTaking, run_session, stack_device, synthesize_turns
 
 PROXY_VERSION = 1
 
@@ -63,15 +63,20 @@ class SessionWorker:
     """Runs sessions with one stack, built on the first session that must run (its models load once per worker:
     this process, or one Ray actor); the user turns of a question are synthesized once per worker.
     ``runner`` defaults to :func:`~kame_core.eval.sessions.run_session` (looked up at call time).
-    Thread-safe: several threads may run sessions at once (a neural stack's sessions then step one batch)."""
+    Thread-safe: several threads may run sessions at once (a neural stack's sessions then step one batch).
+    ``preload``: build the stack now (a Ray actor: a model that cannot load stops the run, naming the actor)."""
 
     def __init__(self, stack: Callable[[], Stack], taking: TurnTaking = TurnTaking(),
                  runner: Callable[..., tuple[SessionResult, object]] | None = None,
-                 oracle: OracleConfig | None = None) -> None:
+                 oracle: OracleConfig | None = None, preload: bool = False) -> None:
         self.stack_factory, self.taking, self.runner, self.oracle = stack, taking, runner, oracle
-        self._stack: Stack | None = None
+        self._stack: Stack | None = self.stack_factory() if preload else None
         self._audio: dict[int, list[np.ndarray]] = {}
         self._lock = threading.Lock()
+
+    def where(self) -> str:
+        """The device this worker's front-end runs on ('' before its stack is built)."""
+        return stack_device(self._stack) if self._stack is not None else ""
 
     def _prepared(self, question: Question) -> tuple[Stack, list[np.ndarray]]:
         with self._lock:
@@ -107,10 +112,12 @@ def run_sessions(items: Sequence[SessionItem], stack: Callable[[], Stack], stack
                  cache: ResultCache, taking: TurnTaking = TurnTaking(),
                  on_done: Callable[[SessionItem, bool], None] | None = None,
                  runner: Callable[..., tuple[SessionResult, object]] | None = None,
-                 executor: Executor | None = None, oracle: OracleConfig | None = None) -> list[SessionResult]:
+                 executor: Executor | None = None, oracle: OracleConfig | None = None,
+                 preload: bool = False) -> list[SessionResult]:
     """Run each session the cache lacks on ``executor`` (default: this process), caching each result here as it
-    streams back (workers never write the cache). ``stack`` is called only if one must run, once per worker;
-    with a Ray executor it must be picklable (e.g. a ``functools.partial`` of ``cpu_stack``).
+    streams back (workers never write the cache); a result names the worker that ran it (``ran_on``) when the
+    executor says (Ray actors). ``stack`` is called only if one must run, once per worker (``preload``: as the
+    worker starts); with a Ray executor it must be picklable (e.g. a ``functools.partial`` of ``cpu_stack``).
     ``on_done(item, was_cached)`` after each. ``runner`` defaults to
     :func:`~kame_core.eval.sessions.run_session`; ``oracle`` (prompt layout, policy) goes to it when given (it
     must then be part of ``stack_id``, the cache key). Raises :class:`SessionsFailed` listing the sessions
@@ -127,14 +134,15 @@ def run_sessions(items: Sequence[SessionItem], stack: Callable[[], Stack], stack
         if on_done is not None:
             on_done(item, True)
     failures: list[tuple[SessionItem, str]] = []
-    worker = functools.partial(SessionWorker, stack, taking, runner, oracle)
+    worker = functools.partial(SessionWorker, stack, taking, runner, oracle, preload)
     for outcome in executor.map(worker, [item for _, item in todo]):
         if not outcome.ok:
             failures.append((outcome.item, outcome.error or "failed"))
             continue
-        cache.put("session", session_fields(outcome.item, stack_id, taking), outcome.value)
         assert outcome.value is not None  # ok: it has a value
-        results[todo[outcome.index][0]] = SessionResult.from_json(outcome.value)
+        value = {**outcome.value, "ran_on": outcome.worker} if outcome.worker else outcome.value
+        cache.put("session", session_fields(outcome.item, stack_id, taking), value)
+        results[todo[outcome.index][0]] = SessionResult.from_json(value)
         if on_done is not None:
             on_done(outcome.item, False)
     if failures:

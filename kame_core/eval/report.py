@@ -109,6 +109,34 @@ def adherence_by_system(results: Iterable[SessionResultLike]) -> dict[tuple[str,
     return pools
 
 
+def front_end_by_mode(results: Iterable[SessionResultLike]) -> str:
+    """The front-end of each tandem mode as the sessions' traces name it ('' when none ran one)."""
+    named: dict[str, str] = {}
+    for r in results:
+        what = r.provenance.get("front_end")
+        if r.mode != "cascade" and what:
+            named.setdefault(r.mode, what)
+    return ("As the traces name it: " + "; ".join(f"{system_name(m)}: {w}" for m, w in sorted(named.items())) + "."
+            if named else "")
+
+
+def session_label(r: SessionResultLike) -> str:
+    """One session in a few words: question, mode, seed and forced delay."""
+    return f"{r.question_id} {r.mode} seed {r.seed}" + (f" at {r.delay_s:g} s" if r.delay_s else "")
+
+
+def devices_note(results: Iterable[SessionResultLike]) -> str | None:
+    """Where the sessions ran, when some ran on Ray actors: each actor (its device and node) with its sessions;
+    None when every one ran in the evaluating process (its front-end note names the device)."""
+    groups: dict[str, list[str]] = {}
+    for r in results:
+        groups.setdefault(r.ran_on or "the evaluating process", []).append(session_label(r))
+    if set(groups) <= {"the evaluating process"}:
+        return None
+    return (f"Devices: the sessions ran on {len(groups)} worker(s) — "
+            + "; ".join(f"{where}: {', '.join(labels)}" for where, labels in sorted(groups.items())) + ".")
+
+
 @dataclass
 class SystemSummary:
     system: str

@@ -150,6 +150,9 @@ class SessionResult:
     #: the run's oracle adherence (:func:`adherence_record`); None: not recorded (a result cached before the
     #: eval kept it), unlike a run without oracle, whose record has ``spoken_share`` None and no revisions
     adherence: dict[str, Any] | None = None
+    #: where it ran when not in the evaluating process: its Ray actor, device and node (bookkeeping, like
+    #: ``compute_s``); '' for the local executor
+    ran_on: str = ""
 
     def to_json(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -157,6 +160,20 @@ class SessionResult:
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> SessionResult:
         return cls(**data)
+
+
+def stack_device(stack: Stack) -> str:
+    """The device a stack's front-end runs on, in words: the GPU's name (``cuda:N``), ``cpu``, or the CPU
+    stand-in."""
+    neural = stack.neural
+    if neural is None:
+        return "cpu (CPU stand-in)"
+    if str(neural.device).startswith("cuda"):
+        import torch
+
+        index = torch.cuda.current_device()
+        return f"{torch.cuda.get_device_name(index)} (cuda:{index})"
+    return str(neural.device)
 
 
 def synthesize_turns(tts: TTS, question: Question) -> list[np.ndarray]:

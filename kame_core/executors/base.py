@@ -34,13 +34,16 @@ class ExecutorUnavailable(ExecutorError):
 
 @dataclass(frozen=True)
 class Outcome(Generic[T, R]):
-    """What became of one item: ``value`` when ``error`` is None; ``attempts`` counts every try."""
+    """What became of one item: ``value`` when ``error`` is None; ``attempts`` counts every try; ``worker`` names
+    the worker of its last try where the executor knows more than "this machine" (a Ray actor: its number, node
+    and device), else ''."""
 
     index: int
     item: T
     value: R | None
     error: str | None
     attempts: int
+    worker: str = ""
 
     @property
     def ok(self) -> bool:

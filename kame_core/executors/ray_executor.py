@@ -5,17 +5,23 @@ logs not forwarded) and shuts it down afterwards; with ``address`` it connects t
 (``ray://host:10001`` or ``host:6379``; ``auto`` for the cluster this machine belongs to) and ships
 ``kame_core`` to the workers. When Ray is already initialised in this process it is used as it is.
 
-Every actor keeps at most ``in_flight`` items queued so a slow actor does not hoard work. An item whose worker
-raised is retried (at most ``retries`` more times); an actor that dies (killed, out of memory, ``os._exit``)
-is replaced and each item it held is put back in the queue, counting an attempt. An item's outcome is yielded
-once, when its one successful (or last) attempt returns, so nothing is duplicated or lost. More replacements
-than ``workers × (retries + 1)`` mean workers cannot live here: :class:`ExecutorError`.
+Every actor keeps at most ``in_flight`` items queued so a slow actor does not hoard work; ``concurrency`` > 1
+runs that many of them at once in the actor, on threads (for a thread-safe worker, such as a session pool's).
+``gpus_per_worker`` reserves GPUs per actor (Ray then shows each actor only its own); ``workers=0`` means one
+actor per GPU of the cluster. An item whose worker raised is retried (at most ``retries`` more times); an actor
+that dies (killed, out of memory, ``os._exit``) is replaced and each item it held is put back in the queue,
+counting an attempt. An item's outcome is yielded once, when its one successful (or last) attempt returns, so
+nothing is duplicated or lost. More replacements than ``workers × (retries + 1)`` mean workers cannot live here:
+:class:`ExecutorError`. An actor whose worker cannot be built stops the run naming the actor, its node and the
+reason. Each outcome names its actor, node and the worker's device (``Outcome.worker``; a worker with a
+``where()`` method says its device).
 
 Ray is imported inside the methods: importing this module (or :mod:`kame_core`) never imports it.
 """
 from __future__ import annotations
 
 import os
+import socket
 from collections import deque
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
@@ -25,11 +31,14 @@ from .base import ExecutorError, Outcome, WorkerFactory, describe_error
 
 _PACKAGE_DIR = Path(__file__).resolve().parents[1]  # kame_core/
 _OBJECT_STORE_BYTES = 256 * 1024 * 1024  # a local Ray's shared memory: results are streamed, not stored
+#: actors when ``workers=0`` and the actors use no GPU
+DEFAULT_CPU_WORKERS = 2
 
 
 class RayWorker:
-    """The actor: builds its worker once, then runs items one by one. A worker that cannot be built is
-    reported by :meth:`ready` (its error, plainly) instead of killing the actor in its constructor."""
+    """The actor: builds its worker once, then runs items (one at a time, or on threads with the actor's
+    ``max_concurrency``). A worker that cannot be built is reported by :meth:`ready` (its error, plainly)
+    instead of killing the actor in its constructor."""
 
     def __init__(self, worker_factory: WorkerFactory) -> None:
         self._work: Any = None
@@ -39,14 +48,32 @@ class RayWorker:
         except Exception as exc:  # reported by ready(): the driver stops the run with this reason
             self._error = describe_error(exc)
 
-    def ready(self) -> str | None:
-        """None when the worker was built, else why not."""
-        return self._error
+    def ready(self) -> tuple[str | None, str]:
+        """(None when the worker was built, else why not; where this actor runs)."""
+        return self._error, self.where()
 
-    def run(self, item: Any) -> Any:
+    def where(self) -> str:
+        """The worker's device (its ``where()``, when it has one), node address, host, process and GPU ids."""
+        import ray
+
+        device = ""
+        describe = getattr(self._work, "where", None)
+        if callable(describe):
+            try:
+                device = str(describe())
+            except Exception as exc:  # naming the device must never fail an item
+                device = f"device unknown ({describe_error(exc)})"
+        gpus = ray.get_gpu_ids()
+        place = (f"node {ray.util.get_node_ip_address()} (host {socket.gethostname()}, pid {os.getpid()}"
+                 + (f", Ray GPU id {','.join(str(g) for g in gpus)}" if gpus else "") + ")")
+        return f"{device} on {place}" if device else place
+
+    def run(self, item: Any) -> tuple[str, Any]:
+        """(where it ran, the worker's value)."""
         if self._work is None:
             raise ExecutorError(f"this Ray worker could not start: {self._error}")
-        return self._work(item)
+        value = self._work(item)
+        return self.where(), value
 
 
 def _cause(exc: BaseException) -> str:
@@ -56,16 +83,21 @@ def _cause(exc: BaseException) -> str:
 
 
 class RayExecutor:
-    """Items over ``workers`` Ray actors (``cpus_per_worker`` CPUs each); see the module docstring."""
+    """Items over ``workers`` Ray actors (``cpus_per_worker`` CPUs and ``gpus_per_worker`` GPUs each, None: 1
+    when the cluster has a GPU, else 0; ``concurrency`` items at once each); see the module docstring."""
 
     name = "ray"
 
     def __init__(self, address: str | None = None, workers: int = 2, retries: int = 1, cpus_per_worker: float = 1,
-                 in_flight: int = 2, runtime_env: dict[str, Any] | None = None) -> None:
-        if workers < 1 or retries < 0 or in_flight < 1 or cpus_per_worker <= 0:
-            raise ValueError("workers and in_flight must be >= 1, retries >= 0, cpus_per_worker > 0")
+                 in_flight: int = 2, runtime_env: dict[str, Any] | None = None,
+                 gpus_per_worker: float | None = 0, concurrency: int = 1) -> None:
+        if workers < 0 or retries < 0 or in_flight < 1 or cpus_per_worker <= 0 or concurrency < 1 \
+                or (gpus_per_worker is not None and gpus_per_worker < 0):
+            raise ValueError("workers must be >= 0 (0: one per GPU), in_flight and concurrency >= 1, retries >= 0, "
+                             "cpus_per_worker > 0, gpus_per_worker >= 0")
         self.address, self.workers, self.retries = address, workers, retries
         self.cpus_per_worker, self.in_flight, self.runtime_env = cpus_per_worker, in_flight, runtime_env
+        self.gpus_per_worker, self.concurrency = gpus_per_worker, concurrency
         self.replaced_workers = 0  # actors that died and were replaced in the last map()
 
     # ---------------------------------------------------------------------------------------------- Ray set-up
@@ -90,10 +122,26 @@ class RayExecutor:
                                    "runtime_env": self._runtime_env(), "configure_logging": False}
         if self.address:
             ray.init(address=self.address, **options)
-        else:
-            ray.init(num_cpus=int(max(1, round(self.workers * self.cpus_per_worker))),
-                     object_store_memory=_OBJECT_STORE_BYTES, **options)
+        else:  # workers=0 (one per GPU): Ray counts this machine's CPUs and GPUs itself
+            cpus = int(max(1, round(self.workers * self.cpus_per_worker))) if self.workers else None
+            ray.init(num_cpus=cpus, object_store_memory=_OBJECT_STORE_BYTES, **options)
         return True
+
+    def _placement(self, ray: Any) -> tuple[int, float]:
+        """(actors, GPUs per actor) on the connected cluster; :class:`ExecutorError` when they cannot fit."""
+        cluster_gpus = float(ray.cluster_resources().get("GPU", 0))
+        gpus = self.gpus_per_worker if self.gpus_per_worker is not None else (1.0 if cluster_gpus else 0.0)
+        workers = self.workers
+        if not workers:
+            workers = int(cluster_gpus // gpus) if gpus else DEFAULT_CPU_WORKERS
+            if workers < 1:
+                raise ExecutorError(f"one Ray actor per GPU, but the Ray cluster has no GPU (or less than "
+                                    f"{gpus:g}); give the number of actors, or run on the CPU")
+        # a cluster may grow (an autoscaler); a local Ray cannot: actors that never fit would wait forever
+        if gpus and not self.address and workers * gpus > cluster_gpus:
+            raise ExecutorError(f"{workers} Ray actor(s) x {gpus:g} GPU need {workers * gpus:g} GPU(s); this machine's "
+                                f"Ray sees {cluster_gpus:g}: use fewer actors")
+        return workers, gpus
 
     # ------------------------------------------------------------------------------------------------- running
     def map(self, worker_factory: WorkerFactory, items: Sequence[Any]) -> Iterator[Outcome]:
@@ -102,17 +150,22 @@ class RayExecutor:
         import ray
 
         started_here = self._connect()
-        actor_class = ray.remote(num_cpus=self.cpus_per_worker, max_restarts=0, max_task_retries=0)(RayWorker)
         actors: list[Any] = []
         self.replaced_workers = 0
         try:
-            actors = [actor_class.remote(worker_factory) for _ in range(min(self.workers, len(items)))]
-            try:  # a worker that cannot start (no TTS, no model) stops the run before any item is sent
-                errors = [e for e in ray.get([a.ready.remote() for a in actors]) if e]
-            except ray.exceptions.RayError as exc:
-                raise ExecutorError(f"a Ray worker could not start: {_cause(exc)}") from exc
-            if errors:
-                raise ExecutorError(f"a Ray worker could not start: {errors[0]}")
+            workers, gpus = self._placement(ray)
+            resources: dict[str, Any] = {"num_cpus": self.cpus_per_worker, "num_gpus": gpus,
+                                         "max_concurrency": self.concurrency}
+            actor_class = ray.remote(max_restarts=0, max_task_retries=0, **resources)(RayWorker)
+            actors = [actor_class.remote(worker_factory) for _ in range(min(workers, len(items)))]
+            checks = [a.ready.remote() for a in actors]
+            for slot, check in enumerate(checks):  # a worker that cannot start (no TTS, no model) stops the run
+                try:
+                    error, where = ray.get(check)
+                except ray.exceptions.RayError as exc:
+                    raise ExecutorError(f"Ray actor {slot} could not start: {_cause(exc)}") from exc
+                if error:
+                    raise ExecutorError(f"Ray actor {slot} on {where} could not start: {error}")
             yield from self._drive(ray, lambda: actor_class.remote(worker_factory), actors, items)
         finally:
             for actor in actors:
@@ -134,7 +187,7 @@ class RayExecutor:
 
         def submit() -> None:
             for slot in range(len(actors)):
-                while queue and load[slot] < self.in_flight:
+                while queue and load[slot] < max(self.in_flight, self.concurrency):
                     index = queue.popleft()
                     attempts[index] += 1
                     pending[actors[slot].run.remote(items[index])] = (slot, index)
@@ -162,7 +215,7 @@ class RayExecutor:
             slot, index = pending.pop(ref)
             load[slot] -= 1
             try:
-                value = ray.get(ref)
+                where, value = ray.get(ref)
             except ray.exceptions.RayActorError as exc:  # the worker process died (this item may have killed it)
                 replace(slot, describe_error(exc).splitlines()[0])
                 if attempts[index] <= self.retries:
@@ -176,5 +229,5 @@ class RayExecutor:
                 else:
                     yield Outcome(index, items[index], None, _cause(exc), attempts[index])
             else:
-                yield Outcome(index, items[index], value, None, attempts[index])
+                yield Outcome(index, items[index], value, None, attempts[index], f"actor {slot}: {where}")
             submit()
