@@ -31,6 +31,7 @@ import os
 import statistics
 import time
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -90,29 +91,44 @@ def main() -> None:
         _rounds(url, ns, audios, args.tail_s, pool, stop_when_broken=not args.ns)
 
 
+def measure_round(url: str, n: int, audios: list[np.ndarray], tail_s: float, pool) -> dict[str, Any]:
+    """N clients at once: frames, missed deadlines, onsets after the question and (with a pool) its steps."""
+    load = os.getloadavg()[0]
+    if pool is not None:
+        pool.step_log.clear()
+    results = asyncio.run(_round(url, [audios[k % len(audios)] for k in range(n)], tail_s))
+    frames = sum(int(saved["frames"]) if (saved := r.saved()) else 0 for r in results)
+    missed = sum(r.missed_deadlines() for r in results)
+    onsets = [o for o in (r.onset_after_question() for r in results) if o is not None]
+    row: dict[str, Any] = {"n": n, "load1": round(load, 2), "frames": frames,
+                           "missed_pct": round(100.0 * missed / max(1, frames), 2),
+                           "onset_median_s": round(statistics.median(onsets), 3) if onsets else None,
+                           "onset_p90_s": round(percentile(onsets, 90), 3) if onsets else None,
+                           "no_onset": n - len(onsets)}
+    if pool is not None and pool.step_log:
+        timing = Timing.of([t for t, _ in pool.step_log])
+        row.update(step_median_ms=round(timing.median_ms, 2), step_p99_ms=round(timing.p99_ms, 2),
+                   sessions_per_step=round(statistics.mean(k for _, k in pool.step_log), 2))
+    return row
+
+
+def _cell(value: Any, width: int, digits: int = 2) -> str:
+    return f"{'n/a':>{width}}" if value is None else f"{value:{width}.{digits}f}"
+
+
 def _rounds(url: str, ns: list[int], audios: list[np.ndarray], tail_s: float, pool, stop_when_broken: bool) -> None:
     """One round of N clients at once per N, a table row each."""
     step_head = f" {'step med ms':>12} {'step p99 ms':>12} {'per step':>9}" if pool is not None else ""
     print(f"{'N':>2} {'load1':>6} {'frames':>7} {'missed %':>9} {'onset med s':>12} {'onset p90 s':>12} "
           f"{'no onset':>9}{step_head}", flush=True)
     for n in ns:
-        load = os.getloadavg()[0]
-        if pool is not None:
-            pool.step_log.clear()
-        results = asyncio.run(_round(url, [audios[k % len(audios)] for k in range(n)], tail_s))
-        frames = sum(int(saved["frames"]) if (saved := r.saved()) else 0 for r in results)
-        missed = sum(r.missed_deadlines() for r in results)
-        onsets = [o for o in (r.onset_after_question() for r in results) if o is not None]
-        pct = 100.0 * missed / max(1, frames)
-        med = f"{statistics.median(onsets):12.2f}" if onsets else f"{'n/a':>12}"
-        p90 = f"{percentile(onsets, 90):12.2f}" if onsets else f"{'n/a':>12}"
-        steps = ""
-        if pool is not None and pool.step_log:
-            timing = Timing.of([t for t, _ in pool.step_log])
-            per = statistics.mean(k for _, k in pool.step_log)
-            steps = f" {timing.median_ms:12.1f} {timing.p99_ms:12.1f} {per:9.2f}"
-        print(f"{n:>2} {load:6.2f} {frames:7d} {pct:9.2f} {med} {p90} {n - len(onsets):9d}{steps}", flush=True)
-        if pct > MISSED_GOAL and stop_when_broken:
+        row = measure_round(url, n, audios, tail_s, pool)
+        steps = (f" {row['step_median_ms']:12.1f} {row['step_p99_ms']:12.1f} {row['sessions_per_step']:9.2f}"
+                 if "step_median_ms" in row else "")
+        print(f"{n:>2} {row['load1']:6.2f} {row['frames']:7d} {row['missed_pct']:9.2f} "
+              f"{_cell(row['onset_median_s'], 12)} {_cell(row['onset_p90_s'], 12)} {row['no_onset']:9d}{steps}",
+              flush=True)
+        if row["missed_pct"] > MISSED_GOAL and stop_when_broken:
             print(f"real time broke at N = {n} (missed > {MISSED_GOAL} %); largest N that held: {n - 1}")
             break
 

@@ -14,13 +14,13 @@ pytestmark = pytest.mark.slow  # a few small processes, about a minute
 
 def test_the_device_check_rehearses_on_cpu(tmp_path: Path) -> None:
     proc = subprocess.run([sys.executable, "-m", "benchmarks.device.check", "--device", "cpu", "--tiny",
-                           "--out", str(tmp_path), "--budget-s", "400"], cwd=REPO, capture_output=True, text=True,
+                           "--out", str(tmp_path), "--budget-s", "480"], cwd=REPO, capture_output=True, text=True,
                           timeout=600, check=False)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     report = json.loads((tmp_path / "device_check.json").read_text())
     assert report["environment"]["torch"] and report["weights"].startswith("random")
     stages = report["stages"]
-    assert list(stages) == ["cuda_tests", "sessions_bf16", "sessions_fp8", "kv_growth"]
+    assert list(stages) == ["cuda_tests", "sessions_bf16", "sessions_fp8", "kv_growth", "live_server"]
     assert all(stage["status"] == "ok" for stage in stages.values())
     assert stages["cuda_tests"]["results"]["tests"] >= 1 and not stages["cuda_tests"]["results"]["failed"]
     for name in ("sessions_bf16", "sessions_fp8", "kv_growth"):
@@ -30,3 +30,6 @@ def test_the_device_check_rehearses_on_cpu(tmp_path: Path) -> None:
     bf16 = stages["sessions_bf16"]["results"]["rows"][0]["state_gib_per_session"]
     assert fp8 < bf16  # the fp8 cache holds a session in less memory (fp32 model on CPU: about a quarter)
     assert stages["kv_growth"]["results"]["kv"] == {"dtype": "", "grow_frames": 2}
+    live = stages["live_server"]["results"]
+    assert "random weights" in live["front_end"] and "scripted STT" in live["doubles"]
+    assert [r["n"] for r in live["rounds"]] == [1, 2] and all(r["frames"] > 0 for r in live["rounds"])

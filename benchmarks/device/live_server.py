@@ -1,0 +1,85 @@
+"""The live server on a GPU with N protocol clients at once: the neural front-end's pool at the Moshi-7B size
+(random weights), behind the real ``/api/chat``, real time; the STT and the oracle LLM are **scripted** doubles
+(Whisper's files do not fit the device call's carry), labelled so in the output.
+
+Each client (:func:`kame_core.serve.client.talk`) streams a 3 s voiced signal then ``--tail-s`` of silence in real
+time; the scripted STT "hears" a question in it and the scripted LLM answers at once, so oracles reach every
+session's slot while the pool steps all of them as one batch. Per N: missed 80 ms deadlines (goal <= 1 %), onset
+after the question, the pool's step median / p99 and sessions per step (``benchmarks.live_talk.measure_round``).
+
+    python -m benchmarks.device.live_server --weights random:moshi-7b --device cuda --ns 1,8,16,32 --json F
+    python -m benchmarks.device.live_server --weights random:tiny --device cpu --ns 1,2   # the CPU rehearsal
+"""
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import logging
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from benchmarks.live_talk import measure_round
+from kame_core.neural.choice import FrontEndChoice
+from kame_core.pipelines.stack import Stack, with_neural
+from kame_core.serve import ChatServer, standalone_app
+from kame_core.serve.server import served_stack
+from kame_core.testing.doubles import EchoFrontEnd, ScriptedLLM, ScriptedSTT, ToneTTS, speech_like, words_at
+from kame_core.testing.servers import serving
+
+QUESTION = "what is the capital of france"
+ANSWER = "Paris is the capital of France, on the Seine."
+DOUBLES = "scripted STT and oracle LLM (test doubles), tone TTS for the cascade"
+
+
+def scripted_stack(choice: FrontEndChoice) -> Stack:
+    """The neural pool of ``choice`` with scripted STT / LLM around it (loaded and warmed here)."""
+    base = Stack(make_stt=lambda: ScriptedSTT([words_at(QUESTION, 0.4)]), make_front_end=EchoFrontEnd,
+                 llm=ScriptedLLM(lambda _: ANSWER), tts=ToneTTS(), components={"stt": DOUBLES})
+    return with_neural(base, choice.load(realtime=True))
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    FrontEndChoice.add_arguments(parser)
+    parser.add_argument("--ns", default="1,8,16,32", help="clients at once, one round each")
+    parser.add_argument("--tail-s", type=float, default=5.0, help="silence after the question (the answer)")
+    parser.add_argument("--json", type=Path, default=None)
+    parser.set_defaults(pool_size=0)
+    args = parser.parse_args(argv)
+    ns = [int(x) for x in args.ns.split(",") if x.strip()]
+    args.pool_size = args.pool_size or max(ns)
+    choice = FrontEndChoice.from_args(args)
+    if not choice.neural:
+        parser.error("--weights: a neural front-end (random:moshi-7b, random:tiny or a folder)")
+    logging.basicConfig(level=logging.WARNING)
+    started = time.perf_counter()
+    stack = scripted_stack(choice)
+    assert stack.neural is not None
+    pool = stack.neural.kame
+    report: dict[str, Any] = {"front_end": stack.neural.describe("kame"), "doubles": DOUBLES,
+                              "kv": {"frames": choice.kv_frames, "dtype": choice.kv_dtype,
+                                     "grow_frames": choice.kv_grow_frames},
+                              "load_s": round(time.perf_counter() - started, 1), "rounds": []}
+    print(f"loaded in {report['load_s']} s: {report['front_end']}; {DOUBLES}", flush=True)
+    audio = speech_like([(0.3, 3.0)], 3.2)
+    with contextlib.ExitStack() as held, tempfile.TemporaryDirectory() as folder:
+        held.enter_context(stack.neural)  # the pools close after the server stopped
+        server = ChatServer(lambda: served_stack(stack), max_sessions=None, sessions_dir=Path(folder))
+        server.preload()
+        port = held.enter_context(serving(standalone_app(server), log_level="warning"))
+        url = f"ws://127.0.0.1:{port}/api/chat"
+        measure_round(url, 1, [audio], 2.0, pool)  # warm-up: the first session pays for allocations
+        for n in ns:
+            row = measure_round(url, n, [audio], args.tail_s, pool)
+            report["rounds"].append(row)
+            print(json.dumps(row), flush=True)
+            if args.json:
+                args.json.write_text(json.dumps(report, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
