@@ -123,9 +123,10 @@ def test_session_pool_on_cuda_with_graphs(tmp_path) -> None:
 
 
 def _run_grown(lm: KameLM, user: torch.Tensor, graphs: bool, kv) -> tuple[torch.Tensor, list[int | None], int]:
-    """Greedy steps over ``user`` with slot 1 reset at step 20; the text tokens, capacities, graph captures."""
+    """Greedy steps over ``user`` with slot 1 reset at step 20; the text tokens, capacities, and how many graphs
+    were captured (each growth drops the graph: that step captures a new one)."""
     gen = KameLMGen(lm, use_sampling=False, kv=kv)
-    tokens, capacities, captures = [], [], 0
+    tokens, capacities, graphs = [], [], []
     with (contextlib.nullcontext() if graphs else no_cuda_graph()), gen.streaming(user.shape[0]):
         for t in range(user.shape[2]):
             if t == 20:
@@ -134,8 +135,10 @@ def _run_grown(lm: KameLM, user: torch.Tensor, graphs: bool, kv) -> tuple[torch.
             tokens.append(torch.full((user.shape[0],), -9, device="cuda") if out is None else out[:, 0, 0].clone())
             capacities.append(gen.kv_growth.capacity)
             assert gen._streaming_state is not None
-            captures += gen._streaming_state.graphed_main._graph is None
-    return torch.stack(tokens, 1), capacities, captures
+            graph = gen._streaming_state.graphed_main._graph
+            if graph is not None and not any(graph is g for g in graphs):
+                graphs.append(graph)
+    return torch.stack(tokens, 1), capacities, len(graphs)
 
 
 def test_a_growing_cache_under_cuda_graphs_is_exact_and_recaptured() -> None:
@@ -143,11 +146,12 @@ def test_a_growing_cache_under_cuda_graphs_is_exact_and_recaptured() -> None:
     from kame_core.neural.kv_cache import KVCacheSettings
 
     torch.manual_seed(0)
-    lm = KameLM(**tiny_lm_kwargs(), device="cuda", dtype=torch.bfloat16).eval()
+    lm = KameLM(**tiny_lm_kwargs(), device="cuda", dtype=torch.float32).eval()
     user = torch.randint(0, 2048, (2, 8, 40), device="cuda")
-    plain, _, _ = _run_grown(lm, user, True, None)
-    grown, capacities, _ = _run_grown(lm, user, True, KVCacheSettings(grow_frames=8))
+    plain, _, plain_graphs = _run_grown(lm, user, True, None)
+    grown, capacities, grown_graphs = _run_grown(lm, user, True, KVCacheSettings(grow_frames=8))
     assert capacities[0] == 8 and capacities[19] == 24 and capacities[-1] == 40
     assert torch.equal(grown, plain)
+    assert plain_graphs == 1 and grown_graphs == 5  # grown at steps 8, 16, 24, 32: captured again each time
     fp8, _, _ = _run_grown(lm, user, True, KVCacheSettings(dtype="fp8", grow_frames=8))
     assert fp8.shape == plain.shape and (fp8 >= -9).all()
