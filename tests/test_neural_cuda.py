@@ -126,7 +126,9 @@ def _run_grown(lm: KameLM, user: torch.Tensor, graphs: bool, kv) -> tuple[torch.
     """Greedy steps over ``user`` with slot 1 reset at step 20; the text tokens, capacities, and how many graphs
     were captured (each growth drops the graph: that step captures a new one)."""
     gen = KameLMGen(lm, use_sampling=False, kv=kv)
-    tokens, capacities, graphs = [], [], []
+    tokens: list[torch.Tensor] = []
+    capacities: list[int | None] = []
+    captured: list[object] = []
     with (contextlib.nullcontext() if graphs else no_cuda_graph()), gen.streaming(user.shape[0]):
         for t in range(user.shape[2]):
             if t == 20:
@@ -136,9 +138,9 @@ def _run_grown(lm: KameLM, user: torch.Tensor, graphs: bool, kv) -> tuple[torch.
             capacities.append(gen.kv_growth.capacity)
             assert gen._streaming_state is not None
             graph = gen._streaming_state.graphed_main._graph
-            if graph is not None and not any(graph is g for g in graphs):
-                graphs.append(graph)
-    return torch.stack(tokens, 1), capacities, len(graphs)
+            if graph is not None and not any(graph is g for g in captured):
+                captured.append(graph)
+    return torch.stack(tokens, 1), capacities, len(captured)
 
 
 def test_a_growing_cache_under_cuda_graphs_is_exact_and_recaptured() -> None:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import logging
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -42,7 +43,8 @@ class Stack:
 
     ``neural`` (:class:`kame_core.neural.choice.NeuralModels`): the front-end of KAME and Moshi-mode runners
     is a slot of its session pools instead of ``make_front_end()`` (:func:`with_neural`). A runner owns its
-    front-end: :func:`release_front_end` (or :meth:`session`) gives a pool slot back."""
+    front-end: :func:`release_front_end` (or :meth:`session`) gives a pool slot back. ``stt_worker``: the
+    :class:`kame_core.stt.SharedWhisper` every ``make_stt()`` decodes through, if any (its ``stats()``)."""
 
     make_stt: Callable[[], StreamingSTT]
     make_front_end: Callable[[], FrontEnd]
@@ -50,6 +52,7 @@ class Stack:
     tts: TTS
     components: Mapping[str, str] = field(default_factory=dict)
     neural: Any = None
+    stt_worker: Any = None
 
     def runner(self, mode: Mode, *, clock: Clock | None = None, session: SessionConfig | None = None,
                cascade: CascadeConfig | None = None) -> SessionDriver:
@@ -76,17 +79,40 @@ class Stack:
 
 
 def with_neural(stack: Stack, models: Any) -> Stack:
-    """``stack`` with its KAME and Moshi-mode front-ends taken from ``models``' session pools."""
+    """``stack`` with its KAME and Moshi-mode front-ends taken from ``models``' session pools; a shared STT
+    worker moves to CUDA with a front-end on CUDA."""
     components = dict(stack.components, front_end=models.describe("kame"))
     components["front_end_moshi_mode"] = models.describe("moshi")
-    return dataclasses.replace(stack, neural=models, components=components)
+    stack = dataclasses.replace(stack, neural=models, components=components)
+    worker = stack.stt_worker
+    if worker is not None and getattr(models, "device", "cpu") == "cuda" and worker.device != "cuda":
+        try:
+            stack = with_shared_stt(stack, type(worker).load(worker.model_dir, device="cuda"))
+        except (RuntimeError, OSError, ValueError) as exc:  # CTranslate2 without CUDA: the STT stays on the CPU
+            logging.getLogger(__name__).warning("shared Whisper stays on the CPU: no CUDA for it (%s)", exc)
+    return stack
+
+
+def with_shared_stt(stack: Stack, worker: Any) -> Stack:
+    """``stack`` whose sessions decode through ``worker`` (a :class:`kame_core.stt.SharedWhisper`)."""
+    from ..stt import WhisperStreamingSTT
+
+    def stt() -> StreamingSTT:
+        return WhisperStreamingSTT(shared=worker)
+
+    components = dict(stack.components, stt=_describe(stt().provenance))
+    return dataclasses.replace(stack, make_stt=stt, stt_worker=worker, components=components)
 
 
 
 
 def cpu_stack(llm: str | StreamingLLM = "offline", tts: str | TTS = "auto", *, whisper_model: str | None = None,
-              small_model_openers: bool = True, words_per_s: float = 3.0, files: ModelFiles | None = None) -> Stack:
+              small_model_openers: bool = True, words_per_s: float = 3.0, files: ModelFiles | None = None,
+              shared_stt: bool = True, stt_device: str = "cpu") -> Stack:
     """The offline CPU stack: faster-whisper STT, stand-in front-end, ``llm`` oracle, Piper (or espeak-ng).
+
+    ``shared_stt``: every session's STT decodes through one batched Whisper worker on ``stt_device``
+    (:class:`kame_core.stt.SharedWhisper`); else each session decodes alone on the CPU.
 
     ``small_model_openers``: the stand-in may start with a SmolLM2 guess before the first oracle (as the
     trained front-end starts before its best oracle); else with a content-light opener only. ``files``: where
@@ -96,7 +122,7 @@ def cpu_stack(llm: str | StreamingLLM = "offline", tts: str | TTS = "auto", *, w
     from ..frontends import StandInFrontEnd
     from ..llm import make_llm
     from ..llm.local_smollm import LocalSmolLM
-    from ..stt import WhisperStreamingSTT
+    from ..stt import SharedWhisper, WhisperStreamingSTT
     from ..tts import make_tts
 
     oracle_llm = make_llm(llm, files=files) if isinstance(llm, str) else llm
@@ -111,8 +137,10 @@ def cpu_stack(llm: str | StreamingLLM = "offline", tts: str | TTS = "auto", *, w
                                answer_fn=small_answer, words_per_s=words_per_s,
                                model_provenance=small.provenance)
 
+    worker = SharedWhisper.load(whisper_model, files=files, device=stt_device) if shared_stt else None
+
     def stt() -> StreamingSTT:
-        return WhisperStreamingSTT(whisper_model, files=files)
+        return WhisperStreamingSTT(whisper_model, files=files, shared=worker)
 
     probe = stt()  # loads the (process-wide, shared) Whisper model now, so a missing model fails here
     components = {
@@ -122,7 +150,8 @@ def cpu_stack(llm: str | StreamingLLM = "offline", tts: str | TTS = "auto", *, w
         "oracle_llm": _describe(getattr(oracle_llm, "provenance", None)) or type(oracle_llm).__name__,
         "tts": _describe(speech.provenance),
     }
-    return Stack(make_stt=stt, make_front_end=front_end, llm=oracle_llm, tts=speech, components=components)
+    return Stack(make_stt=stt, make_front_end=front_end, llm=oracle_llm, tts=speech, components=components,
+                 stt_worker=worker)
 
 
 def _describe(provenance: object) -> str:

@@ -134,8 +134,10 @@ def resolve_whisper_model(path: str | os.PathLike[str] | None = None, files: Mod
 
 
 @functools.lru_cache(maxsize=4)
-def load_whisper(model_dir: str, compute_type: str = "int8", cpu_threads: int = 0) -> WhisperModel:
-    """Load a faster-whisper model once per process; sessions share it (CTranslate2 is thread-safe)."""
+def load_whisper(model_dir: str, compute_type: str = "int8", cpu_threads: int = 0,
+                 device: str = "cpu") -> WhisperModel:
+    """Load a faster-whisper model once per process (per device); sessions share it (CTranslate2 is
+    thread-safe). ``device``: ``cpu`` or ``cuda`` (use ``compute_type="float16"`` there)."""
     from faster_whisper import WhisperModel
 
-    return WhisperModel(model_dir, device="cpu", compute_type=compute_type, cpu_threads=cpu_threads)
+    return WhisperModel(model_dir, device=device, compute_type=compute_type, cpu_threads=cpu_threads)

@@ -24,6 +24,7 @@ from ..paths import ModelFiles
 from ..protocols import STTEvent, Word
 from ..trace import Provenance
 from .models import load_whisper, resolve_whisper_model
+from .shared import SharedWhisper, SharedWhisperClient
 from .vad import VAD_SAMPLE_RATE, WINDOW, StreamingSileroVAD, VadConfig
 from .whisper_decode import ShortWhisper
 
@@ -69,16 +70,23 @@ class WhisperStreamingSTT:
     """:class:`~kame_core.protocols.StreamingSTT` over faster-whisper (English) and Silero VAD.
 
     ``virtual_latency_s`` defaults to a typical decode of a 2-4 s buffer on 2 CPU cores (~0.2 s). ``files``:
-    where the model comes from without ``model_path`` (:func:`~.models.resolve_whisper_model`).
+    where the model comes from without ``model_path`` (:func:`~.models.resolve_whisper_model`). ``shared``: decode
+    through the process's batched worker (:class:`~.shared.SharedWhisper`, its model) instead of alone.
     """
 
     def __init__(self, model_path: str | None = None, *, language: str = "en",
                  partial_interval_s: float = 0.3, vad: VadConfig = VadConfig(), max_segment_s: float = 20.0,
                  final_beam_size: int = 1, virtual_latency_s: float = 0.2, compute_type: str = "int8",
-                 cpu_threads: int | None = None, files: ModelFiles | None = None) -> None:
-        model_dir = resolve_whisper_model(model_path, files)
-        threads = cpu_threads if cpu_threads is not None else min(4, os.cpu_count() or 1)
-        self.decoder = ShortWhisper(load_whisper(model_dir, compute_type, threads), language=language)
+                 cpu_threads: int | None = None, files: ModelFiles | None = None,
+                 shared: SharedWhisper | None = None) -> None:
+        self.decoder: ShortWhisper | SharedWhisperClient
+        if shared is not None:
+            model_dir = shared.model_dir
+            self.decoder = shared.client()
+        else:
+            model_dir = resolve_whisper_model(model_path, files)
+            threads = cpu_threads if cpu_threads is not None else min(4, os.cpu_count() or 1)
+            self.decoder = ShortWhisper(load_whisper(model_dir, compute_type, threads), language=language)
         self.partial_interval_s = partial_interval_s
         self.vad_config = vad
         self.max_segment_s = max_segment_s
@@ -87,7 +95,8 @@ class WhisperStreamingSTT:
         self.provenance = Provenance(
             kind="stt", model_id=f"whisper-{os.path.basename(os.path.normpath(model_dir))}",
             version=f"faster-whisper {_version('faster-whisper')}",
-            label="faster-whisper (short-window encode) + Silero VAD, streaming",
+            label="faster-whisper (short-window encode) + Silero VAD, streaming"
+                  + (f"; batched across sessions on {shared.device}" if shared is not None else ""),
         )
         self._vad = StreamingSileroVAD()
         self.reset()
@@ -111,6 +120,11 @@ class WhisperStreamingSTT:
             end = seg.last_speech_end if seg.silence_since is not None else self._audio.end
             events += self._close(seg, end)
         return events
+
+    def close(self) -> None:
+        """The session is over: a shared decoder drops what this session still has queued."""
+        if isinstance(self.decoder, SharedWhisperClient):
+            self.decoder.close()
 
     # -- internals ------------------------------------------------------------------------------------
     def _consume(self, audio16k: np.ndarray) -> list[STTEvent]:
