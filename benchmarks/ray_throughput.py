@@ -88,7 +88,7 @@ def main() -> None:
 
         t0 = time.perf_counter()
         executor = RayExecutor(workers=args.workers)
-        executor._connect()  # a Ray that is already up, as a cluster is
+        executor.connect()  # a Ray that is already up, as a cluster is
         init_s = time.perf_counter() - t0
         try:
             n, wall = timed_build(pairs, Path(tmp) / "ray_warm", args.tts, executor)

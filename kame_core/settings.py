@@ -8,7 +8,9 @@ value. Code below them takes explicit parameters and does not read the environme
 * API keys are looked up by name when a request is made (:func:`kame_core.keys.api_key`), so no object holds
   one; :attr:`Settings.keys` records only which key variables are set;
 * ``GRADIO_ANALYTICS_ENABLED`` is set (``setdefault``) before Gradio is imported, and the Ray executor hands
-  ``PYTHONPATH`` on to its workers.
+  ``PYTHONPATH`` on to its workers;
+* ``serve --replicas`` sets Ray's ``RAY_worker_niceness`` to 0 (``setdefault``) before it starts a local Ray, so
+  the replicas' live sessions do not run at Ray's default niceness of 15.
 
 ``docs/environment.md`` lists every variable in one table; ``tests/test_settings.py`` checks that it and this
 module agree.

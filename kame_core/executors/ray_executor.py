@@ -112,8 +112,9 @@ class RayExecutor:
         paths = [str(_PACKAGE_DIR.parent), *filter(None, os.environ.get("PYTHONPATH", "").split(os.pathsep))]
         return {"env_vars": {"PYTHONPATH": os.pathsep.join(dict.fromkeys(paths))}}
 
-    def _connect(self) -> bool:
-        """Initialise Ray if needed; True when this call started it (and so must shut it down)."""
+    def connect(self) -> bool:
+        """Initialise Ray if needed (the one way this project starts or joins Ray: executors and `serve --replicas`);
+        True when this call started it (and so must shut it down)."""
         import ray
 
         if ray.is_initialized():
@@ -149,7 +150,7 @@ class RayExecutor:
             return
         import ray
 
-        started_here = self._connect()
+        started_here = self.connect()
         actors: list[Any] = []
         self.replaced_workers = 0
         try:

@@ -4,8 +4,12 @@ page at http://HOST:PORT/ (``/?token=...`` where a token is required).
 The front-end is the neural KAME model with ``--weights REPO|DIR`` (sessions take slots of one pool of
 ``--pool-size``; ``--device cuda|cpu``), else the CPU stand-in. Every model is loaded and warmed before the
 port opens. The environment is read once (:class:`kame_core.settings.Settings`: ``KAME_SESSIONS_DIR``,
-``KAME_TOKEN``, ``KAME_ALLOWED_ORIGINS``, ``KAME_ALLOWED_HOSTS``, ``KAME_METRICS_TOKEN``, and where models come
-from); the options override it. Secret query values never reach uvicorn's log (:mod:`.redaction`).
+``KAME_TOKEN``, ``KAME_ALLOWED_ORIGINS``, ``KAME_ALLOWED_HOSTS``, ``KAME_METRICS_TOKEN``, ``KAME_REPLICAS``, and
+where models come from); the options override it. Secret query values never reach uvicorn's log (:mod:`.redaction`).
+
+With ``--replicas N`` (or ``KAME_REPLICAS``) N replicas of that server run on Ray Serve, each with its own models
+and ``<sessions dir>/replica-K``, behind one ingress at ``--port`` (:mod:`.replicas`, :mod:`.ingress`;
+docs/deploy.md); Ray is imported on that path only.
 """
 from __future__ import annotations
 
@@ -14,16 +18,18 @@ import logging
 import os
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
+from ..access import Access
 from ..neural.choice import FrontEndChoice
 from ..session.disk import FolderInUse
-from ..settings import Settings, SettingsError
+from ..settings import MAX_REPLICAS, Settings, SettingsError
 from .lifecycle import run
 from .protocol import Limits
 from .redaction import install_redaction
-from .server import ROUTE, ChatServer, stack_from_cpu, standalone_app
+from .server import ROUTE, ChatServer, ServedStack, stack_from_cpu, standalone_app
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -62,6 +68,14 @@ def main(argv: list[str] | None = None) -> None:
                              "also KAME_ALLOWED_HOSTS; default on loopback: 127.0.0.1, localhost, [::1])")
     parser.add_argument("--metrics-token", default=None,
                         help="bearer token GET /metrics needs (default KAME_METRICS_TOKEN; unset: none)")
+    parser.add_argument("--replicas", type=int, default=None,
+                        help="run this many replicas on Ray Serve behind one ingress at --port (default "
+                             "KAME_REPLICAS; 0: one server in this process, no Ray)")
+    parser.add_argument("--ray-address", default=None,
+                        help="with --replicas: the Ray cluster to join (ray://HOST:10001, HOST:6379 or auto; "
+                             "default: start a local Ray)")
+    parser.add_argument("--gpus-per-replica", type=float, default=None,
+                        help="with --replicas: GPUs each replica takes (default 1 with --device cuda, else 0)")
     parser.add_argument("--log-level", default="info")
     args = parser.parse_args(argv)
     try:
@@ -79,6 +93,13 @@ def main(argv: list[str] | None = None) -> None:
     except ValueError as err:
         parser.error(str(err))
     max_sessions = args.max_sessions if args.max_sessions is not None else (None if choice.neural else 2)
+    replicas = args.replicas if args.replicas is not None else settings.server.replicas
+    if not 0 <= replicas <= MAX_REPLICAS:
+        parser.error(f"--replicas {replicas}: a whole number from 0 to {MAX_REPLICAS} (0: one server, no Ray)")
+    if not replicas and (args.ray_address or args.gpus_per_replica is not None):
+        parser.error("--ray-address and --gpus-per-replica need --replicas N (or KAME_REPLICAS)")
+    if args.gpus_per_replica is not None and not 0 <= args.gpus_per_replica <= 64:
+        parser.error(f"--gpus-per-replica {args.gpus_per_replica}: a number of GPUs from 0 to 64")
     logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(name)s %(levelname)s %(message)s")
     try:
         access = settings.server.access.with_options(token=args.token, origins=args.allow_origin,
@@ -88,12 +109,18 @@ def main(argv: list[str] | None = None) -> None:
         parser.error(str(err))
     for warning in access.exposure(args.host):
         logging.getLogger("kame.serve").warning("%s", warning)
-    server = ChatServer(stack_from_cpu(args.llm, args.tts, args.whisper_model, not args.no_small_model,
-                                       front_end=choice, files=settings.stack.files),
-                        max_sessions=max_sessions or None,
-                        sessions_dir=args.sessions_dir or settings.server.sessions_dir,
-                        limits=Limits(max_session_s=args.max_session_s, first_audio_s=args.first_audio_s,
-                                      idle_s=args.idle_s, max_wall_s=args.max_wall_s),
+    load_stack = stack_from_cpu(args.llm, args.tts, args.whisper_model, not args.no_small_model, front_end=choice,
+                                files=settings.stack.files)
+    limits = Limits(max_session_s=args.max_session_s, first_audio_s=args.first_audio_s, idle_s=args.idle_s,
+                    max_wall_s=args.max_wall_s)
+    sessions_dir = args.sessions_dir or settings.server.sessions_dir
+    if replicas:
+        gpus = args.gpus_per_replica
+        if gpus is None:
+            gpus = 1.0 if choice.neural and choice.device == "cuda" else 0.0
+        serve_replicas(args, replicas, gpus, load_stack, max_sessions or None, sessions_dir, limits, access)
+        return
+    server = ChatServer(load_stack, max_sessions=max_sessions or None, sessions_dir=sessions_dir, limits=limits,
                         access=access)
     from ..neural.loading import CheckpointUnavailable
 
@@ -117,6 +144,45 @@ def main(argv: list[str] | None = None) -> None:
           f"(sessions saved in {server.sessions_dir}); talk to it in a browser at {page}", flush=True)
     install_redaction()
     run(app_with_page(server), server, host=args.host, port=args.port, log_level=args.log_level.lower())
+
+
+def serve_replicas(args: argparse.Namespace, count: int, gpus: float, load_stack: Callable[[], ServedStack],
+                   max_sessions: int | None, sessions_dir: Path, limits: Limits, access: Access) -> None:
+    """``--replicas N``: the replicas on Ray Serve (loaded before the port opens), the ingress at ``--port`` until
+    SIGTERM / SIGINT (the replicas end their sessions cleanly), then the replicas deleted and a local Ray shut
+    down."""
+    import uvicorn
+
+    from demo.talk_page import mount_talk_page
+
+    from .ingress import Ingress, IngressServer, ingress_app
+    from .replicas import WORKER_NICENESS, RayReplicas, ReplicaError, ReplicaSpec
+
+    if not args.ray_address:  # a local Ray's workers run at niceness 15 by default: sessions are real time
+        os.environ.setdefault(WORKER_NICENESS, "0")
+    spec = ReplicaSpec(load_stack, sessions_dir=Path(sessions_dir), max_sessions=max_sessions, limits=limits)
+    replicas = RayReplicas(spec, count, address=args.ray_address, gpus=gpus)
+    started = time.perf_counter()
+    try:  # whatever stops it (an error, SIGTERM while the replicas load), the replicas go and a local Ray with them
+        try:
+            links = replicas.start()
+        except (ReplicaError, ValueError) as err:
+            print(f"error: {err}", file=sys.stderr)
+            raise SystemExit(2) from None
+        ingress = Ingress(links, spec.token, access=access, limits=limits, max_sessions=max_sessions)
+        app = ingress_app(ingress)
+        mount_talk_page(app, cast(Any, ingress))  # the page reads the door's ``access`` only
+        page = f"http://{args.host}:{args.port}/" + ("?token=..." if access.token else "")
+        print(f"ready at ws://{args.host}:{args.port}{ROUTE} in {time.perf_counter() - started:.1f} s: {count} "
+              f"replica(s) on Ray Serve ({gpus:g} GPU each; sessions saved in "
+              f"{Path(sessions_dir) / 'replica-K'}); talk to it in a browser at {page}",
+              flush=True)
+        install_redaction()
+        config = uvicorn.Config(app, host=args.host, port=args.port, log_level=args.log_level.lower(),
+                                **ingress.uvicorn_options())
+        IngressServer(config, ingress).run()
+    finally:
+        replicas.close()
 
 
 def app_with_page(server: ChatServer) -> Any:

@@ -21,7 +21,8 @@ class Notice:
 
 @dataclass(frozen=True)
 class SessionStarted(Notice):
-    """Right after the handshake: the session's id, what answers, how audio comes back, its limit."""
+    """Right after the handshake: the session's id, what answers, how audio comes back, its limit; ``replica``:
+    which replica serves it behind ``serve --replicas`` (None on a single server)."""
 
     type: ClassVar[str] = "session"
     id: str
@@ -29,6 +30,7 @@ class SessionStarted(Notice):
     audio_out: str
     max_session_s: float
     front_end: dict[str, Any] | None
+    replica: int | None = None
 
 
 @dataclass(frozen=True)

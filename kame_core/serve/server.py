@@ -65,6 +65,8 @@ class ChatServer:
     results: list[SessionResult] = field(default_factory=list)
     #: the journal's flush interval of each session (seconds)
     journal_every_s: float = 1.0
+    #: which replica this server is behind ``serve --replicas`` (None: a server on its own)
+    replica: int | None = None
 
     def __post_init__(self) -> None:
         self._limit = SessionGate(capacity=self.max_sessions,
@@ -199,7 +201,8 @@ class ChatServer:
             session = ChatSession(stack.make_runner, self.sessions_dir, self.limits, pcm_out=pcm_out,
                                   head_start_s=self.head_start_s, components=stack.components,
                                   metrics=self.metrics.tap(), claim=websocket.query_params.get("claim", "")[:128],
-                                  retries=self.retries, journal_every_s=self.journal_every_s)
+                                  retries=self.retries, journal_every_s=self.journal_every_s,
+                                  replica=self.replica)
             self.metrics.started.inc()
             self._sessions.add(session)
             try:

@@ -255,6 +255,8 @@ class ChatSession:
     retries: RetryingSaves | None = None
     #: the journal's flush interval (seconds)
     journal_every_s: float = 1.0
+    #: the replica serving it (``serve --replicas``; None on a single server), told in the ``session`` notice
+    replica: int | None = None
 
     def __post_init__(self) -> None:
         import sphn
@@ -342,7 +344,7 @@ class ChatSession:
         front_end = self.live.front_end
         await outbox.put(P.notice(N.SessionStarted(
             self.session_id, self.components, "pcm" if self.pcm_out else "opus", self.limits.max_session_s,
-            NeuralModels.info(front_end).to_json() if front_end is not None else None)))
+            NeuralModels.info(front_end).to_json() if front_end is not None else None, self.replica)))
         code: int | None
         try:
             code, reason, saved_reply = await self._receive_until_end(conn, driver_done)

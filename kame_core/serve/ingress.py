@@ -1,0 +1,380 @@
+"""The one door in front of the replicas (``python -m kame_core.serve --replicas N``): ``/api/chat``,
+``/healthz``, ``/readyz`` and ``/metrics`` at ``--port``, as a single server has them.
+
+A client is admitted as a single server admits it (:class:`~kame_core.access.Access`: Host, Origin, token or
+ticket), then given to the replica with the most free slots, asked at that moment, less the sessions the ingress
+sent it that it does not count yet; the slot is reserved at once, so two clients at once never both take a last
+slot. When every replica is full (or unreachable) the client is closed with 1013 and a reason naming them.
+Otherwise the ingress opens a websocket to that replica (with the replicas' own token) and pumps messages both ways
+unchanged: the replica's ``session`` notice says ``"replica": K`` itself, and a close of the replica (``saved``,
+1000, 1008, 1013, ...) reaches the client as it was sent. A replica whose connection breaks without a close (its
+process died) closes the client with 1011 and a reason saying so; Ray Serve restarts that replica, which recovers
+the session from its journal.
+
+``/readyz`` is 200 while some replica can take a session (its body lists every replica); ``/metrics`` is the
+ingress's own counts followed by every replica's metrics, each sample labelled ``replica="K"``.
+"""
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import socket
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+from urllib.parse import urlencode
+
+import uvicorn
+from prometheus_client import CollectorRegistry, Counter, Gauge, generate_latest
+from prometheus_client.metrics_core import Metric
+from prometheus_client.parser import text_string_to_metric_families
+
+from ..access import Access
+from ..tickets import TicketBook
+from . import protocol as P
+from .http import connection_limit, http_protocol
+from .lifecycle import DRAIN_TIMEOUT_S
+from .metrics import CONTENT_TYPE_LATEST
+from .server import ROUTE
+
+__all__ = ["Ingress", "IngressServer", "ReplicaLink", "ingress_app", "merge_metrics"]
+
+log = logging.getLogger("kame.serve.ingress")
+
+#: close codes that say no close frame came (the connection broke), never sent by a replica
+_ABNORMAL = (1005, 1006, 1015)
+#: query parameters of the client the replica is not sent (the ingress checked them; replicas have their own token)
+_PRIVATE_QUERY = ("token", "ticket")
+
+
+class ReplicaLink(Protocol):
+    """The ingress's line to one replica (:class:`kame_core.serve.replicas.ServeLink` on Ray Serve)."""
+
+    index: int
+
+    async def status(self) -> dict[str, Any]: ...
+
+    async def metrics(self) -> str: ...
+
+    async def stop(self) -> bool: ...
+
+
+@dataclass
+class _Seen:
+    """One replica as the ingress sees it at one moment: its status, or why it could not be asked."""
+
+    index: int
+    status: dict[str, Any] | None
+    problem: str = ""
+
+    def free(self, routed: int) -> float:
+        """Slots free for a new session: the replica's own count less the sessions sent to it that it does not
+        count yet (0 when it is not ready or did not answer; ``inf`` without a limit)."""
+        if self.status is None or not self.status.get("ready"):
+            return 0.0
+        free = self.status.get("free_slots")
+        if free is None:
+            return float("inf")
+        return max(0.0, float(free) - max(0, routed - int(self.status.get("active", 0))))
+
+    def words(self) -> str:
+        if self.status is None:
+            return f"{self.index} unreachable"
+        why = str(self.status.get("why", ""))
+        return f"{self.index} full" if not why or "slot" in why else f"{self.index} not ready"
+
+
+@dataclass
+class Ingress:
+    """The door (see the module docstring). ``links`` are the replicas; ``token`` the one they require;
+    ``access`` who may connect here; ``limits`` the protocol's (the message size the door accepts)."""
+
+    links: Sequence[ReplicaLink]
+    token: str = field(repr=False)
+    access: Access = field(default_factory=Access)
+    limits: P.Limits = field(default_factory=P.Limits)
+    #: one-use tickets admitted in place of the token (:mod:`kame_core.tickets`)
+    tickets: TicketBook = field(default_factory=TicketBook)
+    #: how long a replica has to answer a status or metrics call
+    ask_timeout_s: float = 3.0
+    #: sessions per replica at most (None: no limit), for the connection limit of :meth:`uvicorn_options`
+    max_sessions: int | None = None
+
+    def __post_init__(self) -> None:
+        self._routed = {link.index: 0 for link in self.links}
+        self._quiet_until: dict[int, float] = {}  # replica -> loop time until which it is not asked
+        self.closing = False
+        r = self.registry = CollectorRegistry()
+        self._active = Gauge("kame_ingress_sessions_active", "sessions the ingress is pumping now", registry=r)
+        self._active.set_function(lambda: sum(self._routed.values()))
+        self._refused = Counter("kame_ingress_refused", "connections the ingress refused", ["why"], registry=r)
+        self._lost = Counter("kame_ingress_replica_lost", "sessions closed because their replica stopped "
+                             "answering", ["replica"], registry=r)
+        self._up = Gauge("kame_replica_up", "1 when the replica answered the last status or metrics call",
+                         ["replica"], registry=r)
+
+    # ------------------------------------------------------------------------------------------ replicas
+    async def _seen(self) -> list[_Seen]:
+        """Every replica's status now; one that did not answer is not asked again for ``ask_timeout_s`` (an
+        admission meanwhile does not wait for it)."""
+        loop = asyncio.get_running_loop()
+
+        async def one(link: ReplicaLink) -> _Seen:
+            if loop.time() < self._quiet_until.get(link.index, 0.0):
+                return _Seen(link.index, None, "did not answer moments ago; asked again shortly")
+            try:
+                status = await asyncio.wait_for(link.status(), self.ask_timeout_s)
+            except Exception as err:  # noqa: BLE001 - dead, restarting or slow: not chosen, said so
+                self._up.labels(str(link.index)).set(0)
+                self._quiet_until[link.index] = loop.time() + self.ask_timeout_s
+                return _Seen(link.index, None, f"did not answer ({type(err).__name__})")
+            self._up.labels(str(link.index)).set(1)
+            return _Seen(link.index, status)
+
+        return list(await asyncio.gather(*(one(link) for link in self.links)))
+
+    async def _reserve(self) -> tuple[int, str] | str:
+        """(replica, its address) with a slot now reserved for the caller, or why none (the 1013 reason). The
+        choice and the reservation happen with no await between them, against the sessions already sent to each
+        replica (:meth:`_Seen.free`): two clients at once never take the same last slot, and a replica slow to
+        answer delays no other admission."""
+        seen = await self._seen()
+        best = max(seen, key=lambda s: (s.free(self._routed[s.index]), -self._routed[s.index], -s.index))
+        if best.status is None or best.free(self._routed[best.index]) <= 0:
+            return _busy(seen)
+        self._routed[best.index] += 1
+        return best.index, str(best.status["address"])
+
+    async def readiness(self) -> tuple[bool, dict[str, Any]]:
+        """(some replica can take a session now, what ``/readyz`` says: the totals and every replica)."""
+        seen = await self._seen()
+        rows: list[dict[str, Any]] = []
+        for s in seen:
+            if s.status is None:
+                rows.append({"replica": s.index, "ready": False, "why": s.problem})
+                continue
+            row = {k: s.status[k] for k in ("ready", "free_slots", "active", "why") if k in s.status}
+            rows.append({"replica": s.index, **row, "sessions_here": self._routed[s.index]})
+        free = [s.free(self._routed[s.index]) for s in seen]
+        ready = not self.closing and any(f > 0 for f in free)
+        total = None if any(f == float("inf") for f in free) else int(sum(free))
+        body: dict[str, Any] = {"ready": ready, "free_slots": total, "active": sum(self._routed.values()),
+                                "replicas": rows}
+        if not ready:
+            body["why"] = "the server is shutting down" if self.closing else "no replica has a free session slot"
+        return ready, body
+
+    async def metrics_text(self) -> bytes:
+        """The ingress's metrics, then every replica's labelled with its index (one that does not answer is
+        ``kame_replica_up{replica="K"} 0``)."""
+        async def one(link: ReplicaLink) -> tuple[int, str | None]:
+            try:
+                text = await asyncio.wait_for(link.metrics(), self.ask_timeout_s)
+            except Exception:  # noqa: BLE001 - reported as down
+                self._up.labels(str(link.index)).set(0)
+                return link.index, None
+            self._up.labels(str(link.index)).set(1)
+            return link.index, text
+
+        texts = await asyncio.gather(*(one(link) for link in self.links))
+        return generate_latest(self.registry) + merge_metrics({k: t for k, t in texts if t is not None})
+
+    # ------------------------------------------------------------------------------------------ sessions
+    async def handle(self, websocket: Any) -> None:
+        """One client's websocket, from accept to close (Starlette ``WebSocket``)."""
+        refused = self.access.refusal(websocket.headers, websocket.query_params, self.tickets)
+        await websocket.accept()
+        if refused is not None:
+            log.warning("refused a connection: %s", refused)
+            self._refused.labels("access").inc()
+            await websocket.close(code=P.CLOSE_POLICY, reason=refused[:120])
+            return
+        if self.closing:
+            self._refused.labels("shutting down").inc()
+            await websocket.close(code=P.CLOSE_GOING_AWAY, reason="server shutting down")
+            return
+        chosen = await self._reserve()
+        if isinstance(chosen, str):
+            log.warning("refused a session: %s", chosen)
+            self._refused.labels("every replica full").inc()
+            await websocket.close(code=P.CLOSE_TRY_LATER, reason=_reason(chosen))
+            return
+        index, address = chosen
+        try:
+            await self._pump(websocket, index, address)
+        finally:
+            self._routed[index] -= 1
+
+    async def _pump(self, client: Any, index: int, address: str) -> None:
+        import websockets
+
+        query = urlencode([(k, v) for k, v in client.query_params.multi_items() if k not in _PRIVATE_QUERY])
+        url = f"ws://{address}{ROUTE}" + (f"?{query}" if query else "")
+        try:
+            upstream = await websockets.connect(url, additional_headers={"X-KAME-Token": self.token},
+                                                max_size=None, open_timeout=10)
+        except (OSError, asyncio.TimeoutError, websockets.WebSocketException) as err:
+            log.error("replica %d at %s could not be reached: %s", index, address, err)
+            self._refused.labels("replica unreachable").inc()
+            await client.close(code=P.CLOSE_TRY_LATER,
+                               reason=_reason(f"server busy: replica {index} could not be reached; try again"))
+            return
+        async with upstream:
+            to_replica = asyncio.ensure_future(_client_to_replica(client, upstream))
+            to_client = asyncio.ensure_future(_replica_to_client(upstream, client))
+            done, _ = await asyncio.wait({to_replica, to_client}, return_when=asyncio.FIRST_COMPLETED)
+            if to_replica in done and to_replica.result():  # the client left: the replica ends the session
+                to_client.cancel()
+                with contextlib.suppress(Exception):
+                    await upstream.close()
+                return
+            with contextlib.suppress(asyncio.TimeoutError, Exception):
+                await asyncio.wait_for(asyncio.shield(to_client), 10)
+            to_replica.cancel()
+            to_client.cancel()
+        code, reason = upstream.close_code, upstream.close_reason or ""  # the replica's close, passed on
+        if code is None or code in _ABNORMAL:
+            log.error("replica %d's connection broke mid-session (its process died?)", index)
+            self._lost.labels(str(index)).inc()
+            code, reason = P.CLOSE_INTERNAL, (f"replica {index} stopped mid-session; the session is recovered "
+                                              "from its journal when the replica restarts")
+        with contextlib.suppress(Exception):
+            await client.close(code=code, reason=_reason(reason))
+
+    async def drain(self, timeout_s: float = DRAIN_TIMEOUT_S) -> bool:
+        """Shut down: no new session; every replica ends its sessions as a shutdown does (saved, 1001, which
+        reach the clients) and stops; whether every session ended within ``timeout_s``."""
+        self.closing = True
+        with contextlib.suppress(Exception):
+            await asyncio.wait_for(asyncio.gather(*(link.stop() for link in self.links), return_exceptions=True),
+                                   timeout_s)
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + 5.0
+        while sum(self._routed.values()) and loop.time() < deadline:
+            await asyncio.sleep(0.05)
+        return not sum(self._routed.values())
+
+    # ------------------------------------------------------------------------------------------ HTTP
+    def mount(self, app: Any) -> None:
+        """Add ``/api/chat``, ``/healthz``, ``/readyz`` and ``/metrics`` to a FastAPI / Starlette ``app``."""
+        from starlette.responses import JSONResponse, PlainTextResponse, Response
+
+        async def healthz(request: Any) -> Any:
+            return PlainTextResponse("alive\n")
+
+        async def readyz(request: Any) -> Any:
+            ready, body = await self.readiness()
+            return JSONResponse(body, status_code=200 if ready else 503)
+
+        async def metrics(request: Any) -> Any:
+            refused = self.access.metrics_refusal(request.headers)
+            if refused is not None:
+                return PlainTextResponse(refused[1] + "\n", status_code=refused[0],
+                                         headers={"WWW-Authenticate": "Bearer"} if refused[0] == 401 else None)
+            return Response(await self.metrics_text(), media_type=CONTENT_TYPE_LATEST)
+
+        app.router.add_websocket_route(ROUTE, self.handle)
+        app.router.add_route("/healthz", healthz, methods=["GET"], include_in_schema=False)
+        app.router.add_route("/readyz", readyz, methods=["GET"], include_in_schema=False)
+        app.router.add_route("/metrics", metrics, methods=["GET"], include_in_schema=False)
+
+    def uvicorn_options(self) -> dict[str, Any]:
+        """As :func:`kame_core.serve.http.uvicorn_options` for a server: request-head deadline, connection limit
+        (for every replica's sessions), the protocol's message size."""
+        per = self.max_sessions
+        limit = connection_limit(None if per is None else per * max(1, len(self.links)))
+        return {"http": http_protocol(), "limit_concurrency": limit, "backlog": limit,
+                "ws_max_size": self.limits.max_message_bytes}
+
+
+async def _client_to_replica(client: Any, upstream: Any) -> bool:
+    """Forward the client's messages; True when the client left, False when the replica's side closed."""
+    import websockets
+
+    while True:
+        try:
+            message = await client.receive()
+        except Exception:  # noqa: BLE001 - the client's connection is gone
+            return True
+        if message["type"] == "websocket.disconnect":
+            return True
+        data = message.get("bytes")
+        try:
+            await upstream.send(data if data is not None else message.get("text") or "")
+        except websockets.ConnectionClosed:
+            return False
+
+
+async def _replica_to_client(upstream: Any, client: Any) -> None:
+    """Forward the replica's messages until its side closes (however it closes)."""
+    import websockets
+
+    try:
+        async for data in upstream:
+            if isinstance(data, bytes):
+                await client.send_bytes(data)
+            else:
+                await client.send_text(data)
+    except websockets.ConnectionClosed:
+        pass
+
+
+def _busy(seen: list[_Seen]) -> str:
+    """The 1013 reason when no replica can take a session: each replica's state, or their counts when many."""
+    tail = "; try again when a session ends"
+    reason = f"server busy: every replica is full or down ({', '.join(s.words() for s in seen)})" + tail
+    if len(reason) <= 120:
+        return reason
+    words = [s.words().split(" ", 1)[1] for s in seen]
+    counts = ", ".join(f"{words.count(w)} {w}" for w in dict.fromkeys(words))
+    return f"server busy: every replica is full or down ({counts} of {len(seen)})" + tail
+
+
+def _reason(text: str) -> str:
+    """A close reason within the protocol's 123 bytes (UTF-8), cut at 120."""
+    return text.encode("utf-8")[:120].decode("utf-8", "ignore")
+
+
+def merge_metrics(texts: dict[int, str]) -> bytes:
+    """Prometheus texts of replicas as one exposition: each family once, its samples from every replica with a
+    ``replica`` label added."""
+    families: dict[str, Metric] = {}
+    for index, text in sorted(texts.items()):
+        for family in text_string_to_metric_families(text):
+            merged = families.setdefault(family.name, Metric(family.name, family.documentation, family.type))
+            for sample in family.samples:
+                merged.add_sample(sample.name, {**sample.labels, "replica": str(index)}, sample.value,
+                                  sample.timestamp, sample.exemplar)
+
+    class _Fixed:
+        def collect(self) -> list[Metric]:
+            return list(families.values())
+
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(_Fixed())  # type: ignore[arg-type]
+    return generate_latest(registry)
+
+
+def ingress_app(ingress: Ingress) -> Any:
+    """A FastAPI app serving the ingress's routes."""
+    from fastapi import FastAPI
+
+    app = FastAPI(title="KAME live protocol (replicas)", docs_url=None, redoc_url=None, openapi_url=None)
+    ingress.mount(app)
+    return app
+
+
+class IngressServer(uvicorn.Server):
+    """uvicorn's server for the ingress: on SIGTERM / SIGINT no new connection, the replicas end their sessions
+    cleanly (the clients get ``saved`` and 1001), then uvicorn closes what is left."""
+
+    def __init__(self, config: uvicorn.Config, ingress: Ingress, drain_timeout_s: float = DRAIN_TIMEOUT_S) -> None:
+        super().__init__(config)
+        self.ingress, self.drain_timeout_s = ingress, drain_timeout_s
+
+    async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
+        for server in self.servers:
+            server.close()
+        await self.ingress.drain(self.drain_timeout_s)
+        await super().shutdown(sockets)

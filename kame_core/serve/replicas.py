@@ -1,0 +1,252 @@
+"""Replicas of the live server on Ray Serve (``python -m kame_core.serve --replicas N``).
+
+Each replica is its own Serve application ``kame-replica-K`` with one deployment replica: a
+:class:`~.server.ChatServer` with its own stack (pool, STT, LLM client), its own sessions folder
+``<sessions dir>/replica-K`` (so its lock and crash journal are its own) and its own uvicorn, on a free port of its
+node, in a thread of the replica's process. It answers small Serve calls (:class:`LiveReplica`: status, metrics,
+stop); the clients' websockets reach it through the ingress (:mod:`.ingress`) only, which sends a token made at
+start-up (:attr:`ReplicaSpec.token`). One application per replica gives each a stable index K: Serve restarts a
+replica whose process died or whose health check fails, and the new process takes the same K, hence the same
+folder, and recovers the journals of the sessions the dead one left (as a restarted server does).
+
+Ray is started or joined in one place, :class:`kame_core.executors.ray_executor.RayExecutor`; Ray is imported
+inside functions only (the single-server path never imports it).
+"""
+from __future__ import annotations
+
+import logging
+import os
+import re
+import secrets
+import threading
+import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ..access import LOOPBACK_HOSTS, Access, is_loopback
+from .lifecycle import DRAIN_TIMEOUT_S
+from .protocol import Limits
+from .server import ChatServer, ServedStack, standalone_app
+
+__all__ = ["APP_PREFIX", "WORKER_NICENESS", "LiveReplica", "RayReplicas", "ReplicaError", "ReplicaSpec", "ServeLink",
+           "replica_dir"]
+
+log = logging.getLogger("kame.serve.replicas")
+
+#: the Serve application of replica K is ``f"{APP_PREFIX}{K}"``
+APP_PREFIX = "kame-replica-"
+#: how often Serve asks a replica whether its server still runs, and how long it waits for the answer
+HEALTH_CHECK_PERIOD_S = 2.0
+HEALTH_CHECK_TIMEOUT_S = 30.0
+#: Ray's setting of its workers' niceness (default 15: a replica would yield the CPU to every other process); a
+#: local Ray started by ``serve --replicas`` gets 0 (set in the environment before Ray starts; docs/deploy.md)
+WORKER_NICENESS = "RAY_worker_niceness"
+#: the first line of a raised exception in a traceback (``kame_core.x.SomeError: message``): group 1 its class
+_RAISED = re.compile(r"^(?:[A-Za-z_][\w]*\.)*([A-Za-z_]\w*(?:Error|Exception|Unavailable|InUse|Exit)): ")
+#: how long a replica's uvicorn has to start listening once the models are loaded
+LISTEN_TIMEOUT_S = 30.0
+
+
+class ReplicaError(RuntimeError):
+    """A replica could not start (its folder, its models, its port), or Ray Serve is missing; says why."""
+
+
+def replica_dir(sessions_dir: Path, index: int) -> Path:
+    """Where replica ``index`` saves its sessions and keeps its journal."""
+    return Path(sessions_dir) / f"replica-{index}"
+
+
+@dataclass(frozen=True)
+class ReplicaSpec:
+    """What every replica builds (shipped to each replica's process): ``load_stack`` as for a
+    :class:`~.server.ChatServer`, the sessions folder the replicas' folders go under, the session limit of each
+    replica (None: none), the session limits, and the token the ingress sends (made here; never in a repr)."""
+
+    load_stack: Callable[[], ServedStack]
+    sessions_dir: Path
+    max_sessions: int | None = 2
+    limits: Limits = field(default_factory=Limits)
+    journal_every_s: float = 1.0
+    drain_timeout_s: float = DRAIN_TIMEOUT_S
+    token: str = field(default_factory=lambda: secrets.token_urlsafe(24), repr=False)
+
+
+class LiveReplica:
+    """One replica: the Serve deployment's class (see the module docstring). The constructor loads the models,
+    recovers the folder's journals and starts listening; a folder that cannot be recorded in, or is held by
+    another process, fails it with :class:`ReplicaError`."""
+
+    def __init__(self, spec: ReplicaSpec, index: int) -> None:
+        # Serve calls the constructor on its replica's running event loop: the models (whose warm-up runs a loop
+        # of its own) load on a thread of their own
+        with ThreadPoolExecutor(1, thread_name_prefix=f"kame-replica-{index}-load") as loader:
+            loader.submit(self._start, spec, index).result()
+
+    def _start(self, spec: ReplicaSpec, index: int) -> None:
+        import uvicorn
+
+        from .lifecycle import GracefulServer
+        from .server import uvicorn_options
+
+        self.index = index
+        host = _node_address()
+        hosts = LOOPBACK_HOSTS if is_loopback(host) else frozenset({f"[{host}]" if ":" in host else host})
+        self.chat = ChatServer(spec.load_stack, max_sessions=spec.max_sessions,
+                               sessions_dir=replica_dir(spec.sessions_dir, index), limits=spec.limits,
+                               access=Access(token=spec.token, metrics_token=spec.token, allowed_hosts=hosts),
+                               journal_every_s=spec.journal_every_s, replica=index)
+        problem = self.chat.open_folder()  # FolderInUse is raised as it is: another process holds the folder
+        if problem is not None:
+            raise ReplicaError(f"replica {index} cannot record in {self.chat.sessions_dir}: {problem}")
+        self.components = self.chat.preload().components
+        config = uvicorn.Config(standalone_app(self.chat), host=host, port=0, log_level="warning",
+                                **uvicorn_options(self.chat))
+        self._uvicorn = GracefulServer(config, self.chat, spec.drain_timeout_s)
+        self._drain_timeout_s = spec.drain_timeout_s
+        self._stopping = False
+        self._thread = threading.Thread(target=self._uvicorn.run, name=f"kame-replica-{index}", daemon=True)
+        self._thread.start()
+        deadline = time.monotonic() + LISTEN_TIMEOUT_S
+        while not self._uvicorn.started:
+            if time.monotonic() > deadline or not self._thread.is_alive():
+                self._uvicorn.should_exit = True
+                raise ReplicaError(f"replica {index}'s server did not start listening on {host}")
+            time.sleep(0.05)
+        port = self._uvicorn.servers[0].sockets[0].getsockname()[1]
+        self.address = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+        log.info("replica %d serving at ws://%s (sessions in %s)", index, self.address, self.chat.sessions_dir)
+
+    def status(self) -> dict[str, Any]:
+        """Where it listens, its process, its components and its readiness (:meth:`ChatServer.readiness`)."""
+        _, body = self.chat.readiness()
+        return {**body, "replica": self.index, "address": self.address, "pid": os.getpid(),
+                "components": self.components}
+
+    def metrics(self) -> str:
+        """Its ``/metrics`` text (Prometheus)."""
+        return self.chat.metrics.exposition().decode("utf-8")
+
+    def check_health(self) -> None:
+        """Serve's health check: raises (and Serve replaces this replica) when its server stopped unasked."""
+        if not self._stopping and not self._thread.is_alive():
+            raise ReplicaError(f"replica {self.index}'s server stopped")
+
+    def stop(self) -> bool:
+        """End every live session as a shutdown does (saved, told ``saved``, closed 1001), then stop listening;
+        whether the server stopped in time."""
+        self._stopping = True
+        self._uvicorn.should_exit = True
+        self._thread.join(self._drain_timeout_s + 10.0)
+        return not self._thread.is_alive()
+
+    def __del__(self) -> None:  # Serve's graceful shutdown of the replica
+        if getattr(self, "_thread", None) is not None and self._thread.is_alive():
+            self.stop()
+
+
+def _node_address() -> str:
+    """This node's address as Ray knows it (other nodes reach it there)."""
+    import ray
+
+    return str(ray.util.get_node_ip_address())
+
+
+class ServeLink:
+    """The ingress's line to replica ``index``: its Serve handle's calls, awaited on the ingress's loop."""
+
+    def __init__(self, index: int, handle: Any) -> None:
+        self.index, self._handle = index, handle
+
+    async def status(self) -> dict[str, Any]:
+        return dict(await self._handle.status.remote())
+
+    async def metrics(self) -> str:
+        return str(await self._handle.metrics.remote())
+
+    async def stop(self) -> bool:
+        return bool(await self._handle.stop.remote())
+
+
+class RayReplicas:
+    """``count`` replicas of ``spec`` on Ray Serve, from the launching process: :meth:`start` starts or joins Ray
+    (``address``; None: a local Ray, shut down by :meth:`close`), starts Serve without its HTTP proxy (the
+    ingress is ours) and deploys the replicas (``gpus`` and ``cpus`` each), all loading at once; :meth:`close`
+    deletes them. ``links`` are the ingress's lines to them."""
+
+    def __init__(self, spec: ReplicaSpec, count: int, *, address: str | None = None, gpus: float = 0.0,
+                 cpus: float = 1.0) -> None:
+        if count < 1 or gpus < 0 or cpus <= 0:
+            raise ValueError("replicas must be >= 1, GPUs per replica >= 0 and CPUs per replica > 0")
+        self.spec, self.count, self.address, self.gpus, self.cpus = spec, count, address, gpus, cpus
+        self.links: list[ServeLink] = []
+        self._ray_started_here = False
+
+    def start(self) -> list[ServeLink]:
+        """Deploy and wait until every replica listens (models loaded, journals recovered); the links."""
+        try:
+            from ray import serve
+            from ray.serve.api import RunTarget
+        except ImportError as err:
+            raise ReplicaError("--replicas needs Ray Serve: .venv/bin/pip install -c constraints.txt "
+                               f"-r requirements-ray.txt ({err})") from None
+        from ..executors.ray_executor import RayExecutor
+
+        # the one way this project starts or joins Ray (a local Ray with a CPU per replica, or ``address``)
+        executor = RayExecutor(address=self.address, workers=self.count, cpus_per_worker=self.cpus)
+        self._ray_started_here = executor.connect()
+        serve.start(proxy_location="Disabled")
+        deployment = serve.deployment(
+            num_replicas=1, ray_actor_options={"num_cpus": self.cpus, "num_gpus": self.gpus},
+            health_check_period_s=HEALTH_CHECK_PERIOD_S, health_check_timeout_s=HEALTH_CHECK_TIMEOUT_S,
+            graceful_shutdown_timeout_s=self.spec.drain_timeout_s + 10.0, max_ongoing_requests=16)(LiveReplica)
+        targets = [RunTarget(deployment.options(name=f"replica-{k}").bind(self.spec, k), name=f"{APP_PREFIX}{k}",
+                             route_prefix=None) for k in range(self.count)]
+        try:
+            handles = serve.run_many(targets)
+        except Exception as err:  # a constructor that failed: its error, plainly
+            why = _why_failed(serve, self.count) or f"{type(err).__name__}: {err}"
+            self.close()
+            raise ReplicaError(f"the replicas could not start: {why}") from None
+        self.links = [ServeLink(k, handle) for k, handle in enumerate(handles)]
+        return self.links
+
+    def close(self) -> None:
+        """Delete the replicas (each is stopped as :meth:`LiveReplica.stop` does); shut Ray down if it was
+        started here (a joined cluster keeps running, and so do its other Serve applications)."""
+        try:
+            import ray
+            from ray import serve
+        except ImportError:
+            return
+        if not ray.is_initialized():
+            return
+        try:
+            if self._ray_started_here:
+                serve.shutdown()
+            else:
+                for k in range(self.count):
+                    serve.delete(f"{APP_PREFIX}{k}")
+        finally:
+            if self._ray_started_here:
+                ray.shutdown()
+                self._ray_started_here = False
+
+
+def _why_failed(serve: Any, count: int) -> str:
+    """The error a replica's constructor raised, as Serve's status keeps it (the last line of its traceback):
+    the first replica's that has one, with its index; "" when none says."""
+    try:
+        applications = serve.status().applications
+    except Exception:  # noqa: BLE001 - Serve itself is gone: the caller says what it knows
+        return ""
+    for k in range(count):
+        application = applications.get(f"{APP_PREFIX}{k}")
+        for deployment in (application.deployments.values() if application is not None else ()):
+            lines = [line.strip() for line in str(deployment.message).splitlines() if line.strip()]
+            starts = [n for n, line in enumerate(lines) if _RAISED.match(line)]
+            if lines:  # the last exception raised, its own lines, without its module path
+                return f"replica {k}: " + _RAISED.sub(r"\1: ", " ".join(lines[starts[-1] if starts else -1:]), 1)
+    return ""
