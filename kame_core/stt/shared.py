@@ -9,7 +9,9 @@ other, decodes the group of the oldest request as one batch (:meth:`ShortWhisper
 again: requests left waiting may join newer ones.
 
 Buffers of the same length decode exactly as they would alone; a shorter buffer batched with a longer one sees
-more trailing silence (same words on the test speech, timestamps within ~0.02 s). A request whose waiter gives
+more trailing silence: on the test speech its finals keep their words (timestamps within 0.06 s), while a partial's
+last one or two words, cut off mid-word, may read differently ("people living" / "people live in"). ``max_pad_s=0``
+batches equal lengths only (exact, but fewer batches). A request whose waiter gives
 up (a timeout, an interrupt) or whose client is closed leaves the queue; a batch that fails raises
 :class:`SharedDecodeError` in each of its waiters and the worker goes on. The worker thread starts with the
 first request and ends after ``idle_s`` without one.
