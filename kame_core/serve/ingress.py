@@ -36,7 +36,7 @@ from . import protocol as P
 from .http import connection_limit, http_protocol
 from .lifecycle import DRAIN_TIMEOUT_S
 from .metrics import CONTENT_TYPE_LATEST
-from .server import ROUTE
+from .server import ROUTE, metrics_refusal
 
 __all__ = ["Ingress", "IngressServer", "ReplicaLink", "ingress_app", "merge_metrics"]
 
@@ -268,10 +268,9 @@ class Ingress:
             return JSONResponse(body, status_code=200 if ready else 503)
 
         async def metrics(request: Any) -> Any:
-            refused = self.access.metrics_refusal(request.headers)
+            refused = metrics_refusal(self.access, request.headers)
             if refused is not None:
-                return PlainTextResponse(refused[1] + "\n", status_code=refused[0],
-                                         headers={"WWW-Authenticate": "Bearer"} if refused[0] == 401 else None)
+                return refused
             return Response(await self.metrics_text(), media_type=CONTENT_TYPE_LATEST)
 
         app.router.add_websocket_route(ROUTE, self.handle)

@@ -247,10 +247,9 @@ class ChatServer:
             return JSONResponse(body, status_code=200 if ready else 503)
 
         async def metrics(request: Any) -> Any:
-            refused = self.access.metrics_refusal(request.headers)
+            refused = metrics_refusal(self.access, request.headers)
             if refused is not None:
-                return PlainTextResponse(refused[1] + "\n", status_code=refused[0],
-                                         headers={"WWW-Authenticate": "Bearer"} if refused[0] == 401 else None)
+                return refused
             return Response(self.metrics.exposition(), media_type=CONTENT_TYPE_LATEST)
 
         app.router.add_websocket_route(path, self.handle)  # Starlette's route: the handler gets the WebSocket
@@ -284,6 +283,18 @@ class _StarletteConnection:
         if not self._closed:
             self._closed = True
             await self._ws.close(code=code, reason=reason)
+
+
+def metrics_refusal(access: Access, headers: Any) -> Any:
+    """The response refusing ``GET /metrics`` to a client without the metrics token (None: let it in); the
+    single server's and the replicas' ingress's."""
+    from starlette.responses import PlainTextResponse
+
+    refused = access.metrics_refusal(headers)
+    if refused is None:
+        return None
+    return PlainTextResponse(refused[1] + "\n", status_code=refused[0],
+                             headers={"WWW-Authenticate": "Bearer"} if refused[0] == 401 else None)
 
 
 def stack_from_cpu(llm: str = "offline", tts: str = "auto", whisper_model: str | None = None,
