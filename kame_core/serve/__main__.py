@@ -75,7 +75,8 @@ def main(argv: list[str] | None = None) -> None:
                         help="with --replicas: the Ray cluster to join (ray://HOST:10001, HOST:6379 or auto; "
                              "default: start a local Ray)")
     parser.add_argument("--gpus-per-replica", type=float, default=None,
-                        help="with --replicas: GPUs each replica takes (default 1 with --device cuda, else 0)")
+                        help="with --replicas: GPUs each replica takes (default 1 for --weights on CUDA: --device "
+                             "cuda, or no --device and a GPU on this machine; else 0)")
     parser.add_argument("--log-level", default="info")
     args = parser.parse_args(argv)
     try:
@@ -117,7 +118,10 @@ def main(argv: list[str] | None = None) -> None:
     if replicas:
         gpus = args.gpus_per_replica
         if gpus is None:
-            gpus = 1.0 if choice.neural and choice.device == "cuda" else 0.0
+            try:  # a neural front-end on CUDA: said, or found here (a remote cluster: say --device cuda)
+                gpus = 1.0 if choice.neural and choice.device_name() == "cuda" else 0.0
+            except ValueError as err:
+                parser.error(str(err))
         serve_replicas(args, replicas, gpus, load_stack, max_sessions or None, sessions_dir, limits, access)
         return
     server = ChatServer(load_stack, max_sessions=max_sessions or None, sessions_dir=sessions_dir, limits=limits,
