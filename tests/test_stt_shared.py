@@ -13,6 +13,7 @@ import soxr
 from kame_core.clock import SAMPLE_RATE
 from kame_core.pipelines.stack import Stack, with_shared_stt
 from kame_core.protocols import STTEvent
+from kame_core.serve.metrics import ServerMetrics
 from kame_core.stt import (
     DecodeCancelled,
     SharedDecodeError,
@@ -122,7 +123,14 @@ def test_sessions_on_the_same_audio_are_batched_and_decode_exactly_as_alone(mode
     results = concurrently(worker, [recordings["a"]] * 3)
     for events in results:
         assert events == alone["a"]
-    assert worker.stats().largest_batch > 1, worker.stats()
+    stats = worker.stats()
+    assert stats.largest_batch > 1, stats
+    metrics = ServerMetrics()  # what a live server's /metrics says of its shared worker
+    metrics.watch_stt(worker)
+    text = metrics.exposition().decode()
+    for name, value in (("requests", stats.requests), ("batches", stats.batches)):
+        assert f"kame_stt_decode_{name} {float(value)}" in text
+    assert f"kame_stt_largest_batch {float(stats.largest_batch)}" in text
 
 
 def test_sessions_on_different_audio_get_their_own_results_in_order(model_dir, recordings, alone,

@@ -39,8 +39,15 @@ class ServerMetrics:
         self.llm_first = Histogram("kame_llm_first_chunk_seconds", "oracle LLM request to its first chunk",
                                    buckets=_SECONDS, registry=r)
         self.resets = Counter("kame_oracle_resets", "oracle revisions fed to the front-end", registry=r)
+        self.stt_requests = Gauge("kame_stt_decode_requests", "decodes asked of the shared Whisper worker so far",
+                                  registry=r)
+        self.stt_batches = Gauge("kame_stt_decode_batches", "batches the shared Whisper worker decoded so far",
+                                 registry=r)
+        self.stt_largest = Gauge("kame_stt_largest_batch", "the shared Whisper worker's largest batch so far",
+                                 registry=r)
         self._pools: list[Any] = []
         self._pool_seen: dict[int, int] = {}
+        self._stt_worker: Any = None
 
     def watch_pool(self, pool: Any) -> None:
         """Report a :class:`~kame_core.neural.pool.SessionPool`'s step times (read at each scrape)."""
@@ -48,7 +55,16 @@ class ServerMetrics:
             self._pools.append(pool)
             self._pool_seen[id(pool)] = pool.steps_run
 
+    def watch_stt(self, worker: Any) -> None:
+        """Report a :class:`~kame_core.stt.SharedWhisper`'s counts (read at each scrape)."""
+        self._stt_worker = worker
+
     def exposition(self) -> bytes:
+        if self._stt_worker is not None:
+            stats = self._stt_worker.stats()
+            self.stt_requests.set(stats.requests)
+            self.stt_batches.set(stats.batches)
+            self.stt_largest.set(stats.largest_batch)
         for pool in self._pools:
             new = pool.steps_run - self._pool_seen[id(pool)]
             self._pool_seen[id(pool)] = pool.steps_run

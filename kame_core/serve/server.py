@@ -45,6 +45,8 @@ class ServedStack:
     gate: SessionGate | None = None
     #: the neural models (:class:`kame_core.neural.choice.NeuralModels`) sessions take pool slots of, if any
     neural: Any = None
+    #: the :class:`kame_core.stt.SharedWhisper` every session's STT decodes through, if any (its counts: /metrics)
+    stt_worker: Any = None
 
 
 @dataclass
@@ -153,6 +155,8 @@ class ChatServer:
             if self._stack.neural is not None:
                 for pool in (self._stack.neural.kame, self._stack.neural.moshi):
                     self.metrics.watch_pool(pool)
+            if self._stack.stt_worker is not None:
+                self.metrics.watch_stt(self._stack.stt_worker)
         return self._stack
 
     async def handle(self, websocket: Any) -> None:
@@ -326,7 +330,7 @@ def served_stack(stack: Any, gate: Any = None) -> ServedStack:
     if gate is None and stack.neural is not None:
         gate = pool_gate(stack.neural.pool("kame").capacity)
     return ServedStack(make_runner=lambda clock: stack.runner("kame", clock=clock), components=words, gate=gate,
-                       neural=stack.neural)
+                       neural=stack.neural, stt_worker=getattr(stack, "stt_worker", None))
 
 
 def warm_stack(stack: Any) -> None:
