@@ -1,0 +1,110 @@
+"""Semantic end of turn: how likely the user's turn is complete, judged from the transcript so far.
+
+:class:`SmolLMEndOfTurn` asks the offline SmolLM2-135M-Instruct (the copy the oracle stand-in already loads) for the
+probability of its chat template's end-of-turn token right after the user's text -- the idea of LiveKit's turn
+detector, on the untuned model. :func:`turn_is_over` combines that probability with the silence so far: a short
+silence ends a turn that reads complete, a long one ends any turn.
+
+Measured on hand-made text (issue 32's notes): complete questions score 0.1-0.8, fragments ("What is the capital
+of", "so um") about 0; most of the signal is the transcript's punctuation ("What did you do before?" 0.49, the same
+words with a comma 0.0), so Whisper's punctuation of a pause decides much. The thresholds of
+:class:`EndOfTurnConfig` are placeholders until they are chosen on a tuning set (issue 32).
+"""
+from __future__ import annotations
+
+import math
+from collections import OrderedDict
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from .trace import Provenance
+
+#: the most words of the transcript the model reads (the end of a long turn decides; a bomb costs nothing more)
+MAX_WORDS = 60
+_CACHE = 64
+
+
+@dataclass(frozen=True)
+class EndOfTurnConfig:
+    """When a turn is over: probability ``complete_p`` or more and ``after_complete_s`` of silence, or
+    ``any_turn_s`` of silence whatever the text (provisional values; see the module docstring)."""
+
+    complete_p: float = 0.1
+    after_complete_s: float = 0.2
+    any_turn_s: float = 1.2
+
+    def __post_init__(self) -> None:
+        if not 0.0 <= self.complete_p <= 1.0:  # NaN fails too
+            raise ValueError(f"complete_p {self.complete_p!r}: a probability from 0 to 1")
+        for name in ("after_complete_s", "any_turn_s"):
+            value = getattr(self, name)
+            if not 0.0 <= value < 60.0:
+                raise ValueError(f"{name} {value!r}: seconds from 0 to 60")
+
+
+def turn_is_over(p_complete: float, silence_s: float, config: EndOfTurnConfig = EndOfTurnConfig()) -> bool:
+    """Whether the user's turn is over after ``silence_s`` of silence, given the probability that its text is
+    complete (a NaN probability counts as incomplete)."""
+    if silence_s >= config.any_turn_s:
+        return True
+    return not math.isnan(p_complete) and p_complete >= config.complete_p and silence_s >= config.after_complete_s
+
+
+def last_words(text: str, limit: int = MAX_WORDS) -> str:
+    """The last ``limit`` words of ``text``, whitespace collapsed."""
+    if not isinstance(text, str):
+        raise TypeError(f"a transcript is text, got {type(text).__name__}")
+    return " ".join(text.split()[-limit:])
+
+
+@dataclass
+class SmolLMEndOfTurn:
+    """P(end of turn | transcript) from SmolLM2's chat template (see the module docstring). One instance per
+    process is enough (the model is shared); calls are serialized by the caller or made from one thread."""
+
+    cache_root: Path | None = None
+    _model: Any = field(default=None, init=False, repr=False)
+    _tokenizer: Any = field(default=None, init=False, repr=False)
+    _end_id: int = field(default=-1, init=False, repr=False)
+    _seen: OrderedDict[str, float] = field(default_factory=OrderedDict, init=False, repr=False)
+
+    @property
+    def provenance(self) -> Provenance:
+        return Provenance(kind="llm", model_id="SmolLM2-135M-Instruct",
+                          label="end-of-turn probability from the untuned SmolLM2 chat template")
+
+    def load(self) -> SmolLMEndOfTurn:
+        """Load the model now (else on the first call)."""
+        if self._model is None:
+            from .llm.local_smollm import load_smollm2
+
+            self._model, self._tokenizer = load_smollm2(self.cache_root)
+            self._end_id = int(self._tokenizer.convert_tokens_to_ids("<|im_end|>"))
+        return self
+
+    def probability(self, transcript: str) -> float:
+        """The probability that the user's turn ends after ``transcript`` (0.0 for no words)."""
+        text = last_words(transcript)
+        if not text:
+            return 0.0
+        if text in self._seen:  # partials repeat: the same text is scored once
+            self._seen.move_to_end(text)
+            return self._seen[text]
+        p = self._score(text)
+        self._seen[text] = p
+        if len(self._seen) > _CACHE:
+            self._seen.popitem(last=False)
+        return p
+
+    def _score(self, text: str) -> float:
+        import torch
+
+        self.load()
+        prompt = self._tokenizer.apply_chat_template([{"role": "user", "content": text}], tokenize=False,
+                                                     add_generation_prompt=False)
+        prompt = prompt[:prompt.rindex("<|im_end|>")]  # the user's text, its end-of-turn token left to predict
+        ids = self._tokenizer(prompt, return_tensors="pt").input_ids
+        with torch.no_grad():
+            logits = self._model(ids).logits[0, -1].float()
+        return float(torch.softmax(logits, dim=-1)[self._end_id])

@@ -1,0 +1,54 @@
+"""The semantic end-of-turn detector: SmolLM2's end-of-turn probability on hand-made transcripts, and the rule that
+combines it with silence."""
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from kame_core.end_of_turn import MAX_WORDS, EndOfTurnConfig, SmolLMEndOfTurn, last_words, turn_is_over
+
+COMPLETE = ["What is the capital of France?", "Tell me about the weather in London tomorrow.",
+            "Who wrote Romeo and Juliet?", "Is this your first time doing this?"]
+FRAGMENTS = ["What is the capital of", "Who wrote", "so um", "I was thinking that maybe we could",
+             "What did you do before,"]
+
+
+@pytest.fixture(scope="module")
+def detector() -> SmolLMEndOfTurn:
+    return SmolLMEndOfTurn().load()
+
+
+@pytest.mark.slow  # loads SmolLM2
+def test_complete_turns_score_above_every_fragment(detector: SmolLMEndOfTurn) -> None:
+    complete = [detector.probability(t) for t in COMPLETE]
+    fragments = [detector.probability(t) for t in FRAGMENTS]
+    assert min(complete) > max(fragments), (complete, fragments)
+    assert all(0.0 <= p <= 1.0 for p in complete + fragments)
+    assert max(fragments) < 0.01 and min(complete) > 0.05
+    assert all(turn_is_over(p, 0.3) for p in complete) and not any(turn_is_over(p, 0.3) for p in fragments)
+
+
+@pytest.mark.slow
+def test_the_same_words_score_the_same_and_only_the_end_of_a_long_turn_is_read(detector: SmolLMEndOfTurn) -> None:
+    assert detector.probability("  What is the capital   of France? ") == detector.probability(COMPLETE[0])
+    bomb = "blah " * 100_000 + "What is the capital of France?"
+    assert detector.probability(bomb) == pytest.approx(detector.probability(last_words(bomb)))
+    assert detector.probability("") == detector.probability("   ") == 0.0
+    assert "untuned" in detector.provenance.label
+
+
+def test_silence_ends_any_turn_and_a_complete_one_sooner() -> None:
+    config = EndOfTurnConfig(complete_p=0.2, after_complete_s=0.2, any_turn_s=1.0)
+    assert not turn_is_over(0.9, 0.1, config) and turn_is_over(0.9, 0.2, config)
+    assert not turn_is_over(0.1, 0.9, config) and turn_is_over(0.1, 1.0, config)
+    assert not turn_is_over(math.nan, 0.5, config) and turn_is_over(math.nan, 1.0, config)
+
+
+def test_bad_settings_and_input_are_refused() -> None:
+    for bad in ({"complete_p": 1.5}, {"complete_p": math.nan}, {"any_turn_s": -1.0}, {"after_complete_s": 1e9}):
+        with pytest.raises(ValueError):
+            EndOfTurnConfig(**bad)
+    with pytest.raises(TypeError, match="text"):
+        last_words(b"bytes")  # type: ignore[arg-type]
+    assert len(last_words("w " * 500).split()) == MAX_WORDS
