@@ -28,11 +28,6 @@ from kame_core.neural.kv_settings import KVCacheSettings
 from tests.shared_data import load_fixture_lm
 
 
-def fixture_lm(dtype: torch.dtype) -> KameLM | None:
-    """The official fixture LM (``$KAME_SHARED_DATA`` or ../shared/data), None when absent."""
-    return load_fixture_lm(dtype)
-
-
 def tiny_lm(dtype: torch.dtype) -> KameLM:
     """The tiny checkpoint's architecture (window 100 frames), random weights."""
     torch.manual_seed(0)
@@ -80,7 +75,8 @@ def main(argv: list[str] | None = None) -> int:
     print(f"{'model':<28} {'model dtype':>11} {'kv dtype':>8} {'agreement':>9} {'1st diff':>8} "
           f"{'logit err med':>13} {'logit err max':>13}")
     for dtype in (torch.bfloat16, torch.float32):
-        models = [("official fixture (ctx 4)", fixture_lm(dtype)), ("tiny config, random (ctx 100)", tiny_lm(dtype))]
+        models = [("official fixture (ctx 4)", load_fixture_lm(dtype)),
+                  ("tiny config, random (ctx 100)", tiny_lm(dtype))]
         for name, lm in models:
             if lm is None:
                 print(f"{name:<28} skipped: the shared fixture is not beside the checkout")

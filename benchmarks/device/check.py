@@ -149,7 +149,11 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.out is None:
         parser.error("--out DIR (or $OUT) is needed")
-    args.out.mkdir(parents=True, exist_ok=True)
+    try:
+        args.out.mkdir(parents=True, exist_ok=True)
+        (args.out / "device_check.json").write_text("{}")
+    except OSError as err:
+        parser.error(f"--out {args.out}: cannot write there ({err.strerror or err})")
     report: dict[str, Any] = {"started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
                               "device": args.device, "tiny": args.tiny, "weights": "random (speed and memory only)",
                               "environment": environment(), "stages": {}}

@@ -164,6 +164,7 @@ class _GrowthState(State):
     def __post_init__(self) -> None:
         super().__post_init__()
         self.frames = [0] * self.batch_size
+        self.caches: list[LeanKVCache] | None = None  # found at the first step (the LM streams by then)
 
     def reset(self, reset_mask: torch.Tensor) -> None:
         super().reset(reset_mask)
@@ -188,12 +189,17 @@ class KVGrowth(StreamingModule[_GrowthState]):
         return _GrowthState(batch_size, torch.device("cpu"))
 
     def caches(self) -> list[LeanKVCache]:
-        """The lean caches of the LM while it streams."""
+        """The lean caches of the LM while it streams (looked up once per streaming session)."""
+        state = self._streaming_state
+        if state is not None and state.caches is not None:
+            return state.caches
         found = []
         for layer in self._layers:
-            state = layer._streaming_state
-            if state is not None and isinstance(state.kv_cache, LeanKVCache):
-                found.append(state.kv_cache)
+            layer_state = layer._streaming_state
+            if layer_state is not None and isinstance(layer_state.kv_cache, LeanKVCache):
+                found.append(layer_state.kv_cache)
+        if state is not None and found:
+            state.caches = found
         return found
 
     @property
@@ -217,7 +223,7 @@ class KVGrowth(StreamingModule[_GrowthState]):
     def before_step(self, executing: list[bool]) -> bool:
         """Grow the caches if a slot's next position would not fit; count the frame of each executing slot."""
         state = self._streaming_state
-        if state is None:
+        if state is None or not self.grow_frames:  # a cache that does not grow: nothing to plan
             return False
         needed = max(state.frames) + 1
         capacity = self.capacity
@@ -228,8 +234,10 @@ class KVGrowth(StreamingModule[_GrowthState]):
     def after_reset(self) -> bool:
         """Shrink the caches to the longest remaining session, unless one of them has wrapped the ring."""
         state = self._streaming_state
+        if state is None or not self.grow_frames:
+            return False
         capacity = self.capacity
-        if state is None or capacity is None:
+        if capacity is None:
             return False
         longest = max(state.frames)
         if longest >= capacity:  # that session may have wrapped: its positions are not index == position

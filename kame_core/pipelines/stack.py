@@ -137,10 +137,8 @@ def cpu_stack(llm: str | StreamingLLM = "offline", tts: str | TTS = "auto", *, w
                                answer_fn=small_answer, words_per_s=words_per_s,
                                model_provenance=small.provenance)
 
-    worker = SharedWhisper.load(whisper_model, files=files, device=stt_device) if shared_stt else None
-
     def stt() -> StreamingSTT:
-        return WhisperStreamingSTT(whisper_model, files=files, shared=worker)
+        return WhisperStreamingSTT(whisper_model, files=files)
 
     probe = stt()  # loads the (process-wide, shared) Whisper model now, so a missing model fails here
     components = {
@@ -150,8 +148,10 @@ def cpu_stack(llm: str | StreamingLLM = "offline", tts: str | TTS = "auto", *, w
         "oracle_llm": _describe(getattr(oracle_llm, "provenance", None)) or type(oracle_llm).__name__,
         "tts": _describe(speech.provenance),
     }
-    return Stack(make_stt=stt, make_front_end=front_end, llm=oracle_llm, tts=speech, components=components,
-                 stt_worker=worker)
+    stack = Stack(make_stt=stt, make_front_end=front_end, llm=oracle_llm, tts=speech, components=components)
+    if not shared_stt:
+        return stack
+    return with_shared_stt(stack, SharedWhisper.load(whisper_model, files=files, device=stt_device))
 
 
 def _describe(provenance: object) -> str:
