@@ -157,3 +157,21 @@ def test_a_growing_cache_under_cuda_graphs_is_exact_and_recaptured() -> None:
     assert plain_graphs == 1 and grown_graphs == 5  # grown at steps 8, 16, 24, 32: captured again each time
     fp8, _, _ = _run_grown(lm, user, True, KVCacheSettings(dtype="fp8", grow_frames=8))
     assert fp8.shape == plain.shape and (fp8 >= -9).all()
+
+
+def test_exec_masks_and_slot_resets_under_graphs_with_a_growing_cache() -> None:
+    """moshi's graphed set_exec_mask writes every streaming state's mask, the growth planner's too; a slot reset
+    (masks on the GPU) reaches it as well, and a partial batch keeps stepping."""
+    from kame_core.neural.kv_cache import KVCacheSettings
+
+    torch.manual_seed(0)
+    lm = KameLM(**tiny_lm_kwargs(), device="cuda", dtype=torch.float32).eval()
+    gen = KameLMGen(lm, use_sampling=False, kv=KVCacheSettings(grow_frames=4))
+    user = torch.randint(0, 2048, (3, 8, 1), device="cuda")
+    with gen.streaming(3):
+        for t in range(12):
+            gen.set_exec_mask(torch.tensor([True, t % 2 == 0, t < 6], device="cuda"))
+            gen.step(user)
+            if t == 7:
+                gen.reset_slots([2])
+        assert gen.kv_growth.capacity is not None and gen.kv_growth.capacity >= 12

@@ -167,6 +167,7 @@ class _GrowthState(State):
         self.caches: list[LeanKVCache] | None = None  # found at the first step (the LM streams by then)
 
     def reset(self, reset_mask: torch.Tensor) -> None:
+        reset_mask = reset_mask.to(self.device)
         super().reset(reset_mask)
         for slot, reset in enumerate(reset_mask.tolist()):
             if reset:
@@ -184,9 +185,11 @@ class KVGrowth(StreamingModule[_GrowthState]):
         super().__init__()
         self._layers = list(main_attention_layers(lm))
         self.grow_frames = grow_frames
+        self._device = next(lm.parameters()).device
 
     def _init_streaming_state(self, batch_size: int) -> _GrowthState:
-        return _GrowthState(batch_size, torch.device("cpu"))
+        # on the LM's device (its counts stay on the host): moshi's graphed set_exec_mask writes every state's mask
+        return _GrowthState(batch_size, self._device)
 
     def caches(self) -> list[LeanKVCache]:
         """The lean caches of the LM while it streams (looked up once per streaming session)."""

@@ -270,9 +270,9 @@ class SessionPool:
                 continue
             try:
                 outputs = self._step({index: item for index, (item, _) in batch.items()}, strict=False)
-            except BaseException as err:  # every waiting session learns why its step failed
+            except BaseException as err:  # every waiting session learns why its step failed, each by its own error
                 for _, future in batch.values():
-                    future.set_exception(err)
+                    future.set_exception(step_failure(err))
                 continue
             for index, (_, future) in batch.items():
                 if index in outputs:
@@ -283,6 +283,15 @@ class SessionPool:
             for _, future in self._pending.values():
                 future.set_exception(RuntimeError("the session pool is closed"))
             self._pending = {}
+
+
+def step_failure(err: BaseException) -> RuntimeError:
+    """A waiting session's own error for a batched step that failed with ``err``. One exception object raised in
+    several session threads would collect all their tracebacks, and clearing one session's frames (see
+    :func:`kame_core.session.ending.drop_frames`) would then finalize the others' suspended coroutines."""
+    failure = RuntimeError(f"the batched step failed: {type(err).__name__}: {err}")
+    failure.__cause__ = err
+    return failure
 
 
 class SlotFrontEnd:
