@@ -47,8 +47,13 @@ QUESTIONS = ("What is the capital city of France?", "How many legs does a spider
 MISSED_GOAL = 1.0
 
 
-async def _round(url: str, audios: list[np.ndarray], tail_s: float) -> list[TalkResult]:
-    return await asyncio.gather(*(talk(url, a, tail_s=tail_s, lead_s=0.3 * k) for k, a in enumerate(audios)))
+async def _round(url: str, audios: list[np.ndarray], tail_s: float, stagger_s: float = 0.0) -> list[TalkResult]:
+    """Every client at once (client ``k`` connects ``k * stagger_s`` later: sessions at other frame phases)."""
+    async def client(k: int, audio: np.ndarray) -> TalkResult:
+        await asyncio.sleep(k * stagger_s)
+        return await talk(url, audio, tail_s=tail_s, lead_s=0.3 * k)
+
+    return await asyncio.gather(*(client(k, a) for k, a in enumerate(audios)))
 
 
 def main() -> None:
@@ -56,6 +61,8 @@ def main() -> None:
     parser.add_argument("--max-n", type=int, default=3)
     parser.add_argument("--ns", default="", help="comma-separated N values (default 1..max-n until it breaks)")
     parser.add_argument("--tail-s", type=float, default=10.0)
+    parser.add_argument("--stagger-s", type=float, default=0.0,
+                        help="client k connects k times this later (sessions at other frame phases)")
     parser.add_argument("--llm", default="offline")
     parser.add_argument("--small-model", action="store_true", help="stand-in openers from SmolLM2")
     FrontEndChoice.add_arguments(parser)
@@ -88,19 +95,21 @@ def main() -> None:
         print(f"server at {url}; oracle LLM {args.llm!r}; {os.cpu_count()} cores", flush=True)
         print("warming up (one session) ...", flush=True)
         asyncio.run(_round(url, audios[:1], 6.0))
-        _rounds(url, ns, audios, args.tail_s, pool, stop_when_broken=not args.ns)
+        _rounds(url, ns, audios, args.tail_s, pool, stop_when_broken=not args.ns, stagger_s=args.stagger_s)
 
 
-def measure_round(url: str, n: int, audios: list[np.ndarray], tail_s: float, pool) -> dict[str, Any]:
-    """N clients at once: frames, missed deadlines, onsets after the question and (with a pool) its steps."""
+def measure_round(url: str, n: int, audios: list[np.ndarray], tail_s: float, pool,
+                  stagger_s: float = 0.0) -> dict[str, Any]:
+    """N clients at once (``stagger_s`` apart): frames, missed deadlines, onsets after the question and (with a
+    pool) its steps."""
     load = os.getloadavg()[0]
     if pool is not None:
         pool.step_log.clear()
-    results = asyncio.run(_round(url, [audios[k % len(audios)] for k in range(n)], tail_s))
+    results = asyncio.run(_round(url, [audios[k % len(audios)] for k in range(n)], tail_s, stagger_s))
     frames = sum(int(saved["frames"]) if (saved := r.saved()) else 0 for r in results)
     missed = sum(r.missed_deadlines() for r in results)
     onsets = [o for o in (r.onset_after_question() for r in results) if o is not None]
-    row: dict[str, Any] = {"n": n, "load1": round(load, 2), "frames": frames,
+    row: dict[str, Any] = {"n": n, "stagger_s": stagger_s, "load1": round(load, 2), "frames": frames,
                            "missed_pct": round(100.0 * missed / max(1, frames), 2),
                            "onset_median_s": round(statistics.median(onsets), 3) if onsets else None,
                            "onset_p90_s": round(percentile(onsets, 90), 3) if onsets else None,
@@ -116,13 +125,14 @@ def _cell(value: Any, width: int, digits: int = 2) -> str:
     return f"{'n/a':>{width}}" if value is None else f"{value:{width}.{digits}f}"
 
 
-def _rounds(url: str, ns: list[int], audios: list[np.ndarray], tail_s: float, pool, stop_when_broken: bool) -> None:
+def _rounds(url: str, ns: list[int], audios: list[np.ndarray], tail_s: float, pool, stop_when_broken: bool,
+            stagger_s: float = 0.0) -> None:
     """One round of N clients at once per N, a table row each."""
     step_head = f" {'step med ms':>12} {'step p99 ms':>12} {'per step':>9}" if pool is not None else ""
     print(f"{'N':>2} {'load1':>6} {'frames':>7} {'missed %':>9} {'onset med s':>12} {'onset p90 s':>12} "
           f"{'no onset':>9}{step_head}", flush=True)
     for n in ns:
-        row = measure_round(url, n, audios, tail_s, pool)
+        row = measure_round(url, n, audios, tail_s, pool, stagger_s)
         steps = (f" {row['step_median_ms']:12.1f} {row['step_p99_ms']:12.1f} {row['sessions_per_step']:9.2f}"
                  if "step_median_ms" in row else "")
         print(f"{n:>2} {row['load1']:6.2f} {row['frames']:7d} {row['missed_pct']:9.2f} "

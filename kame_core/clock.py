@@ -17,6 +17,7 @@ import asyncio
 import contextlib
 import selectors
 import threading
+import time
 from abc import ABC, abstractmethod
 from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
 from typing import TypeVar
@@ -80,7 +81,7 @@ class Clock(ABC):
         loop = self._new_loop()
         try:
             asyncio.set_event_loop(loop)
-            self._t0 = loop.time()
+            self._t0 = self._start_time(loop)
             return loop.run_until_complete(main())
         finally:
             asyncio.set_event_loop(None)
@@ -90,11 +91,31 @@ class Clock(ABC):
     @abstractmethod
     def _new_loop(self) -> asyncio.AbstractEventLoop: ...
 
+    def _start_time(self, loop: asyncio.AbstractEventLoop) -> float:
+        """The loop time that is session time 0."""
+        return loop.time()
+
 
 class RealTimeClock(Clock):
-    """Wall-clock time on an ordinary asyncio loop."""
+    """Wall-clock time on an ordinary asyncio loop.
+
+    ``frame_origin`` (a :func:`time.monotonic` instant, e.g. a session pool's) puts the session's 80 ms frame
+    boundaries on that origin's: session time 0 is the latest boundary at or before the start. Sessions of one
+    pool then hand their frames in together and share one batched step per frame, however far apart they
+    joined. The session starts up to one frame early, which the live head start of buffered audio covers.
+    """
 
     is_virtual = False
+
+    def __init__(self, frame_origin: float | None = None) -> None:
+        super().__init__()
+        self.frame_origin = frame_origin
+
+    def _start_time(self, loop: asyncio.AbstractEventLoop) -> float:
+        start = loop.time()
+        if self.frame_origin is None:
+            return start
+        return start - (time.monotonic() - self.frame_origin) % FRAME_SECONDS
 
     def _new_loop(self) -> asyncio.AbstractEventLoop:
         return asyncio.new_event_loop()

@@ -96,3 +96,25 @@ def test_real_time_clock_tracks_wall_time():
         return clock.now()
 
     assert 0.19 <= clock.run(main) < 0.5
+
+
+def test_a_frame_origin_puts_session_time_zero_on_its_frame_boundaries():
+    """Two sessions started 37 ms apart on one origin share their frame boundaries (a pool steps them at once)."""
+    origin = time.monotonic() - 1.234
+
+    def start_instant() -> tuple[float, float]:
+        clock = RealTimeClock(frame_origin=origin)
+
+        async def main():
+            return time.monotonic() - clock.now(), clock.now()
+
+        return clock.run(main)
+
+    first_zero, first_now = start_instant()
+    time.sleep(0.037)
+    second_zero, second_now = start_instant()
+    for zero, now in ((first_zero, first_now), (second_zero, second_now)):
+        frames = (zero - origin) / FRAME_SECONDS
+        assert abs(frames - round(frames)) < 0.02  # a boundary of the origin's (within 1.6 ms)
+        assert 0.0 <= now < FRAME_SECONDS + 0.01  # started at most one frame early
+    assert round((second_zero - first_zero) / FRAME_SECONDS) in (0, 1)

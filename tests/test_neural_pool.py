@@ -188,3 +188,47 @@ def test_leaving_fails_the_frame_in_flight_and_frees_the_slot(models: NeuralFron
         thread.join(timeout=30)
         assert [str(e) for e in errors] == [f"slot {waiting.slot} left the pool"]
         assert pool.live == 1 and pool.steps_run == 0 and pool.join().slot == waiting.slot
+
+
+def test_a_failed_step_gives_each_waiting_session_its_own_error(models: NeuralFrontEnd) -> None:
+    """One exception object raised in two session threads would share their tracebacks (and clearing one
+    session's frames would finalize the other's coroutines): each gets its own, caused by the step's error."""
+    frame = _session(13, 1).frames[0]
+    errors: dict[int, BaseException] = {}
+    with _pool(models, 2) as pool:
+        sessions = [pool.join(), pool.join()]
+
+        def broken(inputs, strict):  # the model step fails (e.g. a CUDA error)
+            raise ValueError("device lost")
+
+        pool._step = broken  # type: ignore[method-assign]
+
+        def step(session: SlotFrontEnd) -> None:
+            try:
+                session.step(frame, None)
+            except RuntimeError as err:
+                errors[session.slot] = err
+
+        threads = [threading.Thread(target=step, args=(s,)) for s in sessions]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(timeout=30)
+    assert len(errors) == 2
+    first, second = errors.values()
+    assert first is not second
+    for err in (first, second):
+        assert str(err) == "the batched step failed: ValueError: device lost"
+        assert isinstance(err.__cause__, ValueError)
+
+
+def test_live_sessions_on_a_pool_frame_on_its_origin(models: NeuralFrontEnd) -> None:
+    from kame_core.session.live import LiveSession
+
+    with _pool(models, 1) as pool:
+        slot = pool.join()
+        runner = type("Runner", (), {"front_end": slot, "stop": lambda self: None})
+        live = LiveSession(lambda clock: setattr(runner, "clock", clock) or runner())
+        assert live.runner.clock.frame_origin == pool.frame_origin == slot.frame_origin
+        live.stop()
+    assert pool.live == 0  # stopping before the start gave the slot back

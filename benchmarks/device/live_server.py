@@ -46,6 +46,10 @@ def main(argv: list[str] | None = None) -> int:
     FrontEndChoice.add_arguments(parser)
     parser.add_argument("--ns", default="1,8,16,32", help="clients at once, one round each")
     parser.add_argument("--tail-s", type=float, default=5.0, help="silence after the question (the answer)")
+    parser.add_argument("--stagger-s", type=float, default=0.029,
+                        help="client k connects k times this later, as real users do (other frame phases)")
+    parser.add_argument("--compare-unaligned", action="store_true",
+                        help="before each round, the same round with every session framed on its own start")
     parser.add_argument("--json", type=Path, default=None)
     parser.set_defaults(pool_size=0)
     args = parser.parse_args(argv)
@@ -73,7 +77,13 @@ def main(argv: list[str] | None = None) -> int:
         url = f"ws://127.0.0.1:{port}/api/chat"
         measure_round(url, 1, [audio], 2.0, pool)  # warm-up: the first session pays for allocations
         for n in ns:
-            row = measure_round(url, n, [audio], args.tail_s, pool)
+            if args.compare_unaligned:
+                origin, pool.frame_origin = pool.frame_origin, None
+                row = measure_round(url, n, [audio], args.tail_s, pool, args.stagger_s) | {"aligned": False}
+                pool.frame_origin = origin
+                report["rounds"].append(row)
+                print(json.dumps(row), flush=True)
+            row = measure_round(url, n, [audio], args.tail_s, pool, args.stagger_s) | {"aligned": True}
             report["rounds"].append(row)
             print(json.dumps(row), flush=True)
             if args.json:

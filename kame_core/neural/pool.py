@@ -94,6 +94,10 @@ class SessionPool:
         self._worker: threading.Thread | None = None
         self._closed = False
         self.steps_run = 0
+        #: the :func:`time.monotonic` instant the frame boundaries of this pool's live sessions are put on
+        #: (:class:`~kame_core.clock.RealTimeClock`), so their frames arrive together for one step (None: each
+        #: session frames on its own start, as before; benchmarks compare the two)
+        self.frame_origin: float | None = time.monotonic()
         #: (wall seconds, sessions stepped) of the latest batched steps, for benchmarks and metrics
         self.step_log: deque[tuple[float, int]] = deque(maxlen=20000)
 
@@ -307,6 +311,11 @@ class SlotFrontEnd:
         self.provenance: Provenance = pool.provenance
         self.tokenizer: TextTokenizer = pool.tokenizer
         self._active = True
+
+    @property
+    def frame_origin(self) -> float | None:
+        """The pool's frame origin: a live session on this slot puts its frame boundaries there."""
+        return self.pool.frame_origin
 
     def reset(self, seed: int) -> None:
         """Start a new session in this slot (applied before its next step). ``seed`` cannot seed one slot of

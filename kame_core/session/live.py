@@ -51,7 +51,10 @@ class LiveSession:
     def __init__(self, make_runner: Callable[[Clock], SessionDriver], *, head_start_s: float = 0.16,
                  max_input_s: float = MAX_INPUT_S, sink: FrameSink | None = None,
                  on_end: Callable[[], object] | None = None, journal: Any = None) -> None:
-        self.runner = make_runner(RealTimeClock())
+        clock = RealTimeClock()
+        self.runner = make_runner(clock)
+        # a pooled front-end steps every session of its pool at once: frame on the pool's boundaries
+        clock.frame_origin = getattr(self.front_end, "frame_origin", None)
         self.head_start_s, self.max_input_s = head_start_s, max_input_s
         self.sink, self.on_end = sink, on_end
         #: a :class:`~.journal.SessionJournal` the frames are also written to (flushed when the driver ends)
