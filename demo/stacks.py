@@ -67,8 +67,10 @@ def neural_models(settings: StackSettings) -> tuple[NeuralModels | None, str]:
 
 @lru_cache(maxsize=1)
 def _cpu_stack(settings: StackSettings) -> Stack:
-    """The CPU stack both live stacks start from (one set of loaded models per process)."""
-    return cpu_stack(llm=settings.llm, small_model_openers=settings.small_model, files=settings.files)
+    """The CPU stack both live stacks start from (one set of loaded models per process), its sessions on the
+    floor policy of ``KAME_FLOOR``."""
+    stack = cpu_stack(llm=settings.llm, small_model_openers=settings.small_model, files=settings.files)
+    return dataclasses.replace(stack, floor=settings.floor)
 
 
 def _live(settings: StackSettings, models: NeuralModels | None, why: str) -> LiveStack:

@@ -13,6 +13,7 @@ words with a comma 0.0), so Whisper's punctuation of a pause decides much. The t
 from __future__ import annotations
 
 import math
+import threading
 from collections import OrderedDict
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -61,13 +62,14 @@ def last_words(text: str, limit: int = MAX_WORDS) -> str:
 @dataclass
 class SmolLMEndOfTurn:
     """P(end of turn | transcript) from SmolLM2's chat template (see the module docstring). One instance per
-    process is enough (the model is shared); calls are serialized by the caller or made from one thread."""
+    process is enough (the model is shared); sessions may call it from several threads (one call at a time)."""
 
     cache_root: Path | None = None
     _model: Any = field(default=None, init=False, repr=False)
     _tokenizer: Any = field(default=None, init=False, repr=False)
     _end_id: int = field(default=-1, init=False, repr=False)
     _seen: OrderedDict[str, float] = field(default_factory=OrderedDict, init=False, repr=False)
+    _lock: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False)
 
     @property
     def provenance(self) -> Provenance:
@@ -88,6 +90,10 @@ class SmolLMEndOfTurn:
         text = last_words(transcript)
         if not text:
             return 0.0
+        with self._lock:
+            return self._probability(text)
+
+    def _probability(self, text: str) -> float:
         if text in self._seen:  # partials repeat: the same text is scored once
             self._seen.move_to_end(text)
             return self._seen[text]

@@ -30,10 +30,10 @@ from . import event_schema as S
 from .event_schema import Check, PayloadError
 from .trace import Event, EventKind, SessionTrace
 
-__all__ = ["PAYLOADS", "HoldEnd", "HoldStart", "LlmError", "LlmFirstChunk", "LlmRequestCancel", "LlmRequestFinish",
-           "LlmRequestStart", "Note", "OracleAppend", "OracleReset", "Payload", "ResponseOnset", "SelfCorrection",
-           "SttFinal", "SttPartial", "TurnBoundary", "UserSpeechEnd", "UserSpeechStart", "bulky_fields",
-           "field_checks", "live_data", "payload_of", "payloads"]
+__all__ = ["PAYLOADS", "EndOfTurn", "HoldEnd", "HoldStart", "LlmError", "LlmFirstChunk", "LlmRequestCancel",
+           "LlmRequestFinish", "LlmRequestStart", "Note", "OracleAppend", "OracleReset", "Payload", "ResponseOnset",
+           "SelfCorrection", "SttFinal", "SttPartial", "TurnBoundary", "UserSpeechEnd", "UserSpeechStart",
+           "bulky_fields", "field_checks", "live_data", "payload_of", "payloads"]
 
 
 def required(check: Check) -> Any:
@@ -219,19 +219,39 @@ class OracleAppend(Payload):
 @_payload
 @dataclass(frozen=True, kw_only=True)
 class HoldStart(Payload):
-    """The forced delay starts holding the front-end's output back."""
+    """The front-end's output starts being held back: by the forced delay (``delay_ms``), or by the floor policy
+    ``floor`` (:mod:`kame_core.floor_policies`) because the user holds the floor (what it rested on: ``p_end``, the
+    end-of-turn probability, and ``silence_s``, the user's silence so far)."""
 
     kind: ClassVar[EventKind] = EventKind.HOLD_START
     delay_ms: float | None = absent_or(S.number)
+    floor: str | None = absent_or(S.text)
+    p_end: float | None = absent_or(S.number)
+    silence_s: float | None = absent_or(S.number)
 
 
 @_payload
 @dataclass(frozen=True, kw_only=True)
 class HoldEnd(Payload):
-    """The forced delay stops holding the output back."""
+    """The forced delay (``delay_ms``) or the floor policy ``floor`` stops holding the output back (the floor: the
+    user's turn is over, with what that rested on, as :class:`HoldStart`)."""
 
     kind: ClassVar[EventKind] = EventKind.HOLD_END
     delay_ms: float | None = absent_or(S.number)
+    floor: str | None = absent_or(S.text)
+    p_end: float | None = absent_or(S.number)
+    silence_s: float | None = absent_or(S.number)
+
+
+@_payload
+@dataclass(frozen=True, kw_only=True)
+class EndOfTurn(Payload):
+    """The end-of-turn detector's probability that the user's turn is complete after ``text`` (the transcript's
+    last words, as scored)."""
+
+    kind: ClassVar[EventKind] = EventKind.END_OF_TURN
+    p_end: float = required(S.number)
+    text: str = required(S.text)
 
 
 @_payload
@@ -286,8 +306,8 @@ class Note(Payload):
 #: the payload dataclass of each event kind
 PAYLOADS: dict[EventKind, type[Payload]] = {cls.kind: cls for cls in (
     SttPartial, SttFinal, UserSpeechStart, UserSpeechEnd, LlmRequestStart, LlmFirstChunk, LlmRequestCancel,
-    LlmRequestFinish, LlmError, OracleReset, OracleAppend, HoldStart, HoldEnd, ResponseOnset, SelfCorrection,
-    TurnBoundary, Note)}
+    LlmRequestFinish, LlmError, OracleReset, OracleAppend, HoldStart, HoldEnd, EndOfTurn, ResponseOnset,
+    SelfCorrection, TurnBoundary, Note)}
 
 
 @functools.cache

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import TypeVar
 
 from .access import Access
+from .floor_policies import DEFAULT_FLOOR, FLOORS
 from .keys import KEY_VARS, api_key, keys_set
 from .llm.factory import check_spec
 from .neural.choice import DEVICES, MAX_KV_FRAMES, MAX_POOL_SIZE, MIN_KV_FRAMES, FrontEndChoice
@@ -114,6 +115,8 @@ class StackSettings:
     front_end: FrontEndChoice = field(default_factory=FrontEndChoice)
     #: ``KAME_CACHE_DIR`` (or ``XDG_CACHE_HOME``), ``KAME_WHISPER_MODEL``, ``HF_HUB_OFFLINE``
     files: ModelFiles = field(default_factory=ModelFiles)
+    #: ``KAME_FLOOR``: who decides when the user's turn is over (:data:`kame_core.floor_policies.FLOORS`)
+    floor: str = DEFAULT_FLOOR
 
     @classmethod
     def from_env(cls, env: Mapping[str, str]) -> StackSettings:
@@ -126,8 +129,11 @@ class StackSettings:
         hub_offline = _text(env, "HF_HUB_OFFLINE").lower() in _TRUE
         files = ModelFiles(cache_root=cache_root(env), whisper_model=str(whisper) if whisper else None,
                            hub_offline=hub_offline)
+        floor = _text(env, "KAME_FLOOR") or DEFAULT_FLOOR
+        if floor not in FLOORS:
+            raise SettingsError(f"KAME_FLOOR must be one of {', '.join(FLOORS)}, got {env['KAME_FLOOR']!r}")
         return cls(llm=llm, small_model=_flag(env, "KAME_SMALL_MODEL", True), front_end=_front_end(env),
-                   files=files)
+                   files=files, floor=floor)
 
 
 def _front_end(env: Mapping[str, str]) -> FrontEndChoice:

@@ -50,6 +50,7 @@ class EventKind(str, Enum):
     ORACLE_APPEND = "oracle_append"
     HOLD_START = "hold_start"
     HOLD_END = "hold_end"
+    END_OF_TURN = "end_of_turn"
     RESPONSE_ONSET = "response_onset"
     SELF_CORRECTION = "self_correction"
     TURN_BOUNDARY = "turn_boundary"

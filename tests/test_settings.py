@@ -117,6 +117,8 @@ PARSED: list[tuple[dict[str, str], Callable[[Settings], Any], Any]] = [
     ({"KAME_WEIGHTS": " SakanaAI/kame ", "KAME_MOSHI_WEIGHTS": "kyutai/moshiko-pytorch-bf16", "KAME_DEVICE": "CPU",
       "KAME_POOL_SIZE": "4", "KAME_KV_FRAMES": "3000"}, lambda s: s.stack.front_end,
      FrontEndChoice("SakanaAI/kame", "kyutai/moshiko-pytorch-bf16", "cpu", 4, 3000)),
+    ({"KAME_FLOOR": "gate"}, lambda s: s.stack.floor, "gate"),
+    ({"KAME_FLOOR": " stand-in "}, lambda s: s.stack.floor, "stand-in"),
     ({"KAME_MAX_SESSIONS": "0"}, lambda s: s.server.max_sessions, None),
     ({"KAME_MAX_SESSIONS": "5"}, lambda s: s.server.max_sessions, 5),
     ({"KAME_SESSIONS_DIR": "/s", "KAME_CACHE_DIR": "/c"}, lambda s: s.server.sessions_dir, Path("/s")),
@@ -159,7 +161,8 @@ REFUSED = [("KAME_POOL_SIZE", "abc"), ("KAME_POOL_SIZE", "0"), ("KAME_POOL_SIZE"
            ("KAME_LLM", "openai-compatible:localhost:8080"), ("KAME_LLM", "router:reasoning"),
            ("KAME_JUDGE", "nonsense"), ("KAME_ALLOWED_ORIGINS", "https://a.example, not an origin"),
            ("KAME_TOKEN", "   "), ("KAME_TOKEN", "\t\n"), ("KAME_METRICS_TOKEN", " "),
-           ("KAME_ALLOWED_HOSTS", "https://kame.example"), ("KAME_ALLOWED_HOSTS", "kame.example/path")]
+           ("KAME_ALLOWED_HOSTS", "https://kame.example"), ("KAME_ALLOWED_HOSTS", "kame.example/path"),
+           ("KAME_FLOOR", "Gate"), ("KAME_FLOOR", "polite")]
 
 
 @pytest.mark.parametrize("name, value", REFUSED)

@@ -36,7 +36,7 @@ from .. import events as ev
 from ..clock import FRAME_SECONDS, SAMPLES_PER_FRAME
 from ..metrics import SILENCE_RMS, turn_onsets
 from ..provenance import describe_run
-from ..trace import EventKind, SessionTrace
+from ..trace import Event, EventKind, SessionTrace
 from ..trace_query import FramedWord, front_end_words, llm_requests, oracle_revisions, self_corrections, user_turns
 
 USER_WORDS, MONOLOGUE, SPEECH, ORACLE, TURNS, EVENTS = (
@@ -291,9 +291,22 @@ def events(trace: SessionTrace) -> list[Point]:
         to = f" → rev {c.revision}" if c.revision is not None else ""
         out.append(Point(c.t, f"self-correction{to}", revision=c.revision))
     for e in trace.events_of(EventKind.HOLD_START, EventKind.HOLD_END):
-        out.append(Point(e.t, "hold starts (forced delay)" if e.kind is EventKind.HOLD_START
-                         else "hold ends (forced delay)"))
+        out.append(Point(e.t, _hold_label(e)))
+    for e in trace.events_of(EventKind.END_OF_TURN):
+        out.append(Point(e.t, f"end of turn p {float(e.data['p_end']):.2f}"))
     return out
+
+
+def _hold_label(event: Event) -> str:
+    """"hold starts (forced delay)", or for a floor policy's hold what it rested on."""
+    what = "hold starts" if event.kind is EventKind.HOLD_START else "hold ends"
+    floor = event.data.get("floor")
+    if not floor:
+        return f"{what} (forced delay)"
+    p_end, silence = event.data.get("p_end"), event.data.get("silence_s")
+    basis = ([f"p {p_end:.2f}"] if isinstance(p_end, (int, float)) else []) + \
+        ([f"silence {silence:.2f} s"] if isinstance(silence, (int, float)) else [])
+    return f"{what} (floor: {floor}{'; ' + ', '.join(basis) if basis else ''})"
 
 
 def annotate(trace: SessionTrace, run: str = "", title: str = "") -> Annotations:

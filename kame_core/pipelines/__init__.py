@@ -18,7 +18,7 @@ the same time need their own STT (and front-end) instances.
 from __future__ import annotations
 
 import dataclasses
-from typing import Literal
+from typing import Any, Literal
 
 from ..clock import Clock, VirtualClock
 from ..protocols import TTS, FrontEnd, StreamingLLM, StreamingSTT
@@ -32,9 +32,11 @@ __all__ = ["RUN_KINDS", "CascadeConfig", "CascadePipeline", "CascadeRunner", "Ru
 
 def make_runner(mode: Literal["kame", "moshi", "cascade"], *, stt: StreamingSTT, llm: StreamingLLM | None = None,
                 tts: TTS | None = None, front_end: FrontEnd | None = None, clock: Clock | None = None,
-                session: SessionConfig | None = None, cascade: CascadeConfig | None = None) -> SessionDriver:
+                session: SessionConfig | None = None, cascade: CascadeConfig | None = None,
+                end_of_turn: Any = None) -> SessionDriver:
     """A runner for ``mode``: ``kame`` needs a front-end and an LLM, ``moshi`` a front-end, ``cascade`` an
-    LLM and a TTS. ``session`` configures tandem / Moshi sessions (its mode is set from ``mode``)."""
+    LLM and a TTS. ``session`` configures tandem / Moshi sessions (its mode is set from ``mode``);
+    ``end_of_turn`` is the detector its ``gate`` floor reads (:class:`kame_core.end_of_turn.SmolLMEndOfTurn`)."""
     clock = clock or VirtualClock()
     if mode == "cascade":
         if llm is None or tts is None:
@@ -45,4 +47,4 @@ def make_runner(mode: Literal["kame", "moshi", "cascade"], *, stt: StreamingSTT,
     if front_end is None:
         raise ValueError(f"{mode} mode needs a front-end (without weights: kame_core.frontends.StandInFrontEnd)")
     config = dataclasses.replace(session or SessionConfig(), mode=mode)
-    return TandemRunner(front_end, stt, llm if mode == "kame" else None, config, clock)
+    return TandemRunner(front_end, stt, llm if mode == "kame" else None, config, clock, end_of_turn=end_of_turn)

@@ -19,6 +19,7 @@ from typing import Any, Literal
 import numpy as np
 
 from ..clock import Clock, VirtualClock
+from ..floor_policies import DEFAULT_FLOOR, check_floor
 from ..paths import ModelFiles
 from ..protocols import TTS, FrontEnd, StreamingLLM, StreamingSTT
 from ..scenario import Scenario
@@ -44,7 +45,10 @@ class Stack:
     ``neural`` (:class:`kame_core.neural.choice.NeuralModels`): the front-end of KAME and Moshi-mode runners
     is a slot of its session pools instead of ``make_front_end()`` (:func:`with_neural`). A runner owns its
     front-end: :func:`release_front_end` (or :meth:`session`) gives a pool slot back. ``stt_worker``: the
-    :class:`kame_core.stt.SharedWhisper` every ``make_stt()`` decodes through, if any (its ``stats()``)."""
+    :class:`kame_core.stt.SharedWhisper` every ``make_stt()`` decodes through, if any (its ``stats()``).
+    ``end_of_turn``: the end-of-turn detector shared by every session whose floor policy is ``gate``
+    (:class:`kame_core.end_of_turn.SmolLMEndOfTurn`, loaded at its first use). ``floor``: the floor policy of its
+    sessions when a runner is not given a :class:`SessionConfig` (:data:`kame_core.floor_policies.FLOORS`)."""
 
     make_stt: Callable[[], StreamingSTT]
     make_front_end: Callable[[], FrontEnd]
@@ -53,6 +57,15 @@ class Stack:
     components: Mapping[str, str] = field(default_factory=dict)
     neural: Any = None
     stt_worker: Any = None
+    end_of_turn: Any = None
+    floor: str = DEFAULT_FLOOR
+
+    def __post_init__(self) -> None:
+        check_floor(self.floor)
+
+    def session_config(self, **fields: Any) -> SessionConfig:
+        """A session configuration with this stack's floor policy (``fields`` set the rest)."""
+        return SessionConfig(**{"floor": self.floor, **fields})
 
     def runner(self, mode: Mode, *, clock: Clock | None = None, session: SessionConfig | None = None,
                cascade: CascadeConfig | None = None) -> SessionDriver:
@@ -63,7 +76,9 @@ class Stack:
             front_end = self.neural.join(mode) if self.neural is not None else self.make_front_end()
         try:
             return make_runner(mode, stt=self.make_stt(), llm=self.llm, tts=self.tts, front_end=front_end,
-                               clock=clock or VirtualClock(), session=session, cascade=cascade)
+                               clock=clock or VirtualClock(), session=session or self.session_config(),
+                               cascade=cascade,
+                               end_of_turn=self.end_of_turn)
         except BaseException:
             release(front_end)
             raise
@@ -119,6 +134,7 @@ def cpu_stack(llm: str | StreamingLLM = "offline", tts: str | TTS = "auto", *, w
     the local models come from when ``whisper_model`` is not given (``KAME_WHISPER_MODEL``, the cache root,
     ``HF_HUB_OFFLINE``; default: the built-in defaults).
     """
+    from ..end_of_turn import SmolLMEndOfTurn
     from ..frontends import StandInFrontEnd
     from ..llm import make_llm
     from ..llm.local_smollm import LocalSmolLM
@@ -148,7 +164,8 @@ def cpu_stack(llm: str | StreamingLLM = "offline", tts: str | TTS = "auto", *, w
         "oracle_llm": _describe(getattr(oracle_llm, "provenance", None)) or type(oracle_llm).__name__,
         "tts": _describe(speech.provenance),
     }
-    stack = Stack(make_stt=stt, make_front_end=front_end, llm=oracle_llm, tts=speech, components=components)
+    stack = Stack(make_stt=stt, make_front_end=front_end, llm=oracle_llm, tts=speech, components=components,
+                  end_of_turn=SmolLMEndOfTurn(cache_root=files.cache_root if files else None))
     if not shared_stt:
         return stack
     return with_shared_stt(stack, SharedWhisper.load(whisper_model, files=files, device=stt_device))
@@ -169,7 +186,7 @@ def record_scenario(stack: Stack, user_audio: np.ndarray, *, name: str, title: s
 
     Run ids are the mode names. ``session.title`` defaults to ``title``.
     """
-    config = session or SessionConfig()
+    config = session or stack.session_config()
     if title and not config.title:
         config = dataclasses.replace(config, title=title)
     runs: dict[str, SessionTrace] = {}

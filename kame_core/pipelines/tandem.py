@@ -2,8 +2,9 @@
 
 Per 80 ms frame, on top of what the driver does (:mod:`kame_core.session.driver`):
 
-1. the forced-delay rule (:meth:`~kame_core.turns.UserTurnTracker.holding`) says whether the
-   front-end is held silent;
+1. the forced-delay rule (:meth:`~kame_core.turns.UserTurnTracker.holding`) and the session's floor policy
+   (:mod:`kame_core.floor_policies`: ``model``, ``stand-in``, ``gate``) say whether the front-end is held silent;
+   the ``gate`` policy's end-of-turn probabilities are computed off the frame loop as the transcript changes;
 2. the oracle stream yields this frame's oracle token (start token / oracle id / padding);
 3. the front-end steps; a self-correction it reports is recorded with the frames it abandoned and the
    oracle revision it had heard.
@@ -23,6 +24,7 @@ import numpy as np
 
 from .. import events as ev
 from ..clock import FRAME_SECONDS, Clock
+from ..floor_policies import DEFAULT_FLOOR, FLOORS, FloorPolicy, ModelFloor, check_floor, make_floor
 from ..metrics import annotate_hint_levels
 from ..oracle import OracleConfig, OracleManager, OracleStream
 from ..protocols import (
@@ -46,6 +48,8 @@ class SessionConfig:
     oracle: OracleConfig = field(default_factory=OracleConfig)
     forced_delay_ms: int = 0
     seed: int = 0
+    #: who decides when the user's turn is over (:data:`kame_core.floor_policies.FLOORS`)
+    floor: str = DEFAULT_FLOOR
     #: after the user input ends, stop once the front-end was quiet this long (and no oracle is pending)
     quiet_after_s: float = 1.5
     #: ... and never run longer than this after the input ended
@@ -55,7 +59,8 @@ class SessionConfig:
     def to_json(self) -> dict[str, object]:
         """The configuration as recorded in a trace (the title is the trace's own field)."""
         return {"mode": self.mode, "oracle": self.oracle.to_json(), "forced_delay_ms": self.forced_delay_ms,
-                "seed": self.seed, "quiet_after_s": self.quiet_after_s, "max_tail_s": self.max_tail_s}
+                "floor": self.floor, "seed": self.seed, "quiet_after_s": self.quiet_after_s,
+                "max_tail_s": self.max_tail_s}
 
     @classmethod
     def from_json(cls, data: dict[str, Any], title: str = "") -> SessionConfig:
@@ -64,6 +69,7 @@ class SessionConfig:
         mode = data.get("mode", "kame")
         return cls(mode="moshi" if mode == "moshi" else "kame", oracle=oracle,
                    forced_delay_ms=int(data.get("forced_delay_ms", 0)), seed=int(data.get("seed", 0)),
+                   floor=str(data.get("floor", DEFAULT_FLOOR)),
                    quiet_after_s=float(data.get("quiet_after_s", 1.5)),
                    max_tail_s=float(data.get("max_tail_s", 15.0)), title=title)
 
@@ -80,10 +86,16 @@ class TandemPipeline:
     """
 
     def __init__(self, front_end: FrontEnd, llm: StreamingLLM | None, config: SessionConfig | None = None,
-                 turn_config: TurnConfig | None = None) -> None:
+                 turn_config: TurnConfig | None = None, end_of_turn: Any = None) -> None:
         self.config = config or SessionConfig()
         if self.config.mode not in ("kame", "moshi"):
             raise ValueError(f"unknown mode {self.config.mode!r}: expected 'kame' or 'moshi'")
+        check_floor(self.config.floor)
+        #: the end-of-turn detector a scoring floor policy reads (``probability(text)`` and ``provenance``)
+        self.end_of_turn = end_of_turn
+        if FLOORS[self.config.floor].policy.scores_transcripts and end_of_turn is None:
+            raise ValueError(f"the {self.config.floor!r} floor needs an end-of-turn detector "
+                             "(kame_core.end_of_turn.SmolLMEndOfTurn; the CPU stack has one)")
         if self.config.mode == "kame" and llm is None:
             raise ValueError("KAME mode needs a streaming STT and an LLM (mode='moshi' runs without the oracle)")
         self.mode = self.config.mode
@@ -94,6 +106,8 @@ class TandemPipeline:
         self._manager: OracleManager | None = None
         self._stop = asyncio.Event()
         self._held = False
+        self._floor: FloorPolicy = ModelFloor()  # the session's own is made at :meth:`begin`
+        self._floor_held = False
 
     # -- Pipeline -----------------------------------------------------------------------------------
     def begin(self, session: Session) -> None:
@@ -105,6 +119,9 @@ class TandemPipeline:
         for key, part in getattr(front_end, "component_provenance", {}).items():
             trace.provenance.setdefault(key, part)
         self._held = False
+        self._floor, self._floor_held = make_floor(self.config.floor), False
+        if self._floor.scores_transcripts:
+            trace.provenance["end_of_turn"] = self.end_of_turn.provenance
         self._stream, self._manager = None, None
         if self.llm is not None:
             trace.provenance["llm"] = self.llm.provenance
@@ -126,6 +143,16 @@ class TandemPipeline:
             annotate_hint_levels(session.trace)
         if isinstance(self.front_end, ListeningFrontEnd):
             self.front_end.observe_stt(event)
+        if event.kind in ("partial", "final"):
+            text = self._floor.to_score(session.user.transcript())
+            if text is not None:
+                session.spawn(self._score_end_of_turn(session, self._floor, text))
+
+    async def _score_end_of_turn(self, session: Session, floor: FloorPolicy, text: str) -> None:
+        """The end-of-turn probability of ``text``, off the frame loop (a worker thread in real time)."""
+        p_end = await session.clock.compute(self.end_of_turn.probability, text)
+        floor.scored(text, p_end)
+        session.trace.record(session.clock.now(), ev.EndOfTurn(p_end=round(float(p_end), 4), text=text))
 
     async def frame(self, session: Session, user_frame: np.ndarray) -> tuple[FrameRecord, np.ndarray]:
         clock, trace = session.clock, session.trace
@@ -137,6 +164,7 @@ class TandemPipeline:
             delay_ms = self.config.forced_delay_ms
             trace.record(now, ev.HoldStart(delay_ms=delay_ms) if hold else ev.HoldEnd(delay_ms=delay_ms))
             self._held = hold
+        hold = self._floor_holds(session, user_frame, now) or hold
         oracle = self._stream.next_token() if self._stream is not None else OracleToken()
         out = await clock.compute(self.front_end.step, user_frame, oracle.token, hold)
         record = FrameRecord(text_piece="" if hold else out.text_piece,
@@ -145,9 +173,22 @@ class TandemPipeline:
             self._record_correction(session, out.self_correction, oracle, now)
         return record, silence() if hold else np.asarray(out.audio, np.float32)
 
+    def _floor_holds(self, session: Session, user_frame: np.ndarray, now: float) -> bool:
+        """The floor policy's decision for this frame (heard up to its end); its changes go in the trace."""
+        heard_to = (session.frame + 1) * FRAME_SECONDS
+        floor, transcript = self._floor, session.user.transcript()
+        floor.hear(user_frame, heard_to)
+        held = floor.holds(heard_to, transcript)
+        if held != self._floor_held:
+            basis = floor.detail(heard_to, transcript)
+            session.trace.record(now, ev.HoldStart(floor=floor.name, **basis) if held
+                                 else ev.HoldEnd(floor=floor.name, **basis))
+            self._floor_held = held
+        return held
+
     def busy(self, session: Session) -> bool:
-        if self._held and session.user.heard:
-            return True  # the forced delay still holds an answer back: the session is not over before it comes
+        if (self._held or self._floor_held) and session.user.heard:
+            return True  # a hold still keeps an answer back: the session is not over before it comes
         if isinstance(self.front_end, ListeningFrontEnd) and self.front_end.busy:
             return True
         if self._manager is not None and self._manager.busy:
@@ -177,9 +218,9 @@ class TandemRunner(SessionDriver):
     """A :class:`SessionDriver` with a :class:`TandemPipeline`: one KAME or Moshi-mode session at a time."""
 
     def __init__(self, front_end: FrontEnd, stt: StreamingSTT | None = None, llm: StreamingLLM | None = None,
-                 config: SessionConfig | None = None, clock: Clock | None = None) -> None:
+                 config: SessionConfig | None = None, clock: Clock | None = None, end_of_turn: Any = None) -> None:
         config = config or SessionConfig()
         if config.mode == "kame" and (stt is None or llm is None):
             raise ValueError("KAME mode needs a streaming STT and an LLM (mode='moshi' runs without the oracle)")
-        super().__init__(TandemPipeline(front_end, llm, config), stt, clock)
+        super().__init__(TandemPipeline(front_end, llm, config, end_of_turn=end_of_turn), stt, clock)
         self.front_end = front_end

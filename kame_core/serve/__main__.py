@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any, cast
 
 from ..access import Access
+from ..floor_policies import FLOORS
 from ..neural.choice import FrontEndChoice
 from ..session.disk import FolderInUse
 from ..settings import MAX_REPLICAS, Settings, SettingsError
@@ -77,6 +78,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--gpus-per-replica", type=float, default=None,
                         help="with --replicas: GPUs each replica takes (default 1 for --weights on CUDA: --device "
                              "cuda, or no --device and a GPU on this machine; else 0)")
+    parser.add_argument("--floor", default=None, choices=list(FLOORS),
+                        help="who decides when the user's turn is over (default: KAME_FLOOR, else model): "
+                             + "; ".join(f"{name}: {f.description}" for name, f in FLOORS.items()))
     parser.add_argument("--log-level", default="info")
     args = parser.parse_args(argv)
     try:
@@ -111,7 +115,7 @@ def main(argv: list[str] | None = None) -> None:
     for warning in access.exposure(args.host):
         logging.getLogger("kame.serve").warning("%s", warning)
     load_stack = stack_from_cpu(args.llm, args.tts, args.whisper_model, not args.no_small_model, front_end=choice,
-                                files=settings.stack.files)
+                                files=settings.stack.files, floor=args.floor or settings.stack.floor)
     limits = Limits(max_session_s=args.max_session_s, first_audio_s=args.first_audio_s, idle_s=args.idle_s,
                     max_wall_s=args.max_wall_s)
     sessions_dir = args.sessions_dir or settings.server.sessions_dir

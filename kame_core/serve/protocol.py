@@ -191,4 +191,5 @@ LIVE_KINDS = frozenset({EventKind.STT_PARTIAL, EventKind.STT_FINAL, EventKind.US
                         EventKind.USER_SPEECH_END, EventKind.LLM_REQUEST_START, EventKind.LLM_FIRST_CHUNK,
                         EventKind.LLM_REQUEST_CANCEL, EventKind.LLM_REQUEST_FINISH, EventKind.LLM_ERROR,
                         EventKind.ORACLE_RESET, EventKind.ORACLE_APPEND, EventKind.SELF_CORRECTION,
-                        EventKind.TURN_BOUNDARY, EventKind.HOLD_START, EventKind.HOLD_END, EventKind.NOTE})
+                        EventKind.TURN_BOUNDARY, EventKind.HOLD_START, EventKind.HOLD_END, EventKind.END_OF_TURN,
+                        EventKind.NOTE})

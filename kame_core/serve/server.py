@@ -10,6 +10,7 @@ client is accepted and closed at once with code 1013 ("try again later") and a r
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -17,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from ..access import Access
+from ..floor_policies import DEFAULT_FLOOR, FLOORS, check_floor
 from ..paths import ModelFiles
 from ..session import SessionGate, SessionStore
 from ..session.disk import FolderInUse, FolderLock, RecordingCheck, error_words
@@ -303,11 +305,12 @@ def metrics_refusal(access: Access, headers: Any) -> Any:
 
 def stack_from_cpu(llm: str = "offline", tts: str = "auto", whisper_model: str | None = None,
                    small_model_openers: bool = True, front_end: Any = None,
-                   files: ModelFiles | None = None) -> Callable[[], ServedStack]:
+                   files: ModelFiles | None = None, floor: str = DEFAULT_FLOOR) -> Callable[[], ServedStack]:
     """A ``load_stack`` for the CPU stack (:func:`kame_core.pipelines.stack.cpu_stack`, with ``files``); a local
     oracle LLM is loaded with it (the handshake means the models are warm). ``front_end`` (a
     :class:`kame_core.neural.choice.FrontEndChoice` with weights): KAME sessions take slots of its pool instead
-    of the stand-in, and the pool's size bounds the sessions."""
+    of the stand-in, and the pool's size bounds the sessions. ``floor``: the sessions' floor policy."""
+    check_floor(floor)  # here, before any model loads
 
     def load() -> ServedStack:
         from ..pipelines.stack import cpu_stack, with_neural
@@ -315,6 +318,7 @@ def stack_from_cpu(llm: str = "offline", tts: str = "auto", whisper_model: str |
         stack = cpu_stack(llm=llm, tts=tts, whisper_model=whisper_model,
                           small_model_openers=small_model_openers and not (front_end and front_end.neural),
                           files=files)
+        stack = dataclasses.replace(stack, floor=floor)
         if front_end is not None and front_end.neural:
             stack = with_neural(stack, front_end.load(realtime=True))
         return served_stack(stack)
@@ -341,6 +345,8 @@ def warm_stack(stack: Any) -> None:
     warm = getattr(stack.llm, "load", None)
     if callable(warm):
         warm()
+    if FLOORS[getattr(stack, "floor", DEFAULT_FLOOR)].policy.scores_transcripts and stack.end_of_turn is not None:
+        stack.end_of_turn.load()  # the gate's detector answers the first session's first partial in time
     stack.tts.synthesize("Hello.")
     with stack.session("kame") as runner:
         runner.run_sync(np.zeros(24000, np.float32))

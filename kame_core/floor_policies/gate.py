@@ -1,0 +1,63 @@
+"""``gate``: a semantic end-of-turn gate. Silero VAD says when the user stops; the end-of-turn detector
+(:class:`kame_core.end_of_turn.SmolLMEndOfTurn`) says how likely the transcript so far is a complete turn; the
+turn is over after a short silence when it reads complete, after a long one whatever it says
+(:func:`kame_core.end_of_turn.turn_is_over`). A transcript not scored yet counts as incomplete."""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from ..end_of_turn import EndOfTurnConfig, last_words, turn_is_over
+from ..frontends.floor import UserFloor
+from .base import FloorPolicy, finite_or_none
+
+#: transcripts whose probability a session keeps (the latest ones decide)
+_KEEP = 32
+
+
+class GateFloor(FloorPolicy):
+    """Holds while the user speaks, and after they stop until :func:`turn_is_over` says the turn ended."""
+
+    name = "gate"
+    scores_transcripts = True
+
+    def __init__(self, config: EndOfTurnConfig | None = None) -> None:
+        self.config = config or EndOfTurnConfig()
+        self.listener = UserFloor()
+        self._p: dict[str, float] = {}
+
+    def hear(self, user_frame: np.ndarray, frame_end_s: float) -> None:
+        self.listener.hear(user_frame, frame_end_s)
+
+    def to_score(self, transcript: str) -> str | None:
+        text = last_words(transcript)
+        return text if text and text not in self._p else None
+
+    def scored(self, text: str, p_end: float) -> None:
+        self._p[text] = float(p_end)
+        while len(self._p) > _KEEP:
+            self._p.pop(next(iter(self._p)))
+
+    def p_end(self, transcript: str) -> float:
+        """The end-of-turn probability of ``transcript`` (NaN until it was scored; 0 for no words)."""
+        text = last_words(transcript)
+        return self._p.get(text, math.nan) if text else 0.0
+
+    def silence_s(self, now_s: float) -> float | None:
+        """Seconds since the user last stopped speaking (None while they speak or before they spoke)."""
+        voice = self.listener.voice
+        return None if voice.speaking or voice.last_end is None else max(0.0, now_s - voice.last_end)
+
+    def holds(self, now_s: float, transcript: str) -> bool:
+        voice = self.listener.voice
+        if voice.speaking:
+            return True
+        silence = self.silence_s(now_s)
+        if silence is None:
+            return False  # nobody spoke yet: nobody holds the floor
+        return not turn_is_over(self.p_end(transcript), silence, self.config)
+
+    def detail(self, now_s: float, transcript: str) -> dict[str, float]:
+        out = {"p_end": finite_or_none(self.p_end(transcript)), "silence_s": finite_or_none(self.silence_s(now_s))}
+        return {k: v for k, v in out.items() if v is not None}

@@ -1,0 +1,133 @@
+"""Floor policies: the registry, what a trace records, and the gate against the stand-in's heuristic on real speech
+(Piper) with a pause in mid-sentence -- the Full-Duplex-Bench pause case: the heuristic takes the turn in the pause,
+the gate holds the neural front-end through it and releases it once the question is complete."""
+from __future__ import annotations
+
+from typing import Any, cast
+
+import numpy as np
+import pytest
+
+from kame_core import events as ev
+from kame_core.clock import SAMPLE_RATE, VirtualClock
+from kame_core.end_of_turn import SmolLMEndOfTurn
+from kame_core.floor_policies import DEFAULT_FLOOR, FLOORS, FloorPolicy, check_floor, make_floor
+from kame_core.pipelines.tandem import SessionConfig, TandemPipeline, TandemRunner
+from kame_core.testing.doubles import EchoFrontEnd, ScriptedSTT, Word
+from kame_core.trace import EventKind, SessionTrace
+
+LEAD_S, PAUSE_S, TAIL_S = 0.3, 0.9, 2.5
+
+
+def test_the_registry_names_every_policy_and_refuses_others() -> None:
+    assert list(FLOORS) == ["model", "stand-in", "gate"] and DEFAULT_FLOOR == "model"
+    for name, factory in FLOORS.items():
+        assert factory.description and factory.policy.name == name
+    assert isinstance(make_floor("model"), FloorPolicy) and not make_floor("model").holds(5.0, "hello?")
+    for bad in ("Gate", "", None, 3, "../gate"):
+        with pytest.raises(ValueError, match="expected one of model, stand-in, gate"):
+            check_floor(bad)
+
+
+def test_a_session_config_records_its_floor_and_a_bad_one_is_refused() -> None:
+    config = SessionConfig(floor="gate")
+    assert config.to_json()["floor"] == "gate" and SessionConfig.from_json(config.to_json()).floor == "gate"
+    assert SessionConfig.from_json({}).floor == "model"  # traces from before floor policies
+    with pytest.raises(ValueError, match="unknown floor policy 'polite'"):
+        TandemPipeline(EchoFrontEnd(), None, SessionConfig(mode="moshi", floor="polite"))
+    with pytest.raises(ValueError, match="needs an end-of-turn detector"):
+        TandemPipeline(EchoFrontEnd(), None, SessionConfig(mode="moshi", floor="gate"))
+
+
+@pytest.fixture(scope="module")
+def paused_question() -> tuple[np.ndarray, list[list[Word]], float]:
+    """Piper saying "What did you do before" ... (a 0.9 s pause) ... "before?", then silence; the word timeline a
+    streaming STT would give; the end of the last word."""
+    from kame_core.tts import make_tts
+
+    tts = make_tts("piper")
+    first, second = (tts.synthesize(text).audio for text in ("What did you do before", "before?"))
+    gap = np.zeros(int(PAUSE_S * SAMPLE_RATE), np.float32)
+    lead, tail = np.zeros(int(LEAD_S * SAMPLE_RATE), np.float32), np.zeros(int(TAIL_S * SAMPLE_RATE), np.float32)
+    audio = np.concatenate([lead, first, gap, second, tail]).astype(np.float32)
+    first_end = LEAD_S + len(first) / SAMPLE_RATE
+    second_start = first_end + PAUSE_S
+    end = second_start + len(second) / SAMPLE_RATE
+    words = "What did you do before".split()
+    step = (first_end - LEAD_S) / len(words)
+    segments = [[Word(w, LEAD_S + i * step, LEAD_S + (i + 1) * step) for i, w in enumerate(words)],
+                [Word("before?", second_start, end)]]
+    return audio, segments, end
+
+
+@pytest.fixture(scope="module")
+def detector() -> SmolLMEndOfTurn:
+    return SmolLMEndOfTurn().load()
+
+
+def _run(front_end, floor: str, paused_question, detector) -> SessionTrace:
+    audio, segments, _ = paused_question
+    config = SessionConfig(mode="moshi", floor=floor, max_tail_s=TAIL_S, title=f"floor {floor}")
+    runner = TandemRunner(front_end, ScriptedSTT(segments), None, config, VirtualClock(), end_of_turn=detector)
+    return runner.run_sync(audio)
+
+
+def _floor_holds(trace: SessionTrace) -> list[tuple[str, float, dict]]:
+    return [("start" if e.kind is EventKind.HOLD_START else "end", e.t, e.data)
+            for e in trace.events_of(EventKind.HOLD_START, EventKind.HOLD_END) if e.data.get("floor")]
+
+
+def _held_during(trace: SessionTrace, start: float, end: float) -> list[bool]:
+    return [f.held for i, f in enumerate(trace.frames) if start <= (i + 1) * 0.08 <= end]
+
+
+@pytest.mark.slow  # Piper, Silero VAD, SmolLM2 and the tiny neural front-end
+def test_the_gate_holds_through_a_mid_sentence_pause_where_the_stand_in_rule_lets_go(paused_question, detector,
+                                                                                      tmp_path) -> None:
+    from kame_core.neural import random_front_end
+    from kame_core.neural.configs import small_mimi_config, tiny_lm_kwargs
+    from kame_core.neural.tiny import train_tiny_tokenizer
+
+    _, segments, end = paused_question
+    first_end, second_start = segments[0][-1].end, segments[1][0].start
+    neural = random_front_end(tiny_lm_kwargs(text_card=64), train_tiny_tokenizer(tmp_path / "tok.model", 64),
+                              seed=0, mimi_config=small_mimi_config(), use_sampling=False)
+    try:
+        gated = _run(neural, "gate", paused_question, detector)
+    finally:
+        neural.close()
+    rule = _run(EchoFrontEnd(), "stand-in", paused_question, detector)
+    model = _run(EchoFrontEnd(), "model", paused_question, detector)
+
+    assert gated.config["floor"] == "gate" and rule.config["floor"] == "stand-in"
+    assert "end_of_turn" in gated.provenance and not _floor_holds(model) and not any(f.held for f in model.frames)
+    scored = {p.text: p.p_end for _, p in ev.payloads(gated, ev.EndOfTurn)}
+    assert scored["What did you do before"] < 0.1 and scored["What did you do before before?"] > 0.1, scored
+
+    # the stand-in rule lets go in the pause (mid-sentence needs 0.8 s; the pause is 0.9 s): the FDB failure
+    rule_ends = [t for kind, t, _ in _floor_holds(rule) if kind == "end"]
+    assert any(first_end < t < second_start + 0.1 for t in rule_ends), _floor_holds(rule)
+    # the gate holds from the first word through the pause, and lets go after the question, on its probability
+    holds = _floor_holds(gated)
+    assert holds[0][0] == "start" and holds[0][1] < LEAD_S + 0.5
+    assert all(_held_during(gated, LEAD_S + 0.3, end)), holds
+    released = [(t, data) for kind, t, data in holds if kind == "end" and t > end]
+    assert released and released[0][0] < end + 0.6 and released[0][1]["p_end"] > 0.1, holds
+    assert not any(_held_during(gated, released[0][0] + 0.1, end + TAIL_S - 0.2))
+
+
+def test_a_stack_and_the_server_refuse_an_unknown_floor_before_loading_anything() -> None:
+    from kame_core.pipelines.stack import Stack
+    from kame_core.serve.server import stack_from_cpu
+
+    def never() -> Any:
+        raise AssertionError("nothing may be built for a refused floor")
+
+    llm, tts = cast(Any, None), cast(Any, None)  # never used: the floor is refused first
+
+    with pytest.raises(ValueError, match="unknown floor policy 'polite'"):
+        Stack(make_stt=never, make_front_end=never, llm=llm, tts=tts, floor="polite")
+    with pytest.raises(ValueError, match="unknown floor policy 'polite'"):
+        stack_from_cpu(floor="polite")
+    stack = Stack(make_stt=never, make_front_end=never, llm=llm, tts=tts, floor="stand-in")
+    assert stack.session_config(seed=3) == SessionConfig(seed=3, floor="stand-in")
