@@ -208,3 +208,50 @@ def test_the_command_answers_writes_and_scores_a_made_up_benchmark_folder(tmp_pa
     assert "(0 to answer, 2 already answered" in capsys.readouterr().out
     assert main(["fdb", "--root", str(tmp_path / "missing")]) == 2
     assert "not a folder" in capsys.readouterr().err
+
+
+def test_floor_options_are_checked_before_any_work(tmp_path, capsys):
+    _wav(tmp_path / "root" / "pause_handling" / "1" / "input.wav", np.zeros(16_000, np.float32))
+    root = str(tmp_path / "root")
+    for argv, why in ((["--floor", "polite"], "expected floor policies among model, stand-in, gate"),
+                      (["--floor", "gate,gate", "--out", str(tmp_path / "o")], "a policy named twice"),
+                      (["--floor", "model,gate"], "need --out DIR"),
+                      (["--floor", "gate", "--server", "ws://127.0.0.1:1/api/chat"], "its own floor policy"),
+                      (["--floor", "model", "--out", str(tmp_path / "root" / "runs")], "inside --root")):
+        assert main(["fdb", "--root", root, "--no-progress", *argv]) == 2
+        assert why in capsys.readouterr().err
+    assert not (tmp_path / "o").exists() and not (tmp_path / "root" / "runs").exists()
+
+
+@pytest.mark.slow
+def test_each_floor_policy_answers_its_own_copy_beside_the_quoted_leaderboard(tmp_path, capsys):
+    """The pause case once per floor policy: copies in OUT/<floor>/, one table each, one comparison with the
+    leaderboard's rows marked as quoted."""
+    from kame_core.audio_io import resample
+    from kame_core.tts import make_tts
+
+    tts = make_tts("piper")
+    first = resample(tts.synthesize("Could you tell me how to").audio, SAMPLE_RATE, 16_000)
+    second = resample(tts.synthesize("bake bread at home?").audio, SAMPLE_RATE, 16_000)
+    pause = tmp_path / "root" / "pause_handling" / "1"
+    _wav(pause / "input.wav", np.concatenate([np.zeros(6000, np.float32), first, np.zeros(16_000, np.float32),
+                                              second, np.zeros(8000, np.float32)]))
+    _annotation(pause, "pause.json", "[PAUSE]", (6000 + len(first)) / 16_000, (22_000 + len(first)) / 16_000)
+    out = tmp_path / "runs"
+    assert main(["fdb", "--root", str(tmp_path / "root"), "--floor", "model,gate", "--out", str(out),
+                 "--no-progress"]) == 0
+    printed = capsys.readouterr().out
+    assert not (pause / fdb.OUTPUT_JSON).exists()  # the root is only read
+    for floor in ("model", "gate"):
+        copy = out / floor / "pause_handling" / "1"
+        assert (copy / "input.wav").read_bytes() == (pause / "input.wav").read_bytes()
+        assert (copy / "pause.json").is_file() and (copy / fdb.OUTPUT_JSON).is_file()
+        assert json.loads((out / floor / fdb.SUMMARY).read_text())["system"]["floor"] == floor
+        assert f"## floor policy: {floor}" in printed
+    rows = [line for line in printed.splitlines() if line.startswith("| kame · floor ")]
+    assert [r.split(" | ")[0] for r in rows] == ["| kame · floor model", "| kame · floor gate"]
+    assert all(r.endswith("| measured here |") for r in rows)
+    assert "| Moshi | 0.985 | — | 0.265 s | quoted: Full-Duplex-Bench v1 leaderboard |" in printed
+    # outputs of one policy are not silently scored as another's
+    assert main(["fdb", "--root", str(out / "gate"), "--floor", "model", "--no-progress"]) == 2
+    assert "made with the 'gate' floor, not 'model'" in capsys.readouterr().err

@@ -41,7 +41,7 @@ from ..oracle_policies import DEFAULT_POLICY, POLICIES
 from ..paths import ModelFiles
 from ..pipelines.stack import MODES, Mode, Stack
 from ..settings import Settings, SettingsError
-from . import fdb_cli
+from . import fdb_cli, fdb_synth
 from .cache import ResultCache
 from .fdb import FDBError
 from .harness import (
@@ -147,6 +147,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="extra tries of a session whose worker failed or died")
     p.add_argument("--no-progress", action="store_true", help="no progress bars")
     fdb_cli.add_parser(sub)
+    fdb_synth.add_parser(sub)
     return parser
 
 
@@ -392,6 +393,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.command == "fdb":
             fdb_cli.run(args, settings=settings)
             return 0
+        if args.command == "fdb-synth":
+            return fdb_synth.run(args)
         return run_mtbench(args, settings)
     except (CommandError, FDBError) as exc:
         print(f"error: {exc}", file=sys.stderr)

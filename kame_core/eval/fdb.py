@@ -40,6 +40,7 @@ from ..clock import SAMPLE_RATE, SAMPLES_PER_FRAME
 from ..duplex_metrics import is_takeover
 from ..events import Note, payloads
 from ..files import write_bytes_atomic
+from ..floor_policies import DEFAULT_FLOOR
 from ..paths import ModelFiles
 
 #: annotation file of each v1 task, as the benchmark names them
@@ -137,14 +138,16 @@ class Answer:
 
 
 def answer_locally(stack: Any, mode: str, audio: np.ndarray, *, seed: int = 0,
-                   tail_s: float = 0.5) -> Answer:
-    """Run ``audio`` through ``stack`` in ``mode`` on a fresh virtual clock (a pool slot if the stack is neural)."""
+                   tail_s: float = 0.5, floor: str | None = None) -> Answer:
+    """Run ``audio`` through ``stack`` in ``mode`` on a fresh virtual clock (a pool slot if the stack is neural),
+    KAME and Moshi mode with the floor policy ``floor`` (default: the stack's)."""
     from ..pipelines import CascadeConfig
     from ..pipelines.tandem import SessionConfig
 
     title = "Full-Duplex-Bench input"
     options: dict[str, Any] = ({"cascade": CascadeConfig(max_tail_s=tail_s)} if mode == "cascade" else
-                               {"session": SessionConfig(seed=seed, max_tail_s=tail_s, title=title)})
+                               {"session": SessionConfig(seed=seed, max_tail_s=tail_s, title=title,
+                                                         floor=str(floor or getattr(stack, "floor", DEFAULT_FLOOR)))})
     with stack.session(mode, **options) as runner:
         trace = runner.run_sync(audio)
     front = trace.provenance.get("front_end") or trace.provenance.get("tts")
@@ -282,3 +285,49 @@ def summarize(scores: Iterable[SampleScore]) -> list[TaskSummary]:
 
 TABLE_HEAD = ("| task | samples | takeover rate | turn-taking latency (clipped mean) | signed mean |\n"
               "|---|---|---|---|---|")
+
+#: Full-Duplex-Bench v1's leaderboard, quoted (not measured here): system, pause-handling takeover rate,
+#: smooth turn-taking latency in seconds
+LEADERBOARD_V1: tuple[tuple[str, float, float], ...] = (
+    ("Moshi", 0.985, 0.265), ("GPT-Realtime", 0.010, 1.470), ("Gemini Live 2.0", 0.255, 1.301),
+    ("PersonaPlex", 0.584, 0.070), ("Freeze-Omni", 0.642, 0.953))
+
+COMPARISON_HEAD = ("| system | pause takeover (lower is better) | smooth takeover | turn-taking latency | source |\n"
+                   "|---|---|---|---|---|")
+
+
+def comparison_rows(by_system: dict[str, list[TaskSummary]]) -> list[str]:
+    """One row per measured system (its pause and smooth turn-taking figures), then the quoted leaderboard."""
+    def cell(value: float | None, unit: str = "") -> str:
+        return "—" if value is None else f"{value:.3f}{unit}"
+
+    rows = []
+    for system, summaries in by_system.items():
+        tasks = {t.task: t for t in summaries}
+        pause, smooth = tasks.get("pause_handling"), tasks.get("smooth_turn_taking")
+        rows.append(f"| {system} | {cell(pause.takeover_rate if pause else None)} | "
+                    f"{cell(smooth.takeover_rate if smooth else None)} | "
+                    f"{cell(smooth.latency_clipped_s if smooth else None, ' s')} | measured here |")
+    rows += [f"| {name} | {pause:.3f} | — | {latency:.3f} s | quoted: Full-Duplex-Bench v1 leaderboard |"
+             for name, pause, latency in LEADERBOARD_V1]
+    return rows
+
+
+def mirror_inputs(samples: Sequence[Sample], root: Path, dest: Path) -> list[Sample]:
+    """Copy each sample's inputs and annotations (not its outputs) from under ``root`` to the same place under
+    ``dest``, so one benchmark folder is answered once per floor policy; the copies, as samples."""
+    import shutil
+
+    root, dest = Path(root).resolve(), Path(dest).resolve()
+    if dest == root or root in dest.parents:
+        raise FDBError(f"--out {dest}: inside --root {root} (its copies would count as samples of the root)")
+    copies = []
+    for sample in samples:
+        target = dest / sample.key(root)
+        target.mkdir(parents=True, exist_ok=True)
+        for item in sorted(sample.folder.iterdir()):
+            if item.is_file() and not item.is_symlink() and item.name not in (OUTPUT_WAV, OUTPUT_JSON, SUMMARY) \
+                    and item.suffix in (".wav", ".json"):
+                shutil.copyfile(item, target / item.name)
+        copies.append(Sample(target, sample.input.name))
+    return copies

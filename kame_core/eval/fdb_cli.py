@@ -4,11 +4,16 @@ Example (offline, CPU stand-in; with ``--weights`` the neural front-end)::
 
     python -m kame_core.eval fdb --root FDB/v1_v1.5/evaluation/example_data
     python -m kame_core.eval fdb --root DATA --server ws://127.0.0.1:8998/api/chat   # a running server
+    python -m kame_core.eval fdb --root DATA --floor model,stand-in,gate --out RUNS   # once per floor policy
 
 Writes ``output.wav`` and ``output.json`` beside each ``input.wav`` (existing ones are kept unless
 ``--overwrite``), ``ROOT/kame_fdb.json`` (what ran, per-sample scores) and prints the takeover rate and
 turn-taking latency per task by the benchmark's rules. The benchmark's own scripts score the same files
 unchanged: ``python eval_smooth_turn_taking.py --root_dir ROOT/<task>``.
+
+With ``--out DIR`` (needed for more than one ``--floor``), each floor policy answers a copy of the inputs and
+annotations in ``DIR/<floor>/`` instead; a table then compares the policies with Full-Duplex-Bench v1's leaderboard
+(quoted, marked so).
 """
 from __future__ import annotations
 
@@ -23,6 +28,7 @@ from typing import Any
 from tqdm import tqdm
 
 from ..files import write_bytes_atomic
+from ..floor_policies import FLOORS
 from ..neural.choice import FrontEndChoice
 from ..pipelines.stack import MODES
 from ..settings import Settings
@@ -45,12 +51,18 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--tts", default="auto", help="TTS of the stand-in and the cascade: auto | piper | espeak")
     p.add_argument("--whisper-model", default=None, help="faster-whisper model folder (STT and the word timer)")
     p.add_argument("--max-input-s", type=float, default=fdb.MAX_INPUT_S, help="refuse longer inputs")
+    p.add_argument("--floor", default="",
+                   help="floor policies to run, comma-separated (" + ", ".join(FLOORS) + "; default: KAME_FLOOR, "
+                        "else model): who decides when the user's turn is over (local runs)")
+    p.add_argument("--out", type=Path, default=None,
+                   help="answer copies of the inputs in OUT/<floor>/ (needed for several --floor) instead of "
+                        "writing beside them")
     FrontEndChoice.add_arguments(p)
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
 
 
 def _local_answerer(args: argparse.Namespace, settings: Settings
-                    ) -> tuple[Callable[[Any], fdb.Answer], dict[str, str]]:
+                    ) -> tuple[Callable[[Any, str], fdb.Answer], dict[str, str]]:
     from ..pipelines.stack import cpu_stack, with_neural
 
     try:
@@ -60,14 +72,16 @@ def _local_answerer(args: argparse.Namespace, settings: Settings
     stack = cpu_stack(args.oracle_llm, args.tts, whisper_model=args.whisper_model, files=settings.stack.files)
     if choice.neural:
         stack = with_neural(stack, choice.load())
-    return (lambda audio: fdb.answer_locally(stack, args.mode, audio, seed=args.seed)), dict(stack.components)
+    return ((lambda audio, floor: fdb.answer_locally(stack, args.mode, audio, seed=args.seed, floor=floor)),
+            dict(stack.components))
 
 
 @dataclass
 class Parts:
     """What answers and times the words, loaded once (a benchmark reuses it over passes)."""
 
-    answer: Callable[[Any], fdb.Answer]
+    #: answers one input with a floor policy (a server answers with its own)
+    answer: Callable[[Any, str], fdb.Answer]
     components: dict[str, str]
     timer: fdb.WordTimer
 
@@ -78,29 +92,70 @@ def prepare(args: argparse.Namespace, settings: Settings | None = None) -> Parts
     settings = settings or Settings()
     if args.server:
         server = args.server
-        answer: Callable[[Any], fdb.Answer] = lambda audio: fdb.answer_from_server(server, audio)  # noqa: E731
+        answer: Callable[[Any, str], fdb.Answer] = lambda audio, _: fdb.answer_from_server(server, audio)  # noqa: E731
         components = {"server": server.split("?")[0]}
     else:
         answer, components = _local_answerer(args, settings)
     return Parts(answer, components, fdb.WordTimer(args.whisper_model, settings.stack.files))
 
 
-def check_args(args: argparse.Namespace) -> None:
+def check_args(args: argparse.Namespace, default_floor: str = "model") -> list[str]:
+    """Refuse bad options; the floor policies to run."""
     if args.server and not args.server.startswith(("ws://", "wss://")):
         raise fdb.FDBError(f"--server {args.server!r}: expected ws://HOST:PORT/api/chat")
     if not (0 < args.max_input_s <= 3600):
         raise fdb.FDBError("--max-input-s must be in (0, 3600]")
+    floors = [f.strip() for f in str(args.floor or "").split(",") if f.strip()] or [default_floor]
+    unknown = [f for f in floors if f not in FLOORS]
+    if unknown:
+        raise fdb.FDBError(f"--floor {', '.join(unknown)}: expected floor policies among {', '.join(FLOORS)}")
+    if len(set(floors)) != len(floors):
+        raise fdb.FDBError(f"--floor {args.floor}: a policy named twice")
+    if args.server and args.floor:
+        raise fdb.FDBError("--floor: a running server answers with its own floor policy (serve --floor)")
+    if len(floors) > 1 and args.out is None:
+        raise fdb.FDBError("several --floor policies need --out DIR (each answers its own copy of the inputs)")
+    return floors
 
 
 def run(args: argparse.Namespace, say: Callable[[str], None] = print,
         parts: Parts | None = None, settings: Settings | None = None) -> list[fdb.SampleScore]:
-    """Answer, write and score every sample under ``args.root`` (``parts``: default :func:`prepare` with
-    ``settings``); raises :class:`fdb.FDBError` on bad input."""
-    check_args(args)
+    """Answer, write and score every sample under ``args.root`` once per floor policy (``parts``: default
+    :func:`prepare` with ``settings``); the scores of the last policy. Raises :class:`fdb.FDBError` on bad
+    input."""
+    settings = settings or Settings()
+    floors = check_args(args, settings.stack.floor)
     root = args.root.resolve()
     samples = fdb.find_samples(root, args.prefix)
+    for sample in samples:  # every input checked before any work
+        fdb.read_input(sample.input, args.max_input_s)
+    by_floor: dict[str, list[fdb.TaskSummary]] = {}
+    scores: list[fdb.SampleScore] = []
+    for floor in floors:
+        where = root if args.out is None else args.out.resolve() / floor
+        copies = samples if args.out is None else fdb.mirror_inputs(samples, root, where)
+        if len(floors) > 1 or args.out is not None:
+            say(f"\n## floor policy: {floor} ({FLOORS[floor].description}) — {where}")
+        parts, scores = _answer_and_score(args, where, copies, floor, say, parts, settings)
+        by_floor[f"{args.mode} · floor {floor}" if not args.server else f"server {args.server.split('?')[0]}"] = \
+            fdb.summarize(scores)
+    say("\n" + fdb.COMPARISON_HEAD)
+    for row in fdb.comparison_rows(by_floor):
+        say(row)
+    return scores
+
+
+def _answer_and_score(args: argparse.Namespace, root: Path, samples: list[fdb.Sample], floor: str,
+                      say: Callable[[str], None], parts: Parts | None, settings: Settings
+                      ) -> tuple[Parts | None, list[fdb.SampleScore]]:
+    """One policy's pass over ``samples`` under ``root``: answer those without output (or all with
+    ``--overwrite``), write the summary, print the table; the parts (loaded once) and the scores."""
     todo = [s for s in samples if args.overwrite or not (s.folder / fdb.OUTPUT_JSON).is_file()]
-    inputs = {s: fdb.read_input(s.input, args.max_input_s) for s in todo}  # every input checked before any work
+    kept_floor = _summary_floor(root)
+    if len(todo) < len(samples) and not args.server and kept_floor not in (None, floor):
+        raise fdb.FDBError(f"{root}: its outputs were made with the {kept_floor!r} floor, not {floor!r} "
+                           "(--overwrite redoes them; --out DIR keeps each policy's apart)")
+    inputs = {s: fdb.read_input(s.input, args.max_input_s) for s in todo}
     say(f"Full-Duplex-Bench: {len(samples)} samples under {root} ({len(todo)} to answer"
         + (f", {len(samples) - len(todo)} already answered; --overwrite redoes them)" if len(todo) < len(samples)
            else ")"))
@@ -111,14 +166,14 @@ def run(args: argparse.Namespace, say: Callable[[str], None] = print,
         for sample in tqdm(todo, desc="samples", unit="sample", disable=args.no_progress):
             audio = inputs[sample]
             started = time.perf_counter()
-            got = answer(audio)
+            got = answer(audio, floor)
             out = fdb.fit_output(got.audio, len(audio))
             words = timer.words(out)
             fdb.write_outputs(sample, out, fdb.output_json(words, asr=timer.label, front_end=got.front_end))
             runs.append({"key": sample.key(root), "input_s": round(len(audio) / fdb.SAMPLE_RATE, 2),
                          "compute_s": round(time.perf_counter() - started, 2), "front_end": got.front_end,
                          "front_end_text": got.text, "notes": got.notes})
-        _write_summary(root, args, parts.components, timer.label, runs)
+        _write_summary(root, args, parts.components, timer.label, runs, floor)
     scores = [fdb.score_sample(s, root) for s in samples]
     say(fdb.TABLE_HEAD)
     for line in fdb.summarize(scores):
@@ -128,11 +183,20 @@ def run(args: argparse.Namespace, say: Callable[[str], None] = print,
     say("takeover: the benchmark's rule (no takeover when silent, or < 1 s and <= 3 words); latency: first output "
         "word minus the end of the user's turn, negatives clipped to 0, over takeover samples. Interruption "
         "quality needs the benchmark's LLM judge and is not scored here.")
-    return scores
+    return parts, scores
+
+
+def _summary_floor(root: Path) -> str | None:
+    """The floor policy ``root``'s summary says its outputs were made with (None: unknown or a server's)."""
+    try:
+        floor = json.loads((root / fdb.SUMMARY).read_text(encoding="utf-8"))["system"].get("floor")
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        return None
+    return floor if isinstance(floor, str) else None
 
 
 def _write_summary(root: Path, args: argparse.Namespace, components: dict[str, str], asr: str,
-                   runs: list[dict[str, Any]]) -> None:
+                   runs: list[dict[str, Any]], floor: str) -> None:
     path = root / fdb.SUMMARY
     old: dict[str, Any] = {}
     if path.is_file():
@@ -142,6 +206,7 @@ def _write_summary(root: Path, args: argparse.Namespace, components: dict[str, s
             old = {}
     old.update({r["key"]: r for r in runs})
     doc = {"system": {"mode": args.mode, "server": args.server, "seed": args.seed, "components": components,
+                      "floor": None if args.server else floor,
                       "word_timer": asr, "schedule": ("real time over the live protocol" if args.server else
                                                       "virtual clock, one 80 ms frame per step")},
            "samples": [old[k] for k in sorted(old)]}

@@ -1,0 +1,310 @@
+"""A synthetic Full-Duplex-Bench v1-layout set spoken by Piper, to tune and measure an end-of-turn gate.
+
+Three kinds of input, each an FDB sample folder (``input.wav`` at 16 kHz beside its annotation): complete
+questions (``smooth_turn_taking``: the system should answer soon), questions with a pause inside an unfinished
+sentence (``pause_handling``: it must hold through the pause) and lone backchannels (``backchannel``: it should
+not take the turn). Items alternate between ``<out>/tuning`` and ``<out>/held_out``, each an FDB root; one seed
+reproduces the set. Synthetic speech, not the benchmark's data::
+
+    python -m kame_core.eval fdb-synth --out DIR [--seed 0] [--limit N] [--overwrite]
+"""
+from __future__ import annotations
+
+import argparse
+import io
+import json
+import shutil
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import soundfile as sf
+
+from ..audio_io import resample
+from ..clock import SAMPLE_RATE
+from ..files import write_bytes_atomic
+
+#: FDB inputs are 16 kHz mono
+OUT_RATE = 16_000
+#: peak level of the written speech (Piper normalizes its output to a peak of 1.0)
+LEVEL = 0.5
+#: Piper's silent padding is cut where |x| (at Piper's level) stays below this
+TRIM_THRESHOLD = 1e-3
+#: speech starts/ends where |x| (at Piper's level) first/last exceeds this; the annotations are measured with it
+SPEECH_THRESHOLD = 1e-2
+LEAD_S = (0.3, 0.6)
+PAUSE_S = (0.8, 1.6)
+QUESTION_TAIL_S = 4.0
+PAUSE_TAIL_S = 0.5
+BACKCHANNEL_LEAD_S = 1.0
+BACKCHANNEL_TAIL_S = 3.0
+HALVES = ("tuning", "held_out")
+MANIFEST = "synth_set.json"
+EXIT_BAD_INPUT = 2
+
+QUESTIONS = (
+    "What is the capital of France?",
+    "How long does it take to boil an egg?",
+    "Can you recommend a good book about history?",
+    "What time does the sun set in winter?",
+    "Why is the sky blue?",
+    "How many legs does a spider have?",
+    "Could you explain how a rainbow forms?",
+    "What should I cook for dinner tonight?",
+    "Is it going to rain tomorrow?",
+    "Who wrote Romeo and Juliet?",
+    "How do I reset my password?",
+    "What's the best way to learn a new language?",
+    "Can dogs eat chocolate?",
+    "How far is the moon from the earth?",
+    "What does a software engineer do all day?",
+    "Do you know any good jokes?",
+    "Where is the tallest mountain in the world?",
+    "How can I sleep better at night?",
+)
+
+#: (first part, syntactically unfinished; the rest after the pause)
+PAUSED_QUESTIONS = (
+    ("What is the capital of", "France?"),
+    ("Could you tell me how to", "bake bread?"),
+    ("I was wondering whether you", "could help me with my homework?"),
+    ("Can you explain why the", "ocean is salty?"),
+    ("How many people live in", "Tokyo?"),
+    ("I'd like to know what the", "weather will be like this weekend."),
+    ("What's the best way to", "get to the airport?"),
+    ("Do you think it's a good idea to", "buy a used car?"),
+    ("Could you remind me when the", "meeting starts?"),
+    ("I need some advice about", "planting tomatoes."),
+    ("Who was the first person to", "walk on the moon?"),
+    ("Tell me a little bit about the", "history of Rome."),
+    ("Is there a way to", "make coffee without a machine?"),
+    ("What happens if you", "leave milk out overnight?"),
+    ("My friend asked me if", "you could recommend a movie."),
+    ("Why do cats like to", "sleep in boxes?"),
+)
+
+BACKCHANNELS = ("mm-hmm", "yeah", "right", "okay", "I see", "uh-huh", "sure", "got it", "oh really", "yep")
+
+#: kind -> (FDB task folder, annotation file, annotation label, id prefix)
+KINDS = {
+    "question": ("smooth_turn_taking", "turn_taking.json", "[TURN-TAKING]", "q"),
+    "paused": ("pause_handling", "pause.json", "[PAUSE]", "p"),
+    "backchannel": ("backchannel", "backchannel.json", "[BACKCHANNEL]", "b"),
+}
+
+NOTE = ("Synthetic speech made with {tts} for tuning and measuring an end-of-turn gate, laid out as "
+        "Full-Duplex-Bench v1 (<half>/<task>/<id>/input.wav + annotation); it is NOT the benchmark's data. "
+        "smooth_turn_taking: complete questions (timestamp[0] = end of the user's speech); pause_handling: "
+        "a pause inside an unfinished question (timestamp = [pause start, pause end]); backchannel: a lone "
+        "backchannel word (timestamp = its [start, end]). Times are measured from the audio.")
+
+
+@dataclass(frozen=True)
+class SynthItem:
+    """One written sample: ``<out>/<half>/<task>/<item_id>/input.wav`` and its annotation."""
+
+    kind: str
+    item_id: str
+    half: str
+    texts: tuple[str, ...]
+    annotation: tuple[float, float]
+    duration_s: float
+
+    @property
+    def task(self) -> str:
+        return KINDS[self.kind][0]
+
+    @property
+    def rel_folder(self) -> str:
+        return f"{self.half}/{self.task}/{self.item_id}"
+
+    def to_json(self) -> dict[str, Any]:
+        return {"kind": self.kind, "id": self.item_id, "half": self.half, "task": self.task,
+                "folder": self.rel_folder, "texts": list(self.texts), "annotation": list(self.annotation),
+                "duration_s": self.duration_s}
+
+
+@dataclass(frozen=True)
+class _Speech:
+    """One trimmed utterance at 16 kHz and where its speech lies in it (sample indices, end exclusive)."""
+
+    audio: np.ndarray
+    start: int
+    end: int
+
+
+# -- checks ------------------------------------------------------------------------------------------------
+def _check_int(name: str, value: object, minimum: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
+        raise ValueError(f"{name} must be an integer, not {type(value).__name__} {value!r}")
+    if value < minimum:
+        raise ValueError(f"{name} must be >= {minimum}, got {value}")
+    return int(value)
+
+
+def _prepare_out(out: Path, overwrite: bool) -> None:
+    """Refuse an ``out`` that already holds a set (unless ``overwrite``, which removes the old halves)."""
+    if out.exists() and not out.is_dir():
+        raise ValueError(f"--out {out}: exists and is not a folder")
+    halves = [out / h for h in HALVES if (out / h).exists() or (out / h).is_symlink()]
+    if not overwrite:
+        if (out / MANIFEST).exists():
+            raise ValueError(f"--out {out}: already holds a synthetic set ({MANIFEST}); pass overwrite=True "
+                             "(--overwrite) to replace it")
+        if halves:
+            raise ValueError(f"--out {out}: already holds {', '.join(h.name for h in halves)}/ but no {MANIFEST} "
+                             "(an interrupted run?); pass overwrite=True (--overwrite) to replace it")
+    if overwrite and (out / MANIFEST).is_file():
+        (out / MANIFEST).unlink()  # a run that fails from here on leaves no manifest describing old items
+    for half in halves:
+        if half.is_symlink() or not half.is_dir():
+            half.unlink()
+        else:
+            shutil.rmtree(half)
+    out.mkdir(parents=True, exist_ok=True)
+
+
+# -- audio ---------------------------------------------------------------------------------------------------
+def _speak(tts: Any, text: str) -> _Speech:
+    """``text`` spoken by ``tts`` at 16 kHz, Piper's silent padding cut, scaled to :data:`LEVEL`."""
+    audio = resample(np.asarray(tts.synthesize(text).audio, np.float32), SAMPLE_RATE, OUT_RATE)
+    peak = float(np.max(np.abs(audio))) if len(audio) else 0.0
+    if peak <= SPEECH_THRESHOLD:
+        raise ValueError(f"the TTS made no audible speech for {text!r}")
+    kept = np.flatnonzero(np.abs(audio) > TRIM_THRESHOLD * peak)
+    audio = audio[kept[0]:kept[-1] + 1] * np.float32(LEVEL / peak)
+    loud = np.flatnonzero(np.abs(audio) > SPEECH_THRESHOLD * LEVEL)
+    return _Speech(audio.astype(np.float32), int(loud[0]), int(loud[-1]) + 1)
+
+
+def _silence(seconds: float) -> np.ndarray:
+    return np.zeros(int(round(seconds * OUT_RATE)), np.float32)
+
+
+def _seconds(n: int) -> float:
+    return round(n / OUT_RATE, 6)
+
+
+def _wav_bytes(audio: np.ndarray) -> bytes:
+    buf = io.BytesIO()
+    sf.write(buf, np.clip(audio, -1.0, 1.0), OUT_RATE, subtype="PCM_16", format="WAV")
+    return buf.getvalue()
+
+
+# -- items ---------------------------------------------------------------------------------------------------
+def _question(tts: Any, text: str, rng: np.random.Generator) -> tuple[np.ndarray, tuple[float, float]]:
+    lead = _silence(rng.uniform(*LEAD_S))
+    speech = _speak(tts, text)
+    audio = np.concatenate([lead, speech.audio, _silence(QUESTION_TAIL_S)])
+    return audio, (_seconds(len(lead) + speech.end), _seconds(len(audio)))
+
+
+def _paused(tts: Any, first: str, rest: str, rng: np.random.Generator) -> tuple[np.ndarray, tuple[float, float]]:
+    lead = _silence(rng.uniform(*LEAD_S))
+    pause = _silence(rng.uniform(*PAUSE_S))
+    one, two = _speak(tts, first), _speak(tts, rest)
+    audio = np.concatenate([lead, one.audio, pause, two.audio, _silence(PAUSE_TAIL_S)])
+    two_at = len(lead) + len(one.audio) + len(pause)
+    return audio, (_seconds(len(lead) + one.end), _seconds(two_at + two.start))
+
+
+def _backchannel(tts: Any, text: str) -> tuple[np.ndarray, tuple[float, float]]:
+    lead = _silence(BACKCHANNEL_LEAD_S)
+    speech = _speak(tts, text)
+    audio = np.concatenate([lead, speech.audio, _silence(BACKCHANNEL_TAIL_S)])
+    return audio, (_seconds(len(lead) + speech.start), _seconds(len(lead) + speech.end))
+
+
+def _texts(kind: str, limit: int | None) -> list[tuple[str, ...]]:
+    texts: list[tuple[str, ...]]
+    if kind == "question":
+        texts = [(q,) for q in QUESTIONS]
+    elif kind == "paused":
+        texts = list(PAUSED_QUESTIONS)
+    else:
+        texts = [(b,) for b in BACKCHANNELS]
+    return texts[:limit] if limit is not None else texts
+
+
+def _make(kind: str, tts: Any, texts: tuple[str, ...], rng: np.random.Generator
+          ) -> tuple[np.ndarray, tuple[float, float]]:
+    if kind == "question":
+        return _question(tts, texts[0], rng)
+    if kind == "paused":
+        return _paused(tts, texts[0], texts[1], rng)
+    return _backchannel(tts, texts[0])
+
+
+def _write_item(out: Path, item: SynthItem, audio: np.ndarray) -> None:
+    _, annotation_file, label, _ = KINDS[item.kind]
+    folder = out / item.rel_folder
+    write_bytes_atomic(folder / "input.wav", _wav_bytes(audio))
+    doc = [{"text": label, "timestamp": list(item.annotation)}]
+    write_bytes_atomic(folder / annotation_file, json.dumps(doc).encode("utf-8"))
+
+
+def _tts_label(tts: Any) -> str:
+    prov = getattr(tts, "provenance", None)
+    if prov is None:
+        return type(tts).__name__
+    parts = (getattr(prov, "model_id", ""), getattr(prov, "version", ""), getattr(prov, "label", ""))
+    return " · ".join(str(p) for p in parts if p) or type(tts).__name__
+
+
+def synth_set(out: Path, tts: Any, *, seed: int = 0, limit: int | None = None,
+              overwrite: bool = False) -> list[SynthItem]:
+    """Write the set under ``out`` (``tuning/`` and ``held_out/``, each an FDB root) and ``out/synth_set.json``.
+
+    ``limit`` caps the items of each kind; ``seed`` fixes lead silences and pause lengths. An ``out`` that holds
+    a set already is refused unless ``overwrite``. Raises :class:`ValueError` on bad arguments.
+    """
+    seed = _check_int("seed", seed, 0)
+    limit = None if limit is None else _check_int("limit", limit, 1)
+    out = Path(out)
+    _prepare_out(out, overwrite)
+    rng = np.random.default_rng(seed)
+    items = []
+    for kind, (_, _, _, prefix) in KINDS.items():
+        for i, texts in enumerate(_texts(kind, limit)):
+            audio, annotation = _make(kind, tts, texts, rng)
+            item = SynthItem(kind, f"{prefix}{i:02d}", HALVES[i % 2], texts, annotation, _seconds(len(audio)))
+            _write_item(out, item, audio)
+            items.append(item)
+    label = _tts_label(tts)
+    manifest = {"note": NOTE.format(tts=label), "seed": seed, "limit": limit, "tts": label,
+                "sample_rate": OUT_RATE, "items": [item.to_json() for item in items]}
+    write_bytes_atomic(out / MANIFEST, json.dumps(manifest, indent=1).encode("utf-8"))
+    return items
+
+
+# -- command line ----------------------------------------------------------------------------------------------
+def add_parser(sub: Any) -> None:
+    """The ``fdb-synth`` subcommand's options."""
+    p = sub.add_parser("fdb-synth", help="write a synthetic Full-Duplex-Bench-layout set (Piper speech) with "
+                                         "tuning/ and held_out/ halves")
+    p.add_argument("--out", type=Path, required=True, help="folder to write: tuning/, held_out/, synth_set.json")
+    p.add_argument("--seed", type=int, default=0, help="fixes lead silences and pause lengths")
+    p.add_argument("--limit", type=int, default=None, help="at most this many items of each kind")
+    p.add_argument("--overwrite", action="store_true", help="replace a set already in --out")
+    p.add_argument("--tts", default="piper", choices=("piper", "espeak", "auto"), help="who speaks")
+
+
+def run(args: argparse.Namespace) -> int:
+    """Write the set for ``args``; 0 on success, 2 (with a message on stderr) on bad input."""
+    from ..tts import make_tts
+
+    try:
+        _check_int("--seed", args.seed, 0)
+        if args.limit is not None:
+            _check_int("--limit", args.limit, 1)
+        items = synth_set(args.out, make_tts(args.tts), seed=args.seed, limit=args.limit,
+                          overwrite=args.overwrite)
+    except ValueError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    counts = {h: sum(item.half == h for item in items) for h in HALVES}
+    print(f"wrote {len(items)} synthetic items to {args.out} ({counts['tuning']} tuning, "
+          f"{counts['held_out']} held out); {args.out / MANIFEST} describes them")
+    return 0

@@ -1,0 +1,173 @@
+"""The synthetic Full-Duplex-Bench set: layout (two FDB roots), 16 kHz inputs, annotations that agree with the
+audio, reproducibility from the seed, refusals, and the ``fdb-synth`` command -- with real Piper speech."""
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+import soundfile as sf
+
+from kame_core.eval import fdb, fdb_synth
+from kame_core.tts import make_tts
+
+pytestmark = pytest.mark.slow
+
+TASKS = {"smooth_turn_taking", "pause_handling", "backchannel"}
+SPEECH = fdb_synth.SPEECH_THRESHOLD * fdb_synth.LEVEL
+WINDOW_S = 0.3
+
+
+@pytest.fixture(scope="module")
+def tts():
+    return make_tts("piper")
+
+
+@pytest.fixture(scope="module")
+def made(tmp_path_factory, tts):
+    out = tmp_path_factory.mktemp("synth") / "set"
+    return out, fdb_synth.synth_set(out, tts, seed=3, limit=2)
+
+
+def _read(path: Path) -> np.ndarray:
+    info = sf.info(str(path))
+    assert (info.samplerate, info.channels, info.subtype) == (16_000, 1, "PCM_16")
+    audio, _ = sf.read(str(path), dtype="float32")
+    return audio
+
+
+def _span(audio: np.ndarray, start_s: float, end_s: float) -> np.ndarray:
+    return audio[max(0, int(round(start_s * 16_000))):max(0, int(round(end_s * 16_000)))]
+
+
+def _rms(audio: np.ndarray) -> float:
+    return float(np.sqrt(np.mean(np.square(audio)))) if len(audio) else 0.0
+
+
+def _is_speech(audio: np.ndarray) -> bool:
+    """Clearly above the silence: what Piper says in 0.3 s, its quiet word endings included."""
+    return _rms(audio) > 2 * SPEECH and float(np.max(np.abs(audio))) > 10 * SPEECH
+
+
+def _annotation(folder: Path, name: str) -> tuple[float, float]:
+    doc = json.loads((folder / name).read_text())
+    assert len(doc) == 1 and set(doc[0]) == {"text", "timestamp"}
+    start, end = doc[0]["timestamp"]
+    return float(start), float(end)
+
+
+def test_layout_two_fdb_roots(made):
+    out, items = made
+    assert len(items) == 6
+    assert sorted(i.item_id for i in items) == ["b00", "b01", "p00", "p01", "q00", "q01"]
+    for half in fdb_synth.HALVES:
+        samples = fdb.find_samples(out / half)
+        assert {s.task for s in samples} == TASKS
+        assert len(samples) == 3
+        for s in samples:
+            _read(s.input)
+    assert {i.half for i in items if i.item_id.endswith("00")} == {"tuning"}
+    assert {i.half for i in items if i.item_id.endswith("01")} == {"held_out"}
+    manifest = json.loads((out / fdb_synth.MANIFEST).read_text())
+    assert manifest["seed"] == 3 and manifest["limit"] == 2 and manifest["sample_rate"] == 16_000
+    assert "synthetic" in manifest["note"].lower() and "not the benchmark" in manifest["note"].lower()
+    assert "piper" in manifest["tts"].lower()
+    assert [m["id"] for m in manifest["items"]] == [i.item_id for i in items]
+    for m, item in zip(manifest["items"], items, strict=True):
+        assert (out / m["folder"] / "input.wav").is_file()
+        assert tuple(m["annotation"]) == item.annotation and tuple(m["texts"]) == item.texts
+
+
+def test_turn_taking_annotation_matches_the_audio(made):
+    out, items = made
+    for item in (i for i in items if i.kind == "question"):
+        folder = out / item.rel_folder
+        audio = _read(folder / "input.wav")
+        end, input_end = _annotation(folder, "turn_taking.json")
+        assert (end, input_end) == item.annotation
+        assert input_end == pytest.approx(len(audio) / 16_000, abs=1e-4)
+        assert item.duration_s == pytest.approx(len(audio) / 16_000, abs=1e-4)
+        assert 0.3 < end < input_end - 3.9  # >= 0.3 s lead, then ~4 s of silence for the answer
+        assert np.max(np.abs(_span(audio, end + 0.002, input_end))) < SPEECH  # silence after the turn's end
+        assert _is_speech(_span(audio, end - WINDOW_S, end))  # speech right before it
+        assert np.max(np.abs(_span(audio, 0, 0.3))) == 0.0  # lead silence
+
+
+def test_pause_annotation_matches_the_audio(made):
+    out, items = made
+    for item in (i for i in items if i.kind == "paused"):
+        folder = out / item.rel_folder
+        audio = _read(folder / "input.wav")
+        start, end = _annotation(folder, "pause.json")
+        assert (start, end) == item.annotation
+        assert 0.3 < start and 0.8 <= end - start < 1.8
+        assert end < len(audio) / 16_000 - 0.4  # the rest of the question, then ~0.5 s
+        inside = _span(audio, start + 0.002, end - 0.002)
+        assert np.max(np.abs(inside)) < SPEECH and _rms(inside) < 0.1 * SPEECH
+        assert _is_speech(_span(audio, start - WINDOW_S, start))
+        assert _is_speech(_span(audio, end, end + WINDOW_S))
+
+
+def test_backchannel_annotation_matches_the_audio(made):
+    out, items = made
+    for item in (i for i in items if i.kind == "backchannel"):
+        folder = out / item.rel_folder
+        audio = _read(folder / "input.wav")
+        start, end = _annotation(folder, "backchannel.json")
+        assert 1.0 <= start < end < len(audio) / 16_000 - 2.9
+        assert np.max(np.abs(_span(audio, 0, start - 0.002))) < SPEECH
+        assert np.max(np.abs(_span(audio, end + 0.002, len(audio) / 16_000))) < SPEECH
+        assert _is_speech(_span(audio, start, end))
+
+
+def _annotation_bytes(out: Path) -> dict[str, bytes]:
+    return {p.relative_to(out).as_posix(): p.read_bytes() for p in sorted(out.rglob("*.json"))
+            if p.name != fdb_synth.MANIFEST}
+
+
+def test_seed_reproduces_the_set(made, tmp_path, tts):
+    out, items = made
+    again = fdb_synth.synth_set(tmp_path / "again", tts, seed=3, limit=2)
+    assert again == items
+    assert _annotation_bytes(tmp_path / "again") == _annotation_bytes(out)
+    other = fdb_synth.synth_set(tmp_path / "other", tts, seed=4, limit=2)
+    pauses = [round(i.annotation[1] - i.annotation[0], 3) for i in items if i.kind == "paused"]
+    other_pauses = [round(i.annotation[1] - i.annotation[0], 3) for i in other if i.kind == "paused"]
+    assert pauses != other_pauses
+
+
+def test_refusals_and_overwrite(tmp_path, tts):
+    out = tmp_path / "set"
+    fdb_synth.synth_set(out, tts, seed=0, limit=2)
+    with pytest.raises(ValueError, match="already holds a synthetic set"):
+        fdb_synth.synth_set(out, tts, seed=0, limit=1)
+    items = fdb_synth.synth_set(out, tts, seed=0, limit=1, overwrite=True)
+    assert len(items) == 3
+    assert len(fdb.find_samples(out / "tuning")) == 3  # the old items are gone
+    assert not (out / "held_out").exists()
+    for bad in (-1, 1.5, "3", True, None):
+        with pytest.raises(ValueError, match="seed"):
+            fdb_synth.synth_set(tmp_path / "bad", tts, seed=bad)  # type: ignore[arg-type]
+    for bad in (-1, 0, 2.0, "2", False):
+        with pytest.raises(ValueError, match="limit"):
+            fdb_synth.synth_set(tmp_path / "bad", tts, limit=bad)  # type: ignore[arg-type]
+    assert not (tmp_path / "bad").exists()
+    half_done = tmp_path / "half"
+    (half_done / "tuning").mkdir(parents=True)
+    with pytest.raises(ValueError, match="interrupted"):
+        fdb_synth.synth_set(half_done, tts, limit=1)
+
+
+def test_command(tmp_path, capsys):
+    parser = argparse.ArgumentParser()
+    sub = parser.add_subparsers(dest="command")
+    fdb_synth.add_parser(sub)
+    args = parser.parse_args(["fdb-synth", "--out", str(tmp_path / "cli"), "--seed", "1", "--limit", "1"])
+    assert fdb_synth.run(args) == 0
+    assert "wrote 3 synthetic items" in capsys.readouterr().out
+    assert fdb_synth.run(args) == fdb_synth.EXIT_BAD_INPUT
+    assert "--overwrite" in capsys.readouterr().err
+    bad = parser.parse_args(["fdb-synth", "--out", str(tmp_path / "cli2"), "--limit", "-2"])
+    assert fdb_synth.run(bad) == fdb_synth.EXIT_BAD_INPUT
