@@ -5,14 +5,17 @@ probability of its chat template's end-of-turn token right after the user's text
 detector, on the untuned model. :func:`turn_is_over` combines that probability with the silence so far: a short
 silence ends a turn that reads complete, a long one ends any turn.
 
-Measured on hand-made text (issue 32's notes): complete questions score 0.1-0.8, fragments ("What is the capital
-of", "so um") about 0; most of the signal is the transcript's punctuation ("What did you do before?" 0.49, the same
-words with a comma 0.0), so Whisper's punctuation of a pause decides much. The thresholds of
-:class:`EndOfTurnConfig` are placeholders until they are chosen on a tuning set (issue 32).
+The words are scored without punctuation (:func:`spoken_words`): with it, the untuned model mostly reads the
+punctuation, and Whisper punctuates a partial transcript as it likes -- "Could you tell me how to?" scored 0.16 and a
+mid-sentence pause released the floor. Without it, on the synthetic set's texts (``fdb-synth``), the 18 complete
+questions score 1e-8 to 2e-3 (log10 -8.1 to -2.8) and the 16 first halves of paused questions 1e-12 to 3e-9 (log10
+-12 to -8.5): the probabilities are tiny, their order is the signal. :class:`EndOfTurnConfig`'s defaults were
+chosen on that set's tuning half (``benchmarks/eot_gate_tuning.py``).
 """
 from __future__ import annotations
 
 import math
+import re
 import threading
 from collections import OrderedDict
 from dataclasses import dataclass, field
@@ -29,11 +32,17 @@ _CACHE = 64
 @dataclass(frozen=True)
 class EndOfTurnConfig:
     """When a turn is over: probability ``complete_p`` or more and ``after_complete_s`` of silence, or
-    ``any_turn_s`` of silence whatever the text (provisional values; see the module docstring)."""
+    ``any_turn_s`` of silence whatever the text.
 
-    complete_p: float = 0.1
-    after_complete_s: float = 0.2
-    any_turn_s: float = 1.2
+    The defaults were chosen on the tuning half of ``fdb-synth --seed 0`` (``benchmarks/eot_gate_tuning.py``: 22
+    Piper inputs; no pause released, every complete question answered within 1 s, median 0.24 s) and measured on
+    its held-out half: no pause released (the stand-in's rule: all 8), median latency 0.27 s, but 3 of 9 complete
+    questions read as incomplete and waited ``any_turn_s``. Synthetic speech has no pauses between words; with real
+    speech a longer ``after_complete_s`` may be needed."""
+
+    complete_p: float = 1e-7
+    after_complete_s: float = 0.08
+    any_turn_s: float = 2.4
 
     def __post_init__(self) -> None:
         if not 0.0 <= self.complete_p <= 1.0:  # NaN fails too
@@ -57,6 +66,14 @@ def last_words(text: str, limit: int = MAX_WORDS) -> str:
     if not isinstance(text, str):
         raise TypeError(f"a transcript is text, got {type(text).__name__}")
     return " ".join(text.split()[-limit:])
+
+
+_NOT_SPOKEN = re.compile(r"[^\w\s']")
+
+
+def spoken_words(text: str) -> str:
+    """The last words of ``text`` as spoken: punctuation (the STT's guess, not the user's) left out."""
+    return last_words(_NOT_SPOKEN.sub(" ", last_words(text, MAX_WORDS * 4)))
 
 
 @dataclass
@@ -86,8 +103,9 @@ class SmolLMEndOfTurn:
         return self
 
     def probability(self, transcript: str) -> float:
-        """The probability that the user's turn ends after ``transcript`` (0.0 for no words)."""
-        text = last_words(transcript)
+        """The probability that the user's turn ends after ``transcript`` (0.0 for no words); punctuation is not
+        read (:func:`spoken_words`)."""
+        text = spoken_words(transcript)
         if not text:
             return 0.0
         with self._lock:

@@ -8,7 +8,7 @@ import math
 
 import numpy as np
 
-from ..end_of_turn import EndOfTurnConfig, last_words, turn_is_over
+from ..end_of_turn import EndOfTurnConfig, spoken_words, turn_is_over
 from ..frontends.floor import UserFloor
 from .base import FloorPolicy, finite_or_none
 
@@ -31,7 +31,7 @@ class GateFloor(FloorPolicy):
         self.listener.hear(user_frame, frame_end_s)
 
     def to_score(self, transcript: str) -> str | None:
-        text = last_words(transcript)
+        text = spoken_words(transcript)
         return text if text and text not in self._p else None
 
     def scored(self, text: str, p_end: float) -> None:
@@ -41,7 +41,7 @@ class GateFloor(FloorPolicy):
 
     def p_end(self, transcript: str) -> float:
         """The end-of-turn probability of ``transcript`` (NaN until it was scored; 0 for no words)."""
-        text = last_words(transcript)
+        text = spoken_words(transcript)
         return self._p.get(text, math.nan) if text else 0.0
 
     def silence_s(self, now_s: float) -> float | None:
@@ -50,14 +50,18 @@ class GateFloor(FloorPolicy):
         return None if voice.speaking or voice.last_end is None else max(0.0, now_s - voice.last_end)
 
     def holds(self, now_s: float, transcript: str) -> bool:
-        voice = self.listener.voice
-        if voice.speaking:
-            return True
-        silence = self.silence_s(now_s)
-        if silence is None:
-            return False  # nobody spoke yet: nobody holds the floor
-        return not turn_is_over(self.p_end(transcript), silence, self.config)
+        return gate_holds(self.listener.voice.speaking, self.silence_s(now_s), self.p_end(transcript), self.config)
 
     def detail(self, now_s: float, transcript: str) -> dict[str, float]:
         out = {"p_end": finite_or_none(self.p_end(transcript)), "silence_s": finite_or_none(self.silence_s(now_s))}
         return {k: v for k, v in out.items() if v is not None}
+
+
+def gate_holds(speaking: bool, silence_s: float | None, p_end: float, config: EndOfTurnConfig) -> bool:
+    """The gate's rule: the user holds the floor while speaking, and once silent until :func:`turn_is_over` says
+    the turn ended (``silence_s`` None: nobody spoke yet, nobody holds it; a NaN ``p_end``: not scored yet)."""
+    if speaking:
+        return True
+    if silence_s is None:
+        return False
+    return not turn_is_over(p_end, silence_s, config)
