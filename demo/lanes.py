@@ -13,13 +13,15 @@ from dataclasses import dataclass
 LANES: tuple[str, ...] = ("events", "user audio", "inner monologue", "output audio", "oracle stream")
 #: the spectrograms of the user's and KAME's audio (Praat's view under the waveform)
 SPECTROGRAM_LANES: tuple[str, ...] = ("user spectrogram", "output spectrogram")
-#: every lane a panel can show, in the default order (each spectrogram under its waveform; the oracle's adherence,
-#: :mod:`kame_core.adherence`, under the oracle)
-ALL_LANES: tuple[str, ...] = ("events", "user audio", "user spectrogram", "inner monologue", "output audio",
+#: every lane a panel can show, in the default order (each spectrogram under its waveform; the floor policy's
+#: decision, :mod:`kame_core.floor_policies`, under the user; the oracle's adherence, :mod:`kame_core.adherence`,
+#: under the oracle)
+ALL_LANES: tuple[str, ...] = ("events", "user audio", "user spectrogram", "floor", "inner monologue", "output audio",
                               "output spectrogram", "oracle stream", "oracle adherence")
 #: the height of each lane (lane units)
 LANE_HEIGHTS = {"events": 1.32, "user audio": 0.9, "user spectrogram": 0.85, "inner monologue": 1.1,
-                "output audio": 0.8, "output spectrogram": 0.85, "oracle stream": 1.5, "oracle adherence": 0.95}
+                "output audio": 0.8, "output spectrogram": 0.85, "oracle stream": 1.5, "oracle adherence": 0.95,
+                "floor": 0.8}
 #: room above the top lane (the onset labels) and under the bottom one
 TOP_ROOM, BOTTOM_ROOM = 0.28, 0.04
 #: the longest ``lanes=`` value a link may carry

@@ -435,6 +435,8 @@ class _RunBuilder:
             self._oracle()
         if shows("oracle adherence"):
             self._adherence()
+        if shows("floor"):
+            self._floor()
         if shows("events"):
             self.traces.extend(_event_traces(self.trace, self.ax, self.legend, self.trace.duration, self._row))
         self._onsets()
@@ -567,9 +569,11 @@ class _RunBuilder:
                                        xanchor="left", xshift=6, showarrow=False, font=dict(size=10, color=MUTED)))
 
     def _holds(self) -> None:
-        """Forced-delay holds, from the frames' held flags (imported traces without hold events too)."""
+        """Holds (the forced delay's, the floor policy's), from the frames' held flags (imported traces without hold
+        events too)."""
         F = FRAME_SECONDS
         delay_ms = self.trace.config.get("forced_delay_ms")
+        floor = str(self.trace.config.get("floor") or "model")
         held_lanes = [lane for lane in self.lanes.order
                       if lane in ("inner monologue", "output audio", "output spectrogram")]
         if not held_lanes:
@@ -580,7 +584,9 @@ class _RunBuilder:
                 self._rect(a * F, b * F, *self.lanes.band(lane), fillcolor="rgba(95,105,120,0.12)", line_width=0,
                            layer="below", name=f"hold:{self.run}:{k}")
             if k == 0:
-                what = f"held · forced delay {delay_ms / 1000:.2f} s" if delay_ms else "held (forced delay)"
+                why = ([f"forced delay {delay_ms / 1000:.2f} s"] if delay_ms else []) + \
+                    ([f"floor: {floor}"] if floor != "model" else [])
+                what = f"held · {' / '.join(why)}" if why else "held (forced delay)"
                 self.notes.append(dict(text=what, xref=self.ax.x, yref=self.ax.y, x=a * F, y=hi - 0.04,
                                        xanchor="left", yanchor="top", xshift=3, showarrow=False,
                                        font=dict(size=10, color="#5f6978")))
@@ -816,6 +822,61 @@ class _RunBuilder:
                                    xref=self.ax.x_domain, yref=self.ax.y, x=0.5, y=self.lanes.centre("oracle stream"),
                                    showarrow=False, bgcolor="rgba(255,255,255,0.9)",
                                    font=dict(size=11, color=MUTED)))
+
+    def _floor(self) -> None:
+        """Who held the floor: the spans the floor policy held the front-end for the user, and (the ``gate``) the
+        end-of-turn probability of the transcript as it changed, on a log scale, with the threshold it gives the
+        floor at."""
+        lane, F = "floor", FRAME_SECONDS
+        lo, hi = self.lanes.band(lane)
+        floor = str(self.trace.config.get("floor") or "model")
+        marks = [e for e in self.trace.events_of(EventKind.HOLD_START, EventKind.HOLD_END) if e.data.get("floor")]
+        scores = [(e.t, float(e.data["p_end"]), str(e.data.get("text", "")))
+                  for e in self.trace.events_of(EventKind.END_OF_TURN)
+                  if isinstance(e.data.get("p_end"), (int, float))]
+        self.notes.append(dict(text=f"floor: {_esc(floor)}", xref=self.ax.x_domain, yref=self.ax.y, x=0.0,
+                               y=hi - 0.04, xanchor="left", yanchor="top", xshift=3, showarrow=False,
+                               font=dict(size=10, color=MUTED)))
+        if floor == "model" and not marks:
+            self.notes.append(dict(text="the front-end takes turns itself (no floor policy holds it)",
+                                   xref=self.ax.x_domain, yref=self.ax.y, x=0.5, y=(lo + hi) / 2, showarrow=False,
+                                   font=dict(size=11, color=MUTED)))
+            return
+        spans: list[tuple[float, float]] = []
+        start: float | None = None
+        for e in marks:
+            if e.kind is EventKind.HOLD_START:
+                start = e.t if start is None else start
+            elif start is not None:
+                spans.append((start, e.t))
+                start = None
+        if start is not None:  # held to the end
+            spans.append((start, self.trace.n_frames * F))
+        for a, b in spans:
+            self._rect(a, b, lo + 0.05, hi - 0.05, fillcolor="rgba(0,114,178,0.10)", line_width=0, layer="below",
+                       name=f"floor:{self.run}:{a:.2f}")
+        if not scores:
+            return
+        bottom, top = lo + 0.08, hi - 0.22
+
+        def y_of(p: float) -> float:  # log10 p from -12 (bottom) to 0 (top)
+            return bottom + (min(0.0, max(-12.0, math.log10(max(p, 1e-12)))) + 12.0) / 12.0 * (top - bottom)
+
+        xs = [t for t, _, _ in scores] + [self.trace.n_frames * F]
+        ys = [y_of(p) for _, p, _ in scores] + [y_of(scores[-1][1])]
+        hover = [f"end-of-turn p {p:.1e} after “{_esc(_wrap(text, 60))}” ({t:.2f} s)" for t, p, text in scores]
+        self.traces.append(dict(type="scatter", mode="lines+markers", x=xs, y=ys, line=dict(shape="hv", width=1.4,
+                                color="#0072b2"), marker=dict(size=[5] * len(scores) + [0], color="#0072b2"),
+                                hovertext=hover + [""], hoverinfo="text",
+                                **self.legend("end-of-turn probability (log scale)"), **self.xy))
+        threshold = (self.trace.config.get("floor_settings") or {}).get("complete_p")
+        if isinstance(threshold, (int, float)) and threshold > 0:
+            y = y_of(float(threshold))
+            self.shapes.append(dict(type="line", xref=self.ax.x_domain, yref=self.ax.y, x0=0, x1=1, y0=y, y1=y,
+                                    line=dict(color="#0072b2", width=1, dash="dot"), layer="below"))
+            self.notes.append(dict(text=f"gives the floor at p ≥ {threshold:.0e}", xref=self.ax.x_domain,
+                                   yref=self.ax.y, x=1.0, y=y, xanchor="right", yanchor="bottom", showarrow=False,
+                                   font=dict(size=9, color="#0072b2")))
 
     def _adherence(self) -> None:
         """Did it speak the hint? Per oracle revision (rows staggered), each fed word: a line from the time it was

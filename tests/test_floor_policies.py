@@ -131,3 +131,29 @@ def test_a_stack_and_the_server_refuse_an_unknown_floor_before_loading_anything(
         stack_from_cpu(floor="polite")
     stack = Stack(make_stt=never, make_front_end=never, llm=llm, tts=tts, floor="stand-in")
     assert stack.session_config(seed=3) == SessionConfig(seed=3, floor="stand-in")
+
+
+@pytest.mark.slow
+def test_the_timeline_shows_who_held_the_floor_and_the_probability_it_rested_on(paused_question, detector) -> None:
+    from demo.lanes import LaneLayout
+    from demo.timeline import timeline_figure
+
+    _, segments, end = paused_question
+    gated = _run(EchoFrontEnd(), "gate", paused_question, detector)
+    assert gated.config["floor_settings"] == {"complete_p": 1e-7, "after_complete_s": 0.08, "any_turn_s": 2.4}
+    lanes = LaneLayout(("user audio", "floor", "output audio"))
+    fig = timeline_figure(gated, lanes=lanes).to_plotly_json()
+    lo, hi = lanes.band("floor")
+    line = next(t for t in fig["data"] if t.get("name", "").startswith("end-of-turn probability"))
+    assert len(line["hovertext"]) == len(gated.events_of(EventKind.END_OF_TURN)) + 1
+    assert any("“What is the capital of France”" in h for h in line["hovertext"])
+    scores = list(line["y"])[:-1]  # the last point only carries the line to the end of the run
+    assert all(lo <= y <= hi for y in scores) and scores[-1] == max(scores) > scores[0]  # complete reads higher
+    spans = [s for s in fig["layout"]["shapes"] if str(s.get("name", "")).startswith("floor:")]
+    assert len(spans) == 1 and spans[0]["x0"] < LEAD_S + 0.5 and end < spans[0]["x1"] < end + 0.6
+    texts = [a["text"] for a in fig["layout"]["annotations"]]
+    assert "floor: gate" in texts and "gives the floor at p ≥ 1e-07" in texts
+    assert "held · floor: gate" in texts  # the held output is said to be the floor's, not a forced delay's
+    model = timeline_figure(_run(EchoFrontEnd(), "model", paused_question, detector), lanes=lanes).to_plotly_json()
+    assert "the front-end takes turns itself (no floor policy holds it)" in [a["text"] for a in
+                                                                             model["layout"]["annotations"]]

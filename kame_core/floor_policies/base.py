@@ -39,6 +39,10 @@ class FloorPolicy(ABC):
         """What the latest decision rested on, for the trace's hold events (probability, silence)."""
         return {}
 
+    def settings(self) -> dict[str, float]:
+        """The thresholds it decides with, as a trace records them (``config.floor_settings``; none: empty)."""
+        return {}
+
 
 def finite_or_none(value: float | None) -> float | None:
     """``value`` rounded to 3 places, None when it is absent or not finite (a trace holds no NaN)."""

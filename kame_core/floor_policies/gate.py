@@ -4,6 +4,7 @@ turn is over after a short silence when it reads complete, after a long one what
 (:func:`kame_core.end_of_turn.turn_is_over`). A transcript not scored yet counts as incomplete."""
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import numpy as np
@@ -51,6 +52,9 @@ class GateFloor(FloorPolicy):
 
     def holds(self, now_s: float, transcript: str) -> bool:
         return gate_holds(self.listener.voice.speaking, self.silence_s(now_s), self.p_end(transcript), self.config)
+
+    def settings(self) -> dict[str, float]:
+        return dataclasses.asdict(self.config)
 
     def detail(self, now_s: float, transcript: str) -> dict[str, float]:
         out = {"p_end": finite_or_none(self.p_end(transcript)), "silence_s": finite_or_none(self.silence_s(now_s))}

@@ -120,6 +120,8 @@ class TandemPipeline:
             trace.provenance.setdefault(key, part)
         self._held = False
         self._floor, self._floor_held = make_floor(self.config.floor), False
+        if self._floor.settings():
+            trace.config["floor_settings"] = self._floor.settings()
         if self._floor.scores_transcripts:
             trace.provenance["end_of_turn"] = self.end_of_turn.provenance
         self._stream, self._manager = None, None
