@@ -20,7 +20,8 @@
   function newTimeline() {
     return {now: 0, span: 20, paused: false, viewEnd: null, draws: 0, drawMs: 0, maxDrawMs: 0, provenance: null,
       lanes: {user_audio: [], inner_monologue: [], output_audio: [], oracle: []},
-      revisions: [], stt: [], llm: [], corrections: [], notes: [], heard: [], speechEnds: [], onsets: []};
+      revisions: [], stt: [], llm: [], corrections: [], notes: [], heard: [], speechEnds: [], onsets: [],
+      floor: [], endOfTurn: []};
   }
   var T = window.kameTalk = {state: 'idle', words: '', revisions: {}, order: [], current: null, partial: '',
     finals: [], llm: {start: 0, cancel: 0, finish: 0}, turns: [], latency: [], hints: {}, corrections: 0, warnings: [],
@@ -121,13 +122,17 @@
       case 'self_correction':
         T.corrections++; TL.corrections.push({t: o.t, text: d.abandoned_text || '', revision: d.revision}); break;
       case 'note': TL.notes.push({t: o.t, what: d.what, late_ms: d.late_ms}); break;
+      case 'hold_start': case 'hold_end':  // the floor policy's holds (a forced delay's carry no floor)
+        if (d.floor) TL.floor.push({t: o.t, held: o.kind === 'hold_start', floor: d.floor, p: d.p_end});
+        break;
+      case 'end_of_turn': TL.endOfTurn.push({t: o.t, p: d.p_end, text: d.text}); break;
     }
   }
 
   // ---- the live timeline: a canvas redrawn 10 times a second from T.timeline ----------------------------
-  var LANES = [['events', 34], ['user_audio', 52], ['inner_monologue', 36], ['output_audio', 40], ['oracle', 44],
-               ['heard', 16], ['frames', 24]];
-  var LANE_NAMES = {events: 'LLM · notes', user_audio: 'you (STT)', inner_monologue: 'inner monologue',
+  var LANES = [['events', 34], ['user_audio', 52], ['floor', 22], ['inner_monologue', 36], ['output_audio', 40],
+               ['oracle', 44], ['heard', 16], ['frames', 24]];
+  var LANE_NAMES = {events: 'LLM · notes', user_audio: 'you (STT)', floor: 'your floor', inner_monologue: 'inner monologue',
                     output_audio: 'KAME audio', oracle: 'oracle stream', heard: 'KAME hears', frames: 'frames'};
   function viewEnd() {
     var TL = T.timeline;
@@ -135,7 +140,7 @@
   }
   function drawTimeline() {
     var started = performance.now(), c = $('kame-talk-timeline'); if (!c) return;
-    var TL = T.timeline, dpr = window.devicePixelRatio || 1, W = c.clientWidth || 800, H = 270;
+    var TL = T.timeline, dpr = window.devicePixelRatio || 1, W = c.clientWidth || 800, H = 292;
     if (c.width !== Math.round(W * dpr)) { c.width = Math.round(W * dpr); c.height = Math.round(H * dpr); }
     var g = c.getContext('2d'); g.setTransform(dpr, 0, 0, dpr, 0, 0); g.clearRect(0, 0, W, H);
     var left = 112, right = 8, plotW = Math.max(50, W - left - right), end = viewEnd(), start = end - TL.span;
@@ -183,6 +188,28 @@
       g.fillStyle = colours().muted; g.font = 'italic 11px Inter, "DejaVu Sans", sans-serif';
       g.fillText('… ' + partial.text, x(partial.t) + 2, ub[0] + ub[1] - 8);
       g.font = '11px Inter, "DejaVu Sans", sans-serif';
+    }
+    // the floor policy: while it holds the front-end for you (shaded), and the gate's end-of-turn probability
+    // (a log-scale step line, 1e-12 at the bottom, 1 at the top) as your words come
+    var flb = y.floor;
+    TL.floor.forEach(function (h, i) {
+      if (!h.held) return;
+      var t1 = i + 1 < TL.floor.length ? TL.floor[i + 1].t : TL.now;
+      if (t1 < start || h.t > end) return;
+      g.fillStyle = colours().user; g.globalAlpha = 0.18;
+      g.fillRect(x(h.t), flb[0] + 2, Math.max(2, x(t1) - x(h.t)), flb[1] - 4); g.globalAlpha = 1;
+    });
+    function pY(p) { return flb[0] + flb[1] - 3 - (Math.min(0, Math.max(-12, Math.log10(Math.max(p, 1e-12)))) + 12) / 12 * (flb[1] - 6); }
+    if (TL.endOfTurn.length) {
+      g.strokeStyle = colours().user; g.beginPath();
+      TL.endOfTurn.forEach(function (e, i) {
+        var t1 = i + 1 < TL.endOfTurn.length ? TL.endOfTurn[i + 1].t : TL.now;
+        if (i === 0) g.moveTo(x(e.t), pY(e.p)); else g.lineTo(x(e.t), pY(e.p));
+        g.lineTo(x(t1), pY(e.p));
+      });
+      g.stroke();
+      var last = TL.endOfTurn[TL.endOfTurn.length - 1];
+      g.fillStyle = colours().muted; g.fillText('p ' + last.p.toExponential(0), Math.min(x(TL.now), left + plotW) - 40, flb[0] + 8);
     }
     // inner monologue words: each at its frame; a word with no room is drawn as a short mark
     var ib = y.inner_monologue, lastX = -1e9; g.fillStyle = colours().ink;
