@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import threading
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import pytest
@@ -227,8 +228,13 @@ def test_live_sessions_on_a_pool_frame_on_its_origin(models: NeuralFrontEnd) -> 
 
     with _pool(models, 1) as pool:
         slot = pool.join()
-        runner = type("Runner", (), {"front_end": slot, "stop": lambda self: None})
-        live = LiveSession(lambda clock: setattr(runner, "clock", clock) or runner())
-        assert live.runner.clock.frame_origin == pool.frame_origin == slot.frame_origin
+        clocks: list[Any] = []
+
+        def make_runner(clock: Any) -> Any:
+            clocks.append(clock)
+            return type("Runner", (), {"front_end": slot, "stop": lambda self: None})()
+
+        live = LiveSession(make_runner)
+        assert clocks[0].frame_origin == pool.frame_origin == slot.frame_origin
         live.stop()
     assert pool.live == 0  # stopping before the start gave the slot back
