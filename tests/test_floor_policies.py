@@ -149,6 +149,8 @@ def test_the_timeline_shows_who_held_the_floor_and_the_probability_it_rested_on(
     assert any("“What is the capital of France”" in h for h in line["hovertext"])
     scores = list(line["y"])[:-1]  # the last point only carries the line to the end of the run
     assert all(lo <= y <= hi for y in scores) and scores[-1] == max(scores) > scores[0]  # complete reads higher
+    assert len(set(scores)) >= 3  # tiny probabilities keep their digits (1e-10 is not drawn as 0)
+    assert all(0 < e.data["p_end"] for e in gated.events_of(EventKind.END_OF_TURN))
     spans = [s for s in fig["layout"]["shapes"] if str(s.get("name", "")).startswith("floor:")]
     assert len(spans) == 1 and spans[0]["x0"] < LEAD_S + 0.5 and end < spans[0]["x1"] < end + 0.6
     texts = [a["text"] for a in fig["layout"]["annotations"]]

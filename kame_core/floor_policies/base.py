@@ -45,5 +45,6 @@ class FloorPolicy(ABC):
 
 
 def finite_or_none(value: float | None) -> float | None:
-    """``value`` rounded to 3 places, None when it is absent or not finite (a trace holds no NaN)."""
-    return None if value is None or not math.isfinite(value) else round(float(value), 3)
+    """``value`` to 3 significant digits (an end-of-turn probability may be 1e-9: places would round it to 0), None
+    when it is absent or not finite (a trace holds no NaN)."""
+    return None if value is None or not math.isfinite(value) else float(f"{float(value):.3g}")

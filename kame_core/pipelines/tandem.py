@@ -154,7 +154,7 @@ class TandemPipeline:
         """The end-of-turn probability of ``text``, off the frame loop (a worker thread in real time)."""
         p_end = await session.clock.compute(self.end_of_turn.probability, text)
         floor.scored(text, p_end)
-        session.trace.record(session.clock.now(), ev.EndOfTurn(p_end=round(float(p_end), 4), text=text))
+        session.trace.record(session.clock.now(), ev.EndOfTurn(p_end=float(f"{float(p_end):.3g}"), text=text))
 
     async def frame(self, session: Session, user_frame: np.ndarray) -> tuple[FrameRecord, np.ndarray]:
         clock, trace = session.clock, session.trace
