@@ -249,7 +249,8 @@ def test_each_floor_policy_answers_its_own_copy_beside_the_quoted_leaderboard(tm
         assert json.loads((out / floor / fdb.SUMMARY).read_text())["system"]["floor"] == floor
         assert f"## floor policy: {floor}" in printed
     rows = [line for line in printed.splitlines() if line.startswith("| kame · floor ")]
-    assert [r.split(" | ")[0] for r in rows] == ["| kame · floor model", "| kame · floor gate"]
+    assert [r.split(" | ")[0] for r in rows] == ["| kame · floor model · cpu-stand-in",
+                                                 "| kame · floor gate · cpu-stand-in"]
     assert all(r.endswith("| measured here |") for r in rows)
     assert "| Moshi | 0.985 | — | 0.265 s | quoted: Full-Duplex-Bench v1 leaderboard |" in printed
     # outputs of one policy are not silently scored as another's

@@ -137,8 +137,9 @@ def run(args: argparse.Namespace, say: Callable[[str], None] = print,
         if len(floors) > 1 or args.out is not None:
             say(f"\n## floor policy: {floor} ({FLOORS[floor].description}) — {where}")
         parts, scores = _answer_and_score(args, where, copies, floor, say, parts, settings)
-        by_floor[f"{args.mode} · floor {floor}" if not args.server else f"server {args.server.split('?')[0]}"] = \
-            fdb.summarize(scores)
+        made_by = " + ".join(sorted({s.made_by.split(" · ")[0] for s in scores if s.made_by})) or "made elsewhere"
+        system = f"{args.mode} · floor {floor}" if not args.server else f"server {args.server.split('?')[0]}"
+        by_floor[f"{system} · {made_by}"] = fdb.summarize(scores)  # the kind of front-end that made them
     say("\n" + fdb.COMPARISON_HEAD)
     for row in fdb.comparison_rows(by_floor):
         say(row)
