@@ -11,11 +11,14 @@ frames, the transcript the session had at each frame, SmolLM2's end-of-turn prob
   front-end would take the turn: Full-Duplex-Bench's pause takeover);
 * **smooth latency**: for complete questions, when the floor was given after the end of the speech (median, p90),
   and how many were given within 1 s;
+* **early release**: complete questions where the floor was given before they ended (in a hesitation between two
+  words: a front-end would cut in);
 * **backchannel release**: after a lone backchannel ("mm-hmm"), the floor given within 3 s.
 
-The config chosen on the tuning half is the one with the lowest mean latency among those whose pause release rate is
-at most 5 % and that give the floor within 1 s after at least 95 % of complete questions; it is then measured on the
-held-out half, beside the stand-in's heuristic (``stand-in`` floor) replayed the same way.
+The config chosen on the tuning half is the one with the lowest mean latency among those whose pause and early
+release rates are at most 5 % and that give the floor within 1 s after at least 95 % of complete questions (see
+:func:`choose`); it is then measured on the held-out half, beside the stand-in's heuristic (``stand-in`` floor)
+replayed the same way.
 
 Usage: ``python benchmarks/eot_gate_tuning.py --set SET [--json OUT.json]``
 """
@@ -115,7 +118,7 @@ def holds_under(replay: Replay, config: EndOfTurnConfig | None) -> list[bool]:
 
 def measure(replays: list[Replay], config: EndOfTurnConfig | None) -> dict[str, Any]:
     """The half's figures under ``config`` (see the module docstring)."""
-    pause_released, latencies, backchannel_released = [], [], []
+    pause_released, latencies, backchannel_released, early = [], [], [], []
     for r in replays:
         held = holds_under(r, config)
         times = [(i + 1) * FRAME_SECONDS for i in range(len(held))]
@@ -125,10 +128,14 @@ def measure(replays: list[Replay], config: EndOfTurnConfig | None) -> dict[str, 
         elif r.task == "smooth_turn_taking":
             given = [t for t, h in zip(times, held) if t >= start and not h]
             latencies.append(given[0] - start if given else float("inf"))
+            first_held = next((t for t, h in zip(times, held) if h), None)
+            early.append(first_held is not None and any(not h for t, h in zip(times, held)
+                                                        if first_held < t < start))
         elif r.task == "backchannel":
             backchannel_released.append(any(not h for t, h in zip(times, held) if end < t <= end + 3.0))
     finite = sorted(v for v in latencies if v != float("inf"))
     return {"pause_release_rate": _rate(pause_released), "pause_items": len(pause_released),
+            "early_release_rate": _rate(early),
             "smooth_within_1s": _rate([v <= 1.0 for v in latencies]), "smooth_items": len(latencies),
             "smooth_latency_median_s": round(statistics.median(finite), 3) if finite else None,
             "smooth_latency_p90_s": round(finite[min(len(finite) - 1, int(0.9 * len(finite)))], 3) if finite
@@ -143,11 +150,12 @@ def _rate(flags: list[bool]) -> float | None:
 
 
 def choose(rows: list[tuple[EndOfTurnConfig, dict[str, Any]]]) -> tuple[EndOfTurnConfig, dict[str, Any]] | None:
-    """Among configs with pause release <= 5 % and >= 95 % of questions given the floor within 1 s, those within 10 ms
-    of the lowest mean latency; of them the longest ``any_turn_s`` (pauses longer than the tuning set's), the
-    ``complete_p`` in the log-middle of the rest (as far as the data allow from both classes), the shortest
-    ``after_complete_s``."""
-    ok = [(c, m) for c, m in rows if (m["pause_release_rate"] or 0) <= 0.05 and (m["smooth_within_1s"] or 0) >= 0.95]
+    """Among configs with pause and early release <= 5 % and >= 95 % of questions given the floor within 1 s, those
+    within 10 ms of the lowest mean latency; of them the longest ``any_turn_s`` (pauses longer than the tuning
+    set's), the ``complete_p`` in the log-middle of the rest (as far as the data allow from both classes), the
+    shortest ``after_complete_s``."""
+    ok = [(c, m) for c, m in rows if (m["pause_release_rate"] or 0) <= 0.05 and (m["early_release_rate"] or 0) <= 0.05
+          and (m["smooth_within_1s"] or 0) >= 0.95]
     if not ok:
         return None
     best = min(m["smooth_latency_mean_s"] for _, m in ok)
@@ -178,29 +186,32 @@ def main() -> int:
     grid = [EndOfTurnConfig(*values) for values in itertools.product(*GRID.values())]
     rows = [(c, measure(halves["tuning"], c)) for c in grid]
     chosen = choose(rows)
-    head = f"{'config':<34} {'pause rel':>9} {'in 1 s':>7} {'lat med':>8} {'lat p90':>8} {'lat mean':>9} {'bc rel':>7}"
+    head = (f"{'config':<34} {'pause rel':>9} {'early':>6} {'in 1 s':>7} {'lat med':>8} {'lat p90':>8} "
+            f"{'lat mean':>9} {'bc rel':>7}")
 
     def line(name: str, m: dict[str, Any]) -> str:
         def f(v: Any) -> str:
             return "n/a" if v is None else f"{v:.3f}"
-        return (f"{name:<34} {f(m['pause_release_rate']):>9} {f(m['smooth_within_1s']):>7} "
+        return (f"{name:<34} {f(m['pause_release_rate']):>9} {f(m['early_release_rate']):>6} "
+                f"{f(m['smooth_within_1s']):>7} "
                 f"{f(m['smooth_latency_median_s']):>8} {f(m['smooth_latency_p90_s']):>8} "
                 f"{f(m['smooth_latency_mean_s']):>9} {f(m['backchannel_release_rate']):>7}")
 
     def name(c: EndOfTurnConfig | None) -> str:
         return "stand-in rule" if c is None else f"p>={c.complete_p:g} +{c.after_complete_s}s | {c.any_turn_s}s"
 
-    print("\ntuning half: the 12 lowest-latency configs with pause release <= 5 %, then the default and the stand-in")
+    print("\ntuning half: the 12 lowest-latency configs with pause and early release <= 5 %, then the default and the "
+          "stand-in")
     print(head)
-    ok = sorted((r for r in rows if (r[1]["pause_release_rate"] or 0) <= 0.05),
-                key=lambda r: r[1]["smooth_latency_mean_s"])
+    ok = sorted((r for r in rows if (r[1]["pause_release_rate"] or 0) <= 0.05
+                 and (r[1]["early_release_rate"] or 0) <= 0.05), key=lambda r: r[1]["smooth_latency_mean_s"])
     for c, m in ok[:12]:
         print(line(name(c), m))
     print(line("default " + name(EndOfTurnConfig()), measure(halves["tuning"], EndOfTurnConfig())))
     print(line(name(None), measure(halves["tuning"], None)))
     report: dict[str, Any] = {"grid": GRID, "tuning": {name(c): m for c, m in rows}}
     if chosen is None:
-        print("\nno config meets pause release <= 5 % with >= 95 % of questions given the floor within 1 s")
+        print("\nno config meets pause and early release <= 5 % with >= 95 % of questions given the floor within 1 s")
     else:
         config = chosen[0]
         print(f"\nchosen on the tuning half: {name(config)}\nheld-out half:")

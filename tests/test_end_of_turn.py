@@ -28,7 +28,7 @@ def test_complete_turns_score_above_every_fragment(detector: SmolLMEndOfTurn) ->
     # 8e-9 reads less complete than "so um" 4e-8): 19 of the 20 pairs are ordered right
     ordered = sum(c > f for c in complete for f in fragments) / (len(complete) * len(fragments))
     assert ordered >= 0.9, (complete, fragments)
-    assert sum(turn_is_over(p, 0.3) for p in complete) >= 3 and not any(turn_is_over(p, 0.3) for p in fragments)
+    assert sum(turn_is_over(p, 0.4) for p in complete) >= 3 and not any(turn_is_over(p, 0.4) for p in fragments)
 
 
 @pytest.mark.slow

@@ -171,3 +171,24 @@ def test_command(tmp_path, capsys):
     assert "--overwrite" in capsys.readouterr().err
     bad = parser.parse_args(["fdb-synth", "--out", str(tmp_path / "cli2"), "--limit", "-2"])
     assert fdb_synth.run(bad) == fdb_synth.EXIT_BAD_INPUT
+
+
+def test_a_hesitation_splits_a_question_between_words_and_the_turn_ends_after_the_last(tts):
+    rng = np.random.default_rng(0)
+    splits = [fdb_synth._hesitated("How long does it take to boil an egg?", rng) for _ in range(40)]
+    assert {len(s) for s in splits} == {1, 2}  # about half are split
+    for parts in (s for s in splits if len(s) == 2):
+        assert " ".join(parts) == "How long does it take to boil an egg?"
+        assert all(len(p.split()) >= 2 for p in parts)
+    assert fdb_synth._hesitated("Why not?", rng) == ("Why not?",)  # too short to split
+    audio, (end, input_end) = fdb_synth._question(tts, ("How long does", "it take to boil an egg?"),
+                                                  np.random.default_rng(1))
+    audio = audio.astype(np.float32)
+    quiet = np.abs(audio) < SPEECH
+    runs, run = [], 0  # silent stretches inside the speech: the hesitation is the longest
+    for q in quiet[int(0.7 * 16_000):int(end * 16_000)]:
+        run = run + 1 if q else 0
+        runs.append(run)
+    assert 0.12 <= max(runs) / 16_000 <= 0.4
+    assert _is_speech(_span(audio, end - WINDOW_S, end))
+    assert np.max(np.abs(_span(audio, end + 0.002, input_end))) < SPEECH

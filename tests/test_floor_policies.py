@@ -140,7 +140,7 @@ def test_the_timeline_shows_who_held_the_floor_and_the_probability_it_rested_on(
 
     _, segments, end = paused_question
     gated = _run(EchoFrontEnd(), "gate", paused_question, detector)
-    assert gated.config["floor_settings"] == {"complete_p": 1e-7, "after_complete_s": 0.08, "any_turn_s": 2.4}
+    assert gated.config["floor_settings"] == {"complete_p": 1e-7, "after_complete_s": 0.32, "any_turn_s": 2.4}
     lanes = LaneLayout(("user audio", "floor", "output audio"))
     fig = timeline_figure(gated, lanes=lanes).to_plotly_json()
     lo, hi = lanes.band("floor")

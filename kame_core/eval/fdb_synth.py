@@ -1,7 +1,8 @@
 """A synthetic Full-Duplex-Bench v1-layout set spoken by Piper, to tune and measure an end-of-turn gate.
 
 Three kinds of input, each an FDB sample folder (``input.wav`` at 16 kHz beside its annotation): complete
-questions (``smooth_turn_taking``: the system should answer soon), questions with a pause inside an unfinished
+questions (``smooth_turn_taking``: the system should answer soon; about half with a short hesitation between two
+words, as people make, where it must not take the turn), questions with a pause inside an unfinished
 sentence (``pause_handling``: it must hold through the pause) and lone backchannels (``backchannel``: it should
 not take the turn). Items alternate between ``<out>/tuning`` and ``<out>/held_out``, each an FDB root; one seed
 reproduces the set. Synthetic speech, not the benchmark's data::
@@ -37,6 +38,9 @@ SPEECH_THRESHOLD = 1e-2
 LEAD_S = (0.3, 0.6)
 PAUSE_S = (0.8, 1.6)
 QUESTION_TAIL_S = 4.0
+#: the share of complete questions spoken with a hesitation between two words, and its length (seconds)
+HESITATION_SHARE = 0.5
+HESITATION_S = (0.12, 0.32)
 PAUSE_TAIL_S = 0.5
 BACKCHANNEL_LEAD_S = 1.0
 BACKCHANNEL_TAIL_S = 3.0
@@ -194,11 +198,26 @@ def _wav_bytes(audio: np.ndarray) -> bytes:
 
 
 # -- items ---------------------------------------------------------------------------------------------------
-def _question(tts: Any, text: str, rng: np.random.Generator) -> tuple[np.ndarray, tuple[float, float]]:
+def _question(tts: Any, texts: tuple[str, ...], rng: np.random.Generator) -> tuple[np.ndarray, tuple[float, float]]:
+    """One complete question, or (two texts) the same words with a hesitation between its two parts."""
     lead = _silence(rng.uniform(*LEAD_S))
-    speech = _speak(tts, text)
-    audio = np.concatenate([lead, speech.audio, _silence(QUESTION_TAIL_S)])
-    return audio, (_seconds(len(lead) + speech.end), _seconds(len(audio)))
+    parts = [_speak(tts, text) for text in texts]
+    spoken = [parts[0].audio]
+    for part in parts[1:]:
+        spoken += [_silence(rng.uniform(*HESITATION_S)), part.audio]
+    speech = np.concatenate(spoken)
+    audio = np.concatenate([lead, speech, _silence(QUESTION_TAIL_S)])
+    end = len(lead) + len(speech) - len(parts[-1].audio) + parts[-1].end
+    return audio, (_seconds(end), _seconds(len(audio)))
+
+
+def _hesitated(text: str, rng: np.random.Generator) -> tuple[str, ...]:
+    """``text`` whole, or (:data:`HESITATION_SHARE` of the time) split between two words, two or more each side."""
+    words = text.split()
+    if rng.random() >= HESITATION_SHARE or len(words) < 4:
+        return (text,)
+    at = int(rng.integers(2, len(words) - 1))
+    return " ".join(words[:at]), " ".join(words[at:])
 
 
 def _paused(tts: Any, first: str, rest: str, rng: np.random.Generator) -> tuple[np.ndarray, tuple[float, float]]:
@@ -231,7 +250,7 @@ def _texts(kind: str, limit: int | None) -> list[tuple[str, ...]]:
 def _make(kind: str, tts: Any, texts: tuple[str, ...], rng: np.random.Generator
           ) -> tuple[np.ndarray, tuple[float, float]]:
     if kind == "question":
-        return _question(tts, texts[0], rng)
+        return _question(tts, texts, rng)
     if kind == "paused":
         return _paused(tts, texts[0], texts[1], rng)
     return _backchannel(tts, texts[0])
@@ -268,6 +287,8 @@ def synth_set(out: Path, tts: Any, *, seed: int = 0, limit: int | None = None,
     items = []
     for kind, (_, _, _, prefix) in KINDS.items():
         for i, texts in enumerate(_texts(kind, limit)):
+            if kind == "question":
+                texts = _hesitated(texts[0], rng)
             audio, annotation = _make(kind, tts, texts, rng)
             item = SynthItem(kind, f"{prefix}{i:02d}", HALVES[i % 2], texts, annotation, _seconds(len(audio)))
             _write_item(out, item, audio)
