@@ -6,6 +6,7 @@ from __future__ import annotations
 import csv
 import functools
 import http.server
+import inspect
 import json
 import shutil
 import threading
@@ -334,3 +335,21 @@ def test_kv_settings_that_change_outputs_reach_the_cache_key(tmp_path) -> None:
         "fp8": ["--kv-dtype", "fp8"]}.items()}
     assert keys["default"] == keys["grown"] == "neural random:tiny"
     assert len({keys["default"], keys["window"], keys["fp8"]}) == 3
+
+
+def test_the_floor_policy_reaches_the_sessions_and_the_cache_key(tmp_path) -> None:
+    """``--floor gate``: another cache key (the default keeps the earlier ones), every session configured with it, the
+    stack built with it (here and in each Ray actor: the same factory)."""
+    from kame_core.eval.cli import build_parser, eval_stack, stack_identity
+    from kame_core.eval.sessions import session_config
+
+    base = ["mtbench", "--out", str(tmp_path)]
+    default = stack_identity(build_parser().parse_args(base))
+    gate = stack_identity(build_parser().parse_args([*base, "--floor", "gate"]))
+    assert "floor" not in default and gate == default | {"floor": "gate"}
+    assert session_config("kame", 0, 0.0, floor="gate").floor == "gate"
+    assert session_config("kame", 0, 0.0).floor == "model"
+    with pytest.raises(SystemExit):
+        build_parser().parse_args([*base, "--floor", "polite"])
+    factory = functools.partial(eval_stack, "offline", "auto", None, None, None, "stand-in")
+    assert factory.args[-1] == "stand-in" and list(inspect.signature(eval_stack).parameters)[5] == "floor"

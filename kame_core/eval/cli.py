@@ -33,6 +33,7 @@ from typing import cast
 from tqdm import tqdm
 
 from ..executors import EXECUTOR_CHOICES, ExecutorError, ExecutorUnavailable, make_executor
+from ..floor_policies import DEFAULT_FLOOR, FLOORS
 from ..llm import SPEC_HELP
 from ..llm.base import MissingAPIKey
 from ..neural.choice import FrontEndChoice
@@ -120,6 +121,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--oracle-policy", choices=tuple(POLICIES), default=DEFAULT_POLICY,
                    help="oracle policy (default %(default)s): " + "; ".join(
                        f"{name}: {factory.description}" for name, factory in POLICIES.items()))
+    p.add_argument("--floor", choices=tuple(FLOORS), default=DEFAULT_FLOOR,
+                   help="who decides when the user's turn is over (default %(default)s): " + "; ".join(
+                       f"{name}: {factory.description}" for name, factory in FLOORS.items()))
     p.add_argument("--prompt-layout", choices=("official", "chat"), default="official",
                    help="how the oracle LLM is asked: official (one message of user:/moshi: lines) or chat turns")
     p.add_argument("--no-control", action="store_true", help="skip grading the back-end LLM's text alone")
@@ -172,12 +176,13 @@ def _make_judge(spec: str, args: argparse.Namespace, settings: Settings) -> Judg
 
 
 def eval_stack(oracle_llm: str, tts: str, whisper_model: str | None, files: ModelFiles | None,
-               choice: FrontEndChoice | None = None) -> Stack:
+               choice: FrontEndChoice | None = None, floor: str = DEFAULT_FLOOR) -> Stack:
     """The eval's stack: the CPU stack, its front-end from ``choice``'s session pools when given (loaded here:
-    in this process, or once in each Ray actor; a picklable factory as a ``functools.partial``)."""
+    in this process, or once in each Ray actor; a picklable factory as a ``functools.partial``), its sessions on the
+    floor policy ``floor``."""
     from ..pipelines.stack import cpu_stack, with_neural
 
-    stack = cpu_stack(oracle_llm, tts, whisper_model=whisper_model, files=files)
+    stack = dataclasses.replace(cpu_stack(oracle_llm, tts, whisper_model=whisper_model, files=files), floor=floor)
     return with_neural(stack, choice.load()) if choice is not None and choice.neural else stack
 
 
@@ -189,8 +194,10 @@ def stack_identity(args: argparse.Namespace) -> dict[str, str]:
         # what changes the outputs (a growing cache does not: it is exact); defaults keep earlier keys
         front_end += f" kv-frames {args.kv_frames}" if getattr(args, "kv_frames", 0) else ""
         front_end += f" kv-dtype {args.kv_dtype}" if getattr(args, "kv_dtype", "") else ""
-    return {"oracle_llm": judge_id(args.oracle_llm), "tts": args.tts, "whisper": args.whisper_model or "default",
-            "front_end": front_end, "oracle_policy": args.oracle_policy, "prompt_layout": args.prompt_layout}
+    identity = {"oracle_llm": judge_id(args.oracle_llm), "tts": args.tts, "whisper": args.whisper_model or "default",
+                "front_end": front_end, "oracle_policy": args.oracle_policy, "prompt_layout": args.prompt_layout}
+    floor = getattr(args, "floor", DEFAULT_FLOOR)
+    return identity | ({"floor": floor} if floor != DEFAULT_FLOOR else {})  # the default keeps earlier keys
 
 
 def run_mtbench(args: argparse.Namespace, settings: Settings | None = None) -> int:
@@ -258,7 +265,7 @@ def run_mtbench(args: argparse.Namespace, settings: Settings | None = None) -> i
     # built once the first session must run (a fully cached run loads nothing): here, or in each Ray actor as
     # it starts (a picklable factory; the notes then name the parts from the traces)
     build = functools.partial(eval_stack, args.oracle_llm, args.tts, args.whisper_model, files,
-                              choice if choice.neural else None)
+                              choice if choice.neural else None, args.floor)
 
     def local_stack() -> Stack:
         stack_box.append(build())
@@ -354,7 +361,8 @@ def _front_end(stack_box: list, stack_id: dict, results: Sequence = (), pool_siz
 def _notes(results: Sequence, grader: object, stack_box: list, stack_id: dict, spec: str | None,
            front: str) -> list[str]:
     notes = [f"{front} Oracle LLM {stack_id['oracle_llm']}; oracle policy {stack_id.get('oracle_policy', 'restart')}, "
-             f"prompt layout {stack_id.get('prompt_layout', 'chat')}.",
+             f"prompt layout {stack_id.get('prompt_layout', 'chat')}; floor policy "
+             f"{stack_id.get('floor', DEFAULT_FLOOR)}.",
              "Latency: median first-turn response onset (kame_core.metrics; negative = started before the user "
              "finished).",
              "Control: the back-end LLM's final oracle text of each KAME session, graded alone (text, no speech).",

@@ -26,6 +26,7 @@ import numpy as np
 from ..adherence import SessionAdherence, oracle_adherence
 from ..clock import FRAME_SECONDS
 from ..duplex_metrics import duplex_metrics
+from ..floor_policies import DEFAULT_FLOOR
 from ..metrics import session_metrics
 from ..oracle import OracleConfig
 from ..pipelines.stack import Mode, Stack
@@ -223,10 +224,12 @@ def describe_result(trace: SessionTrace, source: TurnTakingSource) -> dict[str, 
     }
 
 
-def session_config(mode: Mode, seed: int, delay_s: float, oracle: OracleConfig | None = None) -> SessionConfig:
-    """The session configuration of one eval session (``oracle``: prompt layout and policy; default KAME's)."""
+def session_config(mode: Mode, seed: int, delay_s: float, oracle: OracleConfig | None = None,
+                   floor: str = DEFAULT_FLOOR) -> SessionConfig:
+    """The session configuration of one eval session (``oracle``: prompt layout and policy; default KAME's;
+    ``floor``: the floor policy)."""
     return SessionConfig(forced_delay_ms=int(round(delay_s * 1000)), seed=seed, oracle=oracle or OracleConfig(),
-                         title=f"spoken MT-Bench ({mode}, seed {seed}, forced delay {delay_s:g} s)")
+                         title=f"spoken MT-Bench ({mode}, seed {seed}, forced delay {delay_s:g} s)", floor=floor)
 
 
 def run_session(stack: Stack, mode: Mode, question: Question, turns_audio: Sequence[np.ndarray], *,
@@ -237,7 +240,8 @@ def run_session(stack: Stack, mode: Mode, question: Question, turns_audio: Seque
         raise ValueError("the forced delay applies to the tandem front-end (kame, moshi), not the cascade")
     source = TurnTakingSource(turns_audio, taking)
     started = time.perf_counter()
-    with stack.session(mode, session=session_config(mode, seed, delay_s, oracle)) as runner:  # a pool slot, if any
+    config = session_config(mode, seed, delay_s, oracle, getattr(stack, "floor", DEFAULT_FLOOR))
+    with stack.session(mode, session=config) as runner:  # a pool slot, if any
         trace = runner.run_sync(source)
     result = SessionResult(question_id=question.question_id, mode=mode, seed=seed, delay_s=delay_s,
                            compute_s=round(time.perf_counter() - started, 2), **describe_result(trace, source))
