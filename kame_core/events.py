@@ -216,31 +216,33 @@ class OracleAppend(Payload):
     tokens: list[int] | None = bulky(S.list_of(S.ident))
 
 
+@dataclass(frozen=True, kw_only=True)
+class _Hold(Payload):
+    """What a hold's start and end carry: the forced delay's ``delay_ms``, or the floor policy ``floor``
+    (:mod:`kame_core.floor_policies`) and what its decision rested on: ``p_end``, the end-of-turn probability, and
+    ``silence_s``, the user's silence so far."""
+
+    delay_ms: float | None = absent_or(S.number)
+    floor: str | None = absent_or(S.text)
+    p_end: float | None = absent_or(S.number)
+    silence_s: float | None = absent_or(S.number)
+
+
 @_payload
 @dataclass(frozen=True, kw_only=True)
-class HoldStart(Payload):
-    """The front-end's output starts being held back: by the forced delay (``delay_ms``), or by the floor policy
-    ``floor`` (:mod:`kame_core.floor_policies`) because the user holds the floor (what it rested on: ``p_end``, the
-    end-of-turn probability, and ``silence_s``, the user's silence so far)."""
+class HoldStart(_Hold):
+    """The front-end's output starts being held back: by the forced delay, or by the floor policy because the user
+    holds the floor."""
 
     kind: ClassVar[EventKind] = EventKind.HOLD_START
-    delay_ms: float | None = absent_or(S.number)
-    floor: str | None = absent_or(S.text)
-    p_end: float | None = absent_or(S.number)
-    silence_s: float | None = absent_or(S.number)
 
 
 @_payload
 @dataclass(frozen=True, kw_only=True)
-class HoldEnd(Payload):
-    """The forced delay (``delay_ms``) or the floor policy ``floor`` stops holding the output back (the floor: the
-    user's turn is over, with what that rested on, as :class:`HoldStart`)."""
+class HoldEnd(_Hold):
+    """The forced delay or the floor policy stops holding the output back (the floor: the user's turn is over)."""
 
     kind: ClassVar[EventKind] = EventKind.HOLD_END
-    delay_ms: float | None = absent_or(S.number)
-    floor: str | None = absent_or(S.text)
-    p_end: float | None = absent_or(S.number)
-    silence_s: float | None = absent_or(S.number)
 
 
 @_payload

@@ -256,3 +256,14 @@ def test_each_floor_policy_answers_its_own_copy_beside_the_quoted_leaderboard(tm
     # outputs of one policy are not silently scored as another's
     assert main(["fdb", "--root", str(out / "gate"), "--floor", "model", "--no-progress"]) == 2
     assert "made with the 'gate' floor, not 'model'" in capsys.readouterr().err
+
+
+def test_a_disk_that_cannot_take_the_copies_is_said_in_one_line(tmp_path, capsys):
+    _wav(tmp_path / "root" / "pause_handling" / "1" / "input.wav", np.zeros(16_000, np.float32))
+    (tmp_path / "file").write_text("not a folder")
+    assert main(["fdb", "--root", str(tmp_path / "root"), "--floor", "model", "--out",
+                 str(tmp_path / "file" / "runs"), "--no-progress"]) == 2
+    assert "cannot copy the inputs there (Not a directory)" in capsys.readouterr().err
+    sample = fdb.Sample(tmp_path / "file" / "x")
+    with pytest.raises(fdb.FDBError, match="cannot write the output"):
+        fdb.write_outputs(sample, np.zeros(2400, np.float32), {"text": "", "chunks": []})

@@ -80,13 +80,19 @@ def test_layout_two_fdb_roots(made):
         assert tuple(m["annotation"]) == item.annotation and tuple(m["texts"]) == item.texts
 
 
-def test_turn_taking_annotation_matches_the_audio(made):
+def _written(made, kind: str, annotation_file: str):
+    """Each written item of ``kind``: the item, its audio and its annotation file's (start, end), which must be the
+    item's own."""
     out, items = made
-    for item in (i for i in items if i.kind == "question"):
+    for item in (i for i in items if i.kind == kind):
         folder = out / item.rel_folder
-        audio = _read(folder / "input.wav")
-        end, input_end = _annotation(folder, "turn_taking.json")
-        assert (end, input_end) == item.annotation
+        annotation = _annotation(folder, annotation_file)
+        assert annotation == item.annotation
+        yield item, _read(folder / "input.wav"), annotation
+
+
+def test_turn_taking_annotation_matches_the_audio(made):
+    for item, audio, (end, input_end) in _written(made, "question", "turn_taking.json"):
         assert input_end == pytest.approx(len(audio) / 16_000, abs=1e-4)
         assert item.duration_s == pytest.approx(len(audio) / 16_000, abs=1e-4)
         assert 0.3 < end < input_end - 3.9  # >= 0.3 s lead, then ~4 s of silence for the answer
@@ -96,12 +102,7 @@ def test_turn_taking_annotation_matches_the_audio(made):
 
 
 def test_pause_annotation_matches_the_audio(made):
-    out, items = made
-    for item in (i for i in items if i.kind == "paused"):
-        folder = out / item.rel_folder
-        audio = _read(folder / "input.wav")
-        start, end = _annotation(folder, "pause.json")
-        assert (start, end) == item.annotation
+    for _, audio, (start, end) in _written(made, "paused", "pause.json"):
         assert 0.3 < start and 0.8 <= end - start < 1.8
         assert end < len(audio) / 16_000 - 0.4  # the rest of the question, then ~0.5 s
         inside = _span(audio, start + 0.002, end - 0.002)
@@ -111,11 +112,7 @@ def test_pause_annotation_matches_the_audio(made):
 
 
 def test_backchannel_annotation_matches_the_audio(made):
-    out, items = made
-    for item in (i for i in items if i.kind == "backchannel"):
-        folder = out / item.rel_folder
-        audio = _read(folder / "input.wav")
-        start, end = _annotation(folder, "backchannel.json")
+    for _, audio, (start, end) in _written(made, "backchannel", "backchannel.json"):
         assert 1.0 <= start < end < len(audio) / 16_000 - 2.9
         assert np.max(np.abs(_span(audio, 0, start - 0.002))) < SPEECH
         assert np.max(np.abs(_span(audio, end + 0.002, len(audio) / 16_000))) < SPEECH
@@ -192,3 +189,10 @@ def test_a_hesitation_splits_a_question_between_words_and_the_turn_ends_after_th
     assert 0.12 <= max(runs) / 16_000 <= 0.4
     assert _is_speech(_span(audio, end - WINDOW_S, end))
     assert np.max(np.abs(_span(audio, end + 0.002, input_end))) < SPEECH
+
+
+def test_a_disk_that_cannot_take_the_set_is_said_in_one_line(tmp_path, capsys):
+    (tmp_path / "file").write_text("not a folder")
+    args = argparse.Namespace(out=tmp_path / "file" / "set", seed=0, limit=1, overwrite=False, tts="piper")
+    assert fdb_synth.run(args) == fdb_synth.EXIT_BAD_INPUT
+    assert "cannot write the set (Not a directory)" in capsys.readouterr().err

@@ -203,8 +203,11 @@ def write_outputs(sample: Sample, audio: np.ndarray, doc: dict[str, Any]) -> Non
     """``output.wav`` (24 kHz, 16-bit, as the moshi client writes it) and ``output.json`` beside the input."""
     wav = io.BytesIO()
     sf.write(wav, np.clip(audio, -1, 1), SAMPLE_RATE, subtype="PCM_16", format="WAV")
-    write_bytes_atomic(sample.folder / OUTPUT_WAV, wav.getvalue())
-    write_bytes_atomic(sample.folder / OUTPUT_JSON, json.dumps(doc, indent=1).encode("utf-8"))
+    try:
+        write_bytes_atomic(sample.folder / OUTPUT_WAV, wav.getvalue())
+        write_bytes_atomic(sample.folder / OUTPUT_JSON, json.dumps(doc, indent=1).encode("utf-8"))
+    except OSError as exc:  # a full or read-only disk: said, not a traceback (the answers so far are kept)
+        raise FDBError(f"{sample.folder}: cannot write the output ({exc.strerror or exc})") from None
 
 
 # -- scoring (the benchmark's rules, applied to the files) -----------------------------------------
@@ -324,10 +327,13 @@ def mirror_inputs(samples: Sequence[Sample], root: Path, dest: Path) -> list[Sam
     copies = []
     for sample in samples:
         target = dest / sample.key(root)
-        target.mkdir(parents=True, exist_ok=True)
-        for item in sorted(sample.folder.iterdir()):
-            if item.is_file() and not item.is_symlink() and item.name not in (OUTPUT_WAV, OUTPUT_JSON, SUMMARY) \
-                    and item.suffix in (".wav", ".json"):
-                shutil.copyfile(item, target / item.name)
+        try:
+            target.mkdir(parents=True, exist_ok=True)
+            for item in sorted(sample.folder.iterdir()):
+                if item.is_file() and not item.is_symlink() and item.suffix in (".wav", ".json") \
+                        and item.name not in (OUTPUT_WAV, OUTPUT_JSON, SUMMARY):
+                    shutil.copyfile(item, target / item.name)
+        except OSError as exc:  # a full or read-only disk: said, not a traceback
+            raise FDBError(f"--out {dest}: cannot copy the inputs there ({exc.strerror or exc})") from None
         copies.append(Sample(target, sample.input.name))
     return copies

@@ -127,16 +127,18 @@ def run(args: argparse.Namespace, say: Callable[[str], None] = print,
     floors = check_args(args, settings.stack.floor)
     root = args.root.resolve()
     samples = fdb.find_samples(root, args.prefix)
-    for sample in samples:  # every input checked before any work
-        fdb.read_input(sample.input, args.max_input_s)
+    places = {floor: root if args.out is None else args.out.resolve() / floor for floor in floors}
+    wanted = {s.key(root) for s in samples for where in places.values()
+              if args.overwrite or not (where / s.key(root) / fdb.OUTPUT_JSON).is_file()}
+    # every input a policy will answer, read (and checked) once, before any work
+    inputs = {s.key(root): fdb.read_input(s.input, args.max_input_s) for s in samples if s.key(root) in wanted}
     by_floor: dict[str, list[fdb.TaskSummary]] = {}
     scores: list[fdb.SampleScore] = []
-    for floor in floors:
-        where = root if args.out is None else args.out.resolve() / floor
+    for floor, where in places.items():
         copies = samples if args.out is None else fdb.mirror_inputs(samples, root, where)
         if len(floors) > 1 or args.out is not None:
             say(f"\n## floor policy: {floor} ({FLOORS[floor].description}) — {where}")
-        parts, scores = _answer_and_score(args, where, copies, floor, say, parts, settings)
+        parts, scores = _answer_and_score(args, where, copies, inputs, floor, say, parts, settings)
         made_by = " + ".join(sorted({s.made_by.split(" · ")[0] for s in scores if s.made_by})) or "made elsewhere"
         system = f"{args.mode} · floor {floor}" if not args.server else f"server {args.server.split('?')[0]}"
         by_floor[f"{system} · {made_by}"] = fdb.summarize(scores)  # the kind of front-end that made them
@@ -146,17 +148,17 @@ def run(args: argparse.Namespace, say: Callable[[str], None] = print,
     return scores
 
 
-def _answer_and_score(args: argparse.Namespace, root: Path, samples: list[fdb.Sample], floor: str,
-                      say: Callable[[str], None], parts: Parts | None, settings: Settings
+def _answer_and_score(args: argparse.Namespace, root: Path, samples: list[fdb.Sample], inputs: dict[str, Any],
+                      floor: str, say: Callable[[str], None], parts: Parts | None, settings: Settings
                       ) -> tuple[Parts | None, list[fdb.SampleScore]]:
     """One policy's pass over ``samples`` under ``root``: answer those without output (or all with
-    ``--overwrite``), write the summary, print the table; the parts (loaded once) and the scores."""
+    ``--overwrite``; ``inputs``: their audio by key), write the summary, print the table; the parts (loaded once)
+    and the scores."""
     todo = [s for s in samples if args.overwrite or not (s.folder / fdb.OUTPUT_JSON).is_file()]
     kept_floor = _summary_floor(root)
     if len(todo) < len(samples) and not args.server and kept_floor not in (None, floor):
         raise fdb.FDBError(f"{root}: its outputs were made with the {kept_floor!r} floor, not {floor!r} "
                            "(--overwrite redoes them; --out DIR keeps each policy's apart)")
-    inputs = {s: fdb.read_input(s.input, args.max_input_s) for s in todo}
     say(f"Full-Duplex-Bench: {len(samples)} samples under {root} ({len(todo)} to answer"
         + (f", {len(samples) - len(todo)} already answered; --overwrite redoes them)" if len(todo) < len(samples)
            else ")"))
@@ -165,7 +167,7 @@ def _answer_and_score(args: argparse.Namespace, root: Path, samples: list[fdb.Sa
         answer, timer = parts.answer, parts.timer
         runs = []
         for sample in tqdm(todo, desc="samples", unit="sample", disable=args.no_progress):
-            audio = inputs[sample]
+            audio = inputs[sample.key(root)]
             started = time.perf_counter()
             got = answer(audio, floor)
             out = fdb.fit_output(got.audio, len(audio))

@@ -325,6 +325,9 @@ def run(args: argparse.Namespace) -> int:
     except ValueError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT
+    except OSError as exc:  # a full or read-only disk: said in one line (no manifest is written)
+        print(f"error: --out {args.out}: cannot write the set ({exc.strerror or exc})", file=sys.stderr)
+        return EXIT_BAD_INPUT
     counts = {h: sum(item.half == h for item in items) for h in HALVES}
     print(f"wrote {len(items)} synthetic items to {args.out} ({counts['tuning']} tuning, "
           f"{counts['held_out']} held out); {args.out / MANIFEST} describes them")

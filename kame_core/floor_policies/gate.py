@@ -33,12 +33,15 @@ class GateFloor(FloorPolicy):
 
     def to_score(self, transcript: str) -> str | None:
         text = spoken_words(transcript)
-        return text if text and text not in self._p else None
+        if not text or text in self._p:
+            return None  # scored, or being scored (partials repeat while the user pauses)
+        self._p[text] = math.nan
+        while len(self._p) > _KEEP:
+            self._p.pop(next(iter(self._p)))
+        return text
 
     def scored(self, text: str, p_end: float) -> None:
         self._p[text] = float(p_end)
-        while len(self._p) > _KEEP:
-            self._p.pop(next(iter(self._p)))
 
     def p_end(self, transcript: str) -> float:
         """The end-of-turn probability of ``transcript`` (NaN until it was scored; 0 for no words)."""
