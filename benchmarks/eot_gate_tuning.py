@@ -47,8 +47,8 @@ from kame_core.testing.doubles import EchoFrontEnd
 from kame_core.trace import EventKind
 from kame_core.turns import UserTurnTracker
 
-GRID = {"complete_p": (1e-10, 3e-10, 1e-9, 3e-9, 1e-8, 3e-8, 1e-7, 1e-6),
-        "after_complete_s": (0.08, 0.16, 0.24, 0.32, 0.48),
+GRID = {"complete_p": (1e-3, 3e-3, 0.01, 0.03, 0.06, 0.1, 0.2, 0.3),
+        "after_complete_s": (0.0, 0.08, 0.16, 0.24, 0.32),
         "any_turn_s": (1.2, 1.6, 2.0, 2.4)}
 
 
@@ -62,6 +62,7 @@ class Replay:
     silence: list[float | None]
     p_end: list[float]
     stand_in_holds: list[bool]
+    texts: list[str]
 
 
 def record(item: fdb.Sample, root: Path, make_stt: Any, detector: SmolLMEndOfTurn) -> Replay:
@@ -72,7 +73,7 @@ def record(item: fdb.Sample, root: Path, make_stt: Any, detector: SmolLMEndOfTur
     listener, stand_in, tracker = UserFloor(), StandInFloor(), UserTurnTracker()
     events = [e for e in trace.events if e.kind in (EventKind.STT_PARTIAL, EventKind.STT_FINAL,
                                                     EventKind.USER_SPEECH_START, EventKind.USER_SPEECH_END)]
-    speaking, silence, p_end, stand_in_holds = [], [], [], []
+    speaking, silence, p_end, stand_in_holds, texts = [], [], [], [], []
     for i in range(len(audio) // SAMPLES_PER_FRAME):
         t = (i + 1) * FRAME_SECONDS
         while events and events[0].t <= t + 1e-9:
@@ -85,8 +86,9 @@ def record(item: fdb.Sample, root: Path, make_stt: Any, detector: SmolLMEndOfTur
         silence.append(None if voice.speaking or voice.last_end is None else max(0.0, t - voice.last_end))
         p_end.append(detector.probability(text) if spoken_words(text) else 0.0)
         stand_in_holds.append(stand_in.holds(t, text))
+        texts.append(text)
     annotation = _annotation(item)
-    return Replay(item.task, annotation, speaking, silence, p_end, stand_in_holds)
+    return Replay(item.task, annotation, speaking, silence, p_end, stand_in_holds, texts)
 
 
 def _stt_event(event: Any) -> STTEvent:

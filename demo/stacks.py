@@ -83,8 +83,7 @@ def _live(settings: StackSettings, models: NeuralModels | None, why: str) -> Liv
         components["front_end"] = f"{components['front_end']} (neural front-end not used: {why})"
         stack = dataclasses.replace(stack, components=components)
         gate = SessionGate()
-    summary = " · ".join(f"{role.replace('_', ' ')}: {what}" for role, what in stack.components.items())
-    return LiveStack(stack=stack, summary=summary, neural=models is not None, gate=gate)
+    return LiveStack(stack=stack, summary=stack.summary(), neural=models is not None, gate=gate)
 
 
 @lru_cache(maxsize=1)

@@ -120,6 +120,8 @@ BADGE = "provenance"
 HINT_LEGEND = "hint-legend"
 HIDDEN_NOTE = "hidden"
 LATENCY_ANCHORS = "latency anchors (per turn)"
+#: the floor lane's end-of-turn probability is drawn on a log scale from 10**P_LOG_FLOOR (bottom) to 1 (top)
+P_LOG_FLOOR = -8.0
 #: the hover layer of a run's revision spans: the trace named ``"<run> · revision spans"``
 REVISION_SPAN_HOVER = "revision spans"
 
@@ -859,8 +861,9 @@ class _RunBuilder:
             return
         bottom, top = lo + 0.08, hi - 0.22
 
-        def y_of(p: float) -> float:  # log10 p from -12 (bottom) to 0 (top)
-            return bottom + (min(0.0, max(-12.0, math.log10(max(p, 1e-12)))) + 12.0) / 12.0 * (top - bottom)
+        def y_of(p: float) -> float:  # log10 p from P_LOG_FLOOR (bottom) to 0 (top)
+            log_p = min(0.0, max(P_LOG_FLOOR, math.log10(max(p, 10.0 ** P_LOG_FLOOR))))
+            return bottom + (log_p - P_LOG_FLOOR) / -P_LOG_FLOOR * (top - bottom)
 
         xs = [t for t, _, _ in scores] + [self.trace.n_frames * F]
         ys = [y_of(p) for _, p, _ in scores] + [y_of(scores[-1][1])]
@@ -874,7 +877,7 @@ class _RunBuilder:
             y = y_of(float(threshold))
             self.shapes.append(dict(type="line", xref=self.ax.x_domain, yref=self.ax.y, x0=0, x1=1, y0=y, y1=y,
                                     line=dict(color="#0072b2", width=1, dash="dot"), layer="below"))
-            self.notes.append(dict(text=f"gives the floor at p ≥ {threshold:.0e}", xref=self.ax.x_domain,
+            self.notes.append(dict(text=f"gives the floor at p ≥ {threshold:.2g}", xref=self.ax.x_domain,
                                    yref=self.ax.y, x=1.0, y=y, xanchor="right", yanchor="bottom", showarrow=False,
                                    font=dict(size=9, color="#0072b2")))
 

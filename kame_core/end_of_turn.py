@@ -1,16 +1,18 @@
 """Semantic end of turn: how likely the user's turn is complete, judged from the transcript so far.
 
-:class:`SmolLMEndOfTurn` asks the offline SmolLM2-135M-Instruct (the copy the oracle stand-in already loads) for the
-probability of its chat template's end-of-turn token right after the user's text -- the idea of LiveKit's turn
-detector, on the untuned model. :func:`turn_is_over` combines that probability with the silence so far: a short
-silence ends a turn that reads complete, a long one ends any turn.
+:class:`SmolLMEndOfTurn` asks the offline SmolLM2-135M-Instruct (the copy the oracle stand-in already loads) how
+likely the user's words end right here: the probability of its chat template's end-of-turn token or of a
+sentence's last mark (. ? !) next -- LiveKit's turn detector reads the end-of-turn token of a tuned SmolLM; the
+untuned model puts almost no mass on it (1e-8 to 1e-3) but readily closes a finished sentence.
+:func:`turn_is_over` combines that probability with the silence so far: a short silence ends a turn that reads
+complete, a long one ends any turn.
 
-The words are scored without punctuation (:func:`spoken_words`): with it, the untuned model mostly reads the
-punctuation, and Whisper punctuates a partial transcript as it likes -- "Could you tell me how to?" scored 0.16 and a
-mid-sentence pause released the floor. Without it, on the synthetic set's texts (``fdb-synth``), the 18 complete
-questions score 1e-8 to 2e-3 (log10 -8.1 to -2.8) and the 16 first halves of paused questions 1e-12 to 3e-9 (log10
--12 to -8.5): the probabilities are tiny, their order is the signal. :class:`EndOfTurnConfig`'s defaults were
-chosen on that set's tuning half (``benchmarks/eot_gate_tuning.py``).
+The words are scored without punctuation (:func:`spoken_words`): Whisper punctuates a partial transcript as it
+likes ("Could you tell me how to?"). On the synthetic set's texts (``fdb-synth``) the 18 complete questions score
+0.002 to 0.9 (all but one above 0.06) and the 16 first halves of paused questions 2e-6 to 3e-4. What still
+fools it is the STT: Whisper sometimes finishes a cut-off sentence with a word nobody said ("Why do cats like
+this?"). :class:`EndOfTurnConfig`'s defaults were chosen on that set's tuning half
+(``benchmarks/eot_gate_tuning.py``).
 """
 from __future__ import annotations
 
@@ -35,14 +37,15 @@ class EndOfTurnConfig:
     ``any_turn_s`` of silence whatever the text.
 
     The defaults were chosen on the tuning half of ``fdb-synth --seed 0`` (``benchmarks/eot_gate_tuning.py``: 22
-    Piper inputs, half the complete questions with a 0.12-0.32 s hesitation between two words): no pause and no
-    hesitation released, every complete question given the floor within 1 s, median 0.50 s. After 80 ms instead of
-    0.32 s, 22 % of the questions were cut into at a hesitation. Held out: no pause or hesitation released (the
-    stand-in's rule: 8 of 8 pauses, 2 of 9 hesitations), median latency 0.53 s, 2 of 9 complete questions read as
-    incomplete and waited ``any_turn_s``."""
+    Piper inputs; half the complete questions and every paused one cut between two words of one utterance): no
+    pause and no hesitation released, every complete question given the floor within 1 s, median 0.14 s after the
+    speech ended (the VAD's own lag: the floor is given on the first silent frame when the words read complete).
+    Held out: 1 of 8 pauses released (Whisper heard a finished sentence in the pause) and 1 of 9 hesitations, 8
+    of 9 questions given the floor within 1 s, median 0.14 s (the stand-in's rule: 8 of 8 pauses, 2 of 9
+    hesitations, 0.30 s)."""
 
-    complete_p: float = 1e-7
-    after_complete_s: float = 0.32
+    complete_p: float = 0.06
+    after_complete_s: float = 0.0
     any_turn_s: float = 2.4
 
     def __post_init__(self) -> None:
@@ -71,6 +74,29 @@ def last_words(text: str, limit: int = MAX_WORDS) -> str:
 
 _NOT_SPOKEN = re.compile(r"[^\w\s']")
 
+#: filled pauses: a turn whose words end in one is being held, not ended (the speaker is searching for a word)
+FILLERS = frozenset({"uh", "um", "uhm", "umm", "er", "erm", "ah", "eh"})
+
+
+def ends_in_filler(text: str) -> bool:
+    """Whether the spoken words of ``text`` end in a filled pause ("what did you do before uh")."""
+    words = spoken_words(text).lower().split()
+    return bool(words) and words[-1] in FILLERS
+
+
+#: what may come right after a finished sentence: the chat template's end of turn, or a sentence's last mark
+#: (with or without the tokenizer's leading space, and closing a quote)
+ENDINGS = ("<|im_end|>", ".", "?", "!")
+
+
+def ending_token_ids(tokenizer: Any) -> tuple[int, ...]:
+    """The ids of the tokens that end a sentence or the turn in ``tokenizer``'s vocabulary (see :data:`ENDINGS`)."""
+    marks = {"<|im_end|>"} | {m + q for m in ENDINGS[1:] for q in ("", '"')}
+    ids = {i for token, i in tokenizer.get_vocab().items() if token.removeprefix("\u0120") in marks}
+    if not ids:
+        raise ValueError("the tokenizer has no end-of-turn or sentence-ending tokens")
+    return tuple(sorted(ids))
+
 
 def spoken_words(text: str) -> str:
     """The last words of ``text`` as spoken: punctuation (the STT's guess, not the user's) left out."""
@@ -85,14 +111,14 @@ class SmolLMEndOfTurn:
     cache_root: Path | None = None
     _model: Any = field(default=None, init=False, repr=False)
     _tokenizer: Any = field(default=None, init=False, repr=False)
-    _end_id: int = field(default=-1, init=False, repr=False)
+    _end_ids: tuple[int, ...] = field(default=(), init=False, repr=False)
     _seen: OrderedDict[str, float] = field(default_factory=OrderedDict, init=False, repr=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False)
 
     @property
     def provenance(self) -> Provenance:
         return Provenance(kind="llm", model_id="SmolLM2-135M-Instruct",
-                          label="end-of-turn probability from the untuned SmolLM2 chat template")
+                          label="probability that the words end the turn or a sentence, from the untuned SmolLM2")
 
     def load(self) -> SmolLMEndOfTurn:
         """Load the model now (else on the first call)."""
@@ -100,14 +126,16 @@ class SmolLMEndOfTurn:
             from .llm.local_smollm import load_smollm2
 
             self._model, self._tokenizer = load_smollm2(self.cache_root)
-            self._end_id = int(self._tokenizer.convert_tokens_to_ids("<|im_end|>"))
+            self._end_ids = ending_token_ids(self._tokenizer)
         return self
 
     def probability(self, transcript: str) -> float:
-        """The probability that the user's turn ends after ``transcript`` (0.0 for no words); punctuation is not
-        read (:func:`spoken_words`)."""
+        """The probability that the user's turn ends after ``transcript``; punctuation is not read
+        (:func:`spoken_words`). 0.0 for no words, and for words that end in a filled pause (:func:`ends_in_filler`:
+        the untuned model reads "... before uh" as likely finished, 0.1, where a listener hears the speaker
+        holding the turn)."""
         text = spoken_words(transcript)
-        if not text:
+        if not text or ends_in_filler(text):
             return 0.0
         with self._lock:
             return self._probability(text)
@@ -128,8 +156,8 @@ class SmolLMEndOfTurn:
         self.load()
         prompt = self._tokenizer.apply_chat_template([{"role": "user", "content": text}], tokenize=False,
                                                      add_generation_prompt=False)
-        prompt = prompt[:prompt.rindex("<|im_end|>")]  # the user's text, its end-of-turn token left to predict
+        prompt = prompt[:prompt.rindex("<|im_end|>")]  # the user's text, what comes next left to predict
         ids = self._tokenizer(prompt, return_tensors="pt").input_ids
         with torch.no_grad():
             logits = self._model(ids).logits[0, -1].float()
-        return float(torch.softmax(logits, dim=-1)[self._end_id])
+        return float(torch.softmax(logits, dim=-1)[list(self._end_ids)].sum().clamp(0.0, 1.0))

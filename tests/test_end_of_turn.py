@@ -1,5 +1,5 @@
-"""The semantic end-of-turn detector: SmolLM2's end-of-turn probability on hand-made transcripts, and the rule that
-combines it with silence."""
+"""The semantic end-of-turn detector: SmolLM2's probability that the words end the turn or a sentence, on
+hand-made transcripts, and the rule that combines it with silence."""
 from __future__ import annotations
 
 import math
@@ -24,11 +24,9 @@ def test_complete_turns_score_above_every_fragment(detector: SmolLMEndOfTurn) ->
     complete = [detector.probability(t) for t in COMPLETE]
     fragments = [detector.probability(t) for t in FRAGMENTS]
     assert all(0.0 <= p <= 1.0 for p in complete + fragments)
-    # tiny without punctuation: their order is the signal, and it is not perfect ("Who wrote Romeo and Juliet"
-    # 8e-9 reads less complete than "so um" 4e-8): 19 of the 20 pairs are ordered right
-    ordered = sum(c > f for c in complete for f in fragments) / (len(complete) * len(fragments))
-    assert ordered >= 0.9, (complete, fragments)
-    assert sum(turn_is_over(p, 0.4) for p in complete) >= 3 and not any(turn_is_over(p, 0.4) for p in fragments)
+    # the words of a finished sentence are likely to be closed (0.15 to 0.9); a fragment's are not (< 0.02)
+    assert min(complete) > 5 * max(fragments), (complete, fragments)
+    assert all(turn_is_over(p, 0.0) for p in complete) and not any(turn_is_over(p, 1.0) for p in fragments)
 
 
 @pytest.mark.slow
@@ -40,6 +38,9 @@ def test_the_same_words_score_the_same_and_only_the_end_of_a_long_turn_is_read(d
     bomb = "blah " * 100_000 + "What is the capital of France?"
     assert detector.probability(bomb) == pytest.approx(detector.probability(last_words(bomb)))
     assert detector.probability("") == detector.probability("   ") == 0.0
+    # a filled pause at the end holds the turn, whatever the words before it (the model alone reads 0.1 here)
+    assert detector.probability("armor man what you do what you do before uh...") == 0.0
+    assert detector.probability("Um, what is the capital of France?") >= EndOfTurnConfig().complete_p
     assert "untuned" in detector.provenance.label
 
 

@@ -196,3 +196,19 @@ def test_a_disk_that_cannot_take_the_set_is_said_in_one_line(tmp_path, capsys):
     args = argparse.Namespace(out=tmp_path / "file" / "set", seed=0, limit=1, overwrite=False, tts="piper")
     assert fdb_synth.run(args) == fdb_synth.EXIT_BAD_INPUT
     assert "cannot write the set (Not a directory)" in capsys.readouterr().err
+
+
+def test_a_pause_is_cut_into_one_utterance_so_the_words_before_it_sound_unfinished(tts):
+    first, rest = "Could you tell me how to", "bake bread?"
+    one, two = fdb_synth._speak(tts, (first, rest))
+    whole, = fdb_synth._speak(tts, (f"{first} {rest}",))
+    alone, = fdb_synth._speak(tts, (first,))
+    # the part before the pause is the start of the whole utterance, sample for sample (up to the cut's ramp) ...
+    fade = int(fdb_synth.FADE_S * 16_000)
+    body = len(one.audio) - fade
+    assert body > 0.5 * 16_000 and np.allclose(one.audio[:body], whole.audio[:body], atol=1e-6)
+    # ... not the fragment spoken alone, which Piper closes like a sentence
+    n = min(len(alone.audio), len(one.audio))
+    assert not np.allclose(alone.audio[:n], one.audio[:n], atol=1e-3)
+    assert len(one.audio) + len(two.audio) <= len(whole.audio)
+    assert 0 <= one.start < one.end <= len(one.audio) and 0 <= two.start < two.end <= len(two.audio)

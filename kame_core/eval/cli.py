@@ -368,7 +368,7 @@ def _notes(results: Sequence, grader: object, stack_box: list, stack_id: dict, s
              "Control: the back-end LLM's final oracle text of each KAME session, graded alone (text, no speech).",
              "Each user turn is synthesized with the TTS; turn 2 is asked once the answer to turn 1 ended."]
     if stack_box:
-        notes.append("Components: " + "; ".join(f"{k}: {v}" for k, v in stack_box[0].components.items()))
+        notes.append("Components: " + "; ".join(f"{k}: {v}" for k, v in stack_box[0].described().items()))
     else:  # every session came from the cache: name the parts as the traces recorded them
         parts: dict[str, str] = {}
         for r in results:

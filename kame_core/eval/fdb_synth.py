@@ -4,8 +4,9 @@ Three kinds of input, each an FDB sample folder (``input.wav`` at 16 kHz beside 
 questions (``smooth_turn_taking``: the system should answer soon; about half with a short hesitation between two
 words, as people make, where it must not take the turn), questions with a pause inside an unfinished
 sentence (``pause_handling``: it must hold through the pause) and lone backchannels (``backchannel``: it should
-not take the turn). Items alternate between ``<out>/tuning`` and ``<out>/held_out``, each an FDB root; one seed
-reproduces the set. Synthetic speech, not the benchmark's data::
+not take the turn). A hesitation or a pause is cut into one utterance at the TTS's word timings, so the words
+before it sound unfinished, as a person's do. Items alternate between ``<out>/tuning`` and ``<out>/held_out``,
+each an FDB root; one seed reproduces the set. Synthetic speech, not the benchmark's data::
 
     python -m kame_core.eval fdb-synth --out DIR [--seed 0] [--limit N] [--overwrite]
 """
@@ -33,6 +34,8 @@ OUT_RATE = 16_000
 LEVEL = 0.5
 #: Piper's silent padding is cut where |x| (at Piper's level) stays below this
 TRIM_THRESHOLD = 1e-3
+#: ramps where a part was cut out of one utterance (seconds)
+FADE_S = 0.01
 #: speech starts/ends where |x| (at Piper's level) first/last exceeds this; the annotations are measured with it
 SPEECH_THRESHOLD = 1e-2
 LEAD_S = (0.3, 0.6)
@@ -171,15 +174,50 @@ def _prepare_out(out: Path, overwrite: bool) -> None:
 
 
 # -- audio ---------------------------------------------------------------------------------------------------
-def _speak(tts: Any, text: str) -> _Speech:
-    """``text`` spoken by ``tts`` at 16 kHz, Piper's silent padding cut, scaled to :data:`LEVEL`."""
-    audio = resample(np.asarray(tts.synthesize(text).audio, np.float32), SAMPLE_RATE, OUT_RATE)
+def _speak(tts: Any, texts: tuple[str, ...]) -> list[_Speech]:
+    """``texts`` spoken by ``tts`` as one utterance and cut between them where the TTS's word timings end a part's
+    last word, at 16 kHz, Piper's silent padding cut, scaled to :data:`LEVEL`. One utterance, so a part
+    before a pause keeps the voice of an unfinished sentence (a fragment spoken alone ends like a sentence, which
+    no one pausing mid-sentence does)."""
+    synthesis = tts.synthesize(" ".join(texts))
+    audio = resample(np.asarray(synthesis.audio, np.float32), SAMPLE_RATE, OUT_RATE)
     peak = float(np.max(np.abs(audio))) if len(audio) else 0.0
     if peak <= SPEECH_THRESHOLD:
-        raise ValueError(f"the TTS made no audible speech for {text!r}")
-    kept = np.flatnonzero(np.abs(audio) > TRIM_THRESHOLD * peak)
-    audio = audio[kept[0]:kept[-1] + 1] * np.float32(LEVEL / peak)
+        raise ValueError(f"the TTS made no audible speech for {' '.join(texts)!r}")
+    audio = audio * np.float32(LEVEL / peak)
+    cuts, words = [], 0
+    for text in texts[:-1]:
+        words += len(text.split())
+        if len(synthesis.words) <= words:
+            raise ValueError(f"the TTS gave {len(synthesis.words)} word timings for {' '.join(texts)!r}: "
+                             "cannot cut it between its parts")
+        cuts.append(min(len(audio), int(round(synthesis.words[words - 1].end * OUT_RATE))))
+    bounds = [0, *cuts, len(audio)]
+    return [_trimmed(_faded(audio[a:b], head=a > 0, tail=b < len(audio)), " ".join(texts))
+            for a, b in zip(bounds, bounds[1:])]
+
+
+def _faded(audio: np.ndarray, head: bool, tail: bool) -> np.ndarray:
+    """``audio`` with :data:`FADE_S` ramps where it was cut out of an utterance (no click at the cut)."""
+    out = audio.copy()
+    n = min(int(FADE_S * OUT_RATE), len(out) // 2)
+    ramp = np.linspace(0.0, 1.0, n, dtype=np.float32)
+    if head and n:
+        out[:n] *= ramp
+    if tail and n:
+        out[-n:] *= ramp[::-1]
+    return out
+
+
+def _trimmed(audio: np.ndarray, text: str) -> _Speech:
+    """``audio`` without the silence around it, and where its speech lies."""
+    kept = np.flatnonzero(np.abs(audio) > TRIM_THRESHOLD * LEVEL)
+    if not len(kept):
+        raise ValueError(f"the TTS made a silent part of {text!r}")
+    audio = audio[kept[0]:kept[-1] + 1]
     loud = np.flatnonzero(np.abs(audio) > SPEECH_THRESHOLD * LEVEL)
+    if not len(loud):
+        raise ValueError(f"the TTS made an inaudible part of {text!r}")
     return _Speech(audio.astype(np.float32), int(loud[0]), int(loud[-1]) + 1)
 
 
@@ -201,7 +239,7 @@ def _wav_bytes(audio: np.ndarray) -> bytes:
 def _question(tts: Any, texts: tuple[str, ...], rng: np.random.Generator) -> tuple[np.ndarray, tuple[float, float]]:
     """One complete question, or (two texts) the same words with a hesitation between its two parts."""
     lead = _silence(rng.uniform(*LEAD_S))
-    parts = [_speak(tts, text) for text in texts]
+    parts = _speak(tts, texts)
     spoken = [parts[0].audio]
     for part in parts[1:]:
         spoken += [_silence(rng.uniform(*HESITATION_S)), part.audio]
@@ -223,7 +261,7 @@ def _hesitated(text: str, rng: np.random.Generator) -> tuple[str, ...]:
 def _paused(tts: Any, first: str, rest: str, rng: np.random.Generator) -> tuple[np.ndarray, tuple[float, float]]:
     lead = _silence(rng.uniform(*LEAD_S))
     pause = _silence(rng.uniform(*PAUSE_S))
-    one, two = _speak(tts, first), _speak(tts, rest)
+    one, two = _speak(tts, (first, rest))
     audio = np.concatenate([lead, one.audio, pause, two.audio, _silence(PAUSE_TAIL_S)])
     two_at = len(lead) + len(one.audio) + len(pause)
     return audio, (_seconds(len(lead) + one.end), _seconds(two_at + two.start))
@@ -231,7 +269,7 @@ def _paused(tts: Any, first: str, rest: str, rng: np.random.Generator) -> tuple[
 
 def _backchannel(tts: Any, text: str) -> tuple[np.ndarray, tuple[float, float]]:
     lead = _silence(BACKCHANNEL_LEAD_S)
-    speech = _speak(tts, text)
+    speech, = _speak(tts, (text,))
     audio = np.concatenate([lead, speech.audio, _silence(BACKCHANNEL_TAIL_S)])
     return audio, (_seconds(len(lead) + speech.start), _seconds(len(lead) + speech.end))
 

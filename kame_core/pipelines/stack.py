@@ -19,7 +19,7 @@ from typing import Any, Literal
 import numpy as np
 
 from ..clock import Clock, VirtualClock
-from ..floor_policies import DEFAULT_FLOOR, check_floor
+from ..floor_policies import DEFAULT_FLOOR, FLOORS, check_floor
 from ..paths import ModelFiles
 from ..protocols import TTS, FrontEnd, StreamingLLM, StreamingSTT
 from ..scenario import Scenario
@@ -62,6 +62,19 @@ class Stack:
 
     def __post_init__(self) -> None:
         check_floor(self.floor)
+
+    def described(self) -> dict[str, str]:
+        """``components`` and the floor policy its sessions run on (with the end-of-turn detector it reads)."""
+        factory = FLOORS[self.floor]
+        floor = f"{self.floor} ({factory.description})"
+        prov = getattr(self.end_of_turn, "provenance", None)
+        if factory.policy.scores_transcripts and prov is not None:
+            floor += f"; end of turn by {prov.model_id}: {prov.label}"
+        return {**self.components, "floor": floor}
+
+    def summary(self) -> str:
+        """:meth:`described` in one line, role by role."""
+        return " · ".join(f"{role.replace('_', ' ')}: {what}" for role, what in self.described().items())
 
     def session_config(self, **fields: Any) -> SessionConfig:
         """A session configuration with this stack's floor policy (``fields`` set the rest)."""

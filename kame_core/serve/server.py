@@ -330,11 +330,10 @@ def served_stack(stack: Any, gate: Any = None) -> ServedStack:
     """What the protocol serves from a :class:`kame_core.pipelines.stack.Stack`: KAME runners on the session's
     clock; the local oracle LLM warmed now (not in the first session); a neural stack's pool bounds it."""
     warm_stack(stack)
-    words = " · ".join(f"{role.replace('_', ' ')}: {what}" for role, what in stack.components.items())
     if gate is None and stack.neural is not None:
         gate = pool_gate(stack.neural.pool("kame").capacity)
-    return ServedStack(make_runner=lambda clock: stack.runner("kame", clock=clock), components=words, gate=gate,
-                       neural=stack.neural, stt_worker=getattr(stack, "stt_worker", None))
+    return ServedStack(make_runner=lambda clock: stack.runner("kame", clock=clock), components=stack.summary(),
+                       gate=gate, neural=stack.neural, stt_worker=getattr(stack, "stt_worker", None))
 
 
 def warm_stack(stack: Any) -> None:
