@@ -7,7 +7,9 @@
 * ``GET /kame/static/<name>`` -- the page's scripts and styles (:mod:`demo.assets`; those files only);
 * ``ws /api/chat`` -- the live protocol (:mod:`kame_core.serve`) on the app's stack (:func:`chat_server`):
   at most ``KAME_MAX_SESSIONS`` (default 2) conversations at once, one on a single GPU model; each saved in
-  ``KAME_SESSIONS_DIR`` (the Talk tab opens them from there);
+  ``KAME_SESSIONS_DIR`` (the Talk tab opens them from there). With ``KAME_REPLICAS=N``, N replicas of that server
+  on a local Ray Serve (one GPU each with ``KAME_WEIGHTS`` on CUDA), each with ``KAME_MAX_SESSIONS`` and its
+  folder ``replica-K`` there, behind the ingress of ``python -m kame_core.serve --replicas`` at the same path;
 
 and :func:`serve` runs it with uvicorn (secret query values kept out of its log: :mod:`kame_core.serve.redaction`).
 Gradio's file cache is cleaned on a schedule and uploads are capped (:data:`MAX_UPLOAD`). The variables come in as
@@ -22,6 +24,7 @@ from __future__ import annotations
 
 import sys
 import time
+from pathlib import Path
 from typing import Any
 
 import gradio as gr
@@ -29,9 +32,10 @@ from fastapi import FastAPI, HTTPException
 from fastapi.responses import FileResponse
 
 from kame_core.serve import ROUTE as CHAT_ROUTE
-from kame_core.serve import ChatServer, ServedStack
+from kame_core.serve import ChatServer, Limits, ServedStack, default_sessions_dir
 from kame_core.serve.lifecycle import run
 from kame_core.serve.redaction import install_redaction
+from kame_core.serve.replicas import ReplicaError, ReplicaSpec, ReplicatedChat
 from kame_core.serve.server import served_stack
 from kame_core.session.disk import FolderInUse
 from kame_core.settings import Settings
@@ -42,26 +46,35 @@ from . import assets, session_files
 MAX_UPLOAD = "30mb"
 
 
-def chat_server(settings: Settings | None = None, host: str = "127.0.0.1") -> ChatServer:
+def chat_server(settings: Settings | None = None, host: str = "127.0.0.1") -> ChatServer | ReplicatedChat:
     """The live-protocol server of the app: the live stack (:func:`demo.stacks.live_stack` of
     ``settings.stack``, loaded on the first conversation), ``settings.server.max_sessions`` at once
     (``KAME_MAX_SESSIONS``), saved in ``settings.server.sessions_dir``, admitted by ``settings.server.access``
     as it applies to a server listening on ``host`` (the loopback names only there, unless
-    ``KAME_ALLOWED_HOSTS`` says otherwise)."""
+    ``KAME_ALLOWED_HOSTS`` says otherwise). ``settings.server.replicas`` (``KAME_REPLICAS``) > 0: that many
+    replicas of it on a local Ray Serve behind one door (started by :meth:`ReplicatedChat.preload`)."""
     settings = settings or Settings()
+    stack_settings = settings.stack
 
     def load() -> ServedStack:
         from .stacks import live_stack
 
-        live = live_stack(settings.stack)  # the local oracle LLM is warmed before the first handshake
+        live = live_stack(stack_settings)  # the local oracle LLM is warmed before the first handshake
         return served_stack(live.stack, gate=live.gate)
 
     server = settings.server
-    return ChatServer(load, max_sessions=server.max_sessions, sessions_dir=server.sessions_dir,
-                      access=server.access.bound_to(host))
+    access = server.access.bound_to(host)
+    if server.replicas:
+        choice = stack_settings.front_end
+        gpus = 1.0 if choice.neural and choice.device_name() == "cuda" else 0.0
+        spec = ReplicaSpec(load, sessions_dir=Path(server.sessions_dir or default_sessions_dir()),
+                           max_sessions=server.max_sessions, limits=Limits())
+        return ReplicatedChat(spec, server.replicas, access=access, gpus=gpus)
+    return ChatServer(load, max_sessions=server.max_sessions, sessions_dir=server.sessions_dir, access=access)
 
 
-def create_app(blocks: gr.Blocks, chat: ChatServer | None = None, **gradio_options: Any) -> FastAPI:
+def create_app(blocks: gr.Blocks, chat: ChatServer | ReplicatedChat | None = None,
+               **gradio_options: Any) -> FastAPI:
     """A FastAPI app serving ``blocks`` at ``/``, the session-file route and the live protocol at
     ``/api/chat`` (``chat``, default :func:`chat_server`; see the module docstring)."""
     app = FastAPI(title="KAME studio", docs_url=None, redoc_url=None, openapi_url=None)
@@ -82,13 +95,12 @@ def create_app(blocks: gr.Blocks, chat: ChatServer | None = None, **gradio_optio
 
 
 def serve(blocks: gr.Blocks, host: str, port: int, *, settings: Settings | None = None,
-          chat: ChatServer | None = None, **gradio_options: Any) -> None:
+          chat: ChatServer | ReplicatedChat | None = None, **gradio_options: Any) -> None:
     """Run the app with ``settings`` (the entry point's, read once from the environment) until interrupted
     (SIGINT / SIGTERM end it cleanly and delete the session files). ``chat``: the live-protocol server,
     ``chat_server(settings, host)`` by default -- pass the one whose ticket book ``blocks`` was built with."""
     settings = settings or Settings()
     chat = chat or chat_server(settings, host)
-    janitor = session_files.Janitor().start()
     for warning in chat.access.exposure(host):
         print(f"warning: {warning}", flush=True)
     started = time.perf_counter()
@@ -99,17 +111,28 @@ def serve(blocks: gr.Blocks, host: str, port: int, *, settings: Settings | None 
         raise SystemExit(2) from None
     if problem is not None:
         print(f"warning: live sessions are refused: {problem} ({chat.sessions_dir})", flush=True)
-    chat.preload()  # every model of live sessions loads and warms before the port opens: /readyz is true then
-    app = create_app(blocks, chat, **gradio_options)
-    shown = "127.0.0.1" if host in ("0.0.0.0", "::") else host
-    weights = settings.stack.front_end.weights
-    front = (f"the neural front-end {weights}" if weights
-             else "the CPU stand-in (not the trained model; set KAME_WEIGHTS for the neural front-end)")
-    print(f"KAME studio ready at http://{shown}:{port}/ in {time.perf_counter() - started:.1f} s (live protocol at "
-          f"ws://{shown}:{port}/api/chat; /healthz, /readyz, /metrics); live sessions run {front}", flush=True)
-    install_redaction()
-    try:  # SIGTERM / SIGINT: live sessions are saved and told so (1001) before the server stops
+    janitor = session_files.Janitor().start()
+    try:  # whatever stops it, the session files go, and the replicas (and a local Ray) with them
+        try:  # every model of live sessions loads and warms before the port opens: /readyz is true then
+            chat.preload()
+        except ReplicaError as err:
+            print(f"error: {err}", file=sys.stderr, flush=True)
+            raise SystemExit(2) from None
+        app = create_app(blocks, chat, **gradio_options)
+        shown = "127.0.0.1" if host in ("0.0.0.0", "::") else host
+        weights = settings.stack.front_end.weights
+        front = (f"the neural front-end {weights}" if weights
+                 else "the CPU stand-in (not the trained model; set KAME_WEIGHTS for the neural front-end)")
+        if isinstance(chat, ReplicatedChat):
+            front += (f", {chat.replicas.count} replicas on Ray Serve (KAME_REPLICAS; sessions saved in "
+                      f"{chat.sessions_dir}/replica-K)")
+        print(f"KAME studio ready at http://{shown}:{port}/ in {time.perf_counter() - started:.1f} s (live protocol "
+              f"at ws://{shown}:{port}/api/chat; /healthz, /readyz, /metrics); live sessions run {front}", flush=True)
+        install_redaction()
+        # SIGTERM / SIGINT: live sessions are saved and told so (1001) before the server stops
         run(app, chat, host=host, port=port, log_level=settings.server.log_level, timeout_graceful_shutdown=5)
     finally:
         janitor.stop()
         session_files.remove_process_folder()
+        if isinstance(chat, ReplicatedChat):
+            chat.close()

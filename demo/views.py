@@ -21,6 +21,7 @@ from kame_core.scenario import ScenarioError, save_scenario
 from kame_core.serve import default_sessions_dir, session_file
 from kame_core.session import SessionStore, Ticket
 from kame_core.session.disk import error_words
+from kame_core.session.store import saving_folder
 from kame_core.settings import Settings
 from kame_core.trace import SessionTrace
 
@@ -413,7 +414,7 @@ def link_text(state: Any = None) -> str:
 
 def _saved_talk(sessions_dir: Path, ident: str) -> bool:
     try:
-        return session_file(sessions_dir, ident).is_file()
+        return session_file(saving_folder(sessions_dir, ident), ident).is_file()
     except ValueError:  # not a session id
         return False
 
@@ -429,7 +430,8 @@ def _open_linked(session: AppSession, link: links.Link, settings: Settings) -> O
     elif link.open in library.training_dialogue_ids(root):
         loaded = library.open_training(link.open, root)
     elif _saved_talk(sessions_dir, link.open):
-        if link.claim is None or not SessionStore(sessions_dir).owns(link.open, link.claim):
+        owner = SessionStore(saving_folder(sessions_dir, link.open))
+        if link.claim is None or not owner.owns(link.open, link.claim):
             raise links.LinkError(f"open={link.open!r} is a Talk session: it opens only with the claim of the "
                                   "browser session that made it (claim=…), and this link "
                                   + ("carries none" if link.claim is None else "carries another"))
@@ -484,11 +486,11 @@ def open_talk_session(session_id: str | None, state: Any = None, *,
     status, figure, summary rows, audio, run ids, selected run, scenario file for download); a malformed or
     unknown id, or a wrong claim, is refused with a message. The file is copied into the user's private folder.
     ``sessions_dir``: where the live protocol saves sessions (``Settings.server.sessions_dir``; default: the
-    built-in folder)."""
+    built-in folder), or under it, in ``replica-K``, the replicas of ``KAME_REPLICAS``."""
     session = session_of(state)
-    folder = sessions_dir or default_sessions_dir()
     try:
         sid, _, claim = (session_id or "").strip().partition(" ")
+        folder = saving_folder(sessions_dir or default_sessions_dir(), sid)  # a replica's folder, if one saved it
         path = session_file(folder, sid)
         if not path.is_file():
             raise ScenarioError("session", f"no saved session {sid!r} in the sessions folder")

@@ -357,3 +357,34 @@ def test_a_talk_session_opens_only_with_the_claim_of_the_page_that_made_it(tmp_p
     assert opened.file is not None and opened.session.loaded.origin == "live"
     with pytest.raises(ValueError, match="hex"):
         store.save_claim(sid, "short")
+
+
+def test_a_talk_session_a_replica_saved_opens_from_the_sessions_folder_above_it(tmp_path):
+    """``KAME_REPLICAS``: replica K saves in ``<sessions dir>/replica-K``; the Talk tab, given the sessions folder,
+    finds the session there (with its claim), never through a link named like a replica folder."""
+    from demo import views
+    from kame_core.pipelines.stack import Stack
+    from kame_core.serve.replicas import replica_dir
+    from kame_core.session import SessionStore
+    from kame_core.session.store import saving_folder
+    from kame_core.testing.doubles import EchoFrontEnd, ScriptedLLM, ScriptedSTT, ToneTTS, words_at
+
+    stack = Stack(make_stt=lambda: ScriptedSTT([words_at("hello there", 0.2)]), make_front_end=EchoFrontEnd,
+                  llm=ScriptedLLM(lambda _: "hi"), tts=ToneTTS())
+    with stack.session("kame") as runner:
+        trace = runner.run_sync(np.zeros(24000, np.float32))
+    folder, sid, claim = replica_dir(tmp_path, 1), "talk-20260101-000000-abcdef02", "ef" * 32
+    store = SessionStore(folder)
+    store.save(sid, {"kame": trace}, title="Talk session (live protocol)", components="doubles")
+    store.save_claim(sid, claim)
+    assert saving_folder(tmp_path, sid) == folder and saving_folder(tmp_path, "talk-none") == tmp_path
+    opened = views.open_talk_session(f"{sid} {claim}", None, sessions_dir=tmp_path)
+    assert opened.file is not None and opened.session.loaded.origin == "live", opened.status
+    refused = views.open_talk_session(f"{sid} {'cd' * 32}", None, sessions_dir=tmp_path)
+    assert refused.file is None and "not made in this browser session" in refused.status
+    elsewhere = tmp_path.parent / f"{tmp_path.name}-elsewhere"
+    SessionStore(elsewhere).save("talk-20260101-000000-abcdef03", {"kame": trace}, title="t", components="d")
+    (tmp_path / "replica-9").symlink_to(elsewhere, target_is_directory=True)
+    assert saving_folder(tmp_path, "talk-20260101-000000-abcdef03") == tmp_path  # a link is not a replica's folder
+    with pytest.raises(ValueError, match="not a session id"):
+        saving_folder(tmp_path, "../replica-1/x")

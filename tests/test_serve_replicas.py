@@ -25,9 +25,9 @@ from kame_core.access import Access
 from kame_core.clock import SAMPLE_RATE
 from kame_core.serve import Limits, stack_from_cpu
 from kame_core.serve import protocol as P
-from kame_core.serve.ingress import Ingress, ingress_app, merge_metrics
+from kame_core.serve.ingress import ingress_app, merge_metrics
 from kame_core.serve.metrics import ServerMetrics
-from kame_core.serve.replicas import WORKER_NICENESS, RayReplicas, ReplicaSpec, replica_dir
+from kame_core.serve.replicas import WORKER_NICENESS, ReplicaSpec, ReplicatedChat, replica_dir
 from kame_core.settings import Settings, SettingsError
 from kame_core.testing.servers import serving
 from tests.shared_data import REPO
@@ -83,17 +83,16 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Any:
     folder = tmp_path_factory.mktemp("sessions")
     spec = ReplicaSpec(stack_from_cpu(small_model_openers=False), sessions_dir=folder, max_sessions=1,
                        limits=Limits(max_session_s=60), journal_every_s=0.2)
-    replicas = RayReplicas(spec, 2)
+    door = ReplicatedChat(spec, 2, access=Access().bound_to("127.0.0.1"))
     try:
         with pytest.MonkeyPatch.context() as env:  # as the command starts a local Ray: replicas at niceness 0
             env.setenv(WORKER_NICENESS, "0")
-            links = replicas.start()
-        ingress = Ingress(links, spec.token, access=Access().bound_to("127.0.0.1"), limits=spec.limits,
-                          max_sessions=1)
+            ingress = door.preload()
+        assert door.max_sessions == 2 and door.preload() is ingress  # started once
         with serving(ingress_app(ingress), log_level="warning") as port:
             yield f"127.0.0.1:{port}", ingress, folder
     finally:
-        replicas.close()
+        door.close()
 
 
 class Client:

@@ -36,7 +36,7 @@
     T.llm = {start: 0, cancel: 0, finish: 0}; T.turns = []; T.latency = []; T.hints = {}; T.corrections = 0;
     T.warnings = [];
     T.played = {rms: 0, max: 0, voiced: 0, samples: 0}; T.sent = 0; T.received = 0; T.inputLevel = 0;
-    T.sessionId = null; T.saved = null; T.error = ''; T.timeline = newTimeline();
+    T.sessionId = null; T.replica = null; T.saved = null; T.error = ''; T.timeline = newTimeline();
     var slider = $('kame-talk-scroll'); if (slider) slider.value = 1000;
     var pause = $('kame-talk-pause'); if (pause) pause.textContent = 'Pause view';
   }
@@ -74,6 +74,7 @@
     var TL = T.timeline;
     if (o.type === 'session') {
       T.sessionId = o.id; T.components = o.components; T.frontEnd = o.front_end; TL.provenance = o.front_end;
+      T.replica = (typeof o.replica === 'number') ? o.replica : null;
       return;
     }
     if (o.type === 'saved') { T.saved = o; return; }
@@ -340,7 +341,8 @@
       T.played.max.toFixed(3) +
       (T.warnings.length ? ' · warnings: ' + T.warnings.slice(-1)[0] : '') +
       (T.frontEnd ? '\nFront-end: ' + T.frontEnd.label + ' [' + T.frontEnd.kind + ']' +
-        (T.frontEnd.slot !== undefined ? ', slot ' + T.frontEnd.slot + ' of a pool of ' + T.frontEnd.pool_size : '')
+        (T.frontEnd.slot !== undefined ? ', slot ' + T.frontEnd.slot + ' of a pool of ' + T.frontEnd.pool_size : '') +
+        (T.replica !== null && T.replica !== undefined ? ', served by replica ' + T.replica : '')
         : '') +
       (T.components ? '\nComponents: ' + T.components : '');
   }

@@ -159,25 +159,22 @@ def serve_replicas(args: argparse.Namespace, count: int, gpus: float, load_stack
     """``--replicas N``: the replicas on Ray Serve (loaded before the port opens), the ingress at ``--port`` until
     SIGTERM / SIGINT (the replicas end their sessions cleanly), then the replicas deleted and a local Ray shut
     down."""
-    import uvicorn
-
     from demo.talk_page import mount_talk_page
 
-    from .ingress import Ingress, IngressServer, ingress_app
-    from .replicas import WORKER_NICENESS, RayReplicas, ReplicaError, ReplicaSpec
+    from .ingress import ingress_app
+    from .replicas import WORKER_NICENESS, ReplicaError, ReplicaSpec, ReplicatedChat
 
     if not args.ray_address:  # a local Ray's workers run at niceness 15 by default: sessions are real time
         os.environ.setdefault(WORKER_NICENESS, "0")
     spec = ReplicaSpec(load_stack, sessions_dir=Path(sessions_dir), max_sessions=max_sessions, limits=limits)
-    replicas = RayReplicas(spec, count, address=args.ray_address, gpus=gpus)
+    door = ReplicatedChat(spec, count, access=access, address=args.ray_address, gpus=gpus)
     started = time.perf_counter()
     try:  # whatever stops it (an error, SIGTERM while the replicas load), the replicas go and a local Ray with them
         try:
-            links = replicas.start()
+            ingress = door.preload()
         except (ReplicaError, ValueError) as err:
             print(f"error: {err}", file=sys.stderr)
             raise SystemExit(2) from None
-        ingress = Ingress(links, spec.token, access=access, limits=limits, max_sessions=max_sessions)
         app = ingress_app(ingress)
         mount_talk_page(app, cast(Any, ingress))  # the page reads the door's ``access`` only
         page = f"http://{args.host}:{args.port}/" + ("?token=..." if access.token else "")
@@ -186,11 +183,9 @@ def serve_replicas(args: argparse.Namespace, count: int, gpus: float, load_stack
               f"{Path(sessions_dir) / 'replica-K'}); talk to it in a browser at {page}",
               flush=True)
         install_redaction()
-        config = uvicorn.Config(app, host=args.host, port=args.port, log_level=args.log_level.lower(),
-                                **ingress.uvicorn_options())
-        IngressServer(config, ingress).run()
+        run(app, door, host=args.host, port=args.port, log_level=args.log_level.lower())
     finally:
-        replicas.close()
+        door.close()
 
 
 def app_with_page(server: ChatServer) -> Any:

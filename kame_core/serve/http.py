@@ -19,12 +19,12 @@ this class: uvicorn's default (``http="auto"``) would be httptools where that is
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
-    from .server import ChatServer
+    from .protocol import Limits
 
-__all__ = ["DEFAULT_HEADER_TIMEOUT_S", "connection_limit", "http_protocol", "uvicorn_options"]
+__all__ = ["DEFAULT_HEADER_TIMEOUT_S", "SessionLimits", "connection_limit", "http_protocol", "uvicorn_options"]
 
 log = logging.getLogger("kame.serve")
 
@@ -42,6 +42,17 @@ MIN_CONNECTIONS = 8
 LINGER_S = 1.0
 
 _TIMEOUT_BODY = b"request head not received in time\n"
+
+
+class SessionLimits(Protocol):
+    """What uvicorn's options are derived from: a server's session limit (None: none) and the protocol's limits
+    (:class:`~.server.ChatServer`, or the replicas behind one door, :class:`~.replicas.ReplicatedChat`)."""
+
+    @property
+    def max_sessions(self) -> int | None: ...
+
+    @property
+    def limits(self) -> Limits: ...
 _BUSY_BODY = b"server busy: too many connections; try again later\n"
 
 
@@ -168,7 +179,7 @@ def http_protocol(header_timeout_s: float = DEFAULT_HEADER_TIMEOUT_S) -> type:
     return HeadDeadlineH11
 
 
-def uvicorn_options(server: ChatServer, *, header_timeout_s: float = DEFAULT_HEADER_TIMEOUT_S,
+def uvicorn_options(server: SessionLimits, *, header_timeout_s: float = DEFAULT_HEADER_TIMEOUT_S,
                     limit_concurrency: int | None = None) -> dict[str, Any]:
     """How uvicorn must run a server of the protocol: the HTTP protocol of :func:`http_protocol` (a deadline of
     ``header_timeout_s`` on request heads); ``limit_concurrency`` connections at once (default

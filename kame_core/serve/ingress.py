@@ -19,13 +19,11 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import socket
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 from urllib.parse import urlencode
 
-import uvicorn
 from prometheus_client import CollectorRegistry, Counter, Gauge, generate_latest
 from prometheus_client.metrics_core import Metric
 from prometheus_client.parser import text_string_to_metric_families
@@ -33,12 +31,11 @@ from prometheus_client.parser import text_string_to_metric_families
 from ..access import Access
 from ..tickets import TicketBook
 from . import protocol as P
-from .http import connection_limit, http_protocol
 from .lifecycle import DRAIN_TIMEOUT_S
 from .metrics import CONTENT_TYPE_LATEST
 from .server import ROUTE, metrics_refusal
 
-__all__ = ["Ingress", "IngressServer", "ReplicaLink", "ingress_app", "merge_metrics"]
+__all__ = ["Ingress", "ReplicaLink", "ingress_app", "merge_metrics"]
 
 log = logging.getLogger("kame.serve.ingress")
 
@@ -98,8 +95,6 @@ class Ingress:
     tickets: TicketBook = field(default_factory=TicketBook)
     #: how long a replica has to answer a status or metrics call
     ask_timeout_s: float = 3.0
-    #: sessions per replica at most (None: no limit), for the connection limit of :meth:`uvicorn_options`
-    max_sessions: int | None = None
 
     def __post_init__(self) -> None:
         self._routed = {link.index: 0 for link in self.links}
@@ -278,14 +273,6 @@ class Ingress:
         app.router.add_route("/readyz", readyz, methods=["GET"], include_in_schema=False)
         app.router.add_route("/metrics", metrics, methods=["GET"], include_in_schema=False)
 
-    def uvicorn_options(self) -> dict[str, Any]:
-        """As :func:`kame_core.serve.http.uvicorn_options` for a server: request-head deadline, connection limit
-        (for every replica's sessions), the protocol's message size."""
-        per = self.max_sessions
-        limit = connection_limit(None if per is None else per * max(1, len(self.links)))
-        return {"http": http_protocol(), "limit_concurrency": limit, "backlog": limit,
-                "ws_max_size": self.limits.max_message_bytes}
-
 
 async def _client_to_replica(client: Any, upstream: Any) -> bool:
     """Forward the client's messages; True when the client left, False when the replica's side closed."""
@@ -362,18 +349,3 @@ def ingress_app(ingress: Ingress) -> Any:
     app = FastAPI(title="KAME live protocol (replicas)", docs_url=None, redoc_url=None, openapi_url=None)
     ingress.mount(app)
     return app
-
-
-class IngressServer(uvicorn.Server):
-    """uvicorn's server for the ingress: on SIGTERM / SIGINT no new connection, the replicas end their sessions
-    cleanly (the clients get ``saved`` and 1001), then uvicorn closes what is left."""
-
-    def __init__(self, config: uvicorn.Config, ingress: Ingress, drain_timeout_s: float = DRAIN_TIMEOUT_S) -> None:
-        super().__init__(config)
-        self.ingress, self.drain_timeout_s = ingress, drain_timeout_s
-
-    async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
-        for server in self.servers:
-            server.close()
-        await self.ingress.drain(self.drain_timeout_s)
-        await super().shutdown(sockets)

@@ -6,23 +6,29 @@ then does uvicorn close what is left (it would close live websockets with a bare
 from __future__ import annotations
 
 import socket
-from typing import Any
+from typing import Any, Protocol
 
 import uvicorn
 
-from .http import uvicorn_options
-from .server import ChatServer
+from .http import SessionLimits, uvicorn_options
 
-__all__ = ["GracefulServer", "run"]
+__all__ = ["Door", "GracefulServer", "run"]
 
 #: how long live sessions have to stop, save and say so when the server shuts down
 DRAIN_TIMEOUT_S = 15.0
 
 
+class Door(SessionLimits, Protocol):
+    """What serves live sessions behind one port: a :class:`~.server.ChatServer`, or the replicas' ingress
+    (:class:`~.replicas.ReplicatedChat`). ``drain`` ends its live sessions as a shutdown does; whether in time."""
+
+    async def drain(self, timeout_s: float = ...) -> bool: ...
+
+
 class GracefulServer(uvicorn.Server):
     """uvicorn's server, ending ``chat``'s live sessions cleanly before its own shutdown."""
 
-    def __init__(self, config: uvicorn.Config, chat: ChatServer, drain_timeout_s: float = DRAIN_TIMEOUT_S) -> None:
+    def __init__(self, config: uvicorn.Config, chat: Door, drain_timeout_s: float = DRAIN_TIMEOUT_S) -> None:
         super().__init__(config)
         self.chat, self.drain_timeout_s = chat, drain_timeout_s
 
@@ -33,7 +39,7 @@ class GracefulServer(uvicorn.Server):
         await super().shutdown(sockets)
 
 
-def run(app: Any, chat: ChatServer, **config: Any) -> None:
+def run(app: Any, chat: Door, **config: Any) -> None:
     """Serve ``app`` (which mounts ``chat``) with uvicorn until SIGTERM / SIGINT; ``config``: ``uvicorn.Config``
     options (host, port, log_level, ...) on top of :func:`~.http.uvicorn_options`."""
     GracefulServer(uvicorn.Config(app, **{**uvicorn_options(chat), **config}), chat).run()

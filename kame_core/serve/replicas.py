@@ -27,9 +27,12 @@ from pathlib import Path
 from typing import Any
 
 from ..access import LOOPBACK_HOSTS, Access, is_loopback
+from ..session.store import REPLICA_FOLDER_PREFIX
+from ..tickets import TicketBook
+from .ingress import Ingress
 from .lifecycle import DRAIN_TIMEOUT_S
 from .protocol import Limits
-from .server import ChatServer, ServedStack, standalone_app
+from .server import ROUTE, ChatServer, ServedStack, standalone_app
 
 __all__ = ["APP_PREFIX", "WORKER_NICENESS", "LiveReplica", "RayReplicas", "ReplicaError", "ReplicaSpec", "ServeLink",
            "replica_dir"]
@@ -56,7 +59,7 @@ class ReplicaError(RuntimeError):
 
 def replica_dir(sessions_dir: Path, index: int) -> Path:
     """Where replica ``index`` saves its sessions and keeps its journal."""
-    return Path(sessions_dir) / f"replica-{index}"
+    return Path(sessions_dir) / f"{REPLICA_FOLDER_PREFIX}{index}"
 
 
 @dataclass(frozen=True)
@@ -233,6 +236,63 @@ class RayReplicas:
             if self._ray_started_here:
                 ray.shutdown()
                 self._ray_started_here = False
+
+
+class ReplicatedChat:
+    """``count`` replicas of ``spec`` behind one :class:`~.ingress.Ingress`, with a single server's face where a
+    door is used (:class:`~.lifecycle.Door`; ``access``, ``tickets``, ``sessions_dir``, :meth:`open_folder`,
+    :meth:`recording_problem`, :meth:`preload`, :meth:`mount`): what ``serve --replicas N`` and the app's
+    ``KAME_REPLICAS`` run. :meth:`preload` starts the replicas (each loads its models, opens its folder
+    ``replica-K`` and recovers its journals); :meth:`close` deletes them (and a local Ray started here)."""
+
+    def __init__(self, spec: ReplicaSpec, count: int, *, access: Access, address: str | None = None,
+                 gpus: float = 0.0) -> None:
+        self.spec, self.access = spec, access
+        self.replicas = RayReplicas(spec, count, address=address, gpus=gpus)
+        self.tickets = TicketBook()  # the ingress redeems them: the page's tickets are made before it exists
+        self.ingress: Ingress | None = None
+
+    @property
+    def limits(self) -> Limits:
+        return self.spec.limits
+
+    @property
+    def max_sessions(self) -> int | None:
+        """Sessions at once through the door: every replica's (None: no limit)."""
+        per = self.spec.max_sessions
+        return None if per is None else per * self.replicas.count
+
+    @property
+    def sessions_dir(self) -> Path:
+        return self.spec.sessions_dir
+
+    def open_folder(self) -> str | None:
+        """Nothing to open here: each replica opens its own folder as it starts (a problem fails its start)."""
+        return None
+
+    def recording_problem(self) -> str | None:
+        return None
+
+    def preload(self) -> Ingress:
+        """Start the replicas (once) and the ingress in front of them; :class:`ReplicaError` says why not."""
+        if self.ingress is None:
+            links = self.replicas.start()
+            self.ingress = Ingress(links, self.spec.token, access=self.access, limits=self.spec.limits,
+                                   tickets=self.tickets)
+        return self.ingress
+
+    def mount(self, app: Any, path: str = ROUTE) -> None:
+        """The ingress's routes on ``app`` (``/api/chat``, ``/healthz``, ``/readyz``, ``/metrics``)."""
+        if path != ROUTE:
+            raise ValueError(f"the replicas' door serves the protocol at {ROUTE}, not {path}")
+        self.preload().mount(app)
+
+    async def drain(self, timeout_s: float = DRAIN_TIMEOUT_S) -> bool:
+        """End every live session as a shutdown does (each replica saves and says so); whether in time."""
+        return True if self.ingress is None else await self.ingress.drain(timeout_s)
+
+    def close(self) -> None:
+        self.replicas.close()
 
 
 def _why_failed(serve: Any, count: int) -> str:

@@ -34,6 +34,21 @@ def session_file(sessions_dir: Path, session_id: str) -> Path:
     return Path(sessions_dir) / f"{session_id}.kame"
 
 
+#: a replica of ``serve --replicas`` (or the app's ``KAME_REPLICAS``) K saves in ``<sessions dir>/replica-K``
+REPLICA_FOLDER_PREFIX = "replica-"
+
+
+def saving_folder(sessions_dir: Path, session_id: str) -> Path:
+    """The folder whose file is ``session_id``'s: ``sessions_dir``, or the replica folder a replica saved it in
+    (``sessions_dir`` when none holds it). A malformed id raises ValueError."""
+    if session_file(sessions_dir, session_id).is_file():
+        return Path(sessions_dir)
+    for folder in sorted(Path(sessions_dir).glob(f"{REPLICA_FOLDER_PREFIX}*")):
+        if folder.is_dir() and not folder.is_symlink() and session_file(folder, session_id).is_file():
+            return folder
+    return Path(sessions_dir)
+
+
 def new_session_id(kind: str = "talk") -> str:
     """``KIND-YYYYmmdd-HHMMSS-<32 random bits>``: sortable by time, unguessable enough to be unique."""
     if not _ID_RE.match(kind):
