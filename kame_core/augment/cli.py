@@ -2,7 +2,8 @@
 
 Commands:
 
-* ``oracle``  -- ``text/<id>.json`` -> ``oracle_raw/<id>.json`` (official format) with a chosen simulator
+* ``oracle``  -- ``text/<id>.json`` -> ``oracle_raw/<id>.json`` (official format) with a chosen simulator, or
+  (``--strategy random``) kame_finetune's random-oracle strategy, no LLM
 * ``streams`` -- ``text/`` + ``oracle_raw/`` -> ``<id>.npz`` with the text and oracle streams per 80 ms frame
 * ``dataset`` -- question-answer JSONL -> ``audio/``, ``text/``, ``oracle_raw/`` (TTS, resumable, parallel on
   local processes or, with ``--executor ray [--ray-address ADDR]``, on a Ray cluster)
@@ -26,6 +27,7 @@ from ..settings import Settings, SettingsError
 from .layout import dialogue_files, load_oracle_raw, write_oracle_raw
 from .oracle_records import DEFAULT_INTERVAL, generate_oracle_records
 from .oracle_stream import dialogue_stream_arrays, write_stream_npz
+from .random_oracle import DEFAULT_SEED, MANIFEST, MAX_LENGTH_RATIO, MIN_LENGTH_RATIO, write_random_oracle
 from .simulator_factory import (
     SIMULATOR_SPEC_HELP,
     SimulatorUnavailable,
@@ -63,16 +65,46 @@ def _text_files(text_dir: Path) -> list[Path]:
 def run_oracle(args: argparse.Namespace) -> int:
     if not args.interval > 0:
         raise CommandError(f"--interval must be > 0, got {args.interval}")
+    if args.strategy == "random":
+        return run_random_oracle(args)
+    for name in ("pool_text_dir", "text_tokenizer", "seed", "min_length_ratio", "max_length_ratio"):
+        if getattr(args, name) is not None:
+            raise CommandError(f"--{name.replace('_', '-')} is for --strategy random")
+    if args.skip_unserved:
+        raise CommandError("--skip-unserved is for --strategy random")
     files = _text_files(args.text_dir)
     # validate every transcript before the first (possibly paid) simulator call
     dialogues = [(path.stem, load_transcript(path)) for path in files]
-    simulator = make_simulator(args.simulator, functools.partial(load_llm_backend, files=args.files))
+    simulator = make_simulator(args.simulator or "offline", functools.partial(load_llm_backend, files=args.files))
     total = 0
     for dialogue_id, words in tqdm(dialogues, desc="oracle", unit="dialogue", disable=None):
         records = generate_oracle_records(words, simulator, args.interval)
         write_oracle_raw(args.out_dir / f"{dialogue_id}.json", records)
         total += len(records)
     print(f"wrote {len(dialogues)} oracle_raw files ({total} records) to {args.out_dir}", file=sys.stderr)
+    return 0
+
+
+def run_random_oracle(args: argparse.Namespace) -> int:
+    """``oracle --strategy random``: kame_finetune's random-oracle strategy, no LLM (:mod:`.random_oracle`)."""
+    if args.simulator is not None:
+        raise CommandError("--simulator is for --strategy llm: the random strategy calls no LLM")
+    _text_files(args.text_dir)
+    if args.pool_text_dir is not None:
+        _text_files(args.pool_text_dir)
+    if args.text_tokenizer is not None and not args.text_tokenizer.is_file():
+        raise CommandError(f"--text-tokenizer {args.text_tokenizer}: no such file")
+    manifest = write_random_oracle(
+        args.text_dir, args.out_dir, pool_dir=args.pool_text_dir, tokenizer_path=args.text_tokenizer,
+        seed=args.seed if args.seed is not None else DEFAULT_SEED, interval=args.interval,
+        min_length_ratio=args.min_length_ratio if args.min_length_ratio is not None else MIN_LENGTH_RATIO,
+        max_length_ratio=args.max_length_ratio if args.max_length_ratio is not None else MAX_LENGTH_RATIO,
+        skip_unserved=args.skip_unserved)
+    skipped = sum(len(v) for v in manifest["skipped"].values())
+    print(f"wrote {len(manifest['outputs'])} oracle_raw files ({manifest['events']} records, "
+          f"{manifest['hint_events']} selecting their hint"
+          + (f"; {skipped} target turns skipped, listed in {MANIFEST}" if skipped else "")
+          + f") and {MANIFEST} to {args.out_dir}", file=sys.stderr)
     return 0
 
 
@@ -133,7 +165,27 @@ def build_parser() -> argparse.ArgumentParser:
     oracle.add_argument("--text-dir", type=Path, required=True)
     oracle.add_argument("--out-dir", type=Path, required=True)
     oracle.add_argument("--interval", type=float, default=DEFAULT_INTERVAL, help="time step in seconds")
-    oracle.add_argument("--simulator", default="offline", help=SIMULATOR_SPEC_HELP)
+    oracle.add_argument("--strategy", choices=("llm", "random"), default="llm",
+                        help="llm: a simulator writes each prediction; random: kame_finetune's random-oracle "
+                             "strategy, no LLM (responses sampled from other dialogues, the ground truth at each "
+                             "response's last update)")
+    oracle.add_argument("--simulator", default=None, help=SIMULATOR_SPEC_HELP + " (--strategy llm; default offline)")
+    oracle.add_argument("--pool-text-dir", type=Path, default=None,
+                        help="random: transcripts the responses are sampled from, training dialogues only "
+                             "(default: --text-dir)")
+    oracle.add_argument("--text-tokenizer", type=Path, default=None,
+                        help="random: the training setup's SentencePiece model, for response lengths "
+                             "(default: whitespace words)")
+    oracle.add_argument("--seed", type=int, default=None, help=f"random: sampling seed (default {DEFAULT_SEED})")
+    oracle.add_argument("--min-length-ratio", type=float, default=None,
+                        help=f"random: shortest sampled response, times the target's tokens (default "
+                             f"{MIN_LENGTH_RATIO})")
+    oracle.add_argument("--max-length-ratio", type=float, default=None,
+                        help=f"random: longest sampled response, times the target's tokens (default "
+                             f"{MAX_LENGTH_RATIO})")
+    oracle.add_argument("--skip-unserved", action="store_true",
+                        help="random: leave a response that has no update, or whose last update cannot carry its "
+                             "hint, without records (listed in manifest.json) instead of stopping")
     oracle.set_defaults(run=run_oracle)
     streams = commands.add_parser("streams", help="write <id>.npz frame-level text and oracle streams")
     streams.add_argument("--text-dir", type=Path, required=True)

@@ -68,7 +68,7 @@ def training_dialogue_scenario(root: str | Path, dialogue_id: str) -> Scenario:
                                                      source="reference transcript"))
     for k, r in enumerate(records):
         trace.record(r.t, ev.OracleReset(request=None, revision=k + 1, hint_level=r.hint_level,
-                                         spoken_ratio=r.current_spoken_ratio, text=r.prediction))
+                                         spoken_ratio=r.current_spoken_ratio, text=r.selected))
     trace.finish()
     annotate_onsets(trace)
     return Scenario(name=dialogue_id, title=trace.title, runs={"training": trace}, tags=["training-dialogue"],

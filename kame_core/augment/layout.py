@@ -48,4 +48,7 @@ def load_oracle_raw(path: str | Path) -> list[OracleRecord]:
         raise ValueError(f"{path}: cannot read JSON: {exc}") from exc
     if not isinstance(data, list):
         raise ValueError(f"{path}: expected a JSON list of oracle records")
-    return [OracleRecord.from_json(item, str(path), i) for i, item in enumerate(data)]
+    records = [OracleRecord.from_json(item, str(path), i) for i, item in enumerate(data)]
+    if len({r.use_hint is None for r in records}) > 1:  # as kame_finetune's tokenizer refuses it
+        raise ValueError(f"{path}: 'use_hint' is on some records and not on others: on every record or on none")
+    return records

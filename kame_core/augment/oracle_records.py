@@ -72,7 +72,9 @@ _JSON_TYPES: Mapping[str, type | tuple[type, ...]] = MappingProxyType(
 
 @dataclass(frozen=True)
 class OracleRecord:
-    """One record of ``oracle_raw/<id>.json``; field order is the official key order."""
+    """One record of ``oracle_raw/<id>.json``; field order is the official key order. ``use_hint`` (kame_finetune's
+    selection flag, written by the random strategy, :mod:`.random_oracle`): True selects ``hint``, False
+    ``prediction``; None when the file has no flags (the LLM strategy's records)."""
 
     timestamp_ms: int
     conversation_context: str
@@ -83,6 +85,7 @@ class OracleRecord:
     current_spoken_ratio: float
     channel: int
     hint: str
+    use_hint: bool | None = None
 
     @classmethod
     def from_request(cls, request: OracleRequest, prediction: str) -> OracleRecord:
@@ -104,7 +107,14 @@ class OracleRecord:
         if not isinstance(data, dict):
             raise ValueError(f"{source}: record {index}: expected an object")
         values: dict[str, Any] = {}
+        if "use_hint" in data:
+            if not isinstance(data["use_hint"], bool):
+                raise ValueError(f"{source}: record {index}: field 'use_hint' must be true or false, not "
+                                 f"{type(data['use_hint']).__name__}")
+            values["use_hint"] = data["use_hint"]
         for f in dataclasses.fields(cls):
+            if f.name == "use_hint":
+                continue
             if f.name not in data:
                 raise ValueError(f"{source}: record {index}: missing field {f.name!r}")
             value = data[f.name]
@@ -123,8 +133,16 @@ class OracleRecord:
         """Session time of the record in seconds."""
         return self.timestamp_ms / 1000.0
 
+    @property
+    def selected(self) -> str:
+        """The oracle text this record feeds: ``hint`` where ``use_hint`` selects it, else ``prediction``."""
+        return self.hint if self.use_hint else self.prediction
+
     def to_json(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
+        out = dataclasses.asdict(self)
+        if self.use_hint is None:
+            del out["use_hint"]  # the official LLM-strategy records have no such key
+        return out
 
 
 def time_grid(interval: float, max_end: float) -> Iterator[float]:

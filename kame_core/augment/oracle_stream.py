@@ -41,7 +41,7 @@ class OracleFrames:
 
 def oracle_event_ids(record: OracleRecord, tokenizer: TextTokenizer) -> list[int]:
     """The ids one oracle event feeds, one per frame: the start token, then its text."""
-    return [tokenizer.start_token_id, *tokenizer.encode(record.prediction)]
+    return [tokenizer.start_token_id, *tokenizer.encode(record.selected)]
 
 
 def oracle_frames(
