@@ -203,6 +203,7 @@ def test_the_spokenwoz_sample_is_served_where_it_can_be_and_its_import_shows_the
         os.symlink(SPOKENWOZ / name, root / name, target_is_directory=True)
     (root / "oracle_raw" / "SNG0072.json").write_text(json.dumps([r.to_json() for r in served.records]))
     scenario = training_dialogue_scenario(root, "SNG0072")
+    assert "random strategy, no LLM" in scenario.runs["training"].provenance["oracle"].label
     fed = [e.data.get("text") for run in scenario.runs.values() for e in run.events if "text" in e.data]
     assert all(r.selected in fed for r in hints[:5])
     tokenizer = WordTokenizer()

@@ -13,6 +13,7 @@ from ..clock import frame_start
 from ..metrics import annotate_onsets
 from ..scenario import Scenario
 from ..trace import FrameRecord, OracleToken, Provenance, SessionTrace
+from .oracle_records import OracleRecord
 from .oracle_stream import NO_EVENT
 from .training_dialogue import dialogue_frames, load_training_dialogue
 from .transcript import TranscriptWord
@@ -34,6 +35,14 @@ def _utterances(words: list[TranscriptWord], speaker: str, gap_s: float = 1.0) -
     return runs
 
 
+def _oracle_source(records: list[OracleRecord]) -> str:
+    """Who wrote the records: a simulator LLM, or (records with ``use_hint``) the random strategy."""
+    if any(r.use_hint is not None for r in records):
+        return ("oracle_raw records (random strategy, no LLM: responses sampled from other dialogues, the ground "
+                "truth at each response's last update)")
+    return "oracle_raw records (simulator LLM)"
+
+
 def training_dialogue_scenario(root: str | Path, dialogue_id: str) -> Scenario:
     """Read ``root/{audio,text,oracle_raw}/<dialogue_id>.*`` and build a one-run scenario (run id ``training``)."""
     dialogue = load_training_dialogue(root, dialogue_id)
@@ -46,7 +55,7 @@ def training_dialogue_scenario(root: str | Path, dialogue_id: str) -> Scenario:
         mode="imported", title=f"Training dialogue {dialogue_id}",
         provenance={"front_end": Provenance("imported-training-dialogue", model_id=dialogue_id,
                                             label="speaker B of a KAME-layout training dialogue"),
-                    "oracle": Provenance("imported-training-dialogue", label="oracle_raw records (simulator LLM)")},
+                    "oracle": Provenance("imported-training-dialogue", label=_oracle_source(records))},
         config={"source": str(Path(root).name), "dialogue_id": dialogue_id, "user": USER, "assistant": ASSISTANT},
     )
     start_id = tokenizer.start_token_id
