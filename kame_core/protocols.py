@@ -79,6 +79,11 @@ class TextTokenizer(Protocol):
         """Display text of one token, leading space included where the tokenizer has one."""
 
 
+class PoolFull(RuntimeError):
+    """Every front-end slot is taken: the model already serves its maximum of concurrent sessions (a neural
+    :class:`kame_core.neural.pool.SessionPool`); the session is refused, nothing is held."""
+
+
 @runtime_checkable
 class FrontEnd(Protocol):
     """One step per 80 ms frame: user audio + the oracle token of this frame -> text piece + output audio."""

@@ -166,7 +166,8 @@ def test_local_moshi_baseline_is_the_oracle_off_model(tmp_path: Path, parts: dic
 
 
 def test_local_kame_folder_as_a_session_pool(tmp_path: Path, parts: dict[str, Path]) -> None:
-    from kame_core.neural import PoolFull, load_session_pool
+    from kame_core.neural import load_session_pool
+    from kame_core.protocols import PoolFull
 
     _link(parts["kame"], tmp_path / "model.safetensors")
     (tmp_path / "moshi_lm_kwargs.json").write_text(json.dumps(tiny_lm_kwargs(text_card=VOCAB)))

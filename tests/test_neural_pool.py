@@ -12,9 +12,9 @@ import pytest
 from kame_core.clock import SAMPLE_RATE, SAMPLES_PER_FRAME
 from kame_core.neural import KameLMGen, NeuralFrontEnd, random_front_end
 from kame_core.neural.configs import small_mimi_config, tiny_lm_kwargs
-from kame_core.neural.pool import PoolFull, SessionPool, SlotFrontEnd, SlotInput
+from kame_core.neural.pool import SessionPool, SlotFrontEnd, SlotInput
 from kame_core.neural.tiny import train_tiny_tokenizer
-from kame_core.protocols import FrontEnd
+from kame_core.protocols import FrontEnd, PoolFull
 from kame_core.testing.waiting import wait_until
 
 pytestmark = pytest.mark.slow  # many steps of the tiny model per test (make gpu-check and make test run them)

@@ -248,3 +248,22 @@ def test_only_settings_keys_and_entry_points_touch_the_environment() -> None:
     if re.search(r"os\.environ|getenv", (REPO / "app.py").read_text(encoding="utf-8")):
         found.add("app.py")
     assert found <= set(ENVIRONMENT_READERS), sorted(found - set(ENVIRONMENT_READERS))
+
+
+def test_settings_and_the_server_import_without_torch() -> None:
+    """The neural package's face is lazy: reading settings or importing the server (its CPU stack not yet built)
+    loads neither torch nor moshi nor safetensors; the neural names still import as before."""
+    import subprocess
+    import sys
+
+    code = ("import sys, kame_core.settings, kame_core.serve, kame_core.neural.choice\n"
+            "print(sorted(m for m in ('torch', 'moshi', 'safetensors') if m in sys.modules))\n"
+            "from kame_core.neural import KameLM, SessionPool\n"
+            "print('torch' in sys.modules, KameLM.__module__, SessionPool.__module__)\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True)
+    lines = out.stdout.splitlines()
+    assert lines[0] == "[]", out.stdout
+    assert lines[1] == "True kame_core.neural.model kame_core.neural.pool", out.stdout
+    import kame_core.neural as neural
+
+    assert sorted(neural.__all__) == sorted(neural._HOME)  # every exported name has a home to load it from

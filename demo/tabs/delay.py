@@ -9,8 +9,8 @@ from typing import TYPE_CHECKING, Any
 
 import gradio as gr
 
-from kame_core.neural.pool import PoolFull
 from kame_core.pipelines.replay import REPLAY_LABEL, ReplayUnavailable
+from kame_core.protocols import PoolFull
 from kame_core.settings import Settings
 from kame_core.trace import SessionTrace
 

@@ -11,9 +11,9 @@ from typing import TYPE_CHECKING, Any
 import gradio as gr
 import numpy as np
 
-from kame_core.neural.pool import PoolFull
 from kame_core.pipelines.replay import recorded_input
 from kame_core.pipelines.run_kinds import RUN_KINDS
+from kame_core.protocols import PoolFull
 from kame_core.scenario import ScenarioError
 from kame_core.session import SessionStore, new_session_id
 from kame_core.settings import Settings

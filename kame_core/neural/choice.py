@@ -8,7 +8,8 @@ the door runs the CPU stand-in (never shown as the trained model).
 :meth:`FrontEndChoice.load` gives :class:`NeuralModels`: the KAME checkpoint in one :class:`SessionPool`
 and, with ``moshi_weights``, the Moshi baseline in a second one (upstream moshi's LM and generator: the
 oracle-off path is tested equal to ``LMGen``). A session takes a slot with :meth:`NeuralModels.join` and owns
-it until it closes its front-end; past the pool's size :class:`~.pool.PoolFull` says all N slots are in use.
+it until it closes its front-end; past the pool's size :class:`~kame_core.protocols.PoolFull` says all N slots
+are in use.
 Without ``moshi_weights``, Moshi mode is the KAME model with its oracle stream off, and every label says it is
 not the Moshi baseline.
 """
@@ -20,9 +21,9 @@ import time
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from ..protocols import PoolFull
 from ..trace import Provenance
 from .kv_settings import DEFAULT_GROW_FRAMES, KV_DTYPES, KVCacheSettings
-from .pool import PoolFull
 
 #: the label of Moshi mode on the KAME checkpoint (no ``--moshi-weights``)
 ORACLE_OFF_LABEL = "KAME front-end, oracle off — not the Moshi baseline"
@@ -211,7 +212,7 @@ class NeuralModels:
 
     def join(self, mode: NeuralMode = "kame", *, wait_s: float = 0.0) -> Any:
         """A slot of ``mode``'s pool as a ``FrontEnd`` (a :class:`~.pool.SlotFrontEnd`; close it to give the
-        slot back); :class:`~.pool.PoolFull` when every slot is taken (after waiting up to ``wait_s``)."""
+        slot back); :class:`~kame_core.protocols.PoolFull` when every slot is taken (after waiting up to ``wait_s``)."""
         deadline = time.monotonic() + wait_s
         while True:
             try:

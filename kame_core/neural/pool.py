@@ -30,18 +30,14 @@ import torch
 from moshi.models.compression import MimiModel
 
 from ..clock import SAMPLES_PER_FRAME
-from ..protocols import FrontEndOutput, TextTokenizer
+from ..protocols import FrontEndOutput, PoolFull, TextTokenizer
 from ..trace import Provenance
 from .frontend import frame_output, silent_output
 from .generation import KameLMGen
 from .slots import reset_entries
 from .tokenizer import LMTokenizer
 
-__all__ = ["PoolFull", "SessionPool", "SlotFrontEnd", "SlotInput"]
-
-
-class PoolFull(RuntimeError):
-    """Every slot of the pool is taken: the model already serves its maximum of concurrent sessions."""
+__all__ = ["SessionPool", "SlotFrontEnd", "SlotInput"]
 
 
 @dataclass(frozen=True)

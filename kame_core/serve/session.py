@@ -28,7 +28,7 @@ import numpy as np
 from ..clock import FRAME_SECONDS, SAMPLE_RATE, SAMPLES_PER_FRAME
 from ..metrics import LiveOnsets, TurnLatency, latency_breakdown, latency_window
 from ..neural.choice import NeuralModels
-from ..neural.pool import PoolFull
+from ..protocols import PoolFull
 from ..session import FrameOut, LiveSession, SessionStore
 from ..session.disk import error_words
 from ..session.journal import SessionJournal
