@@ -5,7 +5,8 @@ import pytest
 
 from kame_core.clock import VirtualClock
 from kame_core.llm import AnthropicLLM, LLMRateLimited, LLMTimeout, MissingAPIKey, make_llm
-from kame_core.llm.anthropic_messages import DEFAULT_MODEL, anthropic_turns
+from kame_core.llm.anthropic_messages import DEFAULT_MODEL
+from kame_core.llm.base import anthropic_turns
 from kame_core.protocols import ChatMessage, LLMError, StreamingLLM
 
 from .fakes.providers import REPLY, anthropic_key, fake_anthropic

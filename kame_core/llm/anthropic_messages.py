@@ -2,8 +2,8 @@
 
 Same contract as :mod:`.openai_chat`: one client per stream, no SDK retries, every failure an
 :class:`~kame_core.protocols.LLMError`, cancellation closes the HTTP response. The Messages API wants the
-system prompt apart and strictly alternating user/assistant turns starting with the user, so
-:func:`anthropic_turns` merges consecutive same-role messages and opens with a user turn if needed.
+system prompt apart and strictly alternating user/assistant turns starting with the user
+(:func:`~.base.anthropic_turns`, beside the OpenAI shape and the one translation of both SDKs' failures).
 """
 from __future__ import annotations
 
@@ -13,30 +13,13 @@ from typing import TYPE_CHECKING, Any
 
 from ..protocols import ChatMessage, LLMError
 from ..trace import Provenance
-from .base import LLMRateLimited, LLMTimeout, api_key, public_url, redact, stream_sdk_response
+from .base import SDKFailure, anthropic_turns, api_key, public_url, sdk_error, stream_sdk_response
 
 if TYPE_CHECKING:
     from ..clock import Clock
 
 ANTHROPIC_BASE_URL = "https://api.anthropic.com"
 DEFAULT_MODEL = "claude-opus-4-5"
-_RATE_ERRORS = {"rate_limit_error", "overloaded_error"}
-
-
-def anthropic_turns(messages: Sequence[ChatMessage]) -> tuple[str, list[dict[str, str]]]:
-    """``(system, turns)`` for the Messages API."""
-    system = "\n\n".join(m.content for m in messages if m.role == "system")
-    turns: list[dict[str, str]] = []
-    for m in messages:
-        if m.role == "system":
-            continue
-        if turns and turns[-1]["role"] == m.role:
-            turns[-1]["content"] += "\n\n" + m.content
-        else:
-            turns.append({"role": m.role, "content": m.content})
-    if not turns or turns[0]["role"] != "user":
-        turns.insert(0, {"role": "user", "content": "(conversation start)"})
-    return system, turns
 
 
 class AnthropicLLM:
@@ -82,39 +65,8 @@ class AnthropicLLM:
 
     def _translate(self, exc: Exception, key: str) -> LLMError | None:
         import anthropic
-        import httpx2
 
-        where = f"Anthropic {self.model}"
-        if isinstance(exc, LLMError):
-            return exc
-        if isinstance(exc, anthropic.APITimeoutError):
-            return LLMTimeout(f"{where}: timed out after {self.timeout_s:g} s")
-        if isinstance(exc, anthropic.AuthenticationError):
-            return LLMError(f"{where}: authentication failed (HTTP 401) (check ${self.api_key_env})")
-        if isinstance(exc, anthropic.APIStatusError):
-            kind = _error_type(exc.body)
-            if exc.status_code in (429, 529) or kind in _RATE_ERRORS:
-                return LLMRateLimited(f"{where}: {kind or 'rate limited'} (HTTP {exc.status_code})")
-            status = "error mid-stream" if exc.status_code == 200 else f"HTTP {exc.status_code}"
-            return LLMError(f"{where}: {status}: {kind or redact(str(exc.message), key)[:300]}")
-        if isinstance(exc, anthropic.APIConnectionError):
-            return LLMError(f"{where}: connection failed or lost ({type(exc.__cause__ or exc).__name__})")
-        if isinstance(exc, anthropic.APIError):
-            return LLMError(f"{where}: {redact(str(exc.message), key)[:300]}")
-        if isinstance(exc, (httpx2.TimeoutException,)):
-            return LLMTimeout(f"{where}: timed out after {self.timeout_s:g} s")
-        if isinstance(exc, (httpx2.HTTPError, OSError)):
-            return LLMError(f"{where}: connection lost mid-stream ({type(exc).__name__})")
-        return None
-
-
-def _error_type(body: object) -> str:
-    """``error.type`` of an Anthropic error body (``overloaded_error`` ...), or ''."""
-    if isinstance(body, dict):
-        error = body.get("error", body)
-        if isinstance(error, dict) and isinstance(error.get("type"), str):
-            return error["type"]
-    return ""
+        return sdk_error(exc, anthropic, SDKFailure(f"Anthropic {self.model}", key, self.timeout_s, self.api_key_env))
 
 
 async def _texts(response: AsyncIterator[Any]) -> AsyncGenerator[str, None]:

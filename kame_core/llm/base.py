@@ -1,4 +1,5 @@
-"""What every LLM back-end shares: key handling, errors, and pacing chunks on the session clock.
+"""What every LLM back-end shares: key handling, chat messages in each provider's shape, errors (one translation
+of the OpenAI and Anthropic SDKs' failures), and pacing chunks on the session clock.
 
 Keys are read from the environment at the moment of each request (:func:`kame_core.keys.api_key`) and handed
 straight to the SDK; they are never kept on an object, put in a provenance, logged, or quoted in an error
@@ -9,6 +10,7 @@ from __future__ import annotations
 import re
 from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import aclosing
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from .. import keys
@@ -51,7 +53,79 @@ def redact(text: str, *secrets: str) -> str:
 
 
 def openai_messages(messages: Sequence[ChatMessage]) -> list[dict[str, str]]:
+    """Chat messages as the OpenAI chat API takes them (system, user and assistant turns as they are)."""
     return [{"role": m.role, "content": m.content} for m in messages]
+
+
+def anthropic_turns(messages: Sequence[ChatMessage]) -> tuple[str, list[dict[str, str]]]:
+    """Chat messages as the Anthropic Messages API takes them: ``(system, turns)``, the system prompts apart and
+    strictly alternating user / assistant turns starting with the user (consecutive same-role messages merged)."""
+    system = "\n\n".join(m.content for m in messages if m.role == "system")
+    turns: list[dict[str, str]] = []
+    for m in messages:
+        if m.role == "system":
+            continue
+        if turns and turns[-1]["role"] == m.role:
+            turns[-1]["content"] += "\n\n" + m.content
+        else:
+            turns.append({"role": m.role, "content": m.content})
+    if not turns or turns[0]["role"] != "user":
+        turns.insert(0, {"role": "user", "content": "(conversation start)"})
+    return system, turns
+
+
+#: error types of a provider's error body that mean "slow down" (Anthropic's; 429 and 529 say it too)
+RATE_ERROR_TYPES = frozenset({"rate_limit_error", "overloaded_error"})
+
+
+@dataclass(frozen=True)
+class SDKFailure:
+    """How to word one back-end's failures: ``where`` (provider and model), the key to keep out of messages, the
+    timeout, the variable the key comes from (None: no real key)."""
+
+    where: str
+    key: str
+    timeout_s: float
+    key_env: str | None
+
+
+def sdk_error(exc: Exception, sdk: Any, failure: SDKFailure) -> LLMError | None:
+    """An :class:`LLMError` for a failure of an OpenAI or Anthropic SDK call (both SDKs share their exception
+    classes) or of its transport; None: not ours to translate. Rate limits are :class:`LLMRateLimited`,
+    timeouts :class:`LLMTimeout`; the key never appears in a message."""
+    import httpx2
+
+    where, key = failure.where, failure.key
+    if isinstance(exc, LLMError):
+        return exc
+    if isinstance(exc, (sdk.APITimeoutError, httpx2.TimeoutException)):
+        return LLMTimeout(f"{where}: timed out after {failure.timeout_s:g} s")
+    if isinstance(exc, sdk.AuthenticationError):
+        hint = f" (check ${failure.key_env})" if failure.key_env else ""
+        return LLMError(f"{where}: authentication failed (HTTP 401){hint}")
+    if isinstance(exc, sdk.APIStatusError):
+        kind, code = _error_type(exc.body), exc.status_code
+        if code in (429, 529) or kind in RATE_ERROR_TYPES or isinstance(exc, sdk.RateLimitError):
+            return LLMRateLimited(f"{where}: {kind if kind in RATE_ERROR_TYPES else 'rate limited'} (HTTP {code})")
+        status = "error mid-stream" if code == 200 else f"HTTP {code}"
+        said = ": ".join(part for part in (kind, redact(str(exc.message), key)[:300]) if part)
+        return LLMError(f"{where}: {status}: {said}")
+    if isinstance(exc, sdk.APIConnectionError):
+        return LLMError(f"{where}: connection failed or lost ({type(exc.__cause__ or exc).__name__})")
+    if isinstance(exc, sdk.APIError):  # an error event inside the stream
+        return LLMError(f"{where}: error mid-stream: {redact(str(exc.message), key)[:300]}")
+    if isinstance(exc, (httpx2.HTTPError, OSError)):
+        return LLMError(f"{where}: connection lost mid-stream ({type(exc).__name__})")
+    return None
+
+
+def _error_type(body: object) -> str:
+    """``error.type`` of a provider's error body (``overloaded_error`` ...), or ''."""
+    if isinstance(body, dict):
+        error = body.get("error", body)
+        if isinstance(error, dict) and isinstance(error.get("type"), str):
+            return str(error["type"])
+    return ""
 
 
 def public_url(url: str) -> str:

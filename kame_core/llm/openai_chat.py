@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..protocols import ChatMessage, LLMError
 from ..trace import Provenance
-from .base import LLMRateLimited, LLMTimeout, api_key, openai_messages, public_url, redact, stream_sdk_response
+from .base import SDKFailure, api_key, openai_messages, public_url, sdk_error, stream_sdk_response
 
 if TYPE_CHECKING:
     from ..clock import Clock
@@ -62,29 +62,9 @@ class OpenAIChatLLM:
                 yield text
 
     def _translate(self, exc: Exception, key: str) -> LLMError | None:
-        """An :class:`LLMError` for SDK and transport failures (None: not ours to translate)."""
-        import httpx2
         import openai
 
-        where = f"{self.name} {self.model}"
-        if isinstance(exc, LLMError):
-            return exc
-        if isinstance(exc, openai.APITimeoutError):
-            return LLMTimeout(f"{where}: timed out after {self.timeout_s:g} s")
-        if isinstance(exc, openai.RateLimitError):
-            return LLMRateLimited(f"{where}: rate limited (HTTP 429)")
-        if isinstance(exc, openai.AuthenticationError):
-            hint = f" (check ${self.api_key_env})" if self.api_key_env else ""
-            return LLMError(f"{where}: authentication failed (HTTP 401){hint}")
-        if isinstance(exc, openai.APIStatusError):
-            return LLMError(f"{where}: HTTP {exc.status_code}: {redact(str(exc.message), key)[:300]}")
-        if isinstance(exc, openai.APIConnectionError):
-            return LLMError(f"{where}: connection failed or lost ({type(exc.__cause__ or exc).__name__})")
-        if isinstance(exc, openai.APIError):  # an error event inside the stream
-            return LLMError(f"{where}: error mid-stream: {redact(str(exc.message), key)[:300]}")
-        if isinstance(exc, (httpx2.HTTPError, OSError)):
-            return LLMError(f"{where}: connection lost mid-stream ({type(exc).__name__})")
-        return None
+        return sdk_error(exc, openai, SDKFailure(f"{self.name} {self.model}", key, self.timeout_s, self.api_key_env))
 
 
 async def _texts(response: AsyncIterator[Any]) -> AsyncGenerator[str, None]:
