@@ -2,6 +2,8 @@
 reads the same from either provider, a rate limit or overload is ``LLMRateLimited``, and the key never shows."""
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from kame_core.llm.base import LLMRateLimited, LLMTimeout, SDKFailure, sdk_error
@@ -10,7 +12,7 @@ from kame_core.protocols import LLMError
 KEY = "sk-test-0123456789abcdef"
 
 
-def _response(sdk: object, status: int) -> object:
+def _response(sdk: object, status: int) -> Any:
     import httpx2
 
     return httpx2.Response(status, request=httpx2.Request("POST", "https://api.example/v1"))
