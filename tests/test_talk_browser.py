@@ -88,11 +88,13 @@ def _artifacts(tmp_path: Path) -> Path:
     return folder
 
 
-@pytest.mark.parametrize("front_end", ["cpu-stand-in", "neural-tiny"])
+@pytest.mark.parametrize("front_end", ["cpu-stand-in", "neural-tiny", "cpu-stand-in-gate"])
 def test_talk_plays_the_answer_shows_the_streams_and_opens_the_session(question_wav, tmp_path, front_end):
     """On the CPU stand-in, and on the neural front-end with a tiny random checkpoint (KAME_WEIGHTS,
     KAME_DEVICE=cpu): the same page, the same protocol, a pool slot named on the page. The stand-in's app has a
-    KAME_TOKEN, which the page never knows: it connects with a ticket the app gave its Gradio session."""
+    KAME_TOKEN, which the page never knows: it connects with a ticket the app gave its Gradio session. With
+    KAME_FLOOR=gate, the page's "your floor" lane gets the gate's holds and end-of-turn probabilities live, and
+    its components line names the floor policy and its detector."""
     from kame_core.neural.tiny import TINY_LABEL, write_tiny_checkpoint
 
     sessions = tmp_path / "sessions"
@@ -105,7 +107,10 @@ def test_talk_plays_the_answer_shows_the_streams_and_opens_the_session(question_
         env["KAME_TOKEN"] = "talk-browser-token"
     if front_end == "neural-tiny":
         env.update(KAME_WEIGHTS=str(write_tiny_checkpoint(tmp_path / "tiny")), KAME_DEVICE="cpu")
-    suffix = "" if front_end == "cpu-stand-in" else "_neural_tiny"
+    if front_end == "cpu-stand-in-gate":
+        env["KAME_FLOOR"] = "gate"
+    suffix = {"cpu-stand-in": "", "neural-tiny": "_neural_tiny", "cpu-stand-in-gate": "_gate"}[front_end]
+    floor_lane = "{}"
     with running_app(scenarios, tmp_path / "app.log", **env) as url:
         browser = Chromium(width=1600, height=1000, extra_args=flags)
         try:
@@ -165,6 +170,11 @@ def test_talk_plays_the_answer_shows_the_streams_and_opens_the_session(question_
             latency_text = browser.wait_for(
                 "(function (T, t) { return (!T.latency.length || t.indexOf('turn 1') >= 0) && (t || ' '); })"
                 "(window.kameTalk, document.getElementById('kame-talk-latency').innerText)", timeout=10, every=0.25)
+            if front_end == "cpu-stand-in-gate":  # the gate let the stand-in answer: its release is on the page
+                floor_lane = browser.wait_for(
+                    "(function (TL) { return TL.floor.some(function (h) { return !h.held; }) && "
+                    "JSON.stringify({floor: TL.floor, eot: TL.endOfTurn}); })(window.kameTalk.timeline)",
+                    timeout=30, every=0.25)
             browser.screenshot(_artifacts(tmp_path) / f"talk_live{suffix}.png")
             shown_front_end = browser.evaluate("JSON.stringify(window.kameTalk.frontEnd || null) + ' | ' + "
                                                "document.getElementById('kame-talk-meter').innerText")
@@ -196,6 +206,15 @@ def test_talk_plays_the_answer_shows_the_streams_and_opens_the_session(question_
     drawn_per_s = (later["draws"] - first["draws"]) / (later["now"] - first["now"])
     assert drawn_per_s >= 8 and later["maxDrawMs"] < 100, later  # 10 per second, each well under its 100 ms
     assert any(r["hint_level"] is not None and r["text"] for r in later["revisions"]), later["revisions"]
+    lane = json.loads(floor_lane)
+    if front_end == "cpu-stand-in-gate":
+        holds = lane["floor"]
+        assert holds[0]["held"] and all(h["floor"] == "gate" for h in holds), holds
+        assert any(not h["held"] and h["p"] is not None and h["p"] >= 0.06 for h in holds), holds  # a complete turn
+        assert lane["eot"] and any("capital" in (e["text"] or "").lower() for e in lane["eot"]), lane["eot"]
+        assert "floor: gate" in shown_front_end and "SmolLM2" in shown_front_end, shown_front_end
+    else:
+        assert "floor: model" in shown_front_end, shown_front_end
     expected_kind = "neural-random" if front_end == "neural-tiny" else "cpu-stand-in"
     assert later["provenance"]["kind"] == expected_kind, later["provenance"]  # drawn on the timeline too
     assert seen["played"]["max"] > 0.02 and seen["played"]["voiced"] > 0, seen["played"]
