@@ -101,6 +101,11 @@ class FrontEnd(Protocol):
         """Advance one frame. ``oracle_token`` is None for oracle padding. ``hold`` is the forced-delay hold:
         the front-end must stay silent (the runner enforces it in the trace either way)."""
 
+    def close(self) -> None:
+        """The session is over: give back what it holds (a neural pool slot, the stand-in's worker threads).
+        The one way a session returns its front-end (:func:`kame_core.session.release`); a second call does
+        nothing. A front-end that holds nothing does nothing."""
+
 
 # -------------------------------------------------------------------------------------------------- STT
 @dataclass(frozen=True)

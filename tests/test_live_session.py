@@ -14,9 +14,7 @@ from kame_core.testing.doubles import EchoFrontEnd, ScriptedLLM, ScriptedSTT, To
 
 
 class SlotDouble(EchoFrontEnd):
-    """A front-end that holds a slot (it has a ``pool``) and counts how often it is given back."""
-
-    pool = "pretend pool"
+    """A front-end that holds a pretend slot and counts how often it is given back."""
 
     def __init__(self) -> None:
         super().__init__()

@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 
 from ..clock import SAMPLE_RATE, Clock, RealTimeClock
+from ..protocols import FrontEnd
 from ..trace import SessionTrace
 from .disk import error_words
 from .driver import FrameSink, SessionDriver
@@ -27,16 +28,15 @@ log = logging.getLogger("kame.session")
 MAX_INPUT_S = 300.0
 
 
-def release(front_end: object) -> None:
-    """Give back what a front-end holds (a neural pool slot); a no-op for front-ends that hold nothing and for
-    a slot already given back."""
-    close = getattr(front_end, "close", None)
-    if front_end is not None and hasattr(front_end, "pool") and callable(close):
-        close()
+def release(front_end: FrontEnd | None) -> None:
+    """Give back what a front-end holds: :meth:`FrontEnd.close` (a neural pool slot, the stand-in's threads;
+    nothing for a front-end that holds nothing, or for one already given back)."""
+    if front_end is not None:
+        front_end.close()
 
 
 def release_front_end(runner: object) -> None:
-    """Give back what a runner's front-end holds (see :func:`release`)."""
+    """Give back what a runner's front-end holds (see :func:`release`; a cascade has none)."""
     release(getattr(runner, "front_end", None))
 
 

@@ -80,6 +80,9 @@ class EchoFrontEnd:
         self._countdown = 0
         self.steps = []
 
+    def close(self) -> None:
+        """Holds nothing: nothing to give back."""
+
     def step(self, user_frame: np.ndarray, oracle_token: int | None, hold: bool = False) -> FrontEndOutput:
         assert user_frame.shape == (SAMPLES_PER_FRAME,)
         self.steps.append((oracle_token, hold))
