@@ -16,6 +16,7 @@ import numpy as np
 import pytest
 
 from kame_core.clock import SAMPLE_RATE
+from kame_core.serve import notices as N
 from kame_core.serve import protocol as P
 from kame_core.settings import Settings
 from kame_core.testing.servers import serving
@@ -49,7 +50,7 @@ async def _talk(url: str, seconds: float) -> tuple[dict[str, Any], list[dict[str
         while time.monotonic() < deadline:
             await ws.send(chunk)
             await asyncio.sleep(CHUNK_S)
-        await ws.send(P.json_message({"type": "end"}))
+        await ws.send(P.notice(N.End()))
         await asyncio.wait_for(reader, 120)
         code = ws.close_code
     session = next(e for e in events if e.get("type") == "session")

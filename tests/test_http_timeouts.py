@@ -14,6 +14,7 @@ import pytest
 
 from kame_core.pipelines.stack import Stack
 from kame_core.serve import ChatServer, standalone_app
+from kame_core.serve import notices as N
 from kame_core.serve import protocol as P
 from kame_core.serve.http import connection_limit
 from kame_core.serve.server import served_stack, uvicorn_options
@@ -156,7 +157,7 @@ def test_a_websocket_session_outlives_the_head_deadline(tmp_path):
                 assert await asyncio.wait_for(ws.recv(), 10) == bytes([P.HANDSHAKE])
                 await asyncio.sleep(HEAD_S + 0.5)  # past the deadline: not a head any more
                 await ws.send(P.message(P.PCM, P.pcm_to_bytes(np.zeros(4800, np.float32))))
-                await ws.send(P.json_message({"type": "end"}))
+                await ws.send(P.notice(N.End()))
                 seen = []
                 try:
                     while True:

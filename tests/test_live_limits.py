@@ -17,6 +17,7 @@ from starlette.datastructures import QueryParams
 from kame_core.access import LOOPBACK_HOSTS, Access
 from kame_core.pipelines.stack import Stack
 from kame_core.serve import ChatServer, Limits, standalone_app
+from kame_core.serve import notices as N
 from kame_core.serve import protocol as P
 from kame_core.serve.server import served_stack
 from kame_core.testing.doubles import EchoFrontEnd, ScriptedLLM, ScriptedSTT, ToneTTS, words_at
@@ -122,7 +123,7 @@ def test_valid_but_abusive_opus_is_a_warning_not_a_dead_session(served):
             await ws.send(P.message(P.AUDIO, payload))
         await ws.send(P.message(P.PCM, P.pcm_to_bytes(np.zeros(4800, np.float32))))  # still a session
         await asyncio.sleep(0.5)
-        await ws.send(P.json_message({"type": "end"}))
+        await ws.send(P.notice(N.End()))
 
     code, reason, seen = asyncio.run(_session(url, abuse))
     warnings = [m["message"] for m in seen if m.get("type") == "warning"]

@@ -2,10 +2,14 @@
 Talk tab's opener refusing bad ids."""
 from __future__ import annotations
 
+import dataclasses
+import re
+
 import numpy as np
 import pytest
 
 from kame_core.events import PAYLOADS, OracleReset, SttFinal
+from kame_core.serve import notices as N
 from kame_core.serve import protocol as P
 from kame_core.serve.session import StreamSink, default_sessions_dir, session_file
 from kame_core.session import FrameOut
@@ -31,10 +35,29 @@ def test_ogg_pages_are_told_from_other_bytes():
     assert not P.looks_like_ogg(b"OggS")
 
 
-def test_event_json_leaves_out_bulky_fields():
+def test_a_live_event_leaves_out_bulky_fields():
     event = Event(1.23456, EventKind.LLM_REQUEST_START, {"request": 3, "messages": [{"x": 1}], "reason": "final"})
-    obj = P.event_json(event)
+    obj = N.TraceEvent.of(event).to_json()
     assert obj == {"type": "event", "t": 1.235, "kind": "llm_request_start", "data": {"request": 3, "reason": "final"}}
+
+
+def test_client_messages_are_read_bounded_and_exactly_and_the_docs_table_lists_every_message():
+    assert N.read_client_message(P.split(P.notice(N.End()))[1]) == N.End()
+    for bad, why in ((b'{"type": "pause"}', "unknown control message"), (b'{"kind": "end"}', "unknown control"),
+                     (b'{"type": 3}', "unknown control"), (b'{"type": "end", "now": true}', "has no field 'now'"),
+                     (b"[" * 50 + b"]" * 50, "nested"), (b"\xff", "UTF-8")):
+        with pytest.raises(P.ProtocolError, match=why):
+            N.read_client_message(bad)
+    from tests.shared_data import REPO
+
+    rows = re.findall(r'^\| `\{"type": "(\w+)"((?:, "\w+")*)\}` \| (server → client|client → server) \|',
+                      (REPO / "docs" / "protocol.md").read_text(), re.M)
+    documented = {(name, direction): [f.strip(' "') for f in fields.split(",") if f.strip()]
+                  for name, fields, direction in rows}
+    wanted = {(cls.type, "server → client"): [f.name for f in dataclasses.fields(cls)] for cls in N.SERVER_MESSAGES}
+    wanted.update({(name, "client → server"): [f.name for f in dataclasses.fields(cls)]
+                   for name, cls in N.CLIENT_MESSAGES.items()})
+    assert documented == wanted
 
 
 def test_session_ids_never_name_other_paths(tmp_path):

@@ -24,6 +24,7 @@ import pytest
 from kame_core.access import Access
 from kame_core.clock import SAMPLE_RATE
 from kame_core.serve import Limits, stack_from_cpu
+from kame_core.serve import notices as N
 from kame_core.serve import protocol as P
 from kame_core.serve.ingress import ingress_app, merge_metrics
 from kame_core.serve.metrics import ServerMetrics
@@ -118,7 +119,7 @@ class Client:
                 while not self.stop.is_set() and time.monotonic() < deadline:
                     await ws.send(chunk)
                     await asyncio.sleep(CHUNK_S)
-                await ws.send(P.json_message({"type": "end"}))
+                await ws.send(P.notice(N.End()))
                 await asyncio.wait_for(reader, 60)
             except websockets.ConnectionClosed:
                 pass

@@ -26,6 +26,7 @@ from kame_core.clock import SAMPLE_RATE
 from kame_core.pipelines.stack import Stack
 from kame_core.scenario import load_scenario
 from kame_core.serve import ChatServer, Limits, standalone_app
+from kame_core.serve import notices as N
 from kame_core.serve import protocol as P
 from kame_core.serve.server import served_stack
 from kame_core.session import SessionStore
@@ -103,7 +104,7 @@ async def _talk(url: str, seconds: float, *, end: bool = True,
                     await during(ws, i / SAMPLE_RATE)
                 await asyncio.sleep(CHUNK_S)
             if end:
-                await ws.send(P.json_message({"type": "end"}))
+                await ws.send(P.notice(N.End()))
         except websockets.ConnectionClosed:
             pass
         await asyncio.wait_for(reader, 60)

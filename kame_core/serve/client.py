@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 
 from ..clock import FRAME_SECONDS, SAMPLE_RATE, SAMPLES_PER_FRAME
+from . import notices as N
 from . import protocol as P
 
 #: received assistant audio louder than this RMS (per chunk) counts as speech
@@ -100,7 +101,7 @@ async def talk(url: str, audio: np.ndarray, *, tail_s: float = 6.0, pcm: bool = 
                 if i == n_question - 1:
                     result.question_end = time.monotonic() - t0 + FRAME_SECONDS
             if end:
-                await ws.send(P.json_message({"type": "end"}))
+                await ws.send(P.notice(N.End()))
                 await asyncio.wait_for(receiver, 120)
         except websockets.ConnectionClosed:  # the server closed first: what it sent before is still read
             with contextlib.suppress(asyncio.TimeoutError):

@@ -1,12 +1,20 @@
-"""The live protocol's JSON notices (0x07 messages the server sends besides trace events), one frozen dataclass
-per ``type``: the fields are the wire format (docs/protocol.md), :meth:`Notice.to_json` the object sent."""
+"""The live protocol's JSON (0x07) messages, one frozen dataclass per ``type``; the fields are the wire format
+(docs/protocol.md's table, checked against these classes by the tests). What the server sends is one union,
+:data:`SERVER_MESSAGES` (:class:`Notice` s: :meth:`Notice.to_json` is the object sent; a live trace event is one
+too, :class:`TraceEvent`); what a client sends is another, :data:`CLIENT_MESSAGES`, read by
+:func:`read_client_message` (bounded, exact) and written with :meth:`ClientMessage.to_json`."""
 from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-__all__ = ["HintLevel", "InputWarning", "Notice", "OracleHeard", "Saved", "SessionStarted", "TurnLatency", "TurnOnset"]
+from ..events import live_data
+from ..trace import Event
+from .protocol import ProtocolError, parse_control
+
+__all__ = ["CLIENT_MESSAGES", "SERVER_MESSAGES", "ClientMessage", "End", "HintLevel", "InputWarning", "Notice",
+           "OracleHeard", "Saved", "SessionStarted", "TraceEvent", "TurnLatency", "TurnOnset", "read_client_message"]
 
 
 @dataclass(frozen=True)
@@ -17,6 +25,21 @@ class Notice:
 
     def to_json(self) -> dict[str, Any]:
         return {"type": self.type, **{f.name: getattr(self, f.name) for f in dataclasses.fields(self)}}
+
+
+@dataclass(frozen=True)
+class TraceEvent(Notice):
+    """A live trace event as its frame goes out: ``data`` without the fields its payload declares bulky (an LLM
+    request's messages, token ids, word timings; they are in the saved scenario): :func:`kame_core.events.live_data`."""
+
+    type: ClassVar[str] = "event"
+    t: float
+    kind: str
+    data: dict[str, Any]
+
+    @classmethod
+    def of(cls, event: Event) -> TraceEvent:
+        return cls(round(event.t, 3), event.kind.value, live_data(event))
 
 
 @dataclass(frozen=True)
@@ -101,3 +124,46 @@ class TurnLatency(Notice):
     forced_delay_s: float
     steps: list[dict[str, Any]]
     requests: list[dict[str, Any]]
+
+
+#: every message the server sends, in the order docs/protocol.md lists them
+SERVER_MESSAGES: tuple[type[Notice], ...] = (SessionStarted, TraceEvent, TurnOnset, TurnLatency, OracleHeard,
+                                             HintLevel, InputWarning, Saved)
+
+
+@dataclass(frozen=True)
+class ClientMessage:
+    """Base of what a client sends: ``type`` names it on the wire."""
+
+    type: ClassVar[str] = ""
+
+    def to_json(self) -> dict[str, Any]:
+        return {"type": self.type, **{f.name: getattr(self, f.name) for f in dataclasses.fields(self)}}
+
+
+@dataclass(frozen=True)
+class End(ClientMessage):
+    """Stop now, save, reply ``saved``, close with 1000."""
+
+    type: ClassVar[str] = "end"
+
+
+#: every message a client may send, by ``type``
+CLIENT_MESSAGES: dict[str, type[ClientMessage]] = {cls.type: cls for cls in (End,)}
+
+
+def read_client_message(payload: bytes) -> ClientMessage:
+    """A client's 0x07 message: parsed within :func:`~.protocol.parse_control`'s bounds, its ``type`` one of
+    :data:`CLIENT_MESSAGES` and its other fields exactly that message's; :class:`~.protocol.ProtocolError`
+    saying what is wrong otherwise."""
+    obj = parse_control(payload)
+    kind = obj.get("type")
+    cls = CLIENT_MESSAGES.get(kind) if isinstance(kind, str) else None
+    if cls is None:
+        known = ", ".join(f'{{"type": "{name}"}}' for name in CLIENT_MESSAGES)
+        raise ProtocolError(f"unknown control message {str(obj)[:60]!r} (known: {known})")
+    names = {f.name for f in dataclasses.fields(cls)}
+    extra = sorted(set(obj) - names - {"type"})
+    if extra:
+        raise ProtocolError(f"a {cls.type!r} message has no field {extra[0]!r}")
+    return cls(**{k: v for k, v in obj.items() if k != "type"})

@@ -25,8 +25,7 @@ from typing import Any
 import numpy as np
 
 from ..clock import FRAME_SECONDS
-from ..events import live_data
-from ..trace import Event, EventKind
+from ..trace import EventKind
 
 HANDSHAKE = 0x00
 AUDIO = 0x01
@@ -177,13 +176,6 @@ def pcm_from_bytes(payload: bytes) -> np.ndarray:
     if len(payload) % 2:
         raise ProtocolError(f"raw PCM payload of {len(payload)} bytes is not whole 16-bit samples")
     return np.frombuffer(payload, "<i2").astype(np.float32) / 32768.0
-
-
-def event_json(event: Event) -> dict[str, Any]:
-    """A trace event as a live 0x07 object: ``{"type": "event", "t", "kind", "data"}``, ``data`` without the
-    fields its payload declares bulky (an LLM request's messages, token ids, word timings; they are in the saved
-    scenario): :func:`kame_core.events.live_data`."""
-    return {"type": "event", "t": round(event.t, 3), "kind": event.kind.value, "data": live_data(event)}
 
 
 #: the trace events a live client is sent (everything a viewer of the four streams needs)

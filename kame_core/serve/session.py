@@ -116,7 +116,7 @@ class StreamSink:
         kinds = {event.kind for event in frame.events}
         for event in frame.events:
             if event.kind in P.LIVE_KINDS:
-                out.append(P.json_message(P.event_json(event)))
+                out.append(P.notice(N.TraceEvent.of(event)))
         oracle = frame.record.oracle
         if oracle.is_start and oracle.revision is not None:
             out.append(P.notice(N.OracleHeard(frame.index, round(frame.index * FRAME_SECONDS, 3), oracle.revision)))
@@ -461,12 +461,11 @@ class ChatSession:
 
     def _on_control(self, payload: bytes) -> None:
         try:
-            obj = P.parse_control(payload)
+            message = N.read_client_message(payload)
         except P.ProtocolError as err:
             return self._bad_input(str(err))
-        if obj.get("type") != "end":
-            return self._bad_input(f"unknown control message {str(obj)[:60]!r} (known: {{\"type\": \"end\"}})")
-        raise _End(P.CLOSE_NORMAL, "the client ended the session")
+        if isinstance(message, N.End):
+            raise _End(P.CLOSE_NORMAL, "the client ended the session")
 
     def _push(self, audio: np.ndarray) -> None:
         if not len(audio) or self.live is None:
