@@ -20,13 +20,14 @@ from typing import Any
 
 import numpy as np
 import pytest
+from starlette.datastructures import QueryParams
 
 from kame_core.access import Access
 from kame_core.clock import SAMPLE_RATE
 from kame_core.serve import Limits, stack_from_cpu
 from kame_core.serve import notices as N
 from kame_core.serve import protocol as P
-from kame_core.serve.ingress import ingress_app, merge_metrics
+from kame_core.serve.ingress import Ingress, ingress_app, merge_metrics
 from kame_core.serve.metrics import ServerMetrics
 from kame_core.serve.replicas import WORKER_NICENESS, ReplicaSpec, ReplicatedChat, replica_dir
 from kame_core.settings import Settings, SettingsError
@@ -74,6 +75,68 @@ def test_replica_metrics_merge_into_one_exposition_labelled_by_replica() -> None
     assert 'kame_sessions_started_total{replica="0"} 1.0' in text
     assert 'kame_sessions_started_total{replica="1"} 2.0' in text
     assert 'kame_sessions_refused_total{replica="1",why="pool full"} 1.0' in text
+
+
+class _StalledClient:
+    """A door's client that takes two messages, then cannot be written to (it stopped reading and its
+    connection was dropped), and never sends anything."""
+
+    query_params = QueryParams("audio=pcm")
+
+    def __init__(self) -> None:
+        self.got: list[bytes] = []
+        self.closed: tuple[int, str] | None = None
+
+    async def send_bytes(self, data: bytes) -> None:
+        if len(self.got) >= 2:
+            raise ConnectionResetError("the client stopped reading")
+        self.got.append(data)
+
+    async def send_text(self, data: str) -> None:
+        await self.send_bytes(data.encode())
+
+    async def receive(self) -> dict[str, Any]:
+        await asyncio.sleep(3600)
+        return {"type": "websocket.disconnect"}
+
+    async def close(self, code: int, reason: str) -> None:
+        self.closed = (code, reason)
+
+
+def test_a_client_that_stops_taking_messages_frees_its_slot_and_is_not_a_lost_replica() -> None:
+    """An attacker's client through the door: it stops taking messages. The door pumps a replica (here a websocket
+    server streaming audio) to it until a send fails, then ends at once, closes the replica's side (the replica
+    then ends and saves the session), gives the slot back, and counts no replica as lost."""
+
+    async def scenario() -> tuple[_StalledClient, float, bool, str]:
+        replica_saw_close = asyncio.Event()
+
+        async def replica(ws: Any) -> None:
+            try:
+                while True:
+                    await ws.send(b"\x01" + b"\0" * 960)
+                    await asyncio.sleep(0.01)
+            except websockets.ConnectionClosed:
+                replica_saw_close.set()
+
+        async with websockets.serve(replica, "127.0.0.1", 0) as server:
+            port = server.sockets[0].getsockname()[1]
+            ingress = Ingress([], "replicas-token")
+            ingress._routed[0] = 1  # the slot the door reserved for this client
+            client = _StalledClient()
+            started = time.monotonic()
+            try:
+                await asyncio.wait_for(ingress._pump(client, 0, f"127.0.0.1:{port}"), 10)
+            finally:
+                ingress._routed[0] -= 1  # as handle() does
+            took = time.monotonic() - started
+            await asyncio.wait_for(replica_saw_close.wait(), 10)
+            metrics = (await ingress.metrics_text()).decode()
+        return client, took, replica_saw_close.is_set(), metrics
+
+    client, took, replica_closed, metrics = asyncio.run(scenario())
+    assert len(client.got) == 2 and took < 5 and replica_closed
+    assert "kame_ingress_replica_lost_total{" not in metrics, metrics
 
 
 # ------------------------------------------------------------------------------------------------ on Ray Serve
