@@ -9,7 +9,7 @@ import pytest
 from kame_core.llm.base import LLMRateLimited, LLMTimeout, SDKFailure, sdk_error
 from kame_core.protocols import LLMError
 
-KEY = "sk-test-0123456789abcdef"
+KEY = "the-secret-this-test-passes"  # not key-shaped: only its own redaction hides it
 
 
 def _response(sdk: object, status: int) -> Any:

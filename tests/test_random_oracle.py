@@ -208,3 +208,29 @@ def test_the_spokenwoz_sample_is_served_where_it_can_be_and_its_import_shows_the
     assert all(r.selected in fed for r in hints[:5])
     tokenizer = WordTokenizer()
     assert oracle_event_ids(hints[0], tokenizer)[1:] == tokenizer.encode(hints[0].hint)
+
+
+def test_a_file_that_is_not_a_tokenizer_and_a_disk_that_fails_are_said_in_one_line(dialogues, tmp_path, capsys,
+                                                                                     monkeypatch) -> None:
+    from kame_core.augment import random_oracle
+
+    text = _write(tmp_path / "text", dialogues)
+    (tmp_path / "bad.model").write_text("not a sentencepiece model")
+    argv = ["oracle", "--strategy", "random", "--text-dir", str(text), "--out-dir", str(tmp_path / "a"),
+            "--text-tokenizer", str(tmp_path / "bad.model")]
+    assert main(argv) == 2
+    assert "not a SentencePiece model" in capsys.readouterr().err and not (tmp_path / "a").exists()
+    writes: list[Path] = []
+
+    def failing(path: Path, records: object) -> None:  # the third file meets a full disk
+        if len(writes) == 2:
+            raise OSError(28, "No space left on device")
+        writes.append(path)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text("[]")
+
+    monkeypatch.setattr(random_oracle, "write_oracle_raw", failing)
+    out = tmp_path / "b"
+    assert main(["oracle", "--strategy", "random", "--text-dir", str(text), "--out-dir", str(out)]) == 1
+    assert "No space left on device" in capsys.readouterr().err
+    assert len(writes) == 2 and not any(out.iterdir())  # no half-written set, no manifest

@@ -111,11 +111,12 @@ def _where(dialogue_id: str, index: int, speaker: str) -> str:
 
 def _served(dialogue_id: str, words: Sequence[TranscriptWord], interval: float
             ) -> tuple[list[_Target], list[RandomOracleError]]:
-    """The targets whose last update can carry their hint, and the problem of every other target turn."""
+    """The targets whose last update can carry their hint, and the problem of every other target turn (in turn
+    order)."""
     targets, starts = _targets(words, interval)
     served = {t.index for t in targets}
-    problems = [RandomOracleError(f"reason=no_scheduled_events {_where(dialogue_id, i, words[i].speaker)}: no "
-                                  f"update at a {interval:g} s interval before this turn")
+    problems = [(i, RandomOracleError(f"reason=no_scheduled_events {_where(dialogue_id, i, words[i].speaker)}: no "
+                                      f"update at a {interval:g} s interval before this turn"))
                 for i in starts if i not in served]
     ok = []
     for target in targets:
@@ -124,11 +125,10 @@ def _served(dialogue_id: str, words: Sequence[TranscriptWord], interval: float
             ok.append(target)
             continue
         reason = "events_after_last_eligible_hint" if any(u.hint for u in target.updates) else "no_eligible_hint"
-        problems.append(RandomOracleError(f"reason={reason} {_where(dialogue_id, target.index, target.speaker)} "
-                                          f"last_event_ms={last.timestamp_ms} "
-                                          f"last_ratio={last.current_spoken_ratio:g}"))
-    problems.sort(key=lambda e: int(str(e).split("target_index=")[1].split()[0]))
-    return ok, problems
+        problems.append((target.index, RandomOracleError(
+            f"reason={reason} {_where(dialogue_id, target.index, target.speaker)} "
+            f"last_event_ms={last.timestamp_ms} last_ratio={last.current_spoken_ratio:g}")))
+    return ok, [error for _, error in sorted(problems, key=lambda p: p[0])]
 
 
 def _rng(seed: int, dialogue_id: str, target: _Target) -> random.Random:
@@ -182,7 +182,11 @@ def sentencepiece_tokens(model_path: Path) -> Tokenize:
     """The pieces of the SentencePiece model at ``model_path`` (the training setup's tokenizer)."""
     import sentencepiece as spm
 
-    processor = spm.SentencePieceProcessor(model_file=str(model_path))
+    try:
+        processor = spm.SentencePieceProcessor(model_file=str(model_path))
+    except (RuntimeError, OSError) as err:  # sentencepiece raises RuntimeError for a file that is not a model
+        raise RandomOracleError(f"--text-tokenizer {model_path}: not a SentencePiece model "
+                                f"({str(err).splitlines()[0][:120]})") from None
     return lambda text: tuple(processor.encode(text, out_type=str))
 
 
@@ -212,11 +216,16 @@ def write_random_oracle(text_dir: Path, out_dir: Path, *, pool_dir: Path | None 
                                           interval=interval, min_length_ratio=min_length_ratio,
                                           max_length_ratio=max_length_ratio, skip_unserved=skip_unserved)
                for did, words in dialogues}
-    outputs = {}
-    for did, result in results.items():
-        path = out_dir / f"{did}.json"
-        write_oracle_raw(path, result.records)
-        outputs[did] = _sha256(path)
+    outputs: dict[str, str] = {}
+    try:
+        for did, result in results.items():
+            path = out_dir / f"{did}.json"
+            write_oracle_raw(path, result.records)
+            outputs[did] = _sha256(path)
+    except OSError:  # a full or read-only disk: no half-written set is left behind
+        for did in outputs:
+            (out_dir / f"{did}.json").unlink(missing_ok=True)
+        raise
     records = [r for result in results.values() for r in result.records]
     manifest = {
         "strategy": "random", "seed": seed, "time_interval": interval, "min_length_ratio": min_length_ratio,

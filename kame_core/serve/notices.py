@@ -13,18 +13,24 @@ from ..events import live_data
 from ..trace import Event
 from .protocol import ProtocolError, parse_control
 
-__all__ = ["CLIENT_MESSAGES", "SERVER_MESSAGES", "ClientMessage", "End", "HintLevel", "InputWarning", "Notice",
+__all__ = ["CLIENT_MESSAGES", "SERVER_MESSAGES", "ClientMessage", "End", "HintLevel", "InputWarning", "Message",
+           "Notice",
            "OracleHeard", "Saved", "SessionStarted", "TraceEvent", "TurnLatency", "TurnOnset", "read_client_message"]
 
 
 @dataclass(frozen=True)
-class Notice:
-    """Base: ``type`` names the notice on the wire."""
+class Message:
+    """Base of every 0x07 message: ``type`` names it on the wire, its fields follow."""
 
     type: ClassVar[str] = ""
 
     def to_json(self) -> dict[str, Any]:
         return {"type": self.type, **{f.name: getattr(self, f.name) for f in dataclasses.fields(self)}}
+
+
+@dataclass(frozen=True)
+class Notice(Message):
+    """What the server sends."""
 
 
 @dataclass(frozen=True)
@@ -132,13 +138,8 @@ SERVER_MESSAGES: tuple[type[Notice], ...] = (SessionStarted, TraceEvent, TurnOns
 
 
 @dataclass(frozen=True)
-class ClientMessage:
-    """Base of what a client sends: ``type`` names it on the wire."""
-
-    type: ClassVar[str] = ""
-
-    def to_json(self) -> dict[str, Any]:
-        return {"type": self.type, **{f.name: getattr(self, f.name) for f in dataclasses.fields(self)}}
+class ClientMessage(Message):
+    """What a client sends."""
 
 
 @dataclass(frozen=True)
