@@ -84,15 +84,17 @@ def ends_in_filler(text: str) -> bool:
     return bool(words) and words[-1] in FILLERS
 
 
-#: what may come right after a finished sentence: the chat template's end of turn, or a sentence's last mark
-#: (with or without the tokenizer's leading space, and closing a quote)
-ENDINGS = ("<|im_end|>", ".", "?", "!")
+#: the chat template's end of turn
+END_OF_TURN = "<|im_end|>"
+#: a finished sentence's last mark (as a token: with or without the tokenizer's leading space, or closing a quote)
+SENTENCE_MARKS = (".", "?", "!")
 
 
 def ending_token_ids(tokenizer: Any) -> tuple[int, ...]:
-    """The ids of the tokens that end a sentence or the turn in ``tokenizer``'s vocabulary (see :data:`ENDINGS`)."""
-    marks = {"<|im_end|>"} | {m + q for m in ENDINGS[1:] for q in ("", '"')}
-    ids = {i for token, i in tokenizer.get_vocab().items() if token.removeprefix("\u0120") in marks}
+    """The ids of the tokens that end the turn or a sentence in ``tokenizer``'s vocabulary (:data:`END_OF_TURN`,
+    :data:`SENTENCE_MARKS`)."""
+    endings = {END_OF_TURN} | {m + q for m in SENTENCE_MARKS for q in ("", '"')}
+    ids = {i for token, i in tokenizer.get_vocab().items() if token.removeprefix("\u0120") in endings}
     if not ids:
         raise ValueError("the tokenizer has no end-of-turn or sentence-ending tokens")
     return tuple(sorted(ids))
@@ -156,7 +158,7 @@ class SmolLMEndOfTurn:
         self.load()
         prompt = self._tokenizer.apply_chat_template([{"role": "user", "content": text}], tokenize=False,
                                                      add_generation_prompt=False)
-        prompt = prompt[:prompt.rindex("<|im_end|>")]  # the user's text, what comes next left to predict
+        prompt = prompt[:prompt.rindex(END_OF_TURN)]  # the user's text, what comes next left to predict
         ids = self._tokenizer(prompt, return_tensors="pt").input_ids
         with torch.no_grad():
             logits = self._model(ids).logits[0, -1].float()
