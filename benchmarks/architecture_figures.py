@@ -1,0 +1,169 @@
+"""The core's architecture in figures, read from the code's own syntax (nothing is imported or run).
+
+Prints, for ``kame_core/`` (and, where a figure says so, ``demo/`` and ``app.py``):
+
+* **top-level modules**: ``kame_core/*.py`` besides ``__init__.py``;
+* **import arrows**: distinct ``A -> B`` imports between the core's *units* (a top-level module, or a
+  top-level folder taken whole) -- how much the parts a newcomer sees depend on one another; and between files;
+* **places that compute hint levels**: functions that call the level table (``hint_level``), the spoken-ratio
+  scan (``request_spoken_ratios``) or a rewrite of the levels (``annotate_hint_levels``), listed;
+* **places that assemble stacks**: functions that build a stack value (``Stack``, ``ServedStack``,
+  ``LiveStack``) or call a stack builder (``cpu_stack``, ``with_neural``, ``served_stack``, ``warm_stack``,
+  ``pool_gate``, ``stack_from_cpu``), listed by file;
+* **``Any`` at the stack seams**: annotations naming ``Any`` in the fields of the stack values and in the
+  signatures of the stack builders, listed.
+
+Usage: ``python benchmarks/architecture_figures.py [--list]`` (``--list``: every place, not just the counts).
+"""
+from __future__ import annotations
+
+import argparse
+import ast
+from collections.abc import Iterator
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+CORE = ROOT / "kame_core"
+HINT_CALLS = frozenset({"hint_level", "level_of_ratio", "request_spoken_ratios", "annotate_hint_levels"})
+STACK_VALUES = frozenset({"Stack", "ServedStack", "LiveStack"})
+STACK_BUILDERS = frozenset({"cpu_stack", "with_neural", "with_shared_stt", "served_stack", "warm_stack",
+                            "pool_gate", "stack_from_cpu"})
+
+
+def python_files(*roots: Path) -> Iterator[Path]:
+    for root in roots:
+        if root.is_file():
+            yield root
+        else:
+            yield from sorted(p for p in root.rglob("*.py") if "__pycache__" not in p.parts)
+
+
+def module_name(path: Path) -> str:
+    parts = list(path.relative_to(ROOT).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+def imported_modules(path: Path, tree: ast.Module) -> Iterator[str]:
+    """Absolute names of every module ``path`` imports (a ``from X import y`` also yields ``X.y``)."""
+    package = module_name(path).split(".")
+    if path.name != "__init__.py":
+        package = package[:-1]
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            yield from (alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            base = package[: len(package) - node.level + 1] if node.level else []
+            module = ".".join([*base, *(node.module.split(".") if node.module else [])])
+            yield module
+            yield from (f"{module}.{alias.name}" for alias in node.names)
+
+
+def unit_of(module: str) -> str | None:
+    """The core unit a module belongs to: ``kame_core.X`` for a top-level module or folder ``X``."""
+    parts = module.split(".")
+    if parts[0] != "kame_core" or len(parts) < 2:
+        return None
+    unit = CORE / parts[1]
+    return f"kame_core.{parts[1]}" if unit.is_dir() or unit.with_suffix(".py").is_file() else None
+
+
+def file_of(module: str) -> str | None:
+    """The core file a module name is (the longest prefix that names a file)."""
+    parts = module.split(".")
+    while parts:
+        base = ROOT.joinpath(*parts)
+        for candidate in (base.with_suffix(".py"), base / "__init__.py"):
+            if candidate.is_file() and candidate.is_relative_to(CORE):
+                return module_name(candidate) if candidate.name != "__init__.py" else ".".join(parts)
+        parts.pop()
+    return None
+
+
+def import_arrows() -> tuple[set[tuple[str, str]], set[tuple[str, str]]]:
+    units: set[tuple[str, str]] = set()
+    files: set[tuple[str, str]] = set()
+    for path in python_files(CORE):
+        tree = ast.parse(path.read_text(), str(path))
+        me, my_unit = module_name(path), unit_of(module_name(path))
+        for name in imported_modules(path, tree):
+            target, target_unit = file_of(name), unit_of(name)
+            if target is not None and target != me:
+                files.add((me, target))
+            if target_unit is not None and my_unit is not None and target_unit != my_unit:
+                units.add((my_unit, target_unit))
+    return units, files
+
+
+def _called_name(call: ast.Call) -> str | None:
+    fn = call.func
+    return fn.id if isinstance(fn, ast.Name) else fn.attr if isinstance(fn, ast.Attribute) else None
+
+
+def functions(tree: ast.Module) -> Iterator[ast.FunctionDef | ast.AsyncFunctionDef]:
+    for node in ast.walk(tree):
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+            yield node
+
+
+def places_calling(names: frozenset[str], *roots: Path) -> list[str]:
+    """``file:function`` of every function (the innermost) that calls one of ``names``."""
+    out: set[str] = set()
+    for path in python_files(*roots):
+        tree = ast.parse(path.read_text(), str(path))
+        for fn in functions(tree):
+            inner = {id(n) for sub in ast.walk(fn) if sub is not fn and isinstance(sub, ast.FunctionDef |
+                     ast.AsyncFunctionDef | ast.Lambda) for n in ast.walk(sub) if n is not sub}
+            calls = [n for n in ast.walk(fn) if isinstance(n, ast.Call) and id(n) not in inner]
+            if any(_called_name(c) in names for c in calls):
+                out.add(f"{path.relative_to(ROOT)}:{fn.name}")
+    return sorted(out)
+
+
+def any_at_stack_seams(*roots: Path) -> list[str]:
+    """Annotations naming ``Any``: fields of the stack values, parameters and returns of the stack builders."""
+    out = []
+    for path in python_files(*roots):
+        tree = ast.parse(path.read_text(), str(path))
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ClassDef) and node.name in STACK_VALUES:
+                for item in node.body:
+                    if isinstance(item, ast.AnnAssign) and "Any" in ast.unparse(item.annotation):
+                        out.append(f"{path.relative_to(ROOT)}:{node.name}.{ast.unparse(item.target)}: "
+                                   f"{ast.unparse(item.annotation)}")
+            elif isinstance(node, ast.FunctionDef) and node.name in STACK_BUILDERS:
+                args = [*node.args.posonlyargs, *node.args.args, *node.args.kwonlyargs]
+                for arg in args:
+                    if arg.annotation is not None and "Any" in ast.unparse(arg.annotation):
+                        out.append(f"{path.relative_to(ROOT)}:{node.name}({arg.arg}: {ast.unparse(arg.annotation)})")
+                if node.returns is not None and "Any" in ast.unparse(node.returns):
+                    out.append(f"{path.relative_to(ROOT)}:{node.name} -> {ast.unparse(node.returns)}")
+    return out
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--list", action="store_true", help="list every place, not just the counts")
+    args = parser.parse_args()
+    top = sorted(p.name for p in CORE.glob("*.py") if p.name != "__init__.py")
+    folders = sorted(p.name for p in CORE.iterdir() if p.is_dir() and (p / "__init__.py").is_file())
+    units, files = import_arrows()
+    app = (CORE, ROOT / "demo", ROOT / "app.py")
+    hints = places_calling(HINT_CALLS, CORE)
+    stacks = places_calling(STACK_VALUES | STACK_BUILDERS, *app)
+    stack_files = sorted({p.split(":")[0] for p in stacks})
+    seams = any_at_stack_seams(*app)
+    print(f"top-level modules in kame_core/: {len(top)} (and {len(folders)} folders)")
+    print(f"import arrows between the core's units: {len(units)}; between its files: {len(files)}")
+    print(f"places that compute hint levels: {len(hints)}")
+    print(f"places that assemble stacks: {len(stacks)} functions in {len(stack_files)} files")
+    print(f"Any at the stack seams: {len(seams)}")
+    if args.list:
+        for title, items in (("top-level modules", top), ("folders", folders), ("hint levels", hints),
+                             ("stack assembly", stacks), ("Any at the stack seams", seams)):
+            print(f"\n{title}:", *(f"  {item}" for item in items), sep="\n")
+
+
+if __name__ == "__main__":
+    main()
