@@ -1,5 +1,5 @@
 """The corpus table over 1,000 sessions: a cold scan (no cache: every file opened, decoded and measured) and a warm
-scan (a :class:`~kame_core.corpus.RowCache` filled by the cold one, as the command keeps it between runs).
+scan (a :class:`~kame_core.export.corpus.RowCache` filled by the cold one, as the command keeps it between runs).
 
 The sessions: ``--sessions`` files in a temporary folder, cycling through copies of the bundled scenarios
 (``scenarios/*.kame``, 3 runs each) and of saved 20-second live sessions made with the test doubles
@@ -18,7 +18,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from kame_core.corpus import RowCache, scan, write_table
+from kame_core.export.corpus import RowCache, scan, write_table
 from kame_core.session.store import SessionStore
 from kame_core.testing.sessions import build_session
 

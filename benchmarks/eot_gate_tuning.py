@@ -43,8 +43,8 @@ from kame_core.floor_policies.gate import gate_holds
 from kame_core.frontends.floor import UserFloor
 from kame_core.pipelines.tandem import SessionConfig, TandemRunner
 from kame_core.protocols import STTEvent
+from kame_core.record.trace import EventKind
 from kame_core.testing.doubles import EchoFrontEnd
-from kame_core.trace import EventKind
 from kame_core.turns import UserTurnTracker
 
 GRID = {"complete_p": (1e-3, 3e-3, 0.01, 0.03, 0.06, 0.1, 0.2, 0.3),

@@ -22,7 +22,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TypeVar
 
-from kame_core.metrics import session_metrics
+from kame_core.analysis.metrics import session_metrics
 from kame_core.scenario import Scenario, load_scenario, save_scenario
 from kame_core.testing.sessions import build_cascade, build_session
 

@@ -47,8 +47,8 @@ from kame_core.neural.kv_settings import KV_DTYPES, KVCacheSettings
 from kame_core.neural.loading import mimi_codebooks
 from kame_core.neural.pool import SlotInput
 from kame_core.neural.slots import streaming_state_bytes
+from kame_core.record.trace import Provenance
 from kame_core.testing.timing import Timing
-from kame_core.trace import Provenance
 
 FRAME_BUDGET_MS = 80.0
 P99_LIMIT_MS = FRAME_BUDGET_MS * 0.8  # 20 % margin

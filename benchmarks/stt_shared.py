@@ -28,9 +28,9 @@ import numpy as np
 
 from kame_core.clock import FRAME_SECONDS, SAMPLE_RATE
 from kame_core.protocols import Word
+from kame_core.record.trace import iter_frames
 from kame_core.settings import Settings
 from kame_core.stt import SharedWhisper, WhisperStreamingSTT
-from kame_core.trace import iter_frames
 from kame_core.tts import make_tts
 
 QUESTIONS = ("What is the capital city of France?", "Who wrote the play Romeo and Juliet?",

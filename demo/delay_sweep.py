@@ -14,12 +14,12 @@ from typing import Any
 
 import plotly.graph_objects as go
 
+from kame_core.analysis.metrics import turn_onsets, user_turns
+from kame_core.analysis.trace_query import llm_requests, revision_at
 from kame_core.clock import FRAME_SECONDS
-from kame_core.metrics import turn_onsets, user_turns
 from kame_core.pipelines.replay import rerun_front_end
 from kame_core.protocols import FrontEnd
-from kame_core.trace import SessionTrace
-from kame_core.trace_query import llm_requests, revision_at
+from kame_core.record.trace import SessionTrace
 
 from .scoring import AnswerScore, Judge, score_answer
 from .timeline import format_latency

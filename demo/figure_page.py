@@ -12,7 +12,7 @@ from pathlib import Path
 
 import plotly.graph_objects as go
 
-from kame_core.trace import SessionTrace
+from kame_core.record.trace import SessionTrace
 
 from . import assets
 from .player import write_mix

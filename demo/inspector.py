@@ -8,12 +8,12 @@ from typing import Any
 
 import numpy as np
 
+from kame_core.analysis.duplex_metrics import DuplexSummary, duplex_metrics
+from kame_core.analysis.metrics import latency_breakdown, request_token_use, session_metrics
+from kame_core.analysis.trace_query import oracle_token_use, revision_at
 from kame_core.clock import FRAME_SECONDS, frame_of
-from kame_core.duplex_metrics import DuplexSummary, duplex_metrics
-from kame_core.metrics import latency_breakdown, request_token_use, session_metrics
+from kame_core.record.trace import PROVENANCE_KINDS, SessionTrace
 from kame_core.scenario import Scenario
-from kame_core.trace import PROVENANCE_KINDS, SessionTrace
-from kame_core.trace_query import oracle_token_use, revision_at
 
 
 def run_summary_rows(scenario: Scenario) -> list[list[Any]]:

@@ -14,8 +14,8 @@ LANES: tuple[str, ...] = ("events", "user audio", "inner monologue", "output aud
 #: the spectrograms of the user's and KAME's audio (Praat's view under the waveform)
 SPECTROGRAM_LANES: tuple[str, ...] = ("user spectrogram", "output spectrogram")
 #: every lane a panel can show, in the default order (each spectrogram under its waveform; the floor policy's
-#: decision, :mod:`kame_core.floor_policies`, under the user; the oracle's adherence, :mod:`kame_core.adherence`,
-#: under the oracle)
+#: decision, :mod:`kame_core.floor_policies`, under the user; the oracle's adherence,
+#: :mod:`kame_core.analysis.adherence`, under the oracle)
 ALL_LANES: tuple[str, ...] = ("events", "user audio", "user spectrogram", "floor", "inner monologue", "output audio",
                               "output spectrogram", "oracle stream", "oracle adherence")
 #: the height of each lane (lane units)

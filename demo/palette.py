@@ -1,7 +1,7 @@
 """The studio's colours, defined once: the hint-level palette that the Timeline, Compare, Evolution and the
 Talk page all draw with, and the mark colours the recorded Timeline and the live Talk timeline share.
 
-Hint levels (:mod:`kame_core.hint_levels`) say how much of the user's utterance an oracle's request had
+Hint levels (:mod:`kame_core.analysis.hint_levels`) say how much of the user's utterance an oracle's request had
 heard: 0 little (spoken ratio r <= 0.5) ... 5 all of it (r > 0.99). The palette runs **light -> dark**:
 level 0 is the palest, level 5 the darkest, so a sharper hint (more of the question behind it) gets the
 stronger colour -- more evidence, more ink -- and the order reads without the legend, in greyscale too.
@@ -18,7 +18,7 @@ import html
 from collections.abc import Mapping
 from types import MappingProxyType
 
-from kame_core.hint_levels import HINT_LEVEL_BOUNDS, MAX_HINT_LEVEL
+from kame_core.analysis.hint_levels import HINT_LEVEL_BOUNDS, MAX_HINT_LEVEL
 
 __all__ = [
     "HINT_COLOURS", "HINT_UNKNOWN_COLOUR", "HINT_LEVELS", "hint_colour", "hint_fill", "hint_name",
@@ -79,7 +79,7 @@ def hint_fill(level: int | None) -> str:
 
 def hint_name(level: int | None) -> str:
     """What hint level ``level`` means, for a legend: the share of the utterance heard, ``"0 (≤50%)"`` ...
-    ``"5 (all)"``, or ``"not known"`` (from the bounds of :mod:`kame_core.hint_levels`, so the names follow
+    ``"5 (all)"``, or ``"not known"`` (from the bounds of :mod:`kame_core.analysis.hint_levels`, so the names follow
     its table; short, so a figure's one-line key fits a narrow window)."""
     if level is None or not 0 <= level <= MAX_HINT_LEVEL:
         return "not known"

@@ -14,7 +14,7 @@ import numpy as np
 import soundfile as sf
 
 from kame_core.clock import SAMPLE_RATE
-from kame_core.trace import SessionTrace
+from kame_core.record.trace import SessionTrace
 
 from .session_files import url_of
 

@@ -23,8 +23,8 @@ hides that; this figure shows it. Each run is one panel with five lanes, top to 
                      zoom)" prints them all, for close zooms.
 
 End of user speech and response onset are vertical lines with the onset latency written between them,
-computed by :func:`kame_core.metrics.turn_onsets`, the same function the metrics tables use. The latency
-anchors of each turn (:func:`kame_core.metrics.latency_breakdown`: STT final, LLM request, first chunk, oracle
+computed by :func:`kame_core.analysis.metrics.turn_onsets`, the same function the metrics tables use. The latency
+anchors of each turn (:func:`kame_core.analysis.metrics.latency_breakdown`: STT final, LLM request, first chunk, oracle
 reset, first audible output; the cascade's first token and TTS audio) are ticks on a bracket at the bottom of
 the events lane, with the times in hover. Text that has no room at the reference zoom is left out of the
 printed text (never replaced by a placeholder), a muted note per lane says how many; every word keeps a
@@ -67,13 +67,9 @@ from typing import Any, TypeVar
 import numpy as np
 import plotly.graph_objects as go
 
-from kame_core.adherence import RevisionAdherence, oracle_adherence
-from kame_core.clock import FRAME_SECONDS, SAMPLE_RATE
-from kame_core.events import LlmError, LlmRequestCancel, LlmRequestFinish, SttFinal, SttPartial, payloads
-from kame_core.metrics import TurnLatency, TurnOnset, latency_breakdown, request_token_use, turn_onsets
-from kame_core.pipelines.run_kinds import RUN_KINDS
-from kame_core.trace import EventKind, SessionTrace
-from kame_core.trace_query import (
+from kame_core.analysis.adherence import RevisionAdherence, oracle_adherence
+from kame_core.analysis.metrics import TurnLatency, TurnOnset, latency_breakdown, request_token_use, turn_onsets
+from kame_core.analysis.trace_query import (
     LLMRequest,
     OracleRevision,
     TokenUse,
@@ -83,6 +79,10 @@ from kame_core.trace_query import (
     oracle_token_use,
     self_corrections,
 )
+from kame_core.clock import FRAME_SECONDS, SAMPLE_RATE
+from kame_core.pipelines.run_kinds import RUN_KINDS
+from kame_core.record.events import LlmError, LlmRequestCancel, LlmRequestFinish, SttFinal, SttPartial, payloads
+from kame_core.record.trace import EventKind, SessionTrace
 
 from .lanes import ALL_LANES, LANES, LaneLayout
 from .palette import (
@@ -350,7 +350,7 @@ def _template(*parts: str | list[str]) -> str | list[str]:
 
 
 def _words(pieces: Sequence[str]) -> list[tuple[int, str]]:
-    """Per text piece: the index of its word's first piece and the word, escaped (:func:`kame_core.trace_query.
+    """Per text piece: the index of its word's first piece and the word, escaped (:func:`kame_core.analysis.trace_query.
     join_words` joins sub-word pieces into words, so a word is printed, and found in hover, whole)."""
     return [(start, _esc(word or "␣")) for start, word in join_words(pieces)]
 
@@ -358,7 +358,7 @@ def _words(pieces: Sequence[str]) -> list[tuple[int, str]]:
 def _revision_hover(r: OracleRevision, request: LLMRequest | None, use: TokenUse | None,
                     replaced_by: OracleRevision | None, adherence: RevisionAdherence | None = None) -> str:
     """The hover label of one oracle revision -- its span and its token ticks show it, so it is written once,
-    here, from what :mod:`kame_core.trace_query` and :mod:`kame_core.metrics` say about the
+    here, from what :mod:`kame_core.analysis.trace_query` and :mod:`kame_core.analysis.metrics` say about the
     revision (nothing recounted): its whole text, hint level (as :func:`demo.palette.hint_name` names it), what
     of it was fed and when, the request behind it and why that started, and what replaced it."""
     F = FRAME_SECONDS
@@ -415,7 +415,7 @@ class _RunBuilder:
         #: the provenance badge (placed by compare_figure) and its height (px)
         self.badge: dict[str, Any] = {}
         self.badge_px = 0.0
-        #: how much of each oracle revision the front-end spoke (:func:`kame_core.adherence.oracle_adherence`)
+        #: how much of each oracle revision the front-end spoke (:func:`kame_core.analysis.adherence.oracle_adherence`)
         self.adherence = {a.revision: a for a in oracle_adherence(trace).revisions}
         #: the word labels the page lays out again at every zoom (:func:`_label_meta`), and the lines it cuts
         #: again to their spans' width (each revision's text)
@@ -960,8 +960,8 @@ class _RunBuilder:
                                             line=dict(color=colour, width=2, dash=dash), **entry, **self.xy))
 
     def _latency(self) -> None:
-        """Per user turn, the anchors of :func:`kame_core.metrics.latency_breakdown` on a bracket at the bottom of
-        the events lane: a tick at each anchor that happened, a short label where it has room (else hover only),
+        """Per user turn, the anchors of :func:`kame_core.analysis.metrics.latency_breakdown` on a bracket at the bottom
+        of the events lane: a tick at each anchor that happened, a short label where it has room (else hover only),
         the bracket solid from the end of user speech to the first audible output and dotted over anchors
         outside that stretch (KAME is often audible before the STT's final, on an earlier oracle)."""
         turns = latency_breakdown(self.trace)

@@ -21,7 +21,7 @@ os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
 
 import gradio as gr  # noqa: E402
 
-from kame_core.corpus import RowCache  # noqa: E402
+from kame_core.export.corpus import RowCache  # noqa: E402
 from kame_core.settings import Settings  # noqa: E402
 from kame_core.tickets import TicketBook  # noqa: E402
 

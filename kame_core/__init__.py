@@ -3,13 +3,13 @@
 Where things are:
 
 * :mod:`kame_core.clock`     -- frame clock (12.5 Hz), :class:`RealTimeClock`, :class:`VirtualClock`
-* :mod:`kame_core.trace`     -- :class:`SessionTrace`: the four streams per frame, events, provenance
+* :mod:`kame_core.record.trace`     -- :class:`SessionTrace`: the four streams per frame, events, provenance
 * :mod:`kame_core.protocols` -- FrontEnd / StreamingSTT / StreamingLLM / TTS / TextTokenizer
-* :mod:`kame_core.oracle`    -- :class:`OracleManager` (official KAME oracle semantics), the oracle stream
+* :mod:`kame_core.oracle.manager`    -- :class:`OracleManager` (official KAME oracle semantics), the oracle stream
 * :mod:`kame_core.session`   -- :class:`SessionDriver`: one frame loop + STT loop + trace for every pipeline;
   sources (recorded, live), sinks, the user-turn tracker
-* :mod:`kame_core.trace_query` -- one way to read a trace: LLM requests, oracle revisions, self-corrections
-* :mod:`kame_core.metrics`   -- onset latency, revisions, self-corrections
+* :mod:`kame_core.analysis.trace_query` -- one way to read a trace: LLM requests, oracle revisions, self-corrections
+* :mod:`kame_core.analysis.metrics`   -- onset latency, revisions, self-corrections
 * :mod:`kame_core.scenario`  -- portable scenario files (trace JSON + WAV), strict validation
 * :mod:`kame_core.neural`    -- KAME LM / generator on moshi, checkpoint loading, the neural front-end
 * :mod:`kame_core.frontends` -- the CPU stand-in front-end

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .trace import Provenance
+from .record.trace import Provenance
 
 #: the most words of the transcript the model reads (the end of a long turn decides; a bomb costs nothing more)
 MAX_WORDS = 60

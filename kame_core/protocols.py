@@ -23,7 +23,7 @@ from typing import (
 
 import numpy as np
 
-from .trace import Provenance
+from .record.trace import Provenance
 
 if TYPE_CHECKING:
     from .clock import Clock

@@ -1,6 +1,6 @@
 """What produced a run, in words: the one wording of provenance every view and export uses.
 
-The words come from :data:`kame_core.trace.PROVENANCE_KINDS` only: nothing may call a run "neural KAME" unless
+The words come from :data:`kame_core.record.trace.PROVENANCE_KINDS` only: nothing may call a run "neural KAME" unless
 its front-end provenance kind is ``neural-kame``. The app's badge (:mod:`demo.provenance_badge`) and the
 exports' CSV (:mod:`kame_core.export.table`) both say it with :func:`describe_run`.
 """
@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .trace import PROVENANCE_KINDS, SessionTrace
+from .record.trace import PROVENANCE_KINDS, SessionTrace
 
 #: kinds that describe how a whole run reached us rather than one of its components
 ORIGIN_KINDS = ("imported-training-dialogue", "imported-official-log", "recorded", "replay")

@@ -5,7 +5,7 @@ A scenario file is a zip archive (extension ``.kame``)::
     scenario.json              manifest: schema_version, name, title, description, tags, runs[], and the
                                optional category, questions[], references[]
     user.flac                  the user's audio (16-bit mono 24 kHz, lossless FLAC), shared by runs that agree
-    runs/<id>/trace.json       a SessionTrace without audio (see kame_core.trace)
+    runs/<id>/trace.json       a SessionTrace without audio (see kame_core.record.trace)
     runs/<id>/output.flac      that run's output audio
 
 Manifest version 2 (written now) stores audio as FLAC; version 1 files (16-bit WAV members, no optional
@@ -33,15 +33,10 @@ import numpy as np
 import soundfile
 
 from .clock import SAMPLE_RATE, SAMPLES_PER_FRAME
-from .event_schema import (
-    MAX_ABS_TIME_S,
-    MAX_ID,
-    PayloadError,
-    check_trace_config,
-)
-from .events import check_event_data
-from .oracle_config import OracleConfig
-from .trace import FRAME_COLUMNS, SCHEMA_VERSION, EventKind, SessionTrace
+from .oracle.config import OracleConfig
+from .record.events import check_event_data
+from .record.schema import MAX_ABS_TIME_S, MAX_ID, PayloadError, check_trace_config
+from .record.trace import FRAME_COLUMNS, SCHEMA_VERSION, EventKind, SessionTrace
 
 SUFFIX = ".kame"
 #: the manifest version written now (2: FLAC audio, optional category/questions/references)

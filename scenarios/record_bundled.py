@@ -28,11 +28,11 @@ from typing import Any
 import numpy as np
 
 from kame_core.clock import SAMPLE_RATE
-from kame_core.metrics import session_metrics
+from kame_core.analysis.metrics import session_metrics
 from kame_core.pipelines.tandem import SessionConfig
 from kame_core.scenario import Scenario, ScenarioError, save_scenario, scenario_path
-from kame_core.trace import SessionTrace
-from kame_core.trace_query import oracle_revisions, self_corrections
+from kame_core.record.trace import SessionTrace
+from kame_core.analysis.trace_query import oracle_revisions, self_corrections
 
 HERE = Path(__file__).resolve().parent
 SPEC_PATH = HERE / "bundled.json"
@@ -121,7 +121,7 @@ def check_self_correction(trace: SessionTrace, name: str) -> None:
 
 def check_interruption(trace: SessionTrace, name: str) -> None:
     """An interruption scenario must show one: a user turn starting over the assistant's speech, which stops."""
-    from kame_core.duplex_metrics import duplex_metrics
+    from kame_core.analysis.duplex_metrics import duplex_metrics
 
     cuts = duplex_metrics(trace).interruptions
     if not cuts:

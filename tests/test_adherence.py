@@ -1,5 +1,5 @@
-"""Oracle adherence (kame_core.adherence): which words of each oracle revision the front-end then spoke, and how
-long after they were fed -- on hand-made traces whose answers are known, on test-double sessions and on every
+"""Oracle adherence (kame_core.analysis.adherence): which words of each oracle revision the front-end then spoke, and
+how long after they were fed -- on hand-made traces whose answers are known, on test-double sessions and on every
 bundled scenario."""
 from __future__ import annotations
 
@@ -9,13 +9,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from kame_core.adherence import SessionAdherence, normalise, oracle_adherence
+from kame_core.analysis.adherence import SessionAdherence, normalise, oracle_adherence
+from kame_core.analysis.trace_query import self_corrections
 from kame_core.clock import FRAME_SECONDS, SAMPLES_PER_FRAME
-from kame_core.events import OracleReset, SelfCorrection
+from kame_core.record.events import OracleReset, SelfCorrection
+from kame_core.record.trace import FrameRecord, OracleToken, SessionTrace
 from kame_core.scenario import load_scenario
 from kame_core.testing.sessions import build_session, mountain_session
-from kame_core.trace import FrameRecord, OracleToken, SessionTrace
-from kame_core.trace_query import self_corrections
 
 SILENT = np.zeros(SAMPLES_PER_FRAME, np.float32)
 SCENARIOS = sorted((Path(__file__).resolve().parent.parent / "scenarios").glob("*.kame"))

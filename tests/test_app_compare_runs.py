@@ -7,7 +7,7 @@ import json
 
 from demo import views
 from demo.tabs import compare
-from kame_core.corpus import RowCache
+from kame_core.export.corpus import RowCache
 from kame_core.settings import Settings
 
 
@@ -31,8 +31,8 @@ def test_two_runs_of_two_files_on_one_clock():
     assert "kame-audio-compare-0" in shown.player_1 and "kame-audio-compare-1" in shown.player_2
     assert shown.player_3 == ""
     assert "player 1: Knowledge: the capital of France · KAME" in shown.names
-    # what they said, word by word against the first, from kame_core.diff (the one definition)
-    from kame_core.diff import diff_markdown, diff_runs
+    # what they said, word by word against the first, from kame_core.analysis.diff (the one definition)
+    from kame_core.analysis.diff import diff_markdown, diff_runs
 
     a_trace = views.open_bundled("01-knowledge-capital-of-france").session.loaded.scenario.runs["kame"]
     b_trace = views.open_bundled("05-two-turn-capitals").session.loaded.scenario.runs["moshi"]

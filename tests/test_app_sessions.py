@@ -7,7 +7,7 @@ import csv
 
 from demo import library, views
 from demo.tabs import sessions
-from kame_core.corpus import COLUMNS, RowCache, scan
+from kame_core.export.corpus import COLUMNS, RowCache, scan
 from kame_core.settings import Settings
 
 

@@ -29,8 +29,8 @@ from kame_core.augment.spoken_dataset import (
 from kame_core.augment.transcript import load_transcript
 from kame_core.augment.tts_factory import TTSUnavailable, check_tts_available, load_tts_backend
 from kame_core.protocols import Synthesis, Word
+from kame_core.record.trace import Provenance
 from kame_core.testing.qa import write_qa
-from kame_core.trace import Provenance
 
 REPO = Path(__file__).resolve().parents[1]
 RATE = 24_000

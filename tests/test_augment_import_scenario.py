@@ -5,11 +5,11 @@ import json
 
 import pytest
 
+from kame_core.analysis.metrics import session_metrics
 from kame_core.augment.import_scenario import training_dialogue_scenario
 from kame_core.clock import SAMPLES_PER_FRAME, frame_of
-from kame_core.metrics import session_metrics
+from kame_core.record.trace import EventKind
 from kame_core.scenario import load_scenario, save_scenario
-from kame_core.trace import EventKind
 
 from .shared_data import SPOKENWOZ
 

@@ -24,7 +24,7 @@ from kame_core.augment.simulators import (
 )
 from kame_core.clock import Clock, VirtualClock
 from kame_core.protocols import ChatMessage, LLMError, StreamingLLM
-from kame_core.trace import Provenance
+from kame_core.record.trace import Provenance
 
 HINT = "i would like a cheap hotel in the north with free parking please"
 #: one spoken ratio per hint level 0..5

@@ -8,12 +8,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from kame_core.metrics import session_metrics, user_turns
+from kame_core.analysis.metrics import session_metrics, user_turns
+from kame_core.analysis.trace_query import oracle_revisions
 from kame_core.pipelines.tandem import SessionConfig, TandemRunner
+from kame_core.record.trace import EventKind
 from kame_core.scenario import Scenario, load_scenario
 from kame_core.testing.doubles import EchoFrontEnd, ScriptedLLM, ScriptedSTT, speech_like, words_at
-from kame_core.trace import EventKind
-from kame_core.trace_query import oracle_revisions
 from scenarios import record_bundled
 from scenarios.record_bundled import BundleError, load_specs, oracle_texts, save_checked
 
@@ -99,7 +99,7 @@ def test_self_correction_scenario_really_corrects_itself(scenarios):
 
 
 def test_interruption_scenario_cuts_in_on_speech_that_stops(scenarios):
-    from kame_core.duplex_metrics import duplex_metrics
+    from kame_core.analysis.duplex_metrics import duplex_metrics
 
     cut_in = [s for s in scenarios.values() if SPECS[s.name].expect_interruption]
     assert cut_in, "a bundled scenario where the user interrupts the assistant"

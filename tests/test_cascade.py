@@ -4,12 +4,13 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from kame_core.analysis.metrics import session_metrics
 from kame_core.clock import FRAME_SECONDS, RealTimeClock, VirtualClock
 from kame_core.frontends import StandInFrontEnd
-from kame_core.metrics import session_metrics
 from kame_core.pipelines import CascadeConfig, CascadeRunner, make_runner
 from kame_core.pipelines.cascade import split_sentences
 from kame_core.pipelines.tandem import SessionConfig, TandemRunner
+from kame_core.record.trace import EventKind
 from kame_core.scenario import Scenario, load_scenario, save_scenario
 from kame_core.testing.doubles import (
     EchoFrontEnd,
@@ -21,7 +22,6 @@ from kame_core.testing.doubles import (
     speech_like,
     words_at,
 )
-from kame_core.trace import EventKind
 
 QUESTION = "what is the capital city of japan"
 ANSWER = "The capital of Japan is Tokyo. It is also its largest city."

@@ -1,4 +1,4 @@
-"""The corpus table (kame_core.corpus): one row per session and run over the bundled scenarios, a saved live
+"""The corpus table (kame_core.export.corpus): one row per session and run over the bundled scenarios, a saved live
 session and the shared training dialogues, each value what the library's metrics say; bad files skipped with their
 reason; the cache serves unchanged files unopened and re-reads changed ones; the command writes a CSV that
 csv.DictReader reads back, and refuses in one line."""
@@ -16,17 +16,17 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-import kame_core.corpus as corpus
-from kame_core.adherence import oracle_adherence
-from kame_core.corpus import COLUMNS, CorpusRow, RowCache, scan, write_table
-from kame_core.duplex_metrics import duplex_metrics
+import kame_core.export.corpus as corpus
+from kame_core.analysis.adherence import oracle_adherence
+from kame_core.analysis.duplex_metrics import duplex_metrics
+from kame_core.analysis.metrics import session_metrics
+from kame_core.analysis.trace_query import oracle_revisions
 from kame_core.export.cli import main
-from kame_core.metrics import session_metrics
+from kame_core.export.corpus import COLUMNS, CorpusRow, RowCache, scan, write_table
+from kame_core.record.trace import SessionTrace
 from kame_core.scenario import Scenario, load_scenario, save_scenario
 from kame_core.session.store import SessionStore, new_session_id
 from kame_core.testing.sessions import build_session
-from kame_core.trace import SessionTrace
-from kame_core.trace_query import oracle_revisions
 from tests.shared_data import REPO, SPOKENWOZ, needs_spokenwoz
 
 BUNDLED = sorted((REPO / "scenarios").glob("*.kame"))

@@ -1,5 +1,5 @@
-"""Word diffs between runs (kame_core.diff): hand-made traces with known answers, oracle revision diffs, and every
-pair of runs of every bundled scenario."""
+"""Word diffs between runs (kame_core.analysis.diff): hand-made traces with known answers, oracle revision diffs, and
+every pair of runs of every bundled scenario."""
 from __future__ import annotations
 
 import itertools
@@ -8,12 +8,21 @@ from pathlib import Path
 
 import pytest
 
-from kame_core.adherence import normalise
-from kame_core.diff import DiffOp, TimedWord, diff_markdown, diff_runs, revision_diffs, spoken_words, summary, word_diff
-from kame_core.events import OracleAppend
+from kame_core.analysis.adherence import normalise
+from kame_core.analysis.diff import (
+    DiffOp,
+    TimedWord,
+    diff_markdown,
+    diff_runs,
+    revision_diffs,
+    spoken_words,
+    summary,
+    word_diff,
+)
+from kame_core.analysis.trace_query import oracle_revisions
+from kame_core.record.events import OracleAppend
+from kame_core.record.trace import SessionTrace
 from kame_core.scenario import load_scenario
-from kame_core.trace import SessionTrace
-from kame_core.trace_query import oracle_revisions
 
 from .test_adherence import SCENARIOS, made
 

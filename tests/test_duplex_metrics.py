@@ -4,10 +4,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from kame_core.analysis.duplex_metrics import duplex_metrics, model_speech_segments, pool
 from kame_core.clock import FRAME_SECONDS, SAMPLES_PER_FRAME
-from kame_core.duplex_metrics import duplex_metrics, model_speech_segments, pool
-from kame_core.events import UserSpeechEnd, UserSpeechStart
-from kame_core.trace import FrameRecord, SessionTrace
+from kame_core.record.events import UserSpeechEnd, UserSpeechStart
+from kame_core.record.trace import FrameRecord, SessionTrace
 
 from .doubles import tone
 

@@ -1,6 +1,6 @@
 """Oracle adherence in the spoken MT-Bench report: per turn (``turns.jsonl``), per system (``table2.md`` /
 ``.csv`` / ``.json``, pooled over sessions' words) and the ``adherence`` figure, all from
-:func:`kame_core.adherence.oracle_adherence` -- checked against it on the very traces of the run.
+:func:`kame_core.analysis.adherence.oracle_adherence` -- checked against it on the very traces of the run.
 
 The whole command runs in seconds on test doubles: the CPU stack is replaced by scripted STT, the echo
 front-end (it speaks the oracle's words, one every 4 frames), a scripted oracle LLM and tone TTS, and the proxy
@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from kame_core.adherence import oracle_adherence
+from kame_core.analysis.adherence import oracle_adherence
 from kame_core.eval import cli, harness
 from kame_core.eval.proxy import ProxyScore
 from kame_core.eval.report import (

@@ -36,8 +36,8 @@ from kame_core.eval.report import (
     write_table_csv,
 )
 from kame_core.eval.sessions import SessionResult, TurnTaking, TurnTakingSource, final_oracle_text
-from kame_core.events import PAYLOADS
-from kame_core.trace import EventKind, FrameRecord, SessionTrace, silence
+from kame_core.record.events import PAYLOADS
+from kame_core.record.trace import EventKind, FrameRecord, SessionTrace, silence
 
 from .shared_data import MT_BENCH, needs_mt_bench
 
@@ -294,7 +294,7 @@ def test_oracle_policy_and_layout_reach_the_runner_and_the_cache_key(tmp_path, m
     from kame_core.eval.harness import SessionItem, run_sessions
     from kame_core.eval.mtbench_data import Question
     from kame_core.eval.sessions import session_config
-    from kame_core.oracle import OracleConfig
+    from kame_core.oracle.config import OracleConfig
 
     base = ["mtbench", "--out", str(tmp_path)]
     default = stack_identity(build_parser().parse_args(base))

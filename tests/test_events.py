@@ -1,4 +1,4 @@
-"""Typed event payloads (kame_core.events): one dataclass per kind, what ``record`` writes, what ``payload_of``
+"""Typed event payloads (kame_core.record.events): one dataclass per kind, what ``record`` writes, what ``payload_of``
 reads, and that the writers' traces are the same JSON after a save and a load."""
 from __future__ import annotations
 
@@ -7,17 +7,17 @@ import json
 
 import pytest
 
-from kame_core import events as ev
 from kame_core.clock import VirtualClock
-from kame_core.event_schema import PayloadError
-from kame_core.events import check_event_data
-from kame_core.oracle import OracleConfig
+from kame_core.oracle.config import OracleConfig
 from kame_core.pipelines.cascade import CascadeRunner
 from kame_core.pipelines.tandem import SessionConfig, TandemRunner
+from kame_core.record import events as ev
+from kame_core.record.events import check_event_data
+from kame_core.record.schema import PayloadError
+from kame_core.record.trace import Event, EventKind, SessionTrace
 from kame_core.scenario import Scenario, load_scenario, save_scenario
 from kame_core.testing.doubles import EchoFrontEnd, ScriptedLLM, ScriptedSTT, ToneTTS
 from kame_core.testing.sessions import answer_for, mountain_session, session_audio_and_segments
-from kame_core.trace import Event, EventKind, SessionTrace
 
 
 def test_every_kind_has_one_payload_class_with_a_check_on_every_field():

@@ -18,15 +18,15 @@ from pympi import Elan
 
 from kame_core.export import COLUMNS, TIER_NAMES
 from kame_core.export.cli import main
+from kame_core.record.trace import Event, EventKind, SessionTrace
 from kame_core.scenario import Scenario, load_scenario, save_scenario
 from kame_core.testing.sessions import build_session
-from kame_core.trace import Event, EventKind, SessionTrace
 from tests.shared_data import REPO, SPOKENWOZ, needs_spokenwoz
 from tests.test_official_log_import import write_log
 
 BUNDLED = sorted((REPO / "scenarios").glob("*.kame"))
 POINT_TIER = "events"
-#: provenance words of the bundled runs (kame_core.trace.PROVENANCE_KINDS, as the app's badge says them)
+#: provenance words of the bundled runs (kame_core.record.trace.PROVENANCE_KINDS, as the app's badge says them)
 STAND_IN = "CPU stand-in front-end (imitates KAME; not the trained model)"
 CASCADE = "cascade pipeline (STT → LLM → TTS; no front-end, no oracle stream)"
 

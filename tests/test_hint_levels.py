@@ -6,13 +6,13 @@ import math
 import numpy as np
 import pytest
 
+from kame_core.analysis.hint_levels import hint_level, spoken_ratio
+from kame_core.analysis.metrics import annotate_hint_levels
+from kame_core.analysis.trace_query import oracle_revisions, request_spoken_ratios
 from kame_core.clock import VirtualClock
-from kame_core.events import LlmRequestStart, OracleReset, SttFinal, SttPartial, UserSpeechEnd, UserSpeechStart
-from kame_core.hint_levels import hint_level, spoken_ratio
-from kame_core.metrics import annotate_hint_levels
 from kame_core.pipelines.tandem import SessionConfig, TandemRunner
-from kame_core.trace import EventKind, SessionTrace
-from kame_core.trace_query import oracle_revisions, request_spoken_ratios
+from kame_core.record.events import LlmRequestStart, OracleReset, SttFinal, SttPartial, UserSpeechEnd, UserSpeechStart
+from kame_core.record.trace import EventKind, SessionTrace
 
 from .doubles import EchoFrontEnd, ScriptedLLM, ScriptedSTT, speech_like, words_at
 

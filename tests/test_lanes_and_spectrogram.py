@@ -82,7 +82,7 @@ def test_every_lane_of_a_long_session_keeps_the_figure_within_its_budget():
 def test_the_adherence_lane_draws_what_the_metric_says():
     """Each fed word of each revision: a dot where the front-end said it (hover: its lag), a cross where it never
     did; the revision's share at the start of its window; the revision's hover says the same."""
-    from kame_core.adherence import oracle_adherence
+    from kame_core.analysis.adherence import oracle_adherence
     from kame_core.scenario import load_scenario
 
     from .shared_data import REPO

@@ -11,13 +11,13 @@ import time
 import numpy as np
 import pytest
 
+from kame_core.analysis.trace_query import llm_requests
 from kame_core.scenario import load_scenario
 from kame_core.serve import ChatServer, Limits, stack_from_cpu, standalone_app
 from kame_core.serve import protocol as P
 from kame_core.serve.client import talk
 from kame_core.testing.servers import serving
 from kame_core.testing.waiting import wait_until
-from kame_core.trace_query import llm_requests
 
 pytestmark = pytest.mark.slow  # Whisper, SmolLM2, Piper, real time
 

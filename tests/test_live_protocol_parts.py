@@ -8,12 +8,12 @@ import re
 import numpy as np
 import pytest
 
-from kame_core.events import PAYLOADS, OracleReset, SttFinal
+from kame_core.record.events import PAYLOADS, OracleReset, SttFinal
+from kame_core.record.trace import Event, EventKind, FrameRecord
 from kame_core.serve import notices as N
 from kame_core.serve import protocol as P
 from kame_core.serve.session import StreamSink, default_sessions_dir, session_file
 from kame_core.session import FrameOut
-from kame_core.trace import Event, EventKind, FrameRecord
 
 
 def test_messages_split_and_pcm_round_trip():
@@ -95,8 +95,8 @@ def test_the_sink_sends_events_text_audio_and_the_turn_onset() -> None:
 
 def test_the_live_onset_is_the_metrics_onset():
     """The same rule live and in Timeline: a response that began before the user finished is negative."""
-    from kame_core.metrics import LiveOnsets, turn_onsets
-    from kame_core.trace import SessionTrace
+    from kame_core.analysis.metrics import LiveOnsets, turn_onsets
+    from kame_core.record.trace import SessionTrace
 
     trace, live, reported = SessionTrace(mode="kame"), LiveOnsets(), []
     speech = {0: (EventKind.USER_SPEECH_START, 0.0), 10: (EventKind.USER_SPEECH_END, 0.8),
@@ -118,9 +118,9 @@ def test_a_turns_latency_breakdown_is_sent_from_its_speech_end_as_the_timeline_c
     is there once the user's speech ended (before the turn's onset), and the last one sent is the Timeline's."""
     import json
 
-    from kame_core.metrics import latency_breakdown
-    from kame_core.trace import OracleToken, SessionTrace
-    from kame_core.trace_query import oracle_token_use
+    from kame_core.analysis.metrics import latency_breakdown
+    from kame_core.analysis.trace_query import oracle_token_use
+    from kame_core.record.trace import OracleToken, SessionTrace
 
     pytest.importorskip("sphn")
     trace, sent = SessionTrace(mode="kame"), []
@@ -198,10 +198,10 @@ def test_turn_latency_and_hint_levels_follow_the_session_and_end_as_the_saved_tr
     each turn and revision equals what the saved trace gives (latency_breakdown, oracle_revisions)."""
     import json
 
-    from kame_core.events import LlmRequestCancel
-    from kame_core.metrics import annotate_hint_levels, annotate_onsets, latency_breakdown
-    from kame_core.trace import OracleToken, SessionTrace
-    from kame_core.trace_query import oracle_revisions, oracle_token_use
+    from kame_core.analysis.metrics import annotate_hint_levels, annotate_onsets, latency_breakdown
+    from kame_core.analysis.trace_query import oracle_revisions, oracle_token_use
+    from kame_core.record.events import LlmRequestCancel
+    from kame_core.record.trace import OracleToken, SessionTrace
 
     pytest.importorskip("sphn")
     trace = SessionTrace(mode="kame")
@@ -277,9 +277,9 @@ def test_the_window_of_the_open_turns_breaks_them_down_as_the_whole_trace_does(n
     whole trace for those turns -- steps, requests and oracle token counts."""
     from pathlib import Path
 
-    from kame_core.metrics import latency_breakdown, latency_window, turn_onsets
+    from kame_core.analysis.metrics import latency_breakdown, latency_window, turn_onsets
+    from kame_core.analysis.trace_query import oracle_token_use
     from kame_core.scenario import load_scenario
-    from kame_core.trace_query import oracle_token_use
 
     trace = load_scenario(Path(__file__).parent.parent / "scenarios" / f"{name}.kame").runs["kame"]
     onsets, use = turn_onsets(trace), oracle_token_use(trace)
@@ -333,7 +333,7 @@ def test_a_stack_that_cannot_load_closes_with_1011_and_the_server_goes_on(tmp_pa
 def test_the_sink_says_which_revision_is_heard_and_its_hint_level_once_known() -> None:
     import json
 
-    from kame_core.trace import OracleToken, SessionTrace
+    from kame_core.record.trace import OracleToken, SessionTrace
 
     pytest.importorskip("sphn")
     sent: list[bytes] = []

@@ -8,7 +8,7 @@ import pytest
 from kame_core.llm import RoutedLLM, classify_question, make_llm, parse_routes
 from kame_core.llm.factory import DEFAULT_ROUTES
 from kame_core.protocols import ChatMessage, StreamingLLM
-from kame_core.trace import Provenance
+from kame_core.record.trace import Provenance
 
 from .fakes.providers import REPLY, fake_openai
 from .fakes.streaming import cancel_after, collect

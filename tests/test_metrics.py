@@ -3,11 +3,11 @@ from __future__ import annotations
 
 import pytest
 
+from kame_core.analysis.metrics import stt_word_lags, turn_onsets
 from kame_core.clock import FRAME_SECONDS
-from kame_core.events import SttFinal, SttPartial, UserSpeechEnd, UserSpeechStart
-from kame_core.metrics import stt_word_lags, turn_onsets
 from kame_core.protocols import Word
-from kame_core.trace import FrameRecord, SessionTrace, silence
+from kame_core.record.events import SttFinal, SttPartial, UserSpeechEnd, UserSpeechStart
+from kame_core.record.trace import FrameRecord, SessionTrace, silence
 
 
 def trace_with(speaking_frames: set[int], n: int, user: list[tuple[float, float]]) -> SessionTrace:

@@ -13,9 +13,9 @@ from kame_core.neural.loading import CheckpointUnavailable, resolve_weights
 from kame_core.neural.tiny import MARKER, TINY_LABEL, write_tiny_checkpoint
 from kame_core.pipelines.stack import Stack, release_front_end, with_neural
 from kame_core.protocols import PoolFull
+from kame_core.record.trace import EventKind
 from kame_core.settings import StackSettings
 from kame_core.testing import doubles
-from kame_core.trace import EventKind
 from tests.shared_data import REPO
 
 QUESTION = "what is the capital of France"

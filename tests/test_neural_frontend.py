@@ -11,7 +11,7 @@ from kame_core.neural import NeuralFrontEnd, SentencePieceTokenizer, random_fron
 from kame_core.neural.configs import small_mimi_config, tiny_lm_kwargs
 from kame_core.neural.tiny import train_tiny_tokenizer
 from kame_core.protocols import FrontEnd, TextTokenizer
-from kame_core.trace import FrameRecord, OracleToken, SessionTrace, iter_frames
+from kame_core.record.trace import FrameRecord, OracleToken, SessionTrace, iter_frames
 
 VOCAB = 64
 
@@ -125,8 +125,8 @@ def test_tandem_runner_end_to_end_with_the_neural_front_end(front_end: NeuralFro
     """Tiny random KAME LM + random Mimi through the tandem runner on 2 s of synthesized speech."""
     from kame_core.clock import FRAME_SECONDS, VirtualClock
     from kame_core.pipelines.tandem import SessionConfig, TandemRunner
+    from kame_core.record.trace import EventKind
     from kame_core.testing.doubles import ScriptedLLM, ScriptedSTT, words_at
-    from kame_core.trace import EventKind
 
     words = words_at("what is the capital", 0.1, per_word=0.3)
     user = speech_like(2.0, voiced_until=words[-1].end)

@@ -14,13 +14,13 @@ import pytest
 from kame_core.clock import FRAME_SECONDS, SAMPLE_RATE
 from kame_core.neural.choice import FrontEndChoice
 from kame_core.neural.tiny import TINY_LABEL, write_tiny_checkpoint
+from kame_core.record.trace import EventKind
 from kame_core.scenario import load_scenario
 from kame_core.serve import ChatServer, Limits, stack_from_cpu, standalone_app
 from kame_core.serve import protocol as P
 from kame_core.serve.client import talk
 from kame_core.testing.servers import free_port, serving
 from kame_core.testing.waiting import wait_until
-from kame_core.trace import EventKind
 from tests.shared_data import REPO
 
 pytestmark = pytest.mark.slow  # Whisper, SmolLM2, Piper, real time

@@ -9,12 +9,12 @@ import numpy as np
 import pytest
 import soundfile as sf
 
+from kame_core.analysis.trace_query import llm_requests, oracle_revisions
 from kame_core.clock import SAMPLE_RATE, frame_of
 from kame_core.importers.cli import main
 from kame_core.importers.official_log import OfficialLogError, import_official_log
+from kame_core.record.trace import EventKind
 from kame_core.scenario import load_scenario
-from kame_core.trace import EventKind
-from kame_core.trace_query import llm_requests, oracle_revisions
 
 T0 = 1_700_000_000_000
 LOG = {

@@ -2,10 +2,11 @@
 from __future__ import annotations
 
 from kame_core.clock import FRAME_SECONDS, VirtualClock
-from kame_core.oracle import Conversation, OracleConfig, OracleManager, OracleStream
+from kame_core.oracle.config import Conversation, OracleConfig
+from kame_core.oracle.manager import OracleManager, OracleStream
 from kame_core.pipelines.tandem import SessionConfig, TandemRunner
+from kame_core.record.trace import EventKind, SessionTrace
 from kame_core.testing.doubles import EchoFrontEnd, ScriptedLLM, ScriptedSTT, WordTokenizer, speech_like, words_at
-from kame_core.trace import EventKind, SessionTrace
 
 
 def run_kame(words_segments, llm, total=None, **cfg):

@@ -9,15 +9,15 @@ from typing import Any
 
 import pytest
 
+from kame_core.analysis.trace_query import llm_requests, oracle_revisions
 from kame_core.clock import Clock, VirtualClock
-from kame_core.event_schema import check_trace_config
-from kame_core.oracle import OracleManager, OracleStream
-from kame_core.oracle_config import DEFAULT_SYSTEM_PROMPT, OFFICIAL_SYSTEM_PROMPT, Conversation, OracleConfig
-from kame_core.oracle_policies import EmissionPolicy
+from kame_core.oracle.config import DEFAULT_SYSTEM_PROMPT, OFFICIAL_SYSTEM_PROMPT, Conversation, OracleConfig
+from kame_core.oracle.manager import OracleManager, OracleStream
+from kame_core.oracle.policies import EmissionPolicy
 from kame_core.pipelines.tandem import SessionConfig, TandemRunner
 from kame_core.protocols import ChatMessage
-from kame_core.trace import EventKind, SessionTrace
-from kame_core.trace_query import llm_requests, oracle_revisions
+from kame_core.record.schema import check_trace_config
+from kame_core.record.trace import EventKind, SessionTrace
 
 from .doubles import DOUBLE, EchoFrontEnd, ScriptedLLM, ScriptedSTT, WordTokenizer, speech_like, words_at
 

@@ -1,16 +1,16 @@
-"""The final-only oracle policy (kame_core/oracle_policies/final_only.py): the LLM is asked only on the STT final
+"""The final-only oracle policy (kame_core/oracle/policies/final_only.py): the LLM is asked only on the STT final
 transcript, and every chunk of its answer is fed; on the virtual clock, through the tandem runner."""
 from __future__ import annotations
 
 import pytest
 
+from kame_core.analysis.trace_query import llm_requests
 from kame_core.clock import VirtualClock
-from kame_core.oracle import OracleConfig
+from kame_core.oracle.config import OracleConfig
 from kame_core.pipelines.run_kinds import RUN_KINDS
 from kame_core.pipelines.tandem import SessionConfig, TandemRunner
+from kame_core.record.trace import EventKind
 from kame_core.testing.doubles import EchoFrontEnd, ScriptedLLM, ScriptedSTT, speech_like, words_at
-from kame_core.trace import EventKind
-from kame_core.trace_query import llm_requests
 
 
 def test_requests_start_only_at_finals_and_every_chunk_is_fed() -> None:

@@ -22,10 +22,10 @@ from demo.palette import (
 )
 from demo.talk import talk_html
 from demo.timeline import HINT_LEGEND, compare_figure, timeline_figure
-from kame_core.hint_levels import HINT_LEVEL_BOUNDS, hint_level
+from kame_core.analysis.hint_levels import HINT_LEVEL_BOUNDS, hint_level
+from kame_core.analysis.trace_query import oracle_revisions
+from kame_core.record.trace import SessionTrace
 from kame_core.scenario import Scenario, load_scenario
-from kame_core.trace import SessionTrace
-from kame_core.trace_query import oracle_revisions
 from tests.test_timeline import with_levels
 
 REPO = Path(__file__).resolve().parents[1]

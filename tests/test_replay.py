@@ -4,12 +4,12 @@ from __future__ import annotations
 import pytest
 
 from demo.provenance_badge import provenance_badge
+from kame_core.analysis.metrics import session_metrics
 from kame_core.clock import VirtualClock
-from kame_core.metrics import session_metrics
 from kame_core.pipelines.replay import ReplayLLM, ReplaySTT, ReplayUnavailable, recorded_input, rerun_front_end
 from kame_core.pipelines.tandem import SessionConfig, TandemRunner
+from kame_core.record.trace import EventKind
 from kame_core.testing.doubles import EchoFrontEnd, ScriptedLLM, ScriptedSTT, speech_like, words_at
-from kame_core.trace import EventKind
 
 QUESTION = "what is the tallest mountain in europe and how high is it"
 

@@ -7,13 +7,13 @@ import threading
 import numpy as np
 import pytest
 
+from kame_core.analysis.metrics import median_onset_latency, session_metrics, speech_segments
 from kame_core.clock import FRAME_SECONDS, SAMPLES_PER_FRAME, RealTimeClock, VirtualClock, frame_of
-from kame_core.metrics import median_onset_latency, session_metrics, speech_segments
 from kame_core.pipelines.tandem import SessionConfig, TandemRunner
 from kame_core.protocols import STTEvent
+from kame_core.record.trace import EventKind
 from kame_core.session import LiveSource, UserTurnTracker
 from kame_core.testing.doubles import EchoFrontEnd, ScriptedLLM, ScriptedSTT, speech_like, words_at
-from kame_core.trace import EventKind
 
 QUESTION = "what is the capital city of france"
 
@@ -193,7 +193,7 @@ def test_live_source_reads_silence_on_underrun_and_ends_when_closed():
 
 def test_latency_breakdown_follows_the_answer_from_the_end_of_speech():
     from demo.inspector import latency_markdown
-    from kame_core.metrics import latency_breakdown
+    from kame_core.analysis.metrics import latency_breakdown
 
     trace, _ = run(delay_ms=1500)
     (turn,) = latency_breakdown(trace)
@@ -210,7 +210,7 @@ def test_latency_breakdown_follows_the_answer_from_the_end_of_speech():
 
 
 def test_latency_breakdown_of_the_cascade():
-    from kame_core.metrics import latency_breakdown
+    from kame_core.analysis.metrics import latency_breakdown
     from kame_core.pipelines import make_runner
     from kame_core.testing.doubles import ToneTTS
 

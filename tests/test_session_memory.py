@@ -16,6 +16,7 @@ import pytest
 from kame_core.frontends import StandInFrontEnd
 from kame_core.pipelines import make_runner
 from kame_core.pipelines.stack import Stack
+from kame_core.record.trace import SessionTrace
 from kame_core.serve import ChatServer, Limits, standalone_app
 from kame_core.serve import server as server_module
 from kame_core.serve.client import talk
@@ -25,7 +26,6 @@ from kame_core.session import LiveSession
 from kame_core.testing.doubles import ScriptedLLM, ScriptedSTT, ToneTTS, tone, words_at
 from kame_core.testing.servers import serving
 from kame_core.testing.waiting import wait_until
-from kame_core.trace import SessionTrace
 
 pytest.importorskip("websockets")
 pytest.importorskip("sphn")

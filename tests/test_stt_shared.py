@@ -13,6 +13,7 @@ import soxr
 from kame_core.clock import SAMPLE_RATE
 from kame_core.pipelines.stack import Stack, with_shared_stt
 from kame_core.protocols import STTEvent
+from kame_core.record.trace import iter_frames
 from kame_core.serve.metrics import ServerMetrics
 from kame_core.stt import (
     DecodeCancelled,
@@ -24,7 +25,6 @@ from kame_core.stt import (
     resolve_whisper_model,
 )
 from kame_core.testing.waiting import wait_until
-from kame_core.trace import iter_frames
 from kame_core.tts import PiperTTS
 
 pytestmark = pytest.mark.slow  # loads Whisper and Piper

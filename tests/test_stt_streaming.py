@@ -6,8 +6,8 @@ import pytest
 
 from kame_core.clock import FRAME_SECONDS, SAMPLE_RATE
 from kame_core.protocols import StreamingSTT, STTEvent, Word
+from kame_core.record.trace import iter_frames
 from kame_core.stt import WhisperStreamingSTT, word_error_rate
-from kame_core.trace import iter_frames
 from kame_core.tts import PiperTTS
 
 pytestmark = pytest.mark.slow  # loads Whisper, SmolLM2, Piper or a browser

@@ -19,10 +19,10 @@ import numpy as np
 import pytest
 import soundfile as sf
 
-from kame_core.metrics import latency_breakdown
+from kame_core.analysis.metrics import latency_breakdown
+from kame_core.analysis.trace_query import oracle_revisions, oracle_token_use
+from kame_core.record.trace import SessionTrace
 from kame_core.scenario import load_scenario
-from kame_core.trace import SessionTrace
-from kame_core.trace_query import oracle_revisions, oracle_token_use
 
 from .app_server import REPO, running_app
 from .cdp import CHROMIUM, Chromium

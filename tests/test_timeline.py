@@ -40,14 +40,14 @@ from demo.timeline import (
     waveform_envelope,
     with_playhead,
 )
+from kame_core.analysis.metrics import latency_breakdown, request_token_use, session_metrics
+from kame_core.analysis.trace_query import llm_requests, oracle_revisions, oracle_token_use
 from kame_core.clock import FRAME_SECONDS, SAMPLE_RATE, SAMPLES_PER_FRAME
-from kame_core.events import SttFinal
-from kame_core.metrics import latency_breakdown, request_token_use, session_metrics
+from kame_core.record.events import SttFinal
+from kame_core.record.trace import PROVENANCE_KINDS, EventKind, FrameRecord, Provenance, SessionTrace
 from kame_core.scenario import Scenario, load_scenario, save_scenario
 from kame_core.testing.sessions import MOUNTAIN_QUESTION, build_session
 from kame_core.testing.sessions import mountain_session as run
-from kame_core.trace import PROVENANCE_KINDS, EventKind, FrameRecord, Provenance, SessionTrace
-from kame_core.trace_query import llm_requests, oracle_revisions, oracle_token_use
 
 SCENARIOS = Path(__file__).resolve().parents[1] / "scenarios"
 

@@ -1,13 +1,23 @@
-"""The one way to read a trace (kame_core.trace_query), the metrics derived from it, payload validation and
+"""The one way to read a trace (kame_core.analysis.trace_query), the metrics derived from it, payload validation and
 SessionConfig's round trip -- on hand-made traces whose answers are known."""
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
+from kame_core.analysis.metrics import annotate_onsets, transcript_to_oracle
+from kame_core.analysis.trace_query import (
+    llm_requests,
+    oracle_revisions,
+    problems,
+    revision_at,
+    self_corrections,
+    user_turns,
+)
 from kame_core.clock import FRAME_SECONDS, SAMPLES_PER_FRAME
-from kame_core.event_schema import PayloadError
-from kame_core.events import (
+from kame_core.oracle.config import OracleConfig
+from kame_core.pipelines.tandem import SessionConfig
+from kame_core.record.events import (
     LlmError,
     LlmFirstChunk,
     LlmRequestCancel,
@@ -22,12 +32,9 @@ from kame_core.events import (
     UserSpeechStart,
     check_event_data,
 )
-from kame_core.metrics import annotate_onsets, transcript_to_oracle
-from kame_core.oracle import OracleConfig
-from kame_core.pipelines.tandem import SessionConfig
+from kame_core.record.schema import PayloadError
+from kame_core.record.trace import EventKind, FrameRecord, OracleToken, SessionTrace
 from kame_core.testing.sessions import mountain_session
-from kame_core.trace import EventKind, FrameRecord, OracleToken, SessionTrace
-from kame_core.trace_query import llm_requests, oracle_revisions, problems, revision_at, self_corrections, user_turns
 
 SILENT = np.zeros(SAMPLES_PER_FRAME, np.float32)
 LOUD = np.full(SAMPLES_PER_FRAME, 0.2, np.float32)

@@ -1,8 +1,8 @@
 """The Compare tab: every mode of the open input (KAME, Moshi mode, the cascade …) on one clock, a player per
 run, what was measured on this input, and the paper's Table 2 quoted beside -- or any two or three runs, of any
 inputs: two ``.kame`` files, two checkpoints or oracle policies on one input, the open input's forced-delay re-runs
-(:func:`compare_runs`). Beside the plot, what the runs said, word by word against the first (:mod:`kame_core.diff`),
-and how each run's oracle changed from revision to revision."""
+(:func:`compare_runs`). Beside the plot, what the runs said, word by word against the first
+(:mod:`kame_core.analysis.diff`), and how each run's oracle changed from revision to revision."""
 from __future__ import annotations
 
 import json
@@ -11,14 +11,14 @@ from typing import TYPE_CHECKING, Any
 
 import gradio as gr
 
-from kame_core.corpus import RowCache
-from kame_core.diff import diff_markdown, diff_runs, revision_diffs, summary
-from kame_core.duplex_metrics import duplex_metrics
-from kame_core.metrics import session_metrics
+from kame_core.analysis.diff import diff_markdown, diff_runs, revision_diffs, summary
+from kame_core.analysis.duplex_metrics import duplex_metrics
+from kame_core.analysis.metrics import session_metrics
+from kame_core.export.corpus import RowCache
 from kame_core.pipelines.run_kinds import RUN_KINDS
+from kame_core.record.trace import SessionTrace
 from kame_core.scenario import ScenarioError
 from kame_core.settings import Settings
-from kame_core.trace import SessionTrace
 
 from .. import library, views
 from ..inspector import PAPER_NOTE, PAPER_TABLE_HEADERS, PAPER_TABLE_ROWS, duplex_text, latency_markdown
@@ -216,8 +216,8 @@ DIFF_LINES = 14
 
 
 def said_markdown(runs: list[tuple[str, str, SessionTrace, bool]]) -> str:
-    """What each run said against the first, word by word on time (:func:`kame_core.diff.diff_runs`), and how each
-    run's oracle changed from one revision to the next (:func:`kame_core.diff.revision_diffs`)."""
+    """What each run said against the first, word by word on time (:func:`kame_core.analysis.diff.diff_runs`), and how
+    each run's oracle changed from one revision to the next (:func:`kame_core.analysis.diff.revision_diffs`)."""
     if len(runs) < 2 and not any(revision_diffs(t) for _, _, t, _ in runs):
         return ""
     out = []

@@ -11,8 +11,8 @@ import gradio as gr
 
 from kame_core.pipelines.replay import REPLAY_LABEL, ReplayUnavailable
 from kame_core.protocols import PoolFull
+from kame_core.record.trace import SessionTrace
 from kame_core.settings import Settings
-from kame_core.trace import SessionTrace
 
 from .. import views
 from ..delay_sweep import DELAYS_S, curve_figure, describe_outcome, front_end_difference, reference_answers, run_delay

@@ -8,10 +8,10 @@ from typing import TYPE_CHECKING, Any
 
 import gradio as gr
 
-from kame_core.evolution import level_table_markdown
+from kame_core.analysis.evolution import level_table_markdown
+from kame_core.record.trace import EventKind
 from kame_core.scenario import ScenarioError, load_scenario
 from kame_core.settings import Settings
-from kame_core.trace import EventKind
 
 from .. import library, views
 from ..evolution import evolution_figure, scenario_points

@@ -11,14 +11,14 @@ from typing import TYPE_CHECKING, Any
 import gradio as gr
 import numpy as np
 
+from kame_core.analysis.trace_query import problems
 from kame_core.pipelines.replay import recorded_input
 from kame_core.pipelines.run_kinds import RUN_KINDS
 from kame_core.protocols import PoolFull
+from kame_core.record.trace import SessionTrace
 from kame_core.scenario import ScenarioError
 from kame_core.session import SessionStore, new_session_id
 from kame_core.settings import Settings
-from kame_core.trace import SessionTrace
-from kame_core.trace_query import problems
 
 from .. import library, views
 from ..live import run_audio

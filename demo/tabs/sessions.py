@@ -1,12 +1,12 @@
 """The Sessions tab: every session this page can open, one row per session and run, with its provenance and
-measures (:mod:`kame_core.corpus`, the table ``python -m kame_core.export --table`` writes) -- the bundled
+measures (:mod:`kame_core.export.corpus`, the table ``python -m kame_core.export --table`` writes) -- the bundled
 scenarios, the training dialogues of ``KAME_TRAINING_DIR`` and what this browser session made (Live uploads,
 microphone and Talk sessions). Sortable by any column (click its header), filterable (the search box), downloadable
 as CSV; a click on a row opens that session and run in Timeline, as its link would.
 
 Sessions saved by other browser sessions are not listed: a Talk session opens only with the claim of the page that
-made it. Rows come from one row cache per app (:class:`kame_core.corpus.RowCache`): a file read once is not read
-again until it changes.
+made it. Rows come from one row cache per app (:class:`kame_core.export.corpus.RowCache`): a file read once is not
+read again until it changes.
 """
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 import gradio as gr
 
-from kame_core.corpus import CorpusRow, CorpusScan, RowCache, scan, write_table
+from kame_core.export.corpus import CorpusRow, CorpusScan, RowCache, scan, write_table
 from kame_core.session.disk import error_words
 from kame_core.settings import Settings
 
@@ -27,7 +27,7 @@ from ..results import Opened
 if TYPE_CHECKING:
     from . import Wiring
 
-#: the columns shown (the CSV has every column of kame_core.corpus.COLUMNS)
+#: the columns shown (the CSV has every column of kame_core.export.corpus.COLUMNS)
 HEADERS = ["where", "open", "run", "title", "front-end / pipeline", "duration (s)", "turns", "onset median (s)",
            "onset p90 (s)", "revisions", "hint levels", "self-corrections", "oracle adherence", "FDB takeover",
            "FDB latency (s)"]

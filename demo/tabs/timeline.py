@@ -15,7 +15,7 @@ import gradio as gr
 import numpy as np
 
 from kame_core.export import SUFFIXES, write_eaf_bundle, write_run
-from kame_core.trace import SessionTrace
+from kame_core.record.trace import SessionTrace
 
 from .. import views
 from ..inspector import RUN_SUMMARY_HEADERS, frame_details, latency_markdown

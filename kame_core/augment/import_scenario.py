@@ -8,11 +8,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from .. import events as ev
+from ..analysis.metrics import annotate_onsets
 from ..clock import frame_start
-from ..metrics import annotate_onsets
+from ..record import events as ev
+from ..record.trace import FrameRecord, OracleToken, Provenance, SessionTrace
 from ..scenario import Scenario
-from ..trace import FrameRecord, OracleToken, Provenance, SessionTrace
 from .oracle_records import OracleRecord
 from .oracle_stream import NO_EVENT
 from .training_dialogue import dialogue_frames, load_training_dialogue

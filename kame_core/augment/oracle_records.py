@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any, Protocol, runtime_checkable
 
-from ..hint_levels import hint_level  # the level table lives with every run's levels
+from ..analysis.hint_levels import hint_level
 from .transcript import CHANNELS, TranscriptWord
 
 

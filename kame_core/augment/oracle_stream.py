@@ -2,7 +2,7 @@
 
 An oracle event at time ``t`` starts at frame ``int(t * 12.5)`` with the tokenizer's start token, then feeds
 one token of its text per frame, then padding; a later event overwrites from its own frame on (the newest
-oracle always wins, as in :class:`~kame_core.trace.OracleToken` revisions). The text stream of a speaker puts
+oracle always wins, as in :class:`~kame_core.record.trace.OracleToken` revisions). The text stream of a speaker puts
 each word's tokens from the frame of its start, shifted later only where an earlier word still occupies it.
 """
 from __future__ import annotations

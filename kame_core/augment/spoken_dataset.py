@@ -25,8 +25,8 @@ from tqdm import tqdm
 from ..clock import SAMPLE_RATE
 from ..executors import Executor, LocalExecutor
 from ..files import write_bytes_atomic
-from ..jsonl import read_json_objects
 from ..protocols import TTS, Synthesis
+from ..record.jsonl import read_json_objects
 from .layout import (
     AUDIO_DIR,
     ORACLE_DIR,

@@ -37,8 +37,8 @@ from ..floor_policies import DEFAULT_FLOOR, FLOORS
 from ..llm import SPEC_HELP
 from ..llm.base import MissingAPIKey
 from ..neural.choice import FrontEndChoice
-from ..oracle import OracleConfig
-from ..oracle_policies import DEFAULT_POLICY, POLICIES
+from ..oracle.config import OracleConfig
+from ..oracle.policies import DEFAULT_POLICY, POLICIES
 from ..paths import ModelFiles
 from ..pipelines.stack import MODES, Mode, Stack
 from ..settings import Settings, SettingsError
@@ -363,8 +363,8 @@ def _notes(results: Sequence, grader: object, stack_box: list, stack_id: dict, s
     notes = [f"{front} Oracle LLM {stack_id['oracle_llm']}; oracle policy {stack_id.get('oracle_policy', 'restart')}, "
              f"prompt layout {stack_id.get('prompt_layout', 'chat')}; floor policy "
              f"{stack_id.get('floor', DEFAULT_FLOOR)}.",
-             "Latency: median first-turn response onset (kame_core.metrics; negative = started before the user "
-             "finished).",
+             "Latency: median first-turn response onset (kame_core.analysis.metrics; negative = started before the "
+             "user finished).",
              "Control: the back-end LLM's final oracle text of each KAME session, graded alone (text, no speech).",
              "Each user turn is synthesized with the TTS; turn 2 is asked once the answer to turn 1 ended."]
     if stack_box:

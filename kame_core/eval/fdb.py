@@ -16,7 +16,7 @@ as the input) and ``output.json`` (its words with times: ``{"text", "chunks": [{
 ``output.json`` comes from transcribing ``output.wav`` with word timestamps (faster-whisper, its VAD on, so
 silence is not transcribed), as the benchmark transcribes every system's audio with its ASR; the file also
 says which ASR and which front-end made it (extra keys the scoring scripts ignore). :func:`score_sample`
-applies the benchmark's turn-taking rules (:func:`kame_core.duplex_metrics.is_takeover`) to those files, so a
+applies the benchmark's turn-taking rules (:func:`kame_core.analysis.duplex_metrics.is_takeover`) to those files, so a
 run reports its takeover rate and latency without the benchmark's repository.
 """
 from __future__ import annotations
@@ -35,13 +35,13 @@ from typing import Any
 import numpy as np
 import soundfile as sf
 
+from ..analysis.duplex_metrics import is_takeover
 from ..audio_io import resample
 from ..clock import SAMPLE_RATE, SAMPLES_PER_FRAME
-from ..duplex_metrics import is_takeover
-from ..events import Note, payloads
 from ..files import write_bytes_atomic
 from ..floor_policies import DEFAULT_FLOOR
 from ..paths import ModelFiles
+from ..record.events import Note, payloads
 
 #: annotation file of each v1 task, as the benchmark names them
 TASK_FILES = {"turn_taking.json": "smooth_turn_taking", "pause.json": "pause_handling",

@@ -20,7 +20,7 @@ from typing import Protocol
 import numpy as np
 
 from ..executors import Executor, LocalExecutor
-from ..oracle import OracleConfig
+from ..oracle.config import OracleConfig
 from ..pipelines.stack import Mode, Stack
 from ..protocols import ChatMessage
 from .cache import ResultCache
@@ -160,7 +160,8 @@ class Answer:
     seed: int
     delay_s: float
     texts: tuple[str, ...]
-    #: the session's oracle adherence (:mod:`kame_core.adherence`): spoken share and median lag (None: no oracle)
+    #: the session's oracle adherence (:mod:`kame_core.analysis.adherence`): spoken share and median lag (None: no
+    #: oracle)
     oracle_adherence: float | None = None
     oracle_median_lag_s: float | None = None
 
@@ -179,7 +180,7 @@ def answers_to_grade(results: Sequence[SessionResult], questions: Mapping[int, Q
 
 
 def _rounded(value: float | None) -> float | None:
-    return None if value is None else round(value, 6)  # as kame_core.adherence's to_json rounds
+    return None if value is None else round(value, 6)  # as kame_core.analysis.adherence's to_json rounds
 
 
 class Grader(Protocol):

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..jsonl import read_json_objects
+from ..record.jsonl import read_json_objects
 
 #: the spoken MT-Bench subset of the KAME paper: reasoning, STEM and humanities, two turns each
 PAPER_QUESTION_IDS = "101-110,141-150,151-160"

@@ -2,9 +2,9 @@
 sweep curve.
 
 Inputs are per-turn score rows (:class:`ScoreRow`), per-session latencies and per-session oracle adherence (as
-:func:`kame_core.adherence.oracle_adherence` gave it, pooled by :func:`adherence_by_system`). Outputs: markdown,
-CSV and a Plotly figure (HTML + JSON) for the table, CSV + figure for the forced-delay sweep, a figure of oracle
-adherence per hint level and of its lags (:func:`adherence_figure`). The score's kind is
+:func:`kame_core.analysis.adherence.oracle_adherence` gave it, pooled by :func:`adherence_by_system`). Outputs:
+markdown, CSV and a Plotly figure (HTML + JSON) for the table, CSV + figure for the forced-delay sweep, a figure of
+oracle adherence per hint level and of its lags (:func:`adherence_figure`). The score's kind is
 part of every column name and title: an MT-Bench judge score names its judge; an offline proxy score carries
 :data:`~kame_core.eval.proxy.PROXY_LABEL`. The paper's numbers sit beside ours, marked as quoted.
 """
@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ..hint_levels import HINT_LEVEL_BOUNDS, MAX_HINT_LEVEL
+from ..analysis.hint_levels import HINT_LEVEL_BOUNDS, MAX_HINT_LEVEL
 from ..pipelines.run_kinds import RUN_KINDS
 from .proxy import PROXY_LABEL
 
@@ -38,7 +38,7 @@ CATEGORY_ORDER = ("reasoning", "stem", "humanities")
 #: the one system of the report that is not a run kind: the back-end LLM's final oracle text, judged as text
 CONTROL_NAME = "back-end LLM alone (final oracle text)"
 #: where oracle adherence is defined (from the report's folder the docs are not at hand: named, not linked)
-ADHERENCE_DEFINITION = "kame_core.adherence; defined in docs/architecture.md, \"Oracle adherence\""
+ADHERENCE_DEFINITION = "kame_core.analysis.adherence; defined in docs/architecture.md, \"Oracle adherence\""
 
 
 def system_name(system: str) -> str:
@@ -299,8 +299,8 @@ def table_figure(summaries: Sequence[SystemSummary], score_label: str, stem: Pat
 
 def hint_level_name(level: int | None) -> str:
     """A hint level as the adherence figure names it: ``"0 (≤50% heard)"`` ... ``"5 (all heard)"``, or
-    ``"not known"`` (from :mod:`kame_core.hint_levels`' table; the app's hint palette lives in ``demo/``, which the
-    core does not import, so the figure uses Plotly's default colours, one per system)."""
+    ``"not known"`` (from :mod:`kame_core.analysis.hint_levels`' table; the app's hint palette lives in ``demo/``, which
+    the core does not import, so the figure uses Plotly's default colours, one per system)."""
     if level is None or not 0 <= level <= MAX_HINT_LEVEL:
         return "not known"
     if level == MAX_HINT_LEVEL:

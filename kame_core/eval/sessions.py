@@ -10,8 +10,9 @@ is asked anyway and the session records that it timed out.
 :func:`run_session` runs one session on a fresh virtual clock and returns a :class:`SessionResult`: per turn,
 what the assistant actually spoke (the inner-monologue text of the frames from that turn's start to the
 next turn's start), the last oracle revision the front-end received (KAME mode: the back-end's text), and
-the response onset latency exactly as :mod:`kame_core.metrics` defines it, and the run's oracle adherence
-(:func:`kame_core.adherence.oracle_adherence`, kept as :func:`adherence_record`: the trace itself is not cached).
+the response onset latency exactly as :mod:`kame_core.analysis.metrics` defines it, and the run's oracle adherence
+(:func:`kame_core.analysis.adherence.oracle_adherence`, kept as :func:`adherence_record`: the trace itself is not
+cached).
 """
 from __future__ import annotations
 
@@ -23,17 +24,17 @@ from typing import Any
 
 import numpy as np
 
-from ..adherence import SessionAdherence, oracle_adherence
+from ..analysis.adherence import SessionAdherence, oracle_adherence
+from ..analysis.duplex_metrics import duplex_metrics
+from ..analysis.metrics import session_metrics
+from ..analysis.trace_query import oracle_revisions
 from ..clock import FRAME_SECONDS
-from ..duplex_metrics import duplex_metrics
 from ..floor_policies import DEFAULT_FLOOR
-from ..metrics import session_metrics
-from ..oracle import OracleConfig
+from ..oracle.config import OracleConfig
 from ..pipelines.stack import Mode, Stack
 from ..pipelines.tandem import SessionConfig
 from ..protocols import TTS
-from ..trace import SessionTrace, iter_frames, silence
-from ..trace_query import oracle_revisions
+from ..record.trace import SessionTrace, iter_frames, silence
 from .mtbench_data import Question
 
 #: bump when a change alters what a cached session result means
@@ -189,9 +190,9 @@ def final_oracle_text(trace: SessionTrace, t0: float, t1: float | None) -> str:
 
 
 def adherence_record(adherence: SessionAdherence) -> dict[str, Any]:
-    """What a cached result keeps of :func:`~kame_core.adherence.oracle_adherence`: the run's spoken share, median
-    and 90th-percentile lag, fed and spoken word counts, per revision (hint level, fed, spoken, spoken share), and
-    the lag of every spoken word (so summaries over runs pool words, not runs). Values as the module gives them."""
+    """What a cached result keeps of :func:`~kame_core.analysis.adherence.oracle_adherence`: the run's spoken share,
+    median and 90th-percentile lag, fed and spoken word counts, per revision (hint level, fed, spoken, spoken share),
+    and the lag of every spoken word (so summaries over runs pool words, not runs). Values as the module gives them."""
     return {"spoken_share": adherence.spoken_share, "median_lag_s": adherence.median_lag_s,
             "p90_lag_s": adherence.p90_lag_s, "n_fed": adherence.n_fed, "n_spoken": adherence.n_spoken,
             "revisions": [{"revision": r.revision, "hint_level": r.hint_level, "n_fed": r.n_fed,

@@ -8,7 +8,7 @@ import numpy as np
 import soundfile as sf
 
 from ..files import write_bytes_atomic
-from ..trace import SessionTrace
+from ..record.trace import SessionTrace
 
 
 def stereo(trace: SessionTrace) -> np.ndarray:

@@ -5,7 +5,7 @@ or ``python -m kame_core.export --table SOURCE... --out sessions.csv [--cache FI
 ``kame`` when there is one, else the scenario's first run); ``--audio`` also writes the user (left) and KAME
 (right) as a stereo 16-bit WAV beside ``--out`` (same name, ``.wav``), which the EAF links.
 
-``--table`` writes the corpus table (:mod:`kame_core.corpus`) of every session and run under the folders and
+``--table`` writes the corpus table (:mod:`kame_core.export.corpus`) of every session and run under the folders and
 ``.kame`` files given: one CSV row per run; inputs that cannot be read are skipped and counted. Rows of unchanged
 files come from a cache (``--cache``, default ``corpus-table.json`` under the cache root; ``--no-cache``: none).
 
@@ -76,7 +76,7 @@ def check_mode(args: argparse.Namespace) -> None:
 
 def table(args: argparse.Namespace, env: Mapping[str, str]) -> str:
     """Write the corpus table ``args`` asks for; returns the summary line to print."""
-    from ..corpus import SUFFIX, RowCache, default_cache_file, scan, write_table
+    from .corpus import SUFFIX, RowCache, default_cache_file, scan, write_table
 
     out: Path = args.out
     if not out.parent.is_dir():

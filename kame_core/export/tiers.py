@@ -1,12 +1,13 @@
 """A run's annotation tiers, as researchers' tools (Praat, ELAN, a spreadsheet) read them.
 
-:func:`annotate` turns one :class:`~kame_core.trace.SessionTrace` into the tiers of :data:`TIER_NAMES`, times in
+:func:`annotate` turns one :class:`~kame_core.record.trace.SessionTrace` into the tiers of :data:`TIER_NAMES`, times in
 seconds (rounded to the millisecond), each covering the whole session ``[0, duration]``:
 
 ``user words``       interval tier: the STT's final words with their audio times.
-``inner monologue``  interval tier: the front-end's text pieces joined into words (:func:`~kame_core.trace_query.
-                     join_words`), each from its first piece's frame to the end of its last piece's frame. A
-                     cascade has no front-end: its tier holds the words its TTS speaks, at the frames they start.
+``inner monologue``  interval tier: the front-end's text pieces joined into words
+                     (:func:`~kame_core.analysis.trace_query.join_words`), each from its first piece's frame to the
+                     end of its last piece's frame. A cascade has no front-end: its tier holds the words its TTS
+                     speaks, at the frames they start.
 ``KAME speech``      interval tier: the words of the output audio. Where the run's front-end starts each word's
                      audio in the frame of its text (:data:`AUDIO_ALIGNED`: the CPU stand-in, the cascade, an
                      imported training dialogue) a word runs from its first to its last audible 10 ms of output
@@ -15,7 +16,7 @@ seconds (rounded to the millisecond), each covering the whole session ``[0, dura
 ``oracle``           interval tier: each oracle revision over the frames it was fed, ``rev 3 · hint 5: <text>``
                      (hint ``?`` where not known). A revision never fed has no interval (its reset is an event).
 ``turns``            interval tier: the user's turns (``user 1``) and the assistant's responses from their onset
-                     (:func:`~kame_core.metrics.turn_onsets`) to their last active frame (``KAME 1``).
+                     (:func:`~kame_core.analysis.metrics.turn_onsets`) to their last active frame (``KAME 1``).
 ``events``           point tier: LLM requests started / finished / cancelled / failed, oracle resets,
                      self-corrections, forced-delay holds.
 
@@ -32,12 +33,19 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from .. import events as ev
+from ..analysis.metrics import SILENCE_RMS, turn_onsets
+from ..analysis.trace_query import (
+    FramedWord,
+    front_end_words,
+    llm_requests,
+    oracle_revisions,
+    self_corrections,
+    user_turns,
+)
 from ..clock import FRAME_SECONDS, SAMPLES_PER_FRAME
-from ..metrics import SILENCE_RMS, turn_onsets
 from ..provenance import describe_run
-from ..trace import Event, EventKind, SessionTrace
-from ..trace_query import FramedWord, front_end_words, llm_requests, oracle_revisions, self_corrections, user_turns
+from ..record import events as ev
+from ..record.trace import Event, EventKind, SessionTrace
 
 USER_WORDS, MONOLOGUE, SPEECH, ORACLE, TURNS, EVENTS = (
     "user words", "inner monologue", "KAME speech", "oracle", "turns", "events")

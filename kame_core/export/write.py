@@ -4,7 +4,7 @@ from __future__ import annotations
 import zipfile
 from pathlib import Path
 
-from ..trace import SessionTrace
+from ..record.trace import SessionTrace
 from .audio import write_wav
 from .eaf import write_eaf
 from .table import write_csv

@@ -33,14 +33,14 @@ from pathlib import Path
 import numpy as np
 import soundfile as sf
 
-from .. import events as ev
+from ..analysis.metrics import annotate_hint_levels, annotate_onsets
 from ..audio_io import resample
 from ..augment.word_tokenizer import WordTokenizer
 from ..clock import SAMPLE_RATE, SAMPLES_PER_FRAME, frame_of
-from ..metrics import annotate_hint_levels, annotate_onsets
-from ..oracle import OracleStream
+from ..oracle.manager import OracleStream
+from ..record import events as ev
+from ..record.trace import FrameRecord, OracleToken, Provenance, SessionTrace
 from ..scenario import MAX_AUDIO_MEMBER_S, Scenario
-from ..trace import FrameRecord, OracleToken, Provenance, SessionTrace
 
 PARTIALS, FINALS, STREAMS = "asr_partial.txt", "user_words.txt", "llm_stream_words.txt"
 ORACLE, MONOLOGUE, CONVERSATION = "oracle_stream.txt", "moshi_words.txt", "conversation.txt"

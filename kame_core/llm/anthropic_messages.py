@@ -12,7 +12,7 @@ from contextlib import aclosing
 from typing import TYPE_CHECKING, Any
 
 from ..protocols import ChatMessage, LLMError
-from ..trace import Provenance
+from ..record.trace import Provenance
 from .base import SDKFailure, anthropic_turns, api_key, public_url, sdk_error, stream_sdk_response
 
 if TYPE_CHECKING:

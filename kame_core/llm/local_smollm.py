@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..paths import default_cache_root
 from ..protocols import ChatMessage, LLMError
-from ..trace import Provenance
+from ..record.trace import Provenance
 from .base import openai_messages, paced
 
 if TYPE_CHECKING:

@@ -10,7 +10,7 @@ from contextlib import aclosing
 from typing import TYPE_CHECKING
 
 from ..protocols import ChatMessage, StreamingLLM
-from ..trace import Provenance
+from ..record.trace import Provenance
 
 if TYPE_CHECKING:
     from ..clock import Clock

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from ..protocols import PoolFull
-from ..trace import Provenance
+from ..record.trace import Provenance
 from .kv_settings import DEFAULT_GROW_FRAMES, KV_DTYPES, KVCacheSettings
 
 #: the label of Moshi mode on the KAME checkpoint (no ``--moshi-weights``)

@@ -19,7 +19,7 @@ from moshi.models.lm import LMModel
 
 from ..clock import SAMPLES_PER_FRAME
 from ..protocols import FrontEndOutput
-from ..trace import Provenance
+from ..record.trace import Provenance
 from .generation import KameLMGen
 from .tokenizer import LMTokenizer, SentencePieceTokenizer
 

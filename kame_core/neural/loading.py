@@ -32,7 +32,7 @@ from moshi.models import loaders
 from moshi.models.compression import MimiModel
 from safetensors.torch import load_file
 
-from ..trace import Provenance
+from ..record.trace import Provenance
 from .configs import moshi_7b_lm_kwargs
 from .frontend import NeuralFrontEnd
 from .generation import KameLMGen

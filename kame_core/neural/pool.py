@@ -31,7 +31,7 @@ from moshi.models.compression import MimiModel
 
 from ..clock import SAMPLES_PER_FRAME
 from ..protocols import FrontEndOutput, PoolFull, TextTokenizer
-from ..trace import Provenance
+from ..record.trace import Provenance
 from .frontend import frame_output, silent_output
 from .generation import KameLMGen
 from .slots import reset_entries

@@ -14,7 +14,7 @@ What KAME is compared against. :class:`CascadePipeline` runs on the same session
 
 Its trace has the same lanes as a tandem trace (the oracle lane stays empty; the inner-monologue lane holds
 the words at the frames they are spoken), the same events, and onset latency is measured from it by
-:mod:`kame_core.metrics` exactly as for KAME. On the virtual clock a session is deterministic.
+:mod:`kame_core.analysis.metrics` exactly as for KAME. On the virtual clock a session is deterministic.
 """
 from __future__ import annotations
 
@@ -27,12 +27,12 @@ from typing import Any
 
 import numpy as np
 
-from .. import events as ev
 from ..clock import Clock
 from ..frontends.speech import Speaker, WordAudio, cut_words
 from ..protocols import TTS, LLMError, StreamingLLM, StreamingSTT, STTEvent
+from ..record import events as ev
+from ..record.trace import FrameRecord
 from ..session.driver import Session, SessionDriver
-from ..trace import FrameRecord
 from ..turns import TurnConfig
 
 #: A plain voice-assistant prompt: the cascade answers a finished turn (no prediction needed).

@@ -23,11 +23,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..analysis.trace_query import llm_requests
 from ..clock import FRAME_SECONDS, SAMPLES_PER_FRAME, Clock, VirtualClock
-from ..events import SttFinal, SttPartial, payload_of
 from ..protocols import ChatMessage, FrontEnd, LLMError, STTEvent, Word
-from ..trace import Event, EventKind, Provenance, SessionTrace
-from ..trace_query import llm_requests
+from ..record.events import SttFinal, SttPartial, payload_of
+from ..record.trace import Event, EventKind, Provenance, SessionTrace
 from .stack import release_front_end
 from .tandem import SessionConfig, TandemRunner
 

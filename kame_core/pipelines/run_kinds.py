@@ -3,7 +3,7 @@
 One table, :data:`RUN_KINDS` (run id -> :class:`RunKind`): the run id a scenario's run is saved under, its label
 on screen, the pipeline mode :func:`~kame_core.pipelines.make_runner` builds, and the session configuration it
 implies. ``kame`` runs the default oracle policy; every other policy of
-:data:`~kame_core.oracle_policies.POLICIES` gets a run kind of its own, ``kame-<policy>`` (``kame-emission``,
+:data:`~kame_core.oracle.policies.POLICIES` gets a run kind of its own, ``kame-<policy>`` (``kame-emission``,
 ``kame-final-only``), without a line here.
 """
 from __future__ import annotations
@@ -11,8 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from ..oracle import OracleConfig
-from ..oracle_policies import DEFAULT_POLICY, POLICIES
+from ..oracle.config import OracleConfig
+from ..oracle.policies import DEFAULT_POLICY, POLICIES
 from .tandem import SessionConfig
 
 if TYPE_CHECKING:

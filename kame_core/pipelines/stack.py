@@ -22,10 +22,10 @@ from ..clock import Clock, VirtualClock
 from ..floor_policies import DEFAULT_FLOOR, FLOORS, check_floor
 from ..paths import ModelFiles
 from ..protocols import TTS, FrontEnd, StreamingLLM, StreamingSTT
+from ..record.trace import SessionTrace
 from ..scenario import Scenario
 from ..session import SessionDriver
 from ..session.live import release, release_front_end
-from ..trace import SessionTrace
 from . import CascadeConfig, make_runner
 from .tandem import SessionConfig
 

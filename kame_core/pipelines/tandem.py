@@ -22,11 +22,11 @@ from typing import Any, Literal
 
 import numpy as np
 
-from .. import events as ev
+from ..analysis.metrics import annotate_hint_levels
 from ..clock import FRAME_SECONDS, Clock
 from ..floor_policies import DEFAULT_FLOOR, FLOORS, FloorPolicy, ModelFloor, check_floor, make_floor
-from ..metrics import annotate_hint_levels
-from ..oracle import OracleConfig, OracleManager, OracleStream
+from ..oracle.config import OracleConfig
+from ..oracle.manager import OracleManager, OracleStream
 from ..protocols import (
     FrontEnd,
     ListeningFrontEnd,
@@ -35,8 +35,9 @@ from ..protocols import (
     StreamingSTT,
     STTEvent,
 )
+from ..record import events as ev
+from ..record.trace import FrameRecord, OracleToken, SessionTrace, silence
 from ..session.driver import Session, SessionDriver
-from ..trace import FrameRecord, OracleToken, SessionTrace, silence
 from ..turns import TurnConfig
 
 

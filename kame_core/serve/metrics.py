@@ -8,9 +8,9 @@ from typing import Any
 
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 
-from ..events import LlmFirstChunk, LlmRequestStart, Note, payload_of
+from ..record.events import LlmFirstChunk, LlmRequestStart, Note, payload_of
+from ..record.trace import EventKind
 from ..session import FrameOut
-from ..trace import EventKind
 
 __all__ = ["CONTENT_TYPE_LATEST", "ServerMetrics", "SessionMetricsTap"]
 

@@ -9,8 +9,8 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-from ..events import live_data
-from ..trace import Event
+from ..record.events import live_data
+from ..record.trace import Event
 from .protocol import ProtocolError, parse_control
 
 __all__ = ["CLIENT_MESSAGES", "SERVER_MESSAGES", "ClientMessage", "End", "HintLevel", "InputWarning", "Message",
@@ -36,7 +36,8 @@ class Notice(Message):
 @dataclass(frozen=True)
 class TraceEvent(Notice):
     """A live trace event as its frame goes out: ``data`` without the fields its payload declares bulky (an LLM
-    request's messages, token ids, word timings; they are in the saved scenario): :func:`kame_core.events.live_data`."""
+    request's messages, token ids, word timings; they are in the saved scenario):
+    :func:`kame_core.record.events.live_data`."""
 
     type: ClassVar[str] = "event"
     t: float
@@ -121,7 +122,7 @@ class TurnOnset(Notice):
 
 @dataclass(frozen=True)
 class TurnLatency(Notice):
-    """The turn's latency breakdown as known now (:meth:`kame_core.metrics.TurnLatency.to_json`): sent again
+    """The turn's latency breakdown as known now (:meth:`kame_core.analysis.metrics.TurnLatency.to_json`): sent again
     whenever it changes, a newer one for the same ``turn`` replacing the older."""
 
     type: ClassVar[str] = "turn_latency"

@@ -25,7 +25,7 @@ from typing import Any
 import numpy as np
 
 from ..clock import FRAME_SECONDS
-from ..trace import EventKind
+from ..record.trace import EventKind
 
 HANDSHAKE = 0x00
 AUDIO = 0x01

@@ -25,17 +25,17 @@ from typing import Any, ParamSpec, Protocol, TypeVar
 
 import numpy as np
 
+from ..analysis.metrics import LiveOnsets, TurnLatency, latency_breakdown, latency_window
+from ..analysis.trace_query import oracle_revisions, oracle_token_use
 from ..clock import FRAME_SECONDS, SAMPLE_RATE, SAMPLES_PER_FRAME
-from ..metrics import LiveOnsets, TurnLatency, latency_breakdown, latency_window
 from ..neural.choice import NeuralModels
 from ..protocols import PoolFull
+from ..record.trace import EventKind, SessionTrace
 from ..session import FrameOut, LiveSession, SessionStore
 from ..session.disk import error_words
 from ..session.journal import SessionJournal
 from ..session.saving import RetryingSaves, save_with_retries
 from ..session.store import default_sessions_dir, new_session_id, session_file
-from ..trace import EventKind, SessionTrace
-from ..trace_query import oracle_revisions, oracle_token_use
 from . import notices as N
 from . import protocol as P
 
@@ -67,7 +67,7 @@ _STEP_KINDS = frozenset({EventKind.USER_SPEECH_START, EventKind.USER_SPEECH_END,
 COUNTS_EVERY = 5
 #: events after which a revision's hint level may read differently: a new revision, a final (the pipeline stores
 #: the levels then), a speech segment (segments group the finals into utterances); nothing else of a request
-#: changes its spoken ratio (:func:`~kame_core.trace_query.request_spoken_ratios`)
+#: changes its spoken ratio (:func:`~kame_core.analysis.trace_query.request_spoken_ratios`)
 _HINT_KINDS = frozenset({EventKind.ORACLE_RESET, EventKind.STT_FINAL, EventKind.USER_SPEECH_END})
 #: what a revision's hint level is read from (its reset as recorded, else its request's spoken ratio: the finals,
 #: the requests' starts and the user's speech)
@@ -78,19 +78,19 @@ class StreamSink:
     """The driver's :class:`~kame_core.session.FrameSink` for one connection: turns each frame into wire
     messages (called on the session's thread; ``post`` hands them to the connection's event loop).
 
-    ``turn_onset`` messages follow the metrics' rule (:class:`~kame_core.metrics.LiveOnsets`): the first new
+    ``turn_onset`` messages follow the metrics' rule (:class:`~kame_core.analysis.metrics.LiveOnsets`): the first new
     assistant word of a user turn, once the turn is closed; ``latency_s`` is signed (negative: KAME started
     before the user finished), ``delay_s`` clipped at 0. ``oracle_heard`` says from which frame the front-end
     hears a revision (its start token was fed).
 
     ``turn_latency`` and ``hint_level`` are the Timeline's figures of the trace so far (``trace_of``;
-    :func:`~kame_core.metrics.latency_breakdown`, :func:`~kame_core.trace_query.oracle_revisions`), sent whenever
-    they read differently from what was last sent: a turn's breakdown from the end of its first speech segment
-    on, again as each step or request outcome comes in (oracle token counts: at most every :data:`COUNTS_EVERY`
+    :func:`~kame_core.analysis.metrics.latency_breakdown`, :func:`~kame_core.analysis.trace_query.oracle_revisions`),
+    sent whenever they read differently from what was last sent: a turn's breakdown from the end of its first speech
+    segment on, again as each step or request outcome comes in (oracle token counts: at most every :data:`COUNTS_EVERY`
     frames); a revision's level as soon as it is known, again if it changes. So the page's table follows the
     trace instead of freezing at the turn's onset. They are worked out only on frames that can change them
     (:data:`_STEP_KINDS`, :data:`_HINT_KINDS`, a turn settled, tokens appended or fed), a breakdown only for the
-    turns still open (:func:`~kame_core.metrics.latency_window`; a turn is done once settled, followed by
+    turns still open (:func:`~kame_core.analysis.metrics.latency_window`; a turn is done once settled, followed by
     another, its requests ended and their revisions superseded), so the cost stays small however long the
     session. :meth:`on_end` sends what the driver's last steps changed: the page ends with the saved figures."""
 

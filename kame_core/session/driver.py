@@ -26,12 +26,12 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from .. import events as ev
-from .. import metrics
+from ..analysis import metrics
 from ..clock import FRAME_SECONDS, Clock, VirtualClock
-from ..oracle import Conversation
+from ..oracle.config import Conversation
 from ..protocols import StreamingSTT, STTEvent
-from ..trace import Event, FrameRecord, SessionTrace, silence
+from ..record import events as ev
+from ..record.trace import Event, FrameRecord, SessionTrace, silence
 from ..turns import TurnConfig, UserTurnTracker
 from .ending import drop_frames, settle
 from .sources import ArraySource, UserAudioSource, follow_session

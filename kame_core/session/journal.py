@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 
 from ..clock import SAMPLES_PER_FRAME
-from ..trace import FRAME_COLUMNS, SessionTrace
+from ..record.trace import FRAME_COLUMNS, SessionTrace
 from .disk import LiveMark, error_words
 from .driver import FrameOut
 

@@ -17,7 +17,7 @@ import numpy as np
 
 from ..clock import SAMPLE_RATE, Clock, RealTimeClock
 from ..protocols import FrontEnd
-from ..trace import SessionTrace
+from ..record.trace import SessionTrace
 from .disk import error_words
 from .driver import FrameSink, SessionDriver
 from .sources import LiveSource

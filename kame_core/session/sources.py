@@ -16,7 +16,7 @@ from typing import Protocol
 import numpy as np
 
 from ..clock import SAMPLES_PER_FRAME
-from ..trace import SessionTrace, iter_frames, silence
+from ..record.trace import SessionTrace, iter_frames, silence
 
 
 class UserAudioSource(Protocol):

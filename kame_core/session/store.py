@@ -12,8 +12,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..paths import sessions_dir
+from ..record.trace import SessionTrace
 from ..scenario import Scenario, save_scenario
-from ..trace import SessionTrace
 
 _ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,99}$")
 #: a claim: what the page that made a session holds to open it again (>= 128 random bits, hex)

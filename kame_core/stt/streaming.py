@@ -22,7 +22,7 @@ from ..audio_io import StreamResampler
 from ..clock import SAMPLE_RATE
 from ..paths import ModelFiles
 from ..protocols import STTEvent, Word
-from ..trace import Provenance
+from ..record.trace import Provenance
 from .models import load_whisper, resolve_whisper_model
 from .shared import SharedWhisper, SharedWhisperClient
 from .vad import VAD_SAMPLE_RATE, WINDOW, StreamingSileroVAD, VadConfig

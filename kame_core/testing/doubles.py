@@ -12,10 +12,10 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from kame_core.analysis.metrics import SILENCE_RMS
 from kame_core.clock import FRAME_SECONDS, SAMPLE_RATE, SAMPLES_PER_FRAME, Clock
-from kame_core.metrics import SILENCE_RMS
 from kame_core.protocols import ChatMessage, FrontEndOutput, LLMError, SelfCorrection, STTEvent, Synthesis, Word
-from kame_core.trace import Provenance
+from kame_core.record.trace import Provenance
 
 DOUBLE = Provenance(kind="test-double", model_id="tests.doubles")
 

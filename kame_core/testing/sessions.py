@@ -9,7 +9,7 @@ from typing import Literal
 from kame_core.clock import VirtualClock
 from kame_core.pipelines.cascade import CascadeRunner
 from kame_core.pipelines.tandem import SessionConfig, TandemRunner
-from kame_core.trace import SessionTrace
+from kame_core.record.trace import SessionTrace
 
 from .doubles import EchoFrontEnd, ScriptedLLM, ScriptedSTT, speech_like, words_at
 
@@ -94,8 +94,8 @@ def silent_scenario(path: str | os.PathLike[str], minutes: float, runs: int = 3)
 
     from kame_core.clock import FRAME_RATE, SAMPLES_PER_FRAME
     from kame_core.pipelines.run_kinds import RUN_KINDS
+    from kame_core.record.trace import FrameRecord
     from kame_core.scenario import Scenario, save_scenario
-    from kame_core.trace import FrameRecord
 
     n_frames = int(minutes * 60 * FRAME_RATE)
     silence = np.zeros(n_frames * SAMPLES_PER_FRAME, np.float32)

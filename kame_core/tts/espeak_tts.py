@@ -15,7 +15,7 @@ import numpy as np
 from ..audio_io import decode_audio
 from ..clock import SAMPLE_RATE
 from ..protocols import Synthesis, Word
-from ..trace import Provenance
+from ..record.trace import Provenance
 from .word_timing import clip_words, concatenate, split_sentences
 
 

@@ -21,7 +21,7 @@ import numpy as np
 from ..audio_io import resample
 from ..clock import SAMPLE_RATE
 from ..protocols import Synthesis
-from ..trace import Provenance
+from ..record.trace import Provenance
 from .onnx_alignment import AlignmentPatchError, add_alignment_output
 from .word_timing import TimedPhoneme, clip_words, concatenate, split_sentences, uniform_timing, words_from_phonemes
 

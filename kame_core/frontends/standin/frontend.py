@@ -13,7 +13,7 @@ import numpy as np
 
 from ...clock import FRAME_SECONDS
 from ...protocols import TTS, FrontEndOutput, SelfCorrection, STTEvent, TextTokenizer
-from ...trace import Provenance
+from ...record.trace import Provenance
 from ...turns import TurnConfig, UserTurnTracker
 from ..floor import UserFloor
 from ..tokenizer import WordTokenizer
@@ -42,7 +42,7 @@ class StandInConfig:
     #: a revision arriving within this long after the last answer word revises that answer; later it
     #: starts a fresh answer
     answer_linger_s: float = 1.5
-    #: user speech segments closer than this are one turn (as in kame_core.metrics)
+    #: user speech segments closer than this are one turn (as in kame_core.analysis.metrics)
     turn_gap_s: float = TurnConfig.turn_gap_s
     openers: tuple[str, ...] = DEFAULT_OPENERS
     repairs: tuple[str, ...] = DEFAULT_REPAIRS

@@ -1,4 +1,4 @@
-"""What an oracle policy is: the one interface between :class:`~kame_core.oracle.OracleManager` and a policy.
+"""What an oracle policy is: the one interface between :class:`~kame_core.oracle.manager.OracleManager` and a policy.
 
 The manager owns the shared mechanics -- polling, starting a request (its ``llm_request_start`` event, the
 conversation at that start), running streams, cancelling them (with a reason), resetting and appending to the
@@ -13,7 +13,7 @@ revision) every older stream still running is cancelled. A policy answers only w
   nothing ever again (dropped, and why).
 
 Each answer reads :class:`OracleState` (the manager writes it). A policy is registered by one line in
-:data:`kame_core.oracle_policies.POLICIES`.
+:data:`kame_core.oracle.policies.POLICIES`.
 """
 from __future__ import annotations
 
@@ -30,7 +30,7 @@ OptionsT = TypeVar("OptionsT")
 
 
 class ConversationView(Protocol):
-    """What a policy reads of the conversation (:class:`kame_core.oracle_config.Conversation`)."""
+    """What a policy reads of the conversation (:class:`kame_core.oracle.config.Conversation`)."""
 
     finals: int
     last_speaker: str | None
@@ -41,7 +41,7 @@ class ConversationView(Protocol):
 
 
 class PolicyConfig(Protocol):
-    """What a policy reads of its configuration (:class:`kame_core.oracle_config.OracleConfig`): which policy,
+    """What a policy reads of its configuration (:class:`kame_core.oracle.config.OracleConfig`): which policy,
     and values for its own options (:attr:`OraclePolicy.Options`; absent ones take their defaults)."""
 
     policy: str

@@ -3,7 +3,7 @@
 For each oracle revision of a trace:
 
 * **Its words** are the words of the pieces actually *fed* on the oracle stream (what reached the front-end),
-  joined into whole words with :func:`~kame_core.trace_query.join_words` (" Can", "berra", "." is one word,
+  joined into whole words with :func:`~kame_core.analysis.trace_query.join_words` (" Can", "berra", "." is one word,
   "Canberra."). The revision's whole text (everything the LLM streamed for it) is kept beside them as ``text``
   but is not scored. A word's *fed frame* is the frame of its first piece.
 * **Eligible spoken words** are the front-end's inner-monologue words (text pieces of every frame, joined the same
@@ -44,8 +44,8 @@ from typing import Any
 
 import numpy as np
 
-from .clock import FRAME_SECONDS
-from .trace import SessionTrace
+from ..clock import FRAME_SECONDS
+from ..record.trace import SessionTrace
 from .trace_query import FramedWord, framed_words, front_end_words, oracle_revisions
 
 _PUNCTUATION = re.compile(r"[^\w\s]|_")
@@ -154,8 +154,8 @@ class _Keyed:
 
 
 def _keyed(words: Sequence[FramedWord]) -> list[_Keyed]:
-    """Words (:func:`~kame_core.trace_query.framed_words`) that normalise to something (not a lone dash or comma),
-    keyed for the alignment."""
+    """Words (:func:`~kame_core.analysis.trace_query.framed_words`) that normalise to something (not a lone dash or
+    comma), keyed for the alignment."""
     return [_Keyed(normalise(w.text), w.text, w.first_frame) for w in words if normalise(w.text)]
 
 

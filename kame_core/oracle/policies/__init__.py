@@ -3,7 +3,7 @@
 :data:`POLICIES` is the one list of them (id -> :class:`PolicyFactory`); ``PolicyConfig.policy`` is checked
 against it, the eval's ``--oracle-policy`` offers its ids, and every policy but the default gets a run kind of
 its own (:mod:`kame_core.pipelines.run_kinds`). A policy is a subclass of :class:`OraclePolicy`
-(:mod:`.base`); :class:`~kame_core.oracle.OracleManager` runs it.
+(:mod:`.base`); :class:`~kame_core.oracle.manager.OracleManager` runs it.
 
 Adding one: a module here with its :class:`OraclePolicy` subclass (and, if it has options, their frozen dataclass as
 its ``Options``), one line in :data:`POLICIES`, one test.

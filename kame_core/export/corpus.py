@@ -11,8 +11,8 @@ dialogues, with the metrics researchers sort and filter by.
 What a folder holds: every ``*.kame`` file in it and its subfolders, names starting with ``.`` left out (a sessions
 folder's ``.journal/`` and a save's ``.tmp-*`` file); a folder (the source itself or a subfolder) with ``audio/`` and
 ``text/`` is a KAME-layout training root, whose dialogues (``audio/<id>.*``) are read instead of its files. Each
-value is what the library's own metric says (:func:`kame_core.metrics.session_metrics`,
-:func:`kame_core.duplex_metrics.duplex_metrics`, :func:`kame_core.trace_query.oracle_revisions`,
+value is what the library's own metric says (:func:`kame_core.analysis.metrics.session_metrics`,
+:func:`kame_core.analysis.duplex_metrics.duplex_metrics`, :func:`kame_core.analysis.trace_query.oracle_revisions`,
 :func:`kame_core.provenance.describe_run`). ``python -m kame_core.export --table DIR... --out sessions.csv`` writes
 the table.
 """
@@ -31,15 +31,15 @@ from typing import Any
 
 import numpy as np
 
-from .adherence import oracle_adherence
-from .duplex_metrics import duplex_metrics
-from .files import write_bytes_atomic
-from .metrics import session_metrics
-from .paths import cache_root
-from .provenance import ORIGIN_KINDS, describe_run
-from .scenario import SUFFIX, Scenario, load_scenario
-from .trace import SessionTrace
-from .trace_query import oracle_revisions
+from ..analysis.adherence import oracle_adherence
+from ..analysis.duplex_metrics import duplex_metrics
+from ..analysis.metrics import session_metrics
+from ..analysis.trace_query import oracle_revisions
+from ..files import write_bytes_atomic
+from ..paths import cache_root
+from ..provenance import ORIGIN_KINDS, describe_run
+from ..record.trace import SessionTrace
+from ..scenario import SUFFIX, Scenario, load_scenario
 
 __all__ = ["CACHE_VERSION", "COLUMNS", "COLUMN_DOCS", "CorpusRow", "CorpusScan", "RowCache", "Skipped",
            "default_cache_file", "rows_of", "scan", "write_table"]
@@ -69,13 +69,13 @@ COLUMN_DOCS: dict[str, str] = {
     "revisions": "oracle revisions (resets of the oracle stream)",
     "hint_levels": "the distinct hint levels the revisions reached, ascending, comma-separated (e.g. 0,2,5)",
     "self_corrections": "self-corrections the front-end recorded",
-    "fdb_takeover_rate": "Full-Duplex-Bench takeover rate (kame_core.duplex_metrics, to_json's takeover_rate)",
+    "fdb_takeover_rate": "Full-Duplex-Bench takeover rate (kame_core.analysis.duplex_metrics, to_json's takeover_rate)",
     "fdb_latency_signed_s": "FDB turn-taking latency, mean over takeover turns, signed (latency_signed_s)",
     "fdb_latency_clipped_s": "FDB turn-taking latency as FDB reports it, negatives clipped to 0 (latency_clipped_s)",
     "fdb_interruptions": "user turns begun while the model spoke (interruptions)",
     "fdb_stop_latency_s": "mean time from such an interruption to the model going silent (stop_latency_s)",
     "score": "an eval score recorded in the session; no session format records one yet, so always empty",
-    "adherence_share": "share of the oracle's fed words the front-end then spoke (kame_core.adherence); empty "
+    "adherence_share": "share of the oracle's fed words the front-end then spoke (kame_core.analysis.adherence); empty "
                        "for runs without an oracle",
     "mtime": "when the file last changed (ISO 8601, UTC); a training dialogue: its newest file",
 }
@@ -328,7 +328,7 @@ def _mtime(stamp: Stamp) -> float:
 
 def _read(item: _Input, mtime: float) -> list[CorpusRow]:
     if item.root is not None:
-        from .augment.import_scenario import training_dialogue_scenario
+        from ..augment.import_scenario import training_dialogue_scenario
 
         scenario = training_dialogue_scenario(item.root, item.dialogue_id)
         return rows_of(scenario, source=item.key, open_id=item.dialogue_id, mtime=mtime, recorded=False)

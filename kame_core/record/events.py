@@ -1,13 +1,13 @@
-"""Typed event payloads: one frozen dataclass per :class:`~kame_core.trace.EventKind`, the one statement of what
+"""Typed event payloads: one frozen dataclass per :class:`~kame_core.record.trace.EventKind`, the one statement of what
 each kind carries.
 
 Each field is a field of the kind's payload in a trace file (``Event.data``), with its check
-(:mod:`kame_core.event_schema`) in its metadata: a field without a default is required, a field defaulting to
+(:mod:`kame_core.record.schema`) in its metadata: a field without a default is required, a field defaulting to
 None may be absent (and, where its check is ``optional(...)``, null). :data:`PAYLOADS` maps each kind to its
-dataclass; from it :func:`~kame_core.event_schema.check_event_data` checks a loaded trace field by field.
+dataclass; from it :func:`~kame_core.record.schema.check_event_data` checks a loaded trace field by field.
 
 * **writing** -- ``trace.record(t, OracleAppend(request=1, revision=2, text="hi ", tokens=[5]))``
-  (:meth:`~kame_core.trace.SessionTrace.record`) stores :meth:`Payload.to_data`: every field the writer gave
+  (:meth:`~kame_core.record.trace.SessionTrace.record`) stores :meth:`Payload.to_data`: every field the writer gave
   (None included: a cancel before any revision records ``"revision": null``) and every other field that is not
   None, in declaration order; fields outside the dataclass (a note's details, a cancel's reason) go as extras.
   It is the one way events are written (a loaded trace's come from its file, checked field by field).
@@ -26,8 +26,8 @@ import functools
 from dataclasses import dataclass
 from typing import Any, ClassVar, Literal, TypeVar, cast
 
-from . import event_schema as S
-from .event_schema import Check, PayloadError
+from . import schema as S
+from .schema import Check, PayloadError
 from .trace import Event, EventKind, SessionTrace
 
 __all__ = ["PAYLOADS", "EndOfTurn", "HoldEnd", "HoldStart", "LlmError", "LlmFirstChunk", "LlmRequestCancel",
@@ -259,7 +259,7 @@ class EndOfTurn(Payload):
 @_payload
 @dataclass(frozen=True, kw_only=True)
 class ResponseOnset(Payload):
-    """The assistant's first words after a user turn (:func:`kame_core.metrics.annotate_onsets`)."""
+    """The assistant's first words after a user turn (:func:`kame_core.analysis.metrics.annotate_onsets`)."""
 
     kind: ClassVar[EventKind] = EventKind.RESPONSE_ONSET
     turn: int = required(S.ident)
@@ -339,8 +339,8 @@ def live_data(event: Event) -> dict[str, Any]:
 def payload_of(event: Event, *, lenient: bool = False) -> Payload:
     """``event``'s payload, built from its data: absent fields take their default (None), unknown extra fields
     are left out. A required field it lacks (a loaded trace never does; a trace made in memory only if its writer
-    left it out) raises :class:`~kame_core.event_schema.PayloadError`, or with ``lenient`` reads None -- as
-    tolerant as ``data.get`` (:mod:`kame_core.trace_query` reads traces that were never checked this way)."""
+    left it out) raises :class:`~kame_core.record.schema.PayloadError`, or with ``lenient`` reads None -- as
+    tolerant as ``data.get`` (:mod:`kame_core.analysis.trace_query` reads traces that were never checked this way)."""
     cls, defaults, required = _SHAPES[event.kind]
     values = {k: v for k, v in event.data.items() if k in defaults}
     for name in () if lenient else required:
@@ -375,7 +375,7 @@ def payloads(trace: SessionTrace, cls: type[P], *, lenient: bool = False) -> lis
 
 def check_event_data(kind: EventKind, data: Any, where: str) -> None:
     """Raise :class:`PayloadError` naming the first malformed field of an event of ``kind``: the fields and
-    checks of its payload dataclass (:data:`kame_core.events.PAYLOADS`), then any extra field as plain JSON."""
+    checks of its payload dataclass (:data:`kame_core.record.events.PAYLOADS`), then any extra field as plain JSON."""
     if not isinstance(data, dict):
         raise PayloadError(where, f"expected an object, got {S.type_name(data)}")
     required, optional_fields = field_checks(kind)

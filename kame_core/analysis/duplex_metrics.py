@@ -1,6 +1,6 @@
 """Full-Duplex-Bench timing metrics (v1 / v1.5 definitions), computed from a trace alone.
 
-Beside our response onset latency (:mod:`kame_core.metrics`), the field compares full-duplex systems with
+Beside our response onset latency (:mod:`kame_core.analysis.metrics`), the field compares full-duplex systems with
 Full-Duplex-Bench's definitions (facts in ``../shared/KAME_OFFICIAL_SERVER.md``):
 
 * **Takeover** (per user turn): the model took the turn unless it said nothing, or spoke less than 1 s and
@@ -12,9 +12,9 @@ Full-Duplex-Bench's definitions (facts in ``../shared/KAME_OFFICIAL_SERVER.md``)
   onset of the user's overlapping speech to the model going silent (the end of the model's speech segment
   that the onset fell into).
 
-How a trace maps onto them: the user's turns are :func:`~kame_core.trace_query.user_turns`; the model's
+How a trace maps onto them: the user's turns are :func:`~kame_core.analysis.trace_query.user_turns`; the model's
 response to turn k is its output between the start of turn k and the start of turn k+1, beginning at the
-turn's response onset (:func:`~kame_core.metrics.turn_onsets`: a *new* utterance, not the continuation of
+turn's response onset (:func:`~kame_core.analysis.metrics.turn_onsets`: a *new* utterance, not the continuation of
 an earlier one); its words are the inner-monologue words from there, its span runs to the last frame with
 output speech (above -60 dBFS) or text. The model's speech segments are output frames above -60 dBFS, with
 gaps shorter than ``speech_gap_s`` bridged.
@@ -27,11 +27,11 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .clock import FRAME_SECONDS, SAMPLES_PER_FRAME
+from ..clock import FRAME_SECONDS, SAMPLES_PER_FRAME
+from ..record.trace import SessionTrace
+from ..turns import TurnConfig
 from .metrics import SILENCE_RMS, turn_onsets
-from .trace import SessionTrace
 from .trace_query import user_turns
-from .turns import TurnConfig
 
 #: FD-Bench's backchannel rule: a response shorter than this and of at most BACKCHANNEL_WORDS is no takeover
 BACKCHANNEL_MAX_S = 1.0

@@ -18,14 +18,14 @@ Official KAME semantics (the rules of the default ``restart`` policy, each cover
 
 :class:`OracleManager` holds the mechanics every policy shares (polling, request starts, cancellation, resets
 and appends, their events); the policy -- what triggers a request, what a chunk feeds, what is dropped -- is a
-:class:`~kame_core.oracle_policies.OraclePolicy` registered in :data:`~kame_core.oracle_policies.POLICIES`.
+:class:`~kame_core.oracle.policies.OraclePolicy` registered in :data:`~kame_core.oracle.policies.POLICIES`.
 
 Two things are options of :class:`OracleConfig`, recorded in the trace config:
 
 * ``prompt_layout``: ``"official"`` (KAME's default; the official server's layout) sends the system prompt and
   ONE user message holding the conversation as ``user: ...`` / ``moshi: ...`` lines, the pending partial as a
   last ``user: ...`` line, cut to its last ``max_prompt_chars`` characters; ``"chat"`` sends chat turns.
-* ``policy``: a key of :data:`~kame_core.oracle_policies.POLICIES` (each with its one-line description there):
+* ``policy``: a key of :data:`~kame_core.oracle.policies.POLICIES` (each with its one-line description there):
   ``"restart"`` is the original policy above, ``"emission"`` the official repository's newer emission-based
   adoption. ``options`` holds the chosen policy's own (its ``Options`` dataclass: ``restart_word_delta``,
   ``max_starts_per_window`` and ``rate_window_s`` above; the emission policy's ``max_concurrent_streams``).
@@ -36,15 +36,12 @@ import asyncio
 import functools
 from collections import deque
 
-from . import events as ev
-from .clock import Clock
-from .oracle_config import (
-    Conversation,
-    OracleConfig,
-)
-from .oracle_policies import Drop, OraclePolicy, OracleState, StartPoint, Verdict, make_policy
-from .protocols import ChatMessage, LLMError, StreamingLLM, TextTokenizer
-from .trace import OracleToken, SessionTrace
+from ..clock import Clock
+from ..protocols import ChatMessage, LLMError, StreamingLLM, TextTokenizer
+from ..record import events as ev
+from ..record.trace import OracleToken, SessionTrace
+from .config import Conversation, OracleConfig
+from .policies import Drop, OraclePolicy, OracleState, StartPoint, Verdict, make_policy
 
 
 class OracleStream:
@@ -102,7 +99,7 @@ class OracleManager:
     running and cancelling streams (a cancelled stream never feeds, even when its back-end ignores the
     cancellation), adopting a stream (its first words reset the oracle stream; older running streams are
     cancelled), appending chunks, and every event of it. When to ask and what to drop is the policy's
-    (``config.policy`` in :data:`~kame_core.oracle_policies.POLICIES`, or ``policy`` given here).
+    (``config.policy`` in :data:`~kame_core.oracle.policies.POLICIES`, or ``policy`` given here).
     """
 
     def __init__(self, config: OracleConfig, llm: StreamingLLM, conversation: Conversation,
@@ -240,7 +237,7 @@ class OracleManager:
                                                                   text="".join(text), chunks=n_chunks))
 
     def _cancel_fields(self, why: str | None) -> dict[str, str]:
-        """Extra fields of a request's cancel event (beside :class:`~kame_core.events.LlmRequestCancel`'s): why,
+        """Extra fields of a request's cancel event (beside :class:`~kame_core.record.events.LlmRequestCancel`'s): why,
         where the policy records it."""
         return {"reason": why} if why is not None and self.policy.records_cancel_reasons else {}
 

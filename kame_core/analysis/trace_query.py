@@ -8,14 +8,14 @@ eval, the bundled-scenario recorder and the metrics all do):
 * :func:`oracle_revisions` -- each oracle revision: the request behind it, when it reset the stream, the frames
   its tokens were fed at, its text (all of it, and what was fed), the transcript it came from, its hint level
   (as recorded, else computed by :func:`request_spoken_ratios`);
-* :func:`request_spoken_ratios` -- the spoken ratio of each LLM request (:mod:`kame_core.hint_levels`);
+* :func:`request_spoken_ratios` -- the spoken ratio of each LLM request (:mod:`kame_core.analysis.hint_levels`);
 * :func:`revision_at`      -- the revision the front-end had been fed by a frame, and what of it;
 * :func:`self_corrections` -- each self-correction: its frame, the revision heard, the frames abandoned;
 * :func:`user_turns`       -- the user's turns (speech segments grouped by the one turn rule);
 * :func:`join_words`       -- text pieces joined into words (a neural front-end's sub-word tokens).
 
-Events are read as their typed payloads (:mod:`kame_core.events`). Payloads are validated when a trace is loaded
-(:mod:`kame_core.event_schema`); a trace made in memory is not, so these functions read it leniently (a missing
+Events are read as their typed payloads (:mod:`kame_core.record.events`). Payloads are validated when a trace is loaded
+(:mod:`kame_core.record.schema`); a trace made in memory is not, so these functions read it leniently (a missing
 field reads None) and keep their checks on ids.
 """
 from __future__ import annotations
@@ -24,12 +24,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal, cast
 
-from . import events as ev
-from .clock import FRAME_SECONDS
+from ..clock import FRAME_SECONDS
+from ..record import events as ev
+from ..record.trace import Event, EventKind, SessionTrace
+from ..turns import TurnConfig, UserTurn, group_turns
 from .hint_levels import hint_level as level_of_ratio
 from .hint_levels import spoken_ratio
-from .trace import Event, EventKind, SessionTrace
-from .turns import TurnConfig, UserTurn, group_turns
 
 Outcome = Literal["finished", "cancelled", "error", "open"]
 _END_KINDS = {EventKind.LLM_REQUEST_FINISH: "finished", EventKind.LLM_REQUEST_CANCEL: "cancelled",
@@ -315,7 +315,7 @@ def _utterance_ends(trace: SessionTrace) -> tuple[list[int], list[int]]:
 def request_spoken_ratios(trace: SessionTrace) -> dict[int, float]:
     """Spoken ratio of every LLM request whose utterance has its final transcript in the trace (requests
     without a recorded transcript, or whose utterance never got a final, are left out); see
-    :mod:`kame_core.hint_levels` for the definition."""
+    :mod:`kame_core.analysis.hint_levels` for the definition."""
     cumulative, ends = _utterance_ends(trace)
     out: dict[int, float] = {}
     finals_seen = 0

@@ -12,7 +12,7 @@ For a run of this studio the spoken ratio of a request is
 
 where an *utterance* is the user's turn (the finals of one turn, :mod:`kame_core.turns`; a final
 alone when the trace has no voice-activity events). It is known once the utterance's final transcript is.
-This module holds the arithmetic on word counts; :mod:`kame_core.trace_query` reads the counts from a trace.
+This module holds the arithmetic on word counts; :mod:`kame_core.analysis.trace_query` reads the counts from a trace.
 """
 from __future__ import annotations
 

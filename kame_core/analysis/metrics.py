@@ -7,7 +7,7 @@ Times are on the trace's timeline: frame ``i`` of every stream sits at ``i * 80 
   front-end starts before the user finished (KAME's "speak while thinking"). The audio variant uses the
   first output frame louder than -60 dBFS RMS.
 * A **user turn** is a run of speech segments separated by less than ``turn_gap_s`` of silence
-  (:func:`kame_core.turns.group_turns`, read through :mod:`kame_core.trace_query`).
+  (:func:`kame_core.turns.group_turns`, read through :mod:`kame_core.analysis.trace_query`).
 * **Oracle revisions**: resets of the oracle stream. **Self-corrections**: events recorded by the front-end.
 * **Transcript → oracle**: for each revision, the time from the STT update that its LLM request was built
   from to the frame where its start token was fed.
@@ -23,11 +23,12 @@ from typing import Any
 
 import numpy as np
 
-from . import events as ev
-from .clock import FRAME_SECONDS, SAMPLES_PER_FRAME
+from ..clock import FRAME_SECONDS, SAMPLES_PER_FRAME
+from ..protocols import Word
+from ..record import events as ev
+from ..record.trace import Event, EventKind, SessionTrace
+from ..turns import TurnConfig, UserTurn, group_turns
 from .hint_levels import hint_level
-from .protocols import Word
-from .trace import Event, EventKind, SessionTrace
 from .trace_query import (
     LLMRequest,
     TokenUse,
@@ -38,7 +39,6 @@ from .trace_query import (
     speech_segments,
     user_turns,
 )
-from .turns import TurnConfig, UserTurn, group_turns
 
 __all__ = ["CARRY_OVER_GAP_S", "SILENCE_RMS", "LatencyStep", "LiveOnsets", "SessionMetrics", "TurnLatency",
            "TurnOnset", "UserTurn", "latency_breakdown", "latency_window",
@@ -264,8 +264,8 @@ def latency_breakdown(trace: SessionTrace, turn_gap_s: float = TurnConfig.turn_g
 def latency_window(trace: SessionTrace, first_turn: int, turn_gap_s: float = TurnConfig.turn_gap_s
                    ) -> SessionTrace:
     """The part of ``trace`` (its events in time order) that :func:`latency_breakdown` and
-    :func:`~kame_core.trace_query.oracle_token_use` read for turn ``first_turn`` and the later ones: every speech
-    event (the turns keep their numbers), the other events from a frame before that turn began (its final may
+    :func:`~kame_core.analysis.trace_query.oracle_token_use` read for turn ``first_turn`` and the later ones: every
+    speech event (the turns keep their numbers), the other events from a frame before that turn began (its final may
     come that early; its requests, their chunks and revisions all come after), and the frames from the first that
     feeds one of those revisions (revisions only grow along the frames). A live session breaks down its open
     turns on it: the work follows what those turns hold, not how long the session already is."""
@@ -307,7 +307,7 @@ def annotate_onsets(trace: SessionTrace, turn_gap_s: float = TurnConfig.turn_gap
 
 def annotate_hint_levels(trace: SessionTrace) -> int:
     """Store ``hint_level`` and ``spoken_ratio`` on every ORACLE_RESET whose request's utterance has its final
-    transcript (:func:`~kame_core.trace_query.request_spoken_ratios`); a value stored earlier, while the turn
+    transcript (:func:`~kame_core.analysis.trace_query.request_spoken_ratios`); a value stored earlier, while the turn
     was still going on, is brought up to date. Resets without a request (imported training dialogues) keep
     theirs. Events are replaced, not edited in place, so a reader on another thread never sees a dict change.
     Returns how many resets carry a level afterwards."""

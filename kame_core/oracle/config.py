@@ -1,15 +1,15 @@
 """What the oracle manager is configured with and what it reads: :class:`OracleConfig` (recorded in every trace)
 and the :class:`Conversation` so far, with the system prompts of both prompt layouts. Below the manager
-(:mod:`kame_core.oracle`); the policies (:mod:`kame_core.oracle_policies`) read it through their own protocols, and
-``policy`` is checked against their registry here."""
+(:mod:`kame_core.oracle.manager`); the policies (:mod:`kame_core.oracle.policies`) read it through their own protocols,
+and ``policy`` is checked against their registry here."""
 from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from .oracle_policies import DEFAULT_POLICY, POLICIES
-from .protocols import ChatMessage
+from ..protocols import ChatMessage
+from .policies import DEFAULT_POLICY, POLICIES
 
 __all__ = ["DEFAULT_SYSTEM_PROMPT", "OFFICIAL_SYSTEM_PROMPT", "PROMPT_LAYOUTS", "Conversation",
            "OracleConfig"]
@@ -45,7 +45,7 @@ class OracleConfig:
     interval_s: float = 0.5
     system_prompt: str = ""
     prompt_layout: Literal["official", "chat"] = "official"
-    #: a key of :data:`~kame_core.oracle_policies.POLICIES`
+    #: a key of :data:`~kame_core.oracle.policies.POLICIES`
     policy: str = DEFAULT_POLICY
     #: official layout: the user message is cut to its last this many characters (``--max-prompt-chars``)
     max_prompt_chars: int = 6000

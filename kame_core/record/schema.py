@@ -1,9 +1,9 @@
 """The checks of event payloads, field by field, when a trace is loaded.
 
 ``Event.data`` is JSON: a file can hold anything there. What each kind carries is its payload dataclass in
-:mod:`kame_core.events` (each field with one of the checks here); its ``check_event_data`` checks the fields every
-reader relies on (:mod:`kame_core.trace_query`, the timeline, replay, metrics) -- required fields present,
-each value of the right type, ids and times finite and in range -- and names the first bad field.
+:mod:`kame_core.record.events` (each field with one of the checks here); its ``check_event_data`` checks the fields
+every reader relies on (:mod:`kame_core.analysis.trace_query`, the timeline, replay, metrics) -- required fields
+present, each value of the right type, ids and times finite and in range -- and names the first bad field.
 Unknown extra fields are allowed (newer writers may add some) if they are plain JSON without NaN.
 :func:`check_trace_config` does the same for the keys of a trace's ``config`` that code reads back.
 """

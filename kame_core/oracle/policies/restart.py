@@ -1,4 +1,4 @@
-"""The restart policy: the original KAME semantics (see :mod:`kame_core.oracle`).
+"""The restart policy: the original KAME semantics (see :mod:`kame_core.oracle.manager`).
 
 Start a stream as soon as user text is pending or a final transcript arrived; while one runs, restart it (cancel,
 start anew) when the cumulative user word count grew by >= ``restart_word_delta`` since the last start or a final

@@ -15,9 +15,9 @@ import statistics
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from .clock import FRAME_SECONDS
+from ..clock import FRAME_SECONDS
+from ..record.trace import SessionTrace
 from .hint_levels import MAX_HINT_LEVEL
-from .trace import SessionTrace
 from .trace_query import llm_requests, oracle_revisions, self_corrections, user_turns
 
 

@@ -20,11 +20,11 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from .clock import FRAME_SECONDS, SAMPLE_RATE, SAMPLES_PER_FRAME, frame_of
+from ..clock import FRAME_SECONDS, SAMPLE_RATE, SAMPLES_PER_FRAME, frame_of
 
 
 class Payload(Protocol):
-    """What :meth:`SessionTrace.record` needs of a typed payload (the dataclasses of :mod:`kame_core.events`)."""
+    """What :meth:`SessionTrace.record` needs of a typed payload (the dataclasses of :mod:`kame_core.record.events`)."""
 
     @property
     def kind(self) -> EventKind: ...
@@ -60,8 +60,8 @@ class EventKind(str, Enum):
 @dataclass(frozen=True)
 class Event:
     """A timestamped event. ``t`` is session time in seconds; ``data`` holds kind-specific fields (the fields of
-    the kind's payload dataclass, :mod:`kame_core.events`; read them typed with
-    :func:`~kame_core.events.payload_of`)."""
+    the kind's payload dataclass, :mod:`kame_core.record.events`; read them typed with
+    :func:`~kame_core.record.events.payload_of`)."""
 
     t: float
     kind: EventKind
@@ -171,8 +171,8 @@ class SessionTrace:
 
     # -- building -----------------------------------------------------------------------------------
     def record(self, t: float, payload: Payload, **extra: Any) -> Event:
-        """Record an event from its typed payload (:mod:`kame_core.events`): its data is
-        :meth:`~kame_core.events.Payload.to_data` (every field the writer gave, None included, and every other
+        """Record an event from its typed payload (:mod:`kame_core.record.events`): its data is
+        :meth:`~kame_core.record.events.Payload.to_data` (every field the writer gave, None included, and every other
         field that is not None), then ``extra``: fields its dataclass does not declare (a note's details)."""
         data = payload.to_data()
         clash = data.keys() & extra.keys()

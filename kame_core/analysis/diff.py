@@ -1,10 +1,10 @@
 """Word-level diffs of what runs said, aligned on time.
 
 * **Spoken words** of a run: the front-end's inner-monologue words (for a cascade run, the words its TTS speaks),
-  read exactly as oracle adherence reads them (:func:`kame_core.trace_query.front_end_words`): sub-word pieces joined
-  into whole words, each at the frame of its first piece, words that normalise to nothing left out.
+  read exactly as oracle adherence reads them (:func:`kame_core.analysis.trace_query.front_end_words`): sub-word pieces
+  joined into whole words, each at the frame of its first piece, words that normalise to nothing left out.
 * **Word diff**: two word sequences aligned with :class:`difflib.SequenceMatcher` (``autojunk`` off) on
-  normalised words (:func:`kame_core.adherence.normalise`: case and punctuation ignored). Each stretch is
+  normalised words (:func:`kame_core.analysis.adherence.normalise`: case and punctuation ignored). Each stretch is
   ``equal``, ``replace``, ``delete`` (words only in a) or ``insert`` (words only in b), with each side's words and
   times, so a UI can lay both runs on one time axis.
 * **Revision diffs**: the text of each oracle revision against the next one's (by reset time); the words have no
@@ -17,9 +17,9 @@ from dataclasses import dataclass
 from difflib import SequenceMatcher
 from typing import Any, Literal, cast
 
+from ..clock import FRAME_SECONDS
+from ..record.trace import SessionTrace
 from .adherence import normalise
-from .clock import FRAME_SECONDS
-from .trace import SessionTrace
 from .trace_query import OracleRevision, front_end_words, oracle_revisions
 
 Op = Literal["equal", "replace", "delete", "insert"]
