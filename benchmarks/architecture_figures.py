@@ -5,8 +5,9 @@ Prints, for ``kame_core/`` (and, where a figure says so, ``demo/`` and ``app.py`
 * **top-level modules**: ``kame_core/*.py`` besides ``__init__.py``;
 * **import arrows**: distinct ``A -> B`` imports between the core's *units* (a top-level module, or a
   top-level folder taken whole) -- how much the parts a newcomer sees depend on one another; and between files;
-* **places that compute hint levels**: functions that call the level table (``hint_level``), the spoken-ratio
-  scan (``request_spoken_ratios``) or a rewrite of the levels (``annotate_hint_levels``), listed;
+* **places that compute hint levels**: functions that work a level out -- call the level table (``hint_level``)
+  or the spoken-ratio scan (``request_spoken_ratios``) -- and, apart, the places that have a trace's levels worked
+  out (call ``annotate_hint_levels`` / ``record_hint_levels``), listed;
 * **places that assemble stacks**: functions that build a stack value (``Stack``, ``ServedStack``,
   ``LiveStack``) or call a stack builder (``cpu_stack``, ``with_neural``, ``served_stack``, ``warm_stack``,
   ``pool_gate``, ``stack_from_cpu``), listed by file;
@@ -24,7 +25,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 CORE = ROOT / "kame_core"
-HINT_CALLS = frozenset({"hint_level", "level_of_ratio", "request_spoken_ratios", "annotate_hint_levels"})
+HINT_CALLS = frozenset({"hint_level", "level_of_ratio", "request_spoken_ratios"})
+HINT_TRIGGERS = frozenset({"annotate_hint_levels", "record_hint_levels"})
 STACK_VALUES = frozenset({"Stack", "ServedStack", "LiveStack"})
 STACK_BUILDERS = frozenset({"cpu_stack", "with_neural", "with_shared_stt", "served_stack", "warm_stack",
                             "pool_gate", "stack_from_cpu"})
@@ -151,16 +153,17 @@ def main() -> None:
     units, files = import_arrows()
     app = (CORE, ROOT / "demo", ROOT / "app.py")
     hints = places_calling(HINT_CALLS, CORE)
+    triggers = places_calling(HINT_TRIGGERS, CORE)
     stacks = places_calling(STACK_VALUES | STACK_BUILDERS, *app)
     stack_files = sorted({p.split(":")[0] for p in stacks})
     seams = any_at_stack_seams(*app)
     print(f"top-level modules in kame_core/: {len(top)} (and {len(folders)} folders)")
     print(f"import arrows between the core's units: {len(units)}; between its files: {len(files)}")
-    print(f"places that compute hint levels: {len(hints)}")
+    print(f"places that compute hint levels: {len(hints)}; places that have them computed: {len(triggers)}")
     print(f"places that assemble stacks: {len(stacks)} functions in {len(stack_files)} files")
     print(f"Any at the stack seams: {len(seams)}")
     if args.list:
-        for title, items in (("top-level modules", top), ("folders", folders), ("hint levels", hints),
+        for title, items in (("top-level modules", top), ("folders", folders), ("hint levels computed", hints), ("hint levels had computed", triggers),
                              ("stack assembly", stacks), ("Any at the stack seams", seams)):
             print(f"\n{title}:", *(f"  {item}" for item in items), sep="\n")
 

@@ -33,11 +33,13 @@ def test_import_shared_dialogue(dialogue_id, tmp_path):
     assert trace.spoken_text().split()[:5] == [w["word"] for w in b_words[:5]]
     # oracle stream: each record resets at its frame with the start token and carries its hint level
     resets = trace.events_of(EventKind.ORACLE_RESET)
-    assert len(resets) == len(records)
+    levels = {e.data["revision"]: e for e in trace.events_of(EventKind.HINT_LEVEL)}
+    assert len(resets) == len(records) == len(levels)
     for k, (reset, record) in enumerate(zip(resets, records)):
         f = trace.frames[frame_of(record["timestamp_ms"] / 1000)]
         assert f.oracle.is_start and f.oracle.revision == k + 1
-        assert 0 <= reset.data["hint_level"] <= 5 and reset.data["text"] == record["prediction"]
+        assert 0 <= levels[k + 1].data["hint_level"] <= 5 and reset.data["text"] == record["prediction"]
+        assert levels[k + 1].t == reset.t  # the dataset gives the level: known as the revision starts
     # user audio is channel A: it has energy while A speaks
     a = [w for w in words if w["speaker"] == "A"][0]
     seg = trace.user_audio[int(a["start"] * 24000):int(a["end"] * 24000)]

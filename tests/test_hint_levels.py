@@ -7,9 +7,9 @@ import numpy as np
 import pytest
 
 from kame_core.analysis.hint_levels import hint_level, spoken_ratio
-from kame_core.analysis.metrics import annotate_hint_levels
+from kame_core.analysis.metrics import record_hint_levels
 from kame_core.analysis.trace_query import oracle_revisions, request_spoken_ratios
-from kame_core.clock import VirtualClock
+from kame_core.clock import FRAME_SECONDS, VirtualClock
 from kame_core.pipelines.tandem import SessionConfig, TandemRunner
 from kame_core.record.events import LlmRequestStart, OracleReset, SttFinal, SttPartial, UserSpeechEnd, UserSpeechStart
 from kame_core.record.trace import EventKind, SessionTrace
@@ -67,15 +67,17 @@ def _trace(segments: list[tuple[float, float]] | None = None) -> SessionTrace:
     return trace
 
 
-def test_trace_query_derives_levels_of_a_trace_that_lacks_them() -> None:
+def test_levels_are_recorded_once_and_read_back_not_worked_out_by_the_reader() -> None:
     trace = _trace()
+    assert [r.hint_level for r in oracle_revisions(trace)] == [None] * 5  # nothing recorded: the reader works none out
+    record_hint_levels(trace)
     revisions = oracle_revisions(trace)
     assert [r.spoken_ratio for r in revisions[:4]] == pytest.approx([2 / 8, 4 / 8, 6 / 8, 1.0])
     assert [r.hint_level for r in revisions] == [0, 0, 2, 5, None]  # the last question never got its final
     assert 5 not in request_spoken_ratios(trace)
 
 
-def test_a_recorded_level_wins_over_the_derived_one() -> None:
+def test_a_file_saved_before_levels_were_events_is_read_from_its_resets() -> None:
     trace = _trace()
     trace.events = [type(e)(e.t, e.kind, {**e.data, "hint_level": 3, "spoken_ratio": 0.9})
                     if e.kind is EventKind.ORACLE_RESET and e.data["revision"] == 1 else e for e in trace.events]
@@ -92,42 +94,42 @@ def test_finals_of_one_turn_make_one_utterance() -> None:
     assert ratios[1] == pytest.approx(2 / 8) and ratios[3] == pytest.approx(6 / 8) and ratios[4] == 1.0
 
 
-def test_annotate_stores_levels_on_the_reset_events() -> None:
-    trace = _trace()
-    assert annotate_hint_levels(trace) == 4
-    stored = [(e.data.get("hint_level"), e.data.get("spoken_ratio")) for e in trace.events_of(EventKind.ORACLE_RESET)]
-    assert stored[:4] == [(0, 0.25), (0, 0.5), (2, 0.75), (5, 1.0)] and stored[4] == (None, None)
+def test_record_writes_one_event_per_revision_and_again_only_when_a_level_changes() -> None:
+    trace = _trace(segments=[(0.5, 4.4)])  # one turn: the finals it gets make one utterance
+    written = record_hint_levels(trace, 4.5)
+    assert [(e.t, e.data["revision"], e.data["hint_level"], e.data["spoken_ratio"]) for e in written] == \
+        [(4.5, 1, 0, 0.25), (4.5, 2, 0, 0.5), (4.5, 3, 2, 0.75), (4.5, 4, 5, 1.0)]
+    assert record_hint_levels(trace) == []  # nothing new: nothing written
+    assert all(e.data.get("hint_level") is None for e in trace.events_of(EventKind.ORACLE_RESET))  # resets untouched
+    # a second final of the same utterance makes it longer: every level read from it changes, once
+    trace.record(4.55, SttFinal(text="and of spain"))
+    changed = record_hint_levels(trace, 4.6)
+    assert [(e.data["revision"], e.data["hint_level"]) for e in changed] == [(1, 0), (2, 0), (3, 1), (4, 2), (5, 3)]
+    assert [r.spoken_ratio for r in oracle_revisions(trace)] == pytest.approx([2 / 11, 4 / 11, 6 / 11, 8 / 11, 10 / 11])
 
 
 def test_every_revision_of_a_live_run_carries_its_level_when_the_final_arrives() -> None:
     question = "what is the capital city of france"
     segments = [words_at(question, 0.5)]
     audio = speech_like([(0.5, segments[0][-1].end)], segments[0][-1].end + 1.0)
-    seen_at_final: list[list[object]] = []
-
-    class Watching(TandemRunner):
-        pass
-
-    runner = Watching(EchoFrontEnd(), ScriptedSTT(segments), ScriptedLLM(lambda u: "paris is the capital of france"),
-                      SessionConfig(), VirtualClock())
-    original = runner.pipeline.on_stt_event
-
-    def spy(session, event):  # type: ignore[no-untyped-def]
-        original(session, event)
-        if event.kind == "final":
-            seen_at_final.append([e.data.get("hint_level") for e in session.trace.events_of(EventKind.ORACLE_RESET)])
-
-    runner.pipeline.on_stt_event = spy  # type: ignore[method-assign]
+    llm = ScriptedLLM(lambda u: "paris is the capital of france")
+    runner = TandemRunner(EchoFrontEnd(), ScriptedSTT(segments), llm, SessionConfig(), VirtualClock())
     trace = runner.run_sync(audio)
     resets = trace.events_of(EventKind.ORACLE_RESET)
     assert len(resets) >= 2
-    assert seen_at_final and all(level is not None for level in seen_at_final[0])
-    levels = [e.data["hint_level"] for e in resets]
-    ratios = [e.data["spoken_ratio"] for e in resets]
-    assert all(isinstance(v, int) for v in levels) and ratios == sorted(ratios)
+    (final,) = trace.events_of(EventKind.STT_FINAL)
+    levels_at = {e.data["revision"]: e.t for e in trace.events_of(EventKind.HINT_LEVEL)}
+    # the revisions asked before the final have their level by the frame after it; a later one, as it starts
+    for reset in resets:
+        assert levels_at[reset.data["revision"]] - max(final.t, reset.t) <= FRAME_SECONDS + 1e-9
+    assert len(trace.events_of(EventKind.HINT_LEVEL)) == len(resets)  # written once each
+    revisions = oracle_revisions(trace)
+    levels = [r.hint_level for r in revisions if r.hint_level is not None]
+    ratios = [r.spoken_ratio for r in revisions if r.spoken_ratio is not None]
+    assert len(levels) == len(ratios) == len(revisions) and ratios == sorted(ratios)
     assert levels[0] < 5 and levels[-1] == 5
     words = len(question.split())
-    for r in oracle_revisions(trace):
+    for r in revisions:
         request = next(e for e in trace.events_of(EventKind.LLM_REQUEST_START) if e.data["request"] == r.request)
         assert r.spoken_ratio == pytest.approx(min(1.0, len(request.data["transcript"].split()) / words))
     assert np.isfinite(ratios).all()

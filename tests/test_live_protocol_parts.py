@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import dataclasses
 import re
+import threading
+from collections.abc import Callable
 
 import numpy as np
 import pytest
 
-from kame_core.record.events import PAYLOADS, OracleReset, SttFinal
+from kame_core.record.events import PAYLOADS, HintLevel, OracleReset, SttFinal
 from kame_core.record.trace import Event, EventKind, FrameRecord
 from kame_core.serve import notices as N
 from kame_core.serve import protocol as P
@@ -124,7 +126,7 @@ def test_a_turns_latency_breakdown_is_sent_from_its_speech_end_as_the_timeline_c
 
     pytest.importorskip("sphn")
     trace, sent = SessionTrace(mode="kame"), []
-    sink = StreamSink(sent.extend, pcm_out=True, trace_of=lambda: trace)
+    sink = StreamSink(sent.extend, pcm_out=True, trace_of=lambda: trace, run_figures=at_once)
     script = {0: [(EventKind.USER_SPEECH_START, {"audio_t": 0.0})],
               5: [(EventKind.LLM_REQUEST_START, {"request": 1, "reason": "pending user text", "transcript": "how"})],
               7: [(EventKind.LLM_FIRST_CHUNK, {"request": 1}),
@@ -156,6 +158,11 @@ def test_a_turns_latency_breakdown_is_sent_from_its_speech_end_as_the_timeline_c
     [request] = got["requests"]
     assert (request["reason"], request["tokens_appended"], request["tokens_fed"], request["tokens_pending"]) == \
         ("pending user text", 3, 1, 2)
+
+
+def at_once(work: Callable[[], None]) -> None:
+    """Runs the sink's figures at once, on the caller's thread: each frame's messages are all out when it returns."""
+    work()
 
 
 def _two_turns() -> tuple[dict[int, list[tuple[EventKind, dict]]], set[int], dict[int, tuple[int, bool]]]:
@@ -193,12 +200,12 @@ def _two_turns() -> tuple[dict[int, list[tuple[EventKind, dict]]], set[int], dic
 
 def test_turn_latency_and_hint_levels_follow_the_session_and_end_as_the_saved_trace_has_them() -> None:
     """The live table does not freeze at a turn's onset: steps and request outcomes that come later are sent again
-    (only on change, and never for a turn that is done), every revision's hint level is sent once known (also
-    when it is known only from the trace, not stored), and after :meth:`StreamSink.on_end` the last message of
-    each turn and revision equals what the saved trace gives (latency_breakdown, oracle_revisions)."""
+    (only on change, and never for a turn that is done), every revision's hint level is sent once known (from the
+    HINT_LEVEL events the driver records with the frame's events), and after :meth:`StreamSink.on_end` the last
+    message of each turn and revision equals what the saved trace gives (latency_breakdown, oracle_revisions)."""
     import json
 
-    from kame_core.analysis.metrics import annotate_hint_levels, annotate_onsets, latency_breakdown
+    from kame_core.analysis.metrics import HINT_LEVEL_NEWS, annotate_onsets, latency_breakdown, record_hint_levels
     from kame_core.analysis.trace_query import oracle_revisions, oracle_token_use
     from kame_core.record.events import LlmRequestCancel
     from kame_core.record.trace import OracleToken, SessionTrace
@@ -206,13 +213,13 @@ def test_turn_latency_and_hint_levels_follow_the_session_and_end_as_the_saved_tr
     pytest.importorskip("sphn")
     trace = SessionTrace(mode="kame")
     sent: list[bytes] = []
-    sink = StreamSink(sent.extend, pcm_out=True, trace_of=lambda: trace)
+    sink = StreamSink(sent.extend, pcm_out=True, trace_of=lambda: trace, run_figures=at_once)
     script, talking, fed = _two_turns()
     by_frame: list[list[dict]] = []
     for i in range(76):
         events = tuple(trace.record(i * 0.08, PAYLOADS[kind](**data)) for kind, data in script.get(i, ()))
-        if any(e.kind is EventKind.STT_FINAL for e in events):
-            annotate_hint_levels(trace)  # as the pipeline does at each final
+        if any(e.kind in HINT_LEVEL_NEWS for e in events):
+            events += tuple(record_hint_levels(trace, i * 0.08))  # as the driver does with each frame's events
         rev, start = fed.get(i, (None, False))
         oracle = OracleToken() if rev is None else OracleToken(token=0 if start else 9, piece="" if start else " x",
                                                                revision=rev, is_start=start)
@@ -227,7 +234,7 @@ def test_turn_latency_and_hint_levels_follow_the_session_and_end_as_the_saved_tr
     trace.record(6.1, LlmRequestCancel(request=3, revision=3, text=" also"))
     trace.finish()
     annotate_onsets(trace)
-    annotate_hint_levels(trace)
+    record_hint_levels(trace)
     sink.on_end()
     by_frame.append([json.loads(m[1:]) for m in sent if m[0] == P.EVENT])
 
@@ -269,6 +276,61 @@ def test_turn_latency_and_hint_levels_follow_the_session_and_end_as_the_saved_tr
     assert levels == saved and None not in saved.values() and set(saved) == {1, 2, 3}
     told = {m["revision"]: i for i, ms in enumerate(by_frame) for m in reversed(ms) if m["type"] == "hint_level"}
     assert told == {1: 12, 2: 33, 3: 66}  # as soon as known: at the final, or at the reset that came after it
+
+
+def test_the_breakdowns_are_worked_out_off_the_frame_loop_and_end_with_the_saved_ones():
+    """By default a turn's breakdown is worked out on a worker thread of the sink's own: the frame loop's thread
+    only copies the trace so far. Its messages still come in order, and after :meth:`StreamSink.on_end` (which waits
+    for the work under way) the last one of each turn is the saved trace's; the worker is gone then."""
+    import json
+
+    from kame_core.analysis.metrics import HINT_LEVEL_NEWS, annotate_onsets, latency_breakdown, record_hint_levels
+    from kame_core.analysis.trace_query import oracle_token_use
+    from kame_core.record.events import LlmRequestCancel
+    from kame_core.record.trace import OracleToken, SessionTrace
+
+    pytest.importorskip("sphn")
+    trace = SessionTrace(mode="kame")
+    sent: list[tuple[int, bytes]] = []
+    lock = threading.Lock()
+
+    def post(messages: list[bytes]) -> None:
+        with lock:
+            sent.extend((threading.get_ident(), m) for m in messages)
+
+    sink = StreamSink(post, pcm_out=True, trace_of=lambda: trace)
+    script, talking, fed = _two_turns()
+    for i in range(76):
+        events = tuple(trace.record(i * 0.08, PAYLOADS[kind](**data)) for kind, data in script.get(i, ()))
+        if any(e.kind in HINT_LEVEL_NEWS for e in events):
+            events += tuple(record_hint_levels(trace, i * 0.08))
+        rev, start = fed.get(i, (None, False))
+        oracle = OracleToken() if rev is None else OracleToken(token=0 if start else 9, piece="" if start else " x",
+                                                               revision=rev, is_start=start)
+        record = FrameRecord(text_piece=" w" if i in talking else "", text_token=5 if i in talking else None,
+                             oracle=oracle)
+        out = np.full(1920, 0.1 if i in talking else 0.0, np.float32)
+        trace.append_frame(record, np.zeros(1920, np.float32), out)
+        sink.on_frame(FrameOut(i, (i + 1) * 0.08, record, np.zeros(1920, np.float32), out, events))
+    trace.record(6.1, LlmRequestCancel(request=3, revision=3, text=" also"))
+    trace.finish()
+    annotate_onsets(trace)
+    record_hint_levels(trace)
+    sink.on_end()
+    me = threading.get_ident()
+    notices = [(thread, json.loads(m[1:])) for thread, m in sent if m[0] == P.EVENT]
+    latencies = [(thread, m) for thread, m in notices if m["type"] == "turn_latency"]
+    threads = [thread for thread, _ in latencies]
+    ended = threads.index(me) if me in threads else len(threads)  # from on_end (the session's thread)
+    assert ended >= 1 and me not in threads[:ended] and set(threads[ended:]) <= {me}  # live ones: the worker's
+    assert not [t for t in threading.enumerate() if t.name.startswith("turn-latency")]  # on_end closed it
+    last = {m["turn"]: m for _, m in latencies}
+    expected = {t.turn: {"type": "turn_latency", **t.to_json(oracle_token_use(trace))}
+                for t in latency_breakdown(trace)}
+    assert last == expected and [r["outcome"] for r in last[1]["requests"]] == ["cancelled"]
+    turn_0 = [m for _, m in latencies if m["turn"] == 0]
+    steps = [[s["t"] for s in m["steps"]] for m in turn_0]
+    assert all(sum(a is not None for a in x) <= sum(b is not None for b in y) for x, y in zip(steps, steps[1:]))
 
 
 @pytest.mark.parametrize("name", ["05-two-turn-capitals", "07-interruption-eiffel-tower"])
@@ -338,7 +400,7 @@ def test_the_sink_says_which_revision_is_heard_and_its_hint_level_once_known() -
     pytest.importorskip("sphn")
     sent: list[bytes] = []
     trace = SessionTrace(mode="kame")
-    sink = StreamSink(sent.extend, pcm_out=True, trace_of=lambda: trace)
+    sink = StreamSink(sent.extend, pcm_out=True, trace_of=lambda: trace, run_figures=at_once)
     quiet = np.zeros(1920, np.float32)
 
     def messages() -> list[dict]:
@@ -350,13 +412,18 @@ def test_the_sink_says_which_revision_is_heard_and_its_hint_level_once_known() -
     sink.on_frame(FrameOut(7, 0.64, FrameRecord(oracle=OracleToken(token=64, revision=1, is_start=True)),
                            quiet, quiet, (reset,)))
     assert messages() == [{"type": "oracle_heard", "frame": 7, "t": 0.56, "revision": 1}]
-    trace.events[-1] = Event(0.5, EventKind.ORACLE_RESET, {**reset.data, "hint_level": 3, "spoken_ratio": 0.9})
     final = trace.record(1.0, SttFinal(text="what is it"))
     sink.on_frame(FrameOut(8, 0.72, FrameRecord(), quiet, quiet, (final,)))
+    assert messages() == []  # the sink works no level out: it tells the ones the driver records
+    level = trace.record(1.04, HintLevel(revision=1, hint_level=3, spoken_ratio=0.9, request=1))
+    sink.on_frame(FrameOut(9, 0.8, FrameRecord(), quiet, quiet, (level,)))
     assert messages() == [{"type": "hint_level", "revision": 1, "hint_level": 3, "spoken_ratio": 0.9}]
-    again = trace.record(1.1, SttFinal(text=""))
-    sink.on_frame(FrameOut(9, 0.8, FrameRecord(), quiet, quiet, (again,)))
+    again = trace.record(1.1, HintLevel(revision=1, hint_level=3, spoken_ratio=0.9, request=1))
+    sink.on_frame(FrameOut(10, 0.88, FrameRecord(), quiet, quiet, (again,)))
     assert messages() == []  # told once; only a changed level is told again
+    changed = trace.record(1.2, HintLevel(revision=1, hint_level=2, spoken_ratio=0.8, request=1))
+    sink.on_frame(FrameOut(11, 0.96, FrameRecord(), quiet, quiet, (changed,)))
+    assert messages() == [{"type": "hint_level", "revision": 1, "hint_level": 2, "spoken_ratio": 0.8}]
 
 
 def test_a_talk_session_opens_only_with_the_claim_of_the_page_that_made_it(tmp_path):

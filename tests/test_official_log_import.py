@@ -59,7 +59,7 @@ def test_every_marker_becomes_its_event(tmp_path: Path) -> None:
     assert [(r.revision, r.request, r.text) for r in revisions] == [
         (1, 2, "Hello"), (2, 3, "The capital"), (3, 4, "The capital of France is Paris.")]
     assert [r.hint_level for r in revisions] == [0, 2, 5]
-    stored = [e.data["hint_level"] for e in run.events_of(EventKind.ORACLE_RESET)]
+    stored = [e.data["hint_level"] for e in run.events_of(EventKind.HINT_LEVEL)]
     assert stored == [0, 2, 5]
     assert revisions[2].reached_front_end and revisions[2].fed_text == "The capital of France is Paris."
     # inner monologue on its frames; two pieces logged in one 80 ms frame keep one frame each

@@ -43,7 +43,7 @@ from demo.timeline import (
 from kame_core.analysis.metrics import latency_breakdown, request_token_use, session_metrics
 from kame_core.analysis.trace_query import llm_requests, oracle_revisions, oracle_token_use
 from kame_core.clock import FRAME_SECONDS, SAMPLE_RATE, SAMPLES_PER_FRAME
-from kame_core.record.events import SttFinal
+from kame_core.record.events import HintLevel, SttFinal
 from kame_core.record.trace import PROVENANCE_KINDS, EventKind, FrameRecord, Provenance, SessionTrace
 from kame_core.scenario import Scenario, load_scenario, save_scenario
 from kame_core.testing.sessions import MOUNTAIN_QUESTION, build_session
@@ -141,17 +141,12 @@ def test_revision_labels_show_rev_and_hint_level_of_every_kame_run(kame):
     assert "rev 1 · hint 0" in labels.text[0]  # asked after 2 of the question's words: level 0
     (spans,) = traces_named(fig, f"KAME · {REVISION_SPAN_HOVER}")
     assert all("hint level" in h and "spoken ratio" in h for h in spans.hovertext)
-    bare = copy.deepcopy(kame)  # a trace whose levels cannot be known: no final transcript at all
-    bare.events = [e for e in kame.events if e.kind is not EventKind.STT_FINAL]
-    bare.events = [e if e.kind is not EventKind.ORACLE_RESET else
-                   type(e)(e.t, e.kind, {k: v for k, v in e.data.items() if k not in ("hint_level", "spoken_ratio")})
-                   for e in bare.events]
+    bare = with_levels(kame, {})  # a trace whose levels are not known: no final transcript at all
+    bare.events = [e for e in bare.events if e.kind is not EventKind.STT_FINAL]
     fig = timeline_figure(bare)
     labels_text = " ".join(t for tr in fig.data if (tr.name or "").endswith("· revisions") for t in tr.text)
     assert "rev 1" in labels_text and "hint" not in labels_text
-    hinted = copy.deepcopy(kame)
-    hinted.events = [e if e.kind is not EventKind.ORACLE_RESET else
-                     type(e)(e.t, e.kind, {**e.data, "hint_level": 2}) for e in kame.events]
+    hinted = with_levels(kame, {r.revision: 2 for r in oracle_revisions(kame)})
     fig = timeline_figure(hinted)
     (labels,) = [tr for tr in fig.data if (tr.name or "").endswith("· revisions")]
     assert "rev 1 · hint 2" in labels.text[0]
@@ -401,16 +396,17 @@ def bundled() -> dict:
 
 
 def with_levels(trace: SessionTrace, levels: dict) -> SessionTrace:
-    """The trace with its oracle resets' hint levels replaced (``None``: not known, nor derivable: the reset
-    loses its request too)."""
-    def data(d: dict) -> dict:
-        level = levels[d["revision"]]
-        drop = ("hint_level", "spoken_ratio") + (("request",) if level is None else ())
-        return {**{k: v for k, v in d.items() if k not in drop}, **({} if level is None else {"hint_level": level})}
-
+    """The trace with its revisions' recorded hint levels replaced (``None``: none recorded), each kept with the
+    spoken ratio it had."""
+    ratios = {e.data["revision"]: e.data.get("spoken_ratio") for e in trace.events_of(EventKind.HINT_LEVEL)}
     out = copy.deepcopy(trace)
-    out.events = [e if e.kind is not EventKind.ORACLE_RESET else type(e)(e.t, e.kind, data(e.data))
-                  for e in trace.events]
+    out.events = [e for e in trace.events if e.kind is not EventKind.HINT_LEVEL]
+    for reset in trace.events_of(EventKind.ORACLE_RESET):
+        revision = reset.data["revision"]
+        if levels.get(revision) is not None:
+            out.record(reset.t, HintLevel(revision=revision, hint_level=levels[revision],
+                                          spoken_ratio=ratios.get(revision)))
+    out.events.sort(key=lambda e: e.t)
     return out
 
 

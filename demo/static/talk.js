@@ -104,8 +104,7 @@
       case 'oracle_reset':
         T.revisions[d.revision] = ''; T.order.push(d.revision); T.current = d.revision;
         var told = T.hints[d.revision];
-        var item = {revision: d.revision, t: o.t, hint_level: told ? told.hint_level :
-                    (d.hint_level === undefined ? null : d.hint_level), text: ''};
+        var item = {revision: d.revision, t: o.t, hint_level: told ? told.hint_level : null, text: ''};
         TL.revisions.push(item); TL.lanes.oracle.push(item); break;
       case 'oracle_append':
         T.revisions[d.revision] = (T.revisions[d.revision] || '') + d.text;

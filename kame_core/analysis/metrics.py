@@ -42,7 +42,7 @@ from .trace_query import (
 
 __all__ = ["CARRY_OVER_GAP_S", "SILENCE_RMS", "LatencyStep", "LiveOnsets", "SessionMetrics", "TurnLatency",
            "TurnOnset", "UserTurn", "latency_breakdown", "latency_window",
-           "annotate_hint_levels", "onset_of",
+           "HINT_LEVEL_NEWS", "record_hint_levels", "onset_of",
            "annotate_onsets",
            "median_onset_latency", "session_metrics", "speech_segments", "stt_word_lags", "transcript_to_oracle",
            "turn_onsets", "user_turns"]
@@ -305,27 +305,40 @@ def annotate_onsets(trace: SessionTrace, turn_gap_s: float = TurnConfig.turn_gap
     trace.events.sort(key=lambda e: e.t)
 
 
-def annotate_hint_levels(trace: SessionTrace) -> int:
-    """Store ``hint_level`` and ``spoken_ratio`` on every ORACLE_RESET whose request's utterance has its final
-    transcript (:func:`~kame_core.analysis.trace_query.request_spoken_ratios`); a value stored earlier, while the turn
-    was still going on, is brought up to date. Resets without a request (imported training dialogues) keep
-    theirs. Events are replaced, not edited in place, so a reader on another thread never sees a dict change.
-    Returns how many resets carry a level afterwards."""
+#: events after which a revision's hint level may become known or change: a new revision, a final, a user speech
+#: segment (segments group the finals into utterances); nothing else changes a request's spoken ratio
+#: (:func:`~kame_core.analysis.trace_query.request_spoken_ratios`)
+HINT_LEVEL_NEWS = frozenset({EventKind.ORACLE_RESET, EventKind.STT_FINAL, EventKind.USER_SPEECH_START,
+                             EventKind.USER_SPEECH_END})
+
+
+def record_hint_levels(trace: SessionTrace, t: float | None = None) -> list[Event]:
+    """The one place a run's hint levels are worked out: records a HINT_LEVEL event (at ``t``, default the last
+    event's time) for every revision whose request's utterance has its final transcript and whose level or spoken
+    ratio differs from the last one recorded for it (a later final of the same utterance can change it). Every
+    reader -- the live sink, the Timeline, the metrics, the exports -- reads these events. Call it when
+    :data:`HINT_LEVEL_NEWS` were recorded, and once when the session ends. Returns the events recorded."""
+    revisions = [(reset.revision, reset.request) for _, reset in ev.payloads(trace, ev.OracleReset, lenient=True)
+                 if _ident(reset.revision) and isinstance(reset.request, int)]
+    if not revisions:
+        return []
     ratios = request_spoken_ratios(trace)
-    carried = 0
-    for i, e in enumerate(trace.events):
-        if e.kind is not EventKind.ORACLE_RESET:
+    known = {level.revision: (level.hint_level, level.spoken_ratio)
+             for _, level in ev.payloads(trace, ev.HintLevel, lenient=True)}
+    at = t if t is not None else (trace.events[-1].t if trace.events else 0.0)
+    out = []
+    for revision, request in revisions:
+        ratio = ratios.get(request) if isinstance(request, int) else None
+        if ratio is None or known.get(revision) == (hint_level(ratio), ratio):
             continue
-        reset = ev.payload_of(e, lenient=True)
-        assert isinstance(reset, ev.OracleReset)
-        level = reset.hint_level
-        ratio = ratios.get(reset.request) if isinstance(reset.request, int) else None
-        if ratio is not None and (level != hint_level(ratio) or reset.spoken_ratio != ratio):
-            level = hint_level(ratio)
-            # the same data with the two fields brought up to date (extras and key order kept)
-            trace.events[i] = type(e)(e.t, e.kind, {**e.data, "hint_level": level, "spoken_ratio": ratio})
-        carried += isinstance(level, int) and not isinstance(level, bool)
-    return carried
+        known[revision] = (hint_level(ratio), ratio)
+        out.append(trace.record(at, ev.HintLevel(revision=revision, hint_level=hint_level(ratio),
+                                                 spoken_ratio=ratio, request=request)))
+    return out
+
+
+def _ident(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
 
 
 def transcript_to_oracle(trace: SessionTrace) -> list[float]:

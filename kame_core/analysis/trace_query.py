@@ -6,9 +6,10 @@ eval, the bundled-scenario recorder and the metrics all do):
 * :func:`llm_requests`     -- each LLM request: start, first chunk, how it ended (finish / cancel / error /
   still open), the text it streamed, the transcript it was asked with, the oracle revision it became;
 * :func:`oracle_revisions` -- each oracle revision: the request behind it, when it reset the stream, the frames
-  its tokens were fed at, its text (all of it, and what was fed), the transcript it came from, its hint level
-  (as recorded, else computed by :func:`request_spoken_ratios`);
-* :func:`request_spoken_ratios` -- the spoken ratio of each LLM request (:mod:`kame_core.analysis.hint_levels`);
+  its tokens were fed at, its text (all of it, and what was fed), the transcript it came from, its hint level;
+* :func:`hint_levels`      -- each revision's hint level as recorded (HINT_LEVEL events; read, never worked out);
+* :func:`request_spoken_ratios` -- the spoken ratio of each LLM request (:mod:`kame_core.analysis.hint_levels`),
+  which :func:`kame_core.analysis.metrics.record_hint_levels` records levels from;
 * :func:`revision_at`      -- the revision the front-end had been fed by a frame, and what of it;
 * :func:`self_corrections` -- each self-correction: its frame, the revision heard, the frames abandoned;
 * :func:`user_turns`       -- the user's turns (speech segments grouped by the one turn rule);
@@ -28,7 +29,6 @@ from ..clock import FRAME_SECONDS
 from ..record import events as ev
 from ..record.trace import Event, EventKind, SessionTrace
 from ..turns import TurnConfig, UserTurn, group_turns
-from .hint_levels import hint_level as level_of_ratio
 from .hint_levels import spoken_ratio
 
 Outcome = Literal["finished", "cancelled", "error", "open"]
@@ -256,7 +256,7 @@ def oracle_revisions(trace: SessionTrace) -> list[OracleRevision]:
         if isinstance(append.revision, int):
             appended.setdefault(append.revision, []).append(_str(append.text))
     requests = {r.request: r for r in llm_requests(trace)}
-    ratios: dict[int, float] | None = None
+    levels = hint_levels(trace)
     out = []
     for e, reset in ev.payloads(trace, ev.OracleReset, lenient=True):
         rev = reset.revision
@@ -266,12 +266,7 @@ def oracle_revisions(trace: SessionTrace) -> list[OracleRevision]:
         request = requests.get(request_id) if isinstance(request_id, int) else None
         text = "".join(appended.get(rev, [])) or str(reset.text or "")
         frames = fed_frames.get(rev, [])
-        level = reset.hint_level if isinstance(reset.hint_level, int) else None
-        ratio = _opt_float(reset.spoken_ratio)
-        if level is None and isinstance(request_id, int):  # not recorded: derive it from the transcripts
-            ratios = request_spoken_ratios(trace) if ratios is None else ratios
-            ratio = ratios.get(request_id, ratio)
-            level = None if ratio is None else level_of_ratio(ratio)
+        level, ratio = levels.get(rev, (None, None))
         out.append(OracleRevision(
             revision=rev, request=request_id if isinstance(request_id, int) else None, reset_t=e.t,
             start_frame=start_frame.get(rev, frames[0] if frames else None),
@@ -282,6 +277,27 @@ def oracle_revisions(trace: SessionTrace) -> list[OracleRevision]:
             hint_level=level, spoken_ratio=ratio,
             outcome=request.outcome if request else "open"))
     return out
+
+
+def hint_levels(trace: SessionTrace) -> dict[int, tuple[int, float | None]]:
+    """Each revision's hint level and spoken ratio as recorded: the last HINT_LEVEL event of each revision
+    (:func:`kame_core.analysis.metrics.record_hint_levels` writes them; nothing here works a level out). A file
+    saved before levels were events carries them on its ORACLE_RESET events instead: read from there."""
+    recorded = ev.payloads(trace, ev.HintLevel, lenient=True)
+    out: dict[int, tuple[int, float | None]] = {}
+    if recorded:
+        for _, level in recorded:
+            if _int(level.revision) and _int(level.hint_level):
+                out[level.revision] = (level.hint_level, _opt_float(level.spoken_ratio))
+        return out
+    for _, reset in ev.payloads(trace, ev.OracleReset, lenient=True):
+        if _int(reset.revision) and isinstance(reset.hint_level, int) and not isinstance(reset.hint_level, bool):
+            out[reset.revision] = (reset.hint_level, _opt_float(reset.spoken_ratio))
+    return out
+
+
+def _int(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
 
 
 def _utterance_ends(trace: SessionTrace) -> tuple[list[int], list[int]]:

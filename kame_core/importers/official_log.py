@@ -33,7 +33,7 @@ from pathlib import Path
 import numpy as np
 import soundfile as sf
 
-from ..analysis.metrics import annotate_hint_levels, annotate_onsets
+from ..analysis.metrics import annotate_onsets, record_hint_levels
 from ..audio_io import resample
 from ..augment.word_tokenizer import WordTokenizer
 from ..clock import SAMPLE_RATE, SAMPLES_PER_FRAME, frame_of
@@ -340,7 +340,7 @@ def import_official_log(log_dir: str | Path, recording: str | Path | None = None
         i += 1
     trace.finish()
     annotate_onsets(trace)
-    annotate_hint_levels(trace)
+    record_hint_levels(trace)
     stem = re.sub(r"[^A-Za-z0-9._-]+", "-", name or root.name).strip("-.") or "official-log"
     return Scenario(
         name=stem, title=trace.title, runs={"kame": trace}, tags=["official-log"],

@@ -22,7 +22,6 @@ from typing import Any, Literal
 
 import numpy as np
 
-from ..analysis.metrics import annotate_hint_levels
 from ..clock import FRAME_SECONDS, Clock
 from ..floor_policies import DEFAULT_FLOOR, FLOORS, FloorPolicy, ModelFloor, check_floor, make_floor
 from ..oracle.config import OracleConfig
@@ -140,10 +139,6 @@ class TandemPipeline:
     def on_stt_event(self, session: Session, event: STTEvent) -> None:
         if self._manager is not None and event.kind in ("partial", "final"):
             self._manager.last_update_t = session.transcript_t
-        if self._manager is not None and event.kind == "final":
-            # the turn's words so far are final: the revisions asked during it get their hint levels now
-            # (refined by a later final of the same turn, and once more when the session ends)
-            annotate_hint_levels(session.trace)
         if isinstance(self.front_end, ListeningFrontEnd):
             self.front_end.observe_stt(event)
         if event.kind in ("partial", "final"):

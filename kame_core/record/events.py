@@ -30,10 +30,10 @@ from . import schema as S
 from .schema import Check, PayloadError
 from .trace import Event, EventKind, SessionTrace
 
-__all__ = ["PAYLOADS", "EndOfTurn", "HoldEnd", "HoldStart", "LlmError", "LlmFirstChunk", "LlmRequestCancel",
-           "LlmRequestFinish", "LlmRequestStart", "Note", "OracleAppend", "OracleReset", "Payload", "ResponseOnset",
-           "SelfCorrection", "SttFinal", "SttPartial", "TurnBoundary", "UserSpeechEnd", "UserSpeechStart",
-           "bulky_fields", "field_checks", "live_data", "payload_of", "payloads"]
+__all__ = ["PAYLOADS", "EndOfTurn", "HintLevel", "HoldEnd", "HoldStart", "LlmError", "LlmFirstChunk",
+           "LlmRequestCancel", "LlmRequestFinish", "LlmRequestStart", "Note", "OracleAppend", "OracleReset",
+           "Payload", "ResponseOnset", "SelfCorrection", "SttFinal", "SttPartial", "TurnBoundary", "UserSpeechEnd",
+           "UserSpeechStart", "bulky_fields", "field_checks", "live_data", "payload_of", "payloads"]
 
 
 def required(check: Check) -> Any:
@@ -192,8 +192,9 @@ class LlmError(Payload):
 @_payload
 @dataclass(frozen=True, kw_only=True)
 class OracleReset(Payload):
-    """A new oracle revision replaces the old one; its hint level and spoken ratio once known, its text and
-    transcript where no request streamed them (imported training dialogues)."""
+    """A new oracle revision replaces the old one; its text and transcript where no request streamed them
+    (imported training dialogues). ``hint_level`` and ``spoken_ratio``: only in files saved before levels were
+    :class:`HintLevel` events (read there, never written now)."""
 
     kind: ClassVar[EventKind] = EventKind.ORACLE_RESET
     request: int | None = absent_or(S.optional(S.ident))
@@ -202,6 +203,20 @@ class OracleReset(Payload):
     spoken_ratio: float | None = absent_or(S.optional(S.number))
     text: str | None = absent_or(S.optional(S.text))
     transcript: str | None = absent_or(S.optional(S.text))
+
+
+@_payload
+@dataclass(frozen=True, kw_only=True)
+class HintLevel(Payload):
+    """A revision's hint level became known, or changed (:func:`kame_core.analysis.metrics.record_hint_levels`:
+    when its request's utterance got its final transcript; again if a later final of that utterance changes it).
+    ``spoken_ratio``: the ratio it was read from (None where the level was given, as in training dialogues)."""
+
+    kind: ClassVar[EventKind] = EventKind.HINT_LEVEL
+    revision: int = required(S.ident)
+    hint_level: int = required(S.hint_level)
+    spoken_ratio: float | None = absent_or(S.optional(S.number))
+    request: int | None = absent_or(S.optional(S.ident))
 
 
 @_payload
@@ -308,7 +323,7 @@ class Note(Payload):
 #: the payload dataclass of each event kind
 PAYLOADS: dict[EventKind, type[Payload]] = {cls.kind: cls for cls in (
     SttPartial, SttFinal, UserSpeechStart, UserSpeechEnd, LlmRequestStart, LlmFirstChunk, LlmRequestCancel,
-    LlmRequestFinish, LlmError, OracleReset, OracleAppend, HoldStart, HoldEnd, EndOfTurn, ResponseOnset,
+    LlmRequestFinish, LlmError, OracleReset, HintLevel, OracleAppend, HoldStart, HoldEnd, EndOfTurn, ResponseOnset,
     SelfCorrection, TurnBoundary, Note)}
 
 

@@ -48,6 +48,7 @@ class EventKind(str, Enum):
     LLM_ERROR = "llm_error"
     ORACLE_RESET = "oracle_reset"
     ORACLE_APPEND = "oracle_append"
+    HINT_LEVEL = "hint_level"
     HOLD_START = "hold_start"
     HOLD_END = "hold_end"
     END_OF_TURN = "end_of_turn"

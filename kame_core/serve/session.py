@@ -18,19 +18,19 @@ from __future__ import annotations
 import asyncio
 import logging
 import weakref
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ParamSpec, Protocol, TypeVar
 
 import numpy as np
 
-from ..analysis.metrics import LiveOnsets, TurnLatency, latency_breakdown, latency_window
-from ..analysis.trace_query import oracle_revisions, oracle_token_use
+from ..analysis.metrics import LiveOnsets
 from ..clock import FRAME_SECONDS, SAMPLE_RATE, SAMPLES_PER_FRAME
 from ..neural.choice import NeuralModels
 from ..protocols import PoolFull
-from ..record.trace import EventKind, SessionTrace
+from ..record import events as ev
+from ..record.trace import Event, EventKind, SessionTrace
 from ..session import FrameOut, LiveSession, SessionStore
 from ..session.disk import error_words
 from ..session.journal import SessionJournal
@@ -38,6 +38,7 @@ from ..session.saving import RetryingSaves, save_with_retries
 from ..session.store import default_sessions_dir, new_session_id, session_file
 from . import notices as N
 from . import protocol as P
+from .latency_feed import LatencyFeed, Runner
 
 __all__ = ["ChatSession", "Connection", "SessionResult", "StreamSink", "default_sessions_dir", "session_file"]
 
@@ -65,14 +66,6 @@ _STEP_KINDS = frozenset({EventKind.USER_SPEECH_START, EventKind.USER_SPEECH_END,
 #: a breakdown whose only news is its oracle token counts (tokens appended or fed) is worked out again at most
 #: this often (frames): the counts move on most frames while an answer streams
 COUNTS_EVERY = 5
-#: events after which a revision's hint level may read differently: a new revision, a final (the pipeline stores
-#: the levels then), a speech segment (segments group the finals into utterances); nothing else of a request
-#: changes its spoken ratio (:func:`~kame_core.analysis.trace_query.request_spoken_ratios`)
-_HINT_KINDS = frozenset({EventKind.ORACLE_RESET, EventKind.STT_FINAL, EventKind.USER_SPEECH_END})
-#: what a revision's hint level is read from (its reset as recorded, else its request's spoken ratio: the finals,
-#: the requests' starts and the user's speech)
-_HINT_SOURCES = frozenset({*_HINT_KINDS, EventKind.LLM_REQUEST_START, EventKind.USER_SPEECH_START})
-
 
 class StreamSink:
     """The driver's :class:`~kame_core.session.FrameSink` for one connection: turns each frame into wire
@@ -83,19 +76,19 @@ class StreamSink:
     before the user finished), ``delay_s`` clipped at 0. ``oracle_heard`` says from which frame the front-end
     hears a revision (its start token was fed).
 
-    ``turn_latency`` and ``hint_level`` are the Timeline's figures of the trace so far (``trace_of``;
-    :func:`~kame_core.analysis.metrics.latency_breakdown`, :func:`~kame_core.analysis.trace_query.oracle_revisions`),
-    sent whenever they read differently from what was last sent: a turn's breakdown from the end of its first speech
-    segment on, again as each step or request outcome comes in (oracle token counts: at most every :data:`COUNTS_EVERY`
-    frames); a revision's level as soon as it is known, again if it changes. So the page's table follows the
-    trace instead of freezing at the turn's onset. They are worked out only on frames that can change them
-    (:data:`_STEP_KINDS`, :data:`_HINT_KINDS`, a turn settled, tokens appended or fed), a breakdown only for the
-    turns still open (:func:`~kame_core.analysis.metrics.latency_window`; a turn is done once settled, followed by
-    another, its requests ended and their revisions superseded), so the cost stays small however long the
-    session. :meth:`on_end` sends what the driver's last steps changed: the page ends with the saved figures."""
+    ``turn_latency`` and ``hint_level`` are the Timeline's figures of the trace so far, sent whenever they read
+    differently from what was last sent, so the page's table follows the trace instead of freezing at the turn's
+    onset. A revision's ``hint_level``: one message per HINT_LEVEL event the driver records
+    (:func:`~kame_core.analysis.metrics.record_hint_levels`; nothing is worked out here). A turn's breakdown
+    (:class:`~.latency_feed.LatencyFeed`, off the frame loop: this thread only copies the trace so far): from the end
+    of its first speech segment on, again as each step or request outcome comes in (:data:`_STEP_KINDS`), oracle
+    token counts at most every :data:`COUNTS_EVERY` frames, and only for the turns still open. :meth:`on_end` sends
+    what the driver's last steps changed: the page ends with the saved figures. ``run_figures``: how the breakdowns'
+    work is run (None: on a worker thread of the sink's own; tests run it at once)."""
 
     def __init__(self, post: Callable[[list[bytes]], None], pcm_out: bool,
-                 trace_of: Callable[[], SessionTrace | None] = lambda: None, metrics: Any = None) -> None:
+                 trace_of: Callable[[], SessionTrace | None] = lambda: None, metrics: Any = None,
+                 run_figures: Runner | None = None) -> None:
         import sphn
 
         self._metrics = metrics  # a SessionMetricsTap, or None
@@ -104,9 +97,7 @@ class StreamSink:
         self._onsets = LiveOnsets()
         self._trace_of = trace_of
         self._hints: dict[int, tuple[int, float | None]] = {}  # the last level sent per revision
-        self._latency: dict[int, dict[str, Any]] = {}  # the last breakdown sent per turn
-        self._open = 0  # turns before this one are done: their breakdowns can no longer change
-        self._open_revisions: set[int] = set()  # the revisions of the open turns' requests
+        self._latency = LatencyFeed(post, run_figures)
         self._counts_due = False  # oracle tokens were appended or fed since the breakdowns were worked out
         self._worked_at = -COUNTS_EVERY  # the frame they were last worked out at
         self.turns: list[dict[str, Any]] = []
@@ -138,22 +129,19 @@ class StreamSink:
             out.append(P.notice(notice))
             if self._metrics is not None:
                 self._metrics.on_onset(onset.latency_s or 0.0)
-        fed = oracle.revision in self._open_revisions and not oracle.is_start and not oracle.is_padding
+        fed = oracle.revision in self._latency.open_revisions and not oracle.is_start and not oracle.is_padding
         self._counts_due = self._counts_due or fed or EventKind.ORACLE_APPEND in kinds
         latency = bool(onsets) or not kinds.isdisjoint(_STEP_KINDS) or \
             (self._counts_due and frame.index - self._worked_at >= COUNTS_EVERY)
-        hints = not kinds.isdisjoint(_HINT_KINDS)
-        trace = self._trace_of() if latency or hints else None
-        if trace is not None:
-            snapshot = trace.snapshot(audio=False)  # the frames and events so far, without audio: cheap
-            if latency:
-                out.extend(self._latency_changes(snapshot, live=True))
-                self._counts_due, self._worked_at = False, frame.index
-            if hints:
-                out.extend(self._hint_changes(snapshot))
+        out.extend(self._hint_changes(frame.events))
         if self._metrics is not None:
             self._metrics.on_frame(frame)
         self._post(out)
+        trace = self._trace_of() if latency else None
+        if trace is not None:  # the frame's own messages go first; the breakdowns follow from the worker
+            first = self._latency.first_open
+            self._latency.ask(trace.snapshot(audio=False), first, self._onsets.so_far(first), self._onsets.settled)
+            self._counts_due, self._worked_at = False, frame.index
 
     def on_end(self) -> None:
         """The driver ended (the session's thread, before the trace is saved): what its last steps changed --
@@ -161,54 +149,25 @@ class StreamSink:
         finished trace as the Timeline reads the saved one (every turn, the onsets measured on its audio)."""
         trace = self._trace_of()
         if trace is None:
+            self._latency.close(None)
             return
         if len(trace.output_audio) < trace.n_frames * SAMPLES_PER_FRAME:  # not finished (the driver failed)
             trace = trace.snapshot()
-        self._post([*self._latency_changes(trace, live=False), *self._hint_changes(trace)])
+        self._post([*self._latency.close(trace), *self._hint_changes(trace.events)])
 
-    def _latency_changes(self, trace: SessionTrace, live: bool) -> list[bytes]:
-        """``turn_latency`` for each turn whose breakdown differs from the last one sent: while ``live``, the open
-        turns' (onsets so far from :class:`LiveOnsets`; then the turns done are closed), else every turn's."""
-        if live:
-            onsets = self._onsets.so_far(self._open)
-            window = latency_window(trace, self._open)
-            found = latency_breakdown(window, onsets=onsets)
-        else:
-            window, found = trace, latency_breakdown(trace)
-        use = oracle_token_use(window)
+    def _hint_changes(self, events: Sequence[Event]) -> list[bytes]:
+        """``hint_level`` for each HINT_LEVEL event among ``events`` that tells a revision's level differently from
+        what was last sent (the driver records them: :func:`~kame_core.analysis.metrics.record_hint_levels`)."""
         out = []
-        for turn in found:
-            latency = turn.to_json(use)
-            if self._latency.get(turn.turn) != latency:
-                self._latency[turn.turn] = latency
-                out.append(P.notice(N.TurnLatency(**latency)))
-        if live:
-            newest = max(use, default=None)
-            while found and self._done(found[0], self._open + len(onsets), newest):
-                found.pop(0)
-                self._open += 1
-            self._open_revisions = {r.revision for turn in found for r in turn.requests if r.revision is not None}
-        return out
-
-    def _done(self, turn: TurnLatency, turns: int, newest: int | None) -> bool:
-        """Whether ``turn``'s breakdown can no longer change: its onset is settled, a later turn began (no request
-        or final can join it), its requests ended and their revisions were superseded (no token is fed to them)."""
-        return (turn.turn < self._onsets.settled and turn.turn + 1 < turns
-                and all(r.outcome != "open" and (r.revision is None or (newest is not None and r.revision < newest))
-                        for r in turn.requests))
-
-    def _hint_changes(self, trace: SessionTrace) -> list[bytes]:
-        """``hint_level`` for each revision whose level is known and differs from the last one sent. Read from the
-        events levels are made of (:data:`_HINT_SOURCES`): the same levels, without the cost of the rest."""
-        sources = SessionTrace(mode=trace.mode, config=trace.config,
-                               events=[e for e in trace.events if e.kind in _HINT_SOURCES])
-        out = []
-        for revision in oracle_revisions(sources):
-            level, known = revision.hint_level, (revision.hint_level, revision.spoken_ratio)
-            if level is None or self._hints.get(revision.revision) == known:
+        for event in events:
+            if event.kind is not EventKind.HINT_LEVEL:
                 continue
-            self._hints[revision.revision] = (level, revision.spoken_ratio)
-            out.append(P.notice(N.HintLevel(revision.revision, level, revision.spoken_ratio)))
+            level = ev.payload_of(event, lenient=True)
+            assert isinstance(level, ev.HintLevel)
+            known = (level.hint_level, level.spoken_ratio)
+            if self._hints.get(level.revision) != known:
+                self._hints[level.revision] = known
+                out.append(P.notice(N.HintLevel(level.revision, level.hint_level, level.spoken_ratio)))
         return out
 
 

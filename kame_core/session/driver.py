@@ -184,7 +184,7 @@ class SessionDriver:
                 raise failure
         trace = session.trace.finish()
         metrics.annotate_onsets(trace)
-        metrics.annotate_hint_levels(trace)
+        metrics.record_hint_levels(trace, self.clock.now())  # what the session's last events made known
         return trace
 
     def stop(self) -> None:
@@ -240,9 +240,11 @@ class SessionDriver:
                 session.assistant_spoke_since_user = True
             note_missed_deadline(clock, trace, i, frame_due)
             session.frame = i + 1
+            new_events = tuple(trace.events[events_seen:])
+            if any(e.kind in metrics.HINT_LEVEL_NEWS for e in new_events):
+                new_events += tuple(metrics.record_hint_levels(trace, clock.now()))
+            events_seen = len(trace.events)
             if sink is not None:
-                new_events = tuple(trace.events[events_seen:])
-                events_seen = len(trace.events)
                 sink.on_frame(FrameOut(i, frame_due, record, user_frame, audio, new_events))
 
     def _should_stop(self, session: Session, now: float) -> bool:
