@@ -8,9 +8,9 @@ Prints, for ``kame_core/`` (and, where a figure says so, ``demo/`` and ``app.py`
 * **places that compute hint levels**: functions that work a level out -- call the level table (``hint_level``)
   or the spoken-ratio scan (``request_spoken_ratios``) -- and, apart, the places that have a trace's levels worked
   out (call ``annotate_hint_levels`` / ``record_hint_levels``), listed;
-* **places that assemble stacks**: functions that build a stack value (``Stack``, ``ServedStack``,
-  ``LiveStack``) or call a stack builder (``cpu_stack``, ``with_neural``, ``served_stack``, ``warm_stack``,
-  ``pool_gate``, ``stack_from_cpu``), listed by file;
+* **places that assemble stacks**: functions that put components together into a stack -- build a stack value
+  (``Stack``, ``ServedStack``, ``LiveStack``) or call a component-level builder (``cpu_stack``, ``with_neural``,
+  ``with_shared_stt``) -- listed by file (the doors' calls of a finished builder, e.g. ``build_stack``, are not);
 * **``Any`` at the stack seams**: annotations naming ``Any`` in the fields of the stack values and in the
   signatures of the stack builders, listed.
 
@@ -28,8 +28,10 @@ CORE = ROOT / "kame_core"
 HINT_CALLS = frozenset({"hint_level", "level_of_ratio", "request_spoken_ratios"})
 HINT_TRIGGERS = frozenset({"annotate_hint_levels", "record_hint_levels"})
 STACK_VALUES = frozenset({"Stack", "ServedStack", "LiveStack"})
-STACK_BUILDERS = frozenset({"cpu_stack", "with_neural", "with_shared_stt", "served_stack", "warm_stack",
-                            "pool_gate", "stack_from_cpu"})
+ASSEMBLERS = frozenset({"cpu_stack", "with_neural", "with_shared_stt"})
+#: the builders whose signatures are stack seams
+STACK_BUILDERS = frozenset({*ASSEMBLERS, "build_stack", "live_stack", "served_stack", "warm_stack", "pool_gate",
+                            "stack_from_cpu"})
 
 
 def python_files(*roots: Path) -> Iterator[Path]:
@@ -154,7 +156,7 @@ def main() -> None:
     app = (CORE, ROOT / "demo", ROOT / "app.py")
     hints = places_calling(HINT_CALLS, CORE)
     triggers = places_calling(HINT_TRIGGERS, CORE)
-    stacks = places_calling(STACK_VALUES | STACK_BUILDERS, *app)
+    stacks = places_calling(STACK_VALUES | ASSEMBLERS, *app)
     stack_files = sorted({p.split(":")[0] for p in stacks})
     seams = any_at_stack_seams(*app)
     print(f"top-level modules in kame_core/: {len(top)} (and {len(folders)} folders)")
@@ -163,7 +165,8 @@ def main() -> None:
     print(f"places that assemble stacks: {len(stacks)} functions in {len(stack_files)} files")
     print(f"Any at the stack seams: {len(seams)}")
     if args.list:
-        for title, items in (("top-level modules", top), ("folders", folders), ("hint levels computed", hints), ("hint levels had computed", triggers),
+        for title, items in (("top-level modules", top), ("folders", folders), ("hint levels computed", hints),
+                             ("hint levels had computed", triggers),
                              ("stack assembly", stacks), ("Any at the stack seams", seams)):
             print(f"\n{title}:", *(f"  {item}" for item in items), sep="\n")
 

@@ -27,13 +27,13 @@ import numpy as np
 
 from kame_core.clock import SAMPLE_RATE, RealTimeClock
 from kame_core.llm.local_smollm import LocalSmolLM
-from kame_core.pipelines.stack import cpu_stack
 from kame_core.protocols import TTS
 from kame_core.record.trace import SessionTrace
 from kame_core.serve.session import StreamSink
 from kame_core.session import SessionDriver
 from kame_core.session.driver import FrameOut
 from kame_core.settings import Settings
+from kame_core.stacks.build import cpu_stack
 from kame_core.testing.timing import Timing
 
 QUESTIONS = ("What is the capital city of France?", "Who wrote the play Romeo and Juliet?",

@@ -26,10 +26,12 @@ from kame_core.analysis.metrics import stt_word_lags, turn_onsets
 from kame_core.clock import SAMPLE_RATE, RealTimeClock
 from kame_core.llm.local_smollm import LocalSmolLM
 from kame_core.paths import ModelFiles
-from kame_core.pipelines.stack import Mode, Stack, cpu_stack
+from kame_core.pipelines import Mode
 from kame_core.protocols import TTS, Word
 from kame_core.record.trace import EventKind, SessionTrace
 from kame_core.settings import Settings
+from kame_core.stacks.build import cpu_stack
+from kame_core.stacks.stack import Stack
 from kame_core.testing.timing import Timing
 
 QUESTIONS = ("What is the capital city of France?", "Who wrote the play Romeo and Juliet?")

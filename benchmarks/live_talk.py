@@ -36,9 +36,10 @@ from typing import Any
 import numpy as np
 
 from kame_core.neural.choice import FrontEndChoice
-from kame_core.serve import ChatServer, stack_from_cpu, standalone_app
+from kame_core.serve import ChatServer, standalone_app
 from kame_core.serve.client import TalkResult, talk
 from kame_core.settings import settings_or_exit
+from kame_core.stacks.served import stack_from_cpu
 from kame_core.testing.servers import serving
 from kame_core.testing.timing import Timing, percentile
 
@@ -86,7 +87,7 @@ def main() -> None:
     served = server.preload()
     pool = served.neural.kame if served.neural is not None else None
     print(f"loaded in {time.perf_counter() - started:.1f} s; front-end: "
-          f"{served.neural.describe('kame') if pool is not None else 'CPU stand-in'}", flush=True)
+          f"{served.neural.describe('kame') if served.neural is not None else 'CPU stand-in'}", flush=True)
     with contextlib.ExitStack() as held:
         if served.neural is not None:
             held.enter_context(served.neural)  # the pools close after the server stopped

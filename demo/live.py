@@ -14,8 +14,8 @@ from pathlib import Path
 import numpy as np
 
 from kame_core.pipelines.run_kinds import RUN_KINDS
-from kame_core.pipelines.stack import Stack
 from kame_core.session import SessionStore, new_session_id
+from kame_core.stacks.stack import Stack
 
 from .library import LoadedScenario
 

@@ -14,10 +14,10 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from kame_core.audio_io import StreamResampler, to_mono_float32
-from kame_core.pipelines.stack import Stack
 from kame_core.record.trace import SessionTrace
 from kame_core.session import LiveSession
 from kame_core.session.live import MAX_INPUT_S
+from kame_core.stacks.stack import Stack
 
 #: the longest microphone session accepted (as for uploads)
 MAX_SECONDS = MAX_INPUT_S

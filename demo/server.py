@@ -32,13 +32,13 @@ from fastapi import FastAPI, HTTPException
 from fastapi.responses import FileResponse
 
 from kame_core.serve import ROUTE as CHAT_ROUTE
-from kame_core.serve import ChatServer, Limits, ServedStack, default_sessions_dir
+from kame_core.serve import ChatServer, Limits, default_sessions_dir
 from kame_core.serve.lifecycle import run
 from kame_core.serve.redaction import install_redaction
 from kame_core.serve.replicas import ReplicaError, ReplicaSpec, ReplicatedChat
-from kame_core.serve.server import served_stack
 from kame_core.session.disk import FolderInUse
 from kame_core.settings import Settings
+from kame_core.stacks.served import ServedStack, served_stack
 
 from . import assets, session_files
 

@@ -24,6 +24,7 @@ from kame_core.session import SessionStore, Ticket
 from kame_core.session.disk import error_words
 from kame_core.session.store import saving_folder
 from kame_core.settings import Settings
+from kame_core.stacks.live import LiveStack
 
 from . import library, links, session_files
 from .delay_sweep import DelayOutcome
@@ -33,7 +34,6 @@ from .mic import MicSession
 from .player import player_html, write_mix
 from .provenance_badge import provenance_badge
 from .results import Bar, Opened, TalkOpened
-from .stacks import LiveStack
 from .timeline import RUN_NAMES, timeline_figure
 from .upload_budget import Reservation
 

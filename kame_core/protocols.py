@@ -183,6 +183,20 @@ class TTS(Protocol):
     def synthesize(self, text: str) -> Synthesis: ...
 
 
+@runtime_checkable
+class EndOfTurnDetector(Protocol):
+    """The probability that the user's turn is over after their words so far (the ``gate`` floor policy reads it;
+    :class:`kame_core.end_of_turn.SmolLMEndOfTurn`). Shared by sessions; called from worker threads."""
+
+    @property
+    def provenance(self) -> Provenance: ...
+
+    def load(self) -> object:
+        """Load the model now (else on the first call)."""
+
+    def probability(self, transcript: str) -> float: ...
+
+
 # ------------------------------------------------------------------------------- optional front-end hooks
 @runtime_checkable
 class ListeningFrontEnd(Protocol):

@@ -4,7 +4,7 @@
 
 For every entry of ``scenarios/bundled.json`` (questions and reference answers written by this project) it
 synthesizes the user's audio with the stack's TTS (Piper), runs KAME mode, Moshi mode and the cascade with
-:func:`kame_core.pipelines.stack.cpu_stack` on fresh virtual clocks, and saves ``<out>/<name>.kame``.
+:func:`kame_core.stacks.build.cpu_stack` on fresh virtual clocks, and saves ``<out>/<name>.kame``.
 Nothing is edited afterwards: a file holds exactly what the stack produced. The run is deterministic
 (seeded front-end, greedy SmolLM2, virtual clocks), so re-recording on an unchanged stack gives the same
 traces.
@@ -27,12 +27,12 @@ from typing import Any
 
 import numpy as np
 
-from kame_core.clock import SAMPLE_RATE
 from kame_core.analysis.metrics import session_metrics
-from kame_core.pipelines.tandem import SessionConfig
-from kame_core.scenario import Scenario, ScenarioError, save_scenario, scenario_path
-from kame_core.record.trace import SessionTrace
 from kame_core.analysis.trace_query import oracle_revisions, self_corrections
+from kame_core.clock import SAMPLE_RATE
+from kame_core.pipelines.tandem import SessionConfig
+from kame_core.record.trace import SessionTrace
+from kame_core.scenario import Scenario, ScenarioError, save_scenario, scenario_path
 
 HERE = Path(__file__).resolve().parent
 SPEC_PATH = HERE / "bundled.json"
@@ -146,8 +146,8 @@ def save_checked(scenario: Scenario, out_dir: Path, max_bytes: int = MAX_BYTES) 
 
 # ------------------------------------------------------------------------------------------- recording
 def record_one(stack: Any, spec: ScenarioSpec) -> Scenario:
-    """Record ``spec`` in all three modes with ``stack`` (see :func:`kame_core.pipelines.stack.record_scenario`)."""
-    from kame_core.pipelines.stack import record_scenario
+    """Record ``spec`` in all three modes with ``stack`` (see :func:`kame_core.stacks.record.record_scenario`)."""
+    from kame_core.stacks.record import record_scenario
 
     audio = user_audio(stack.tts, spec.questions, turn_pause_s=spec.turn_pause_s)
     scenario = record_scenario(stack, audio, name=spec.name, title=spec.title, description=spec.description,
@@ -188,8 +188,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             if unknown:
                 raise BundleError(f"unknown scenario(s) {sorted(unknown)}; known: {[s.name for s in specs]}")
             specs = [s for s in specs if s.name in args.only]
-        from kame_core.pipelines.stack import cpu_stack
         from kame_core.settings import settings_or_exit
+        from kame_core.stacks.build import cpu_stack
 
         stack = cpu_stack(files=settings_or_exit(os.environ, "record_bundled").stack.files)
         for spec in specs:

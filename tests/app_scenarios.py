@@ -15,9 +15,10 @@ import numpy as np
 
 from kame_core.clock import SAMPLE_RATE
 from kame_core.frontends import StandInFrontEnd
-from kame_core.pipelines.stack import Stack, record_scenario
 from kame_core.protocols import Word
 from kame_core.scenario import save_scenario
+from kame_core.stacks.record import record_scenario
+from kame_core.stacks.stack import Stack
 from kame_core.testing.doubles import ScriptedLLM, ScriptedSTT
 
 QUESTIONS = {

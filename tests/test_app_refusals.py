@@ -11,10 +11,10 @@ import numpy as np
 import pytest
 
 from demo import library, views
-from demo.stacks import RerunFrontEnd
 from demo.tabs.compare import compare
 from demo.tabs.delay import forced_delay
 from kame_core.frontends import StandInFrontEnd
+from kame_core.stacks.live import RerunFrontEnd
 
 from .app_scenarios import piper, record_question
 

@@ -13,7 +13,6 @@ from demo import library, views
 from demo.delay_sweep import DELAYS_S, oracle_at_onset
 from demo.library import LoadedScenario
 from demo.scoring import score_answer
-from demo.stacks import LiveStack, RerunFrontEnd
 from demo.tabs.delay import delay_curve, forced_delay
 from demo.tabs.live import live_upload
 from demo.timeline import LANES
@@ -22,6 +21,7 @@ from kame_core.clock import SAMPLE_RATE
 from kame_core.frontends import StandInFrontEnd
 from kame_core.session import SessionGate
 from kame_core.settings import Settings
+from kame_core.stacks.live import LiveStack, RerunFrontEnd
 from kame_core.testing.doubles import ScriptedLLM
 
 from .app_scenarios import QUESTIONS, add_manifest_fields, piper, record_question
@@ -201,7 +201,7 @@ def test_judge_is_used_only_when_a_key_is_set(monkeypatch):
 # --------------------------------------------------------------------------------------------- live
 def test_live_upload_runs_kame_and_cascade_on_the_cpu_stack_and_downloads(tmp_path, speech):
     from kame_core.audio_io import resample
-    from kame_core.pipelines.stack import cpu_stack
+    from kame_core.stacks.build import cpu_stack
 
     path = tmp_path / "question.flac"  # stereo at 48 kHz: downmixed and resampled on the way in
     at_48k = resample(speech, SAMPLE_RATE, 48_000)
@@ -226,7 +226,7 @@ def test_live_upload_runs_kame_and_cascade_on_the_cpu_stack_and_downloads(tmp_pa
 
 def test_live_upload_of_noise_says_no_speech_was_heard(tmp_path):
     """Bug 6: a run that heard no speech no longer ends with a bare "done" (failing back-ends: test_trace_query)."""
-    from kame_core.pipelines.stack import cpu_stack
+    from kame_core.stacks.build import cpu_stack
 
     rng = np.random.default_rng(0)
     noise = tmp_path / "noise.wav"

@@ -151,7 +151,8 @@ def test_self_correction_check_fails_loudly_without_one():
 
 def test_records_with_the_real_cpu_stack_and_round_trips(tmp_path):
     """One real KAME-mode recording: Piper reads a question, faster-whisper, SmolLM2 oracle, stand-in."""
-    from kame_core.pipelines.stack import cpu_stack, record_scenario
+    from kame_core.stacks.build import cpu_stack
+    from kame_core.stacks.record import record_scenario
 
     stack = cpu_stack()
     question = "What is the capital of France?"

@@ -25,8 +25,8 @@ from kame_core.eval.report import (
     hint_level_name,
 )
 from kame_core.eval.sessions import SessionResult
-from kame_core.pipelines import stack as stack_module
-from kame_core.pipelines.stack import Stack
+from kame_core.stacks import build as stack_module
+from kame_core.stacks.stack import Stack
 from kame_core.testing.doubles import EchoFrontEnd, ScriptedLLM, ScriptedSTT, ToneTTS, words_at
 
 from .shared_data import MT_BENCH, needs_mt_bench

@@ -13,7 +13,7 @@ import soundfile as sf
 from kame_core.clock import SAMPLE_RATE, SAMPLES_PER_FRAME
 from kame_core.eval import fdb
 from kame_core.eval.cli import main
-from kame_core.pipelines.stack import Stack
+from kame_core.stacks.stack import Stack
 from kame_core.testing.doubles import EchoFrontEnd, ScriptedLLM, ScriptedSTT, ToneTTS, words_at
 
 
@@ -148,7 +148,7 @@ def test_server_answer_streams_like_the_benchmarks_moshi_client(tmp_path):
     pytest.importorskip("websockets")
     pytest.importorskip("sphn")
     from kame_core.serve import ChatServer, standalone_app
-    from kame_core.serve.server import served_stack
+    from kame_core.stacks.served import served_stack
     from kame_core.testing.servers import serving
 
     stack = _doubles()

@@ -119,8 +119,8 @@ def test_the_gate_holds_through_a_mid_sentence_pause_where_the_stand_in_rule_let
 
 
 def test_a_stack_and_the_server_refuse_an_unknown_floor_before_loading_anything() -> None:
-    from kame_core.pipelines.stack import Stack
-    from kame_core.serve.server import stack_from_cpu
+    from kame_core.stacks.served import stack_from_cpu
+    from kame_core.stacks.stack import Stack
 
     def never() -> Any:
         raise AssertionError("nothing may be built for a refused floor")
@@ -136,7 +136,7 @@ def test_a_stack_and_the_server_refuse_an_unknown_floor_before_loading_anything(
 
 
 def test_a_stack_names_its_floor_and_the_gate_its_end_of_turn_detector() -> None:
-    from kame_core.pipelines.stack import Stack
+    from kame_core.stacks.stack import Stack
 
     def never() -> Any:
         raise AssertionError("describing a stack builds nothing")

@@ -6,10 +6,10 @@ import pytest
 
 from demo import views
 from demo.hardware import ABOUT, Hardware, detect
-from demo.stacks import LiveStack
 from demo.tabs import live as live_tab
 from kame_core.session import SessionGate
 from kame_core.settings import Hosting
+from kame_core.stacks.live import LiveStack
 
 
 def test_detect_tells_zero_gpu_from_a_dedicated_gpu_and_cpu():

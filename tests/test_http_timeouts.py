@@ -12,12 +12,13 @@ import urllib.request
 import numpy as np
 import pytest
 
-from kame_core.pipelines.stack import Stack
 from kame_core.serve import ChatServer, standalone_app
 from kame_core.serve import notices as N
 from kame_core.serve import protocol as P
 from kame_core.serve.http import connection_limit
-from kame_core.serve.server import served_stack, uvicorn_options
+from kame_core.serve.server import uvicorn_options
+from kame_core.stacks.served import served_stack
+from kame_core.stacks.stack import Stack
 from kame_core.testing.doubles import EchoFrontEnd, ScriptedLLM, ScriptedSTT, ToneTTS, words_at
 from kame_core.testing.servers import serving
 

@@ -14,11 +14,11 @@ import numpy as np
 import pytest
 
 from kame_core.clock import FRAME_SECONDS, SAMPLE_RATE
-from kame_core.pipelines.stack import Stack
 from kame_core.record.trace import EventKind
 from kame_core.scenario import load_scenario
 from kame_core.session import SessionStore
 from kame_core.session.journal import INCOMPLETE_NOTE, SessionJournal
+from kame_core.stacks.stack import Stack
 from kame_core.testing.doubles import EchoFrontEnd, ScriptedLLM, ScriptedSTT, ToneTTS, words_at
 from kame_core.testing.servers import free_port, listens, wait_for_process
 from tests.shared_data import REPO

@@ -15,11 +15,11 @@ import pytest
 from starlette.datastructures import QueryParams
 
 from kame_core.access import LOOPBACK_HOSTS, Access
-from kame_core.pipelines.stack import Stack
 from kame_core.serve import ChatServer, Limits, standalone_app
 from kame_core.serve import notices as N
 from kame_core.serve import protocol as P
-from kame_core.serve.server import served_stack
+from kame_core.stacks.served import served_stack
+from kame_core.stacks.stack import Stack
 from kame_core.testing.doubles import EchoFrontEnd, ScriptedLLM, ScriptedSTT, ToneTTS, words_at
 from kame_core.testing.servers import serving
 from kame_core.testing.waiting import wait_until

@@ -13,9 +13,10 @@ import pytest
 
 from kame_core.analysis.trace_query import llm_requests
 from kame_core.scenario import load_scenario
-from kame_core.serve import ChatServer, Limits, stack_from_cpu, standalone_app
+from kame_core.serve import ChatServer, Limits, standalone_app
 from kame_core.serve import protocol as P
 from kame_core.serve.client import talk
+from kame_core.stacks.served import stack_from_cpu
 from kame_core.testing.servers import serving
 from kame_core.testing.waiting import wait_until
 

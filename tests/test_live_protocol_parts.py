@@ -428,8 +428,8 @@ def test_the_sink_says_which_revision_is_heard_and_its_hint_level_once_known() -
 
 def test_a_talk_session_opens_only_with_the_claim_of_the_page_that_made_it(tmp_path):
     from demo import views
-    from kame_core.pipelines.stack import Stack
     from kame_core.session import SessionStore
+    from kame_core.stacks.stack import Stack
     from kame_core.testing.doubles import EchoFrontEnd, ScriptedLLM, ScriptedSTT, ToneTTS, words_at
 
     stack = Stack(make_stt=lambda: ScriptedSTT([words_at("hello there", 0.2)]), make_front_end=EchoFrontEnd,
@@ -453,10 +453,10 @@ def test_a_talk_session_a_replica_saved_opens_from_the_sessions_folder_above_it(
     """``KAME_REPLICAS``: replica K saves in ``<sessions dir>/replica-K``; the Talk tab, given the sessions folder,
     finds the session there (with its claim), never through a link named like a replica folder."""
     from demo import views
-    from kame_core.pipelines.stack import Stack
     from kame_core.serve.replicas import replica_dir
     from kame_core.session import SessionStore
     from kame_core.session.store import saving_folder
+    from kame_core.stacks.stack import Stack
     from kame_core.testing.doubles import EchoFrontEnd, ScriptedLLM, ScriptedSTT, ToneTTS, words_at
 
     stack = Stack(make_stt=lambda: ScriptedSTT([words_at("hello there", 0.2)]), make_front_end=EchoFrontEnd,

@@ -7,9 +7,9 @@ import numpy as np
 import pytest
 
 from kame_core.clock import SAMPLE_RATE
-from kame_core.pipelines.stack import Stack
 from kame_core.protocols import PoolFull
 from kame_core.session import LiveSession, SessionStore, new_session_id
+from kame_core.stacks.stack import Stack
 from kame_core.testing.doubles import EchoFrontEnd, ScriptedLLM, ScriptedSTT, ToneTTS, words_at
 
 

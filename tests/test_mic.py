@@ -8,11 +8,11 @@ import numpy as np
 import pytest
 
 from demo import library, views
-from demo.stacks import LiveStack
 from demo.tabs.live import mic_chunk, mic_stop
 from kame_core.audio_io import resample
 from kame_core.clock import SAMPLE_RATE
 from kame_core.session import SessionGate
+from kame_core.stacks.live import LiveStack
 from kame_core.testing.doubles import ScriptedLLM
 
 from .app_scenarios import QUESTIONS, piper
@@ -22,7 +22,7 @@ pytestmark = pytest.mark.slow  # loads Whisper, SmolLM2, Piper or a browser
 
 @pytest.fixture(scope="module")
 def live() -> LiveStack:
-    from kame_core.pipelines.stack import cpu_stack
+    from kame_core.stacks.build import cpu_stack
 
     stack = cpu_stack(llm=ScriptedLLM(lambda t: QUESTIONS["mountain"][1]), tts=piper(), small_model_openers=False)
     return LiveStack(stack=stack, summary="stt: Whisper-base · front-end: CPU stand-in · oracle LLM: scripted (test)",

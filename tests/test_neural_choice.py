@@ -11,10 +11,12 @@ import pytest
 from kame_core.neural.choice import ORACLE_OFF_LABEL, FrontEndChoice
 from kame_core.neural.loading import CheckpointUnavailable, resolve_weights
 from kame_core.neural.tiny import MARKER, TINY_LABEL, write_tiny_checkpoint
-from kame_core.pipelines.stack import Stack, release_front_end, with_neural
 from kame_core.protocols import PoolFull
 from kame_core.record.trace import EventKind
+from kame_core.session.live import release_front_end
 from kame_core.settings import StackSettings
+from kame_core.stacks.build import with_neural
+from kame_core.stacks.stack import Stack
 from kame_core.testing import doubles
 from tests.shared_data import REPO
 

@@ -16,9 +16,10 @@ from kame_core.neural.choice import FrontEndChoice
 from kame_core.neural.tiny import TINY_LABEL, write_tiny_checkpoint
 from kame_core.record.trace import EventKind
 from kame_core.scenario import load_scenario
-from kame_core.serve import ChatServer, Limits, stack_from_cpu, standalone_app
+from kame_core.serve import ChatServer, Limits, standalone_app
 from kame_core.serve import protocol as P
 from kame_core.serve.client import talk
+from kame_core.stacks.served import stack_from_cpu
 from kame_core.testing.servers import free_port, serving
 from kame_core.testing.waiting import wait_until
 from tests.shared_data import REPO

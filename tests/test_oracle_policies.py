@@ -239,7 +239,7 @@ def test_a_live_run_can_put_both_oracle_policies_side_by_side(tmp_path) -> None:
     from demo.live import run_audio
     from demo.tabs.compare import compare
     from demo.views import session_of
-    from kame_core.pipelines.stack import Stack
+    from kame_core.stacks.stack import Stack
     from kame_core.testing.doubles import ToneTTS
 
     words = words_at("what is the capital city of france", 0.5)

@@ -17,9 +17,10 @@ import pytest
 from kame_core.analysis.metrics import session_metrics
 from kame_core.clock import SAMPLE_RATE
 from kame_core.llm import OpenAIChatLLM
-from kame_core.pipelines.stack import cpu_stack, record_scenario
 from kame_core.record.trace import EventKind
 from kame_core.scenario import load_scenario, save_scenario
+from kame_core.stacks.build import cpu_stack
+from kame_core.stacks.record import record_scenario
 from kame_core.testing.doubles import ScriptedLLM
 
 from .fakes.providers import fake_openai

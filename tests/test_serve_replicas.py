@@ -24,13 +24,14 @@ from starlette.datastructures import QueryParams
 
 from kame_core.access import Access
 from kame_core.clock import SAMPLE_RATE
-from kame_core.serve import Limits, stack_from_cpu
+from kame_core.serve import Limits
 from kame_core.serve import notices as N
 from kame_core.serve import protocol as P
 from kame_core.serve.ingress import Ingress, ingress_app, merge_metrics
 from kame_core.serve.metrics import ServerMetrics
 from kame_core.serve.replicas import WORKER_NICENESS, ReplicaSpec, ReplicatedChat, replica_dir
 from kame_core.settings import Settings, SettingsError
+from kame_core.stacks.served import stack_from_cpu
 from kame_core.testing.servers import serving
 from tests.shared_data import REPO
 

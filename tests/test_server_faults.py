@@ -23,16 +23,16 @@ import numpy as np
 import pytest
 
 from kame_core.clock import SAMPLE_RATE
-from kame_core.pipelines.stack import Stack
 from kame_core.scenario import load_scenario
 from kame_core.serve import ChatServer, Limits, standalone_app
 from kame_core.serve import notices as N
 from kame_core.serve import protocol as P
-from kame_core.serve.server import served_stack
 from kame_core.session import SessionStore
 from kame_core.session.disk import FolderInUse
 from kame_core.session.journal import INCOMPLETE_NOTE, SessionJournal
 from kame_core.session.saving import RetryingSaves
+from kame_core.stacks.served import served_stack
+from kame_core.stacks.stack import Stack
 from kame_core.testing.doubles import EchoFrontEnd, ScriptedLLM, ScriptedSTT, ToneTTS, words_at
 from kame_core.testing.servers import serving
 from kame_core.testing.waiting import wait_until

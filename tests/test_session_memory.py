@@ -15,14 +15,14 @@ import pytest
 
 from kame_core.frontends import StandInFrontEnd
 from kame_core.pipelines import make_runner
-from kame_core.pipelines.stack import Stack
 from kame_core.record.trace import SessionTrace
 from kame_core.serve import ChatServer, Limits, standalone_app
 from kame_core.serve import server as server_module
 from kame_core.serve.client import talk
-from kame_core.serve.server import served_stack
 from kame_core.serve.session import ChatSession
 from kame_core.session import LiveSession
+from kame_core.stacks.served import served_stack
+from kame_core.stacks.stack import Stack
 from kame_core.testing.doubles import ScriptedLLM, ScriptedSTT, ToneTTS, tone, words_at
 from kame_core.testing.servers import serving
 from kame_core.testing.waiting import wait_until

@@ -11,10 +11,11 @@ import pytest
 import soxr
 
 from kame_core.clock import SAMPLE_RATE
-from kame_core.pipelines.stack import Stack, with_shared_stt
 from kame_core.protocols import STTEvent
 from kame_core.record.trace import iter_frames
 from kame_core.serve.metrics import ServerMetrics
+from kame_core.stacks.build import with_shared_stt
+from kame_core.stacks.stack import Stack
 from kame_core.stt import (
     DecodeCancelled,
     SharedDecodeError,

@@ -18,12 +18,12 @@ import soundfile as sf
 from demo import assets
 from demo.talk_page import page_html
 from kame_core.access import Access
-from kame_core.pipelines.stack import Stack
 from kame_core.scenario import load_scenario
 from kame_core.serve import ChatServer
 from kame_core.serve.__main__ import app_with_page
-from kame_core.serve.server import served_stack
 from kame_core.session import SessionStore
+from kame_core.stacks.served import served_stack
+from kame_core.stacks.stack import Stack
 from kame_core.testing.doubles import EchoFrontEnd, ScriptedLLM, ScriptedSTT, ToneTTS, words_at
 from kame_core.testing.servers import serving
 

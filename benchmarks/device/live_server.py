@@ -23,9 +23,10 @@ from typing import Any
 
 from benchmarks.live_talk import measure_round
 from kame_core.neural.choice import FrontEndChoice
-from kame_core.pipelines.stack import Stack, with_neural
 from kame_core.serve import ChatServer, standalone_app
-from kame_core.serve.server import served_stack
+from kame_core.stacks.build import with_neural
+from kame_core.stacks.served import served_stack
+from kame_core.stacks.stack import Stack
 from kame_core.testing.doubles import EchoFrontEnd, ScriptedLLM, ScriptedSTT, ToneTTS, speech_like, words_at
 from kame_core.testing.servers import serving
 

@@ -40,8 +40,9 @@ from ..neural.choice import FrontEndChoice
 from ..oracle.config import OracleConfig
 from ..oracle.policies import DEFAULT_POLICY, POLICIES
 from ..paths import ModelFiles
-from ..pipelines.stack import MODES, Mode, Stack
-from ..settings import Settings, SettingsError
+from ..pipelines import MODES, Mode
+from ..settings import Settings, SettingsError, StackSettings
+from ..stacks.stack import Stack
 from . import fdb_cli, fdb_synth
 from .cache import ResultCache
 from .fdb import FDBError
@@ -179,11 +180,12 @@ def eval_stack(oracle_llm: str, tts: str, whisper_model: str | None, files: Mode
                choice: FrontEndChoice | None = None, floor: str = DEFAULT_FLOOR) -> Stack:
     """The eval's stack: the CPU stack, its front-end from ``choice``'s session pools when given (loaded here:
     in this process, or once in each Ray actor; a picklable factory as a ``functools.partial``), its sessions on the
-    floor policy ``floor``."""
-    from ..pipelines.stack import cpu_stack, with_neural
+    floor policy ``floor`` (:func:`kame_core.stacks.build.build_stack`)."""
+    from ..stacks.build import build_stack
 
-    stack = dataclasses.replace(cpu_stack(oracle_llm, tts, whisper_model=whisper_model, files=files), floor=floor)
-    return with_neural(stack, choice.load()) if choice is not None and choice.neural else stack
+    settings = StackSettings(llm=oracle_llm, front_end=choice or FrontEndChoice(), files=files or ModelFiles(),
+                             floor=floor)
+    return build_stack(settings, tts=tts, whisper_model=whisper_model)
 
 
 def stack_identity(args: argparse.Namespace) -> dict[str, str]:

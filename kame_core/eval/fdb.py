@@ -41,7 +41,9 @@ from ..clock import SAMPLE_RATE, SAMPLES_PER_FRAME
 from ..files import write_bytes_atomic
 from ..floor_policies import DEFAULT_FLOOR
 from ..paths import ModelFiles
+from ..pipelines import Mode
 from ..record.events import Note, payloads
+from ..stacks.stack import Stack
 
 #: annotation file of each v1 task, as the benchmark names them
 TASK_FILES = {"turn_taking.json": "smooth_turn_taking", "pause.json": "pause_handling",
@@ -137,7 +139,7 @@ class Answer:
     notes: list[str] = field(default_factory=list)
 
 
-def answer_locally(stack: Any, mode: str, audio: np.ndarray, *, seed: int = 0,
+def answer_locally(stack: Stack, mode: Mode, audio: np.ndarray, *, seed: int = 0,
                    tail_s: float = 0.5, floor: str | None = None) -> Answer:
     """Run ``audio`` through ``stack`` in ``mode`` on a fresh virtual clock (a pool slot if the stack is neural),
     KAME and Moshi mode with the floor policy ``floor`` (default: the stack's)."""

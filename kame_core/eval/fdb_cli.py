@@ -30,8 +30,8 @@ from tqdm import tqdm
 from ..files import write_bytes_atomic
 from ..floor_policies import FLOORS
 from ..neural.choice import FrontEndChoice
-from ..pipelines.stack import MODES
-from ..settings import Settings
+from ..pipelines import MODES
+from ..settings import Settings, StackSettings
 from . import fdb
 
 
@@ -63,15 +63,14 @@ def add_parser(sub: Any) -> None:
 
 def _local_answerer(args: argparse.Namespace, settings: Settings
                     ) -> tuple[Callable[[Any, str], fdb.Answer], dict[str, str]]:
-    from ..pipelines.stack import cpu_stack, with_neural
+    from ..stacks.build import build_stack
 
     try:
         choice = FrontEndChoice.from_args(args)
     except ValueError as exc:
         raise fdb.FDBError(str(exc)) from None
-    stack = cpu_stack(args.oracle_llm, args.tts, whisper_model=args.whisper_model, files=settings.stack.files)
-    if choice.neural:
-        stack = with_neural(stack, choice.load())
+    stack = build_stack(StackSettings(llm=args.oracle_llm, front_end=choice, files=settings.stack.files),
+                        tts=args.tts, whisper_model=args.whisper_model)
     return ((lambda audio, floor: fdb.answer_locally(stack, args.mode, audio, seed=args.seed, floor=floor)),
             dict(stack.components))
 

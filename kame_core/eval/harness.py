@@ -21,8 +21,9 @@ import numpy as np
 
 from ..executors import Executor, LocalExecutor
 from ..oracle.config import OracleConfig
-from ..pipelines.stack import Mode, Stack
+from ..pipelines import Mode
 from ..protocols import ChatMessage
+from ..stacks.stack import Stack
 from .cache import ResultCache
 from .judge import Judge, JudgeResult, build_judge_messages, judge_prompt_name
 from .mtbench_data import MTBenchData, Question

@@ -9,31 +9,30 @@
 Each is a thin :class:`~kame_core.session.Pipeline` on the one :class:`~kame_core.session.SessionDriver`
 (frame loop, STT loop, trace, sinks).
 
-:func:`make_runner` builds any of them from the same parts, so one user input can be run every way and
-the traces shown side by side; :data:`~.run_kinds.RUN_KINDS` is the one table of the runs an input is run as
-(run id, label, mode, the session configuration implied: ``kame``, ``kame-emission``, ``moshi``, ``cascade``, ...).
-Each runner holds its components' streaming state: runners that run at
+:func:`make_runner` builds any of them (:data:`~.run_kinds.MODES`) from the same parts, so one user input can be
+run every way and the traces shown side by side; :data:`~.run_kinds.RUN_KINDS` is the one table of the runs an
+input is run as (run id, label, mode, the session configuration implied: ``kame``, ``kame-emission``, ``moshi``,
+``cascade``, ...). Each runner holds its components' streaming state: runners that run at
 the same time need their own STT (and front-end) instances.
 """
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Literal
 
 from ..clock import Clock, VirtualClock
-from ..protocols import TTS, FrontEnd, StreamingLLM, StreamingSTT
+from ..protocols import TTS, EndOfTurnDetector, FrontEnd, StreamingLLM, StreamingSTT
 from ..session import SessionDriver
 from .cascade import CascadeConfig, CascadePipeline, CascadeRunner
-from .run_kinds import RUN_KINDS, RunKind, run_label
+from .run_kinds import MODES, RUN_KINDS, Mode, RunKind, run_label
 from .tandem import SessionConfig, TandemPipeline, TandemRunner
 
-__all__ = ["RUN_KINDS", "CascadeConfig", "CascadePipeline", "CascadeRunner", "RunKind", "SessionConfig",
-           "SessionDriver", "TandemPipeline", "TandemRunner", "make_runner", "run_label"]
+__all__ = ["MODES", "RUN_KINDS", "CascadeConfig", "CascadePipeline", "CascadeRunner", "Mode", "RunKind",
+           "SessionConfig", "SessionDriver", "TandemPipeline", "TandemRunner", "make_runner", "run_label"]
 
-def make_runner(mode: Literal["kame", "moshi", "cascade"], *, stt: StreamingSTT, llm: StreamingLLM | None = None,
+def make_runner(mode: Mode, *, stt: StreamingSTT, llm: StreamingLLM | None = None,
                 tts: TTS | None = None, front_end: FrontEnd | None = None, clock: Clock | None = None,
                 session: SessionConfig | None = None, cascade: CascadeConfig | None = None,
-                end_of_turn: Any = None) -> SessionDriver:
+                end_of_turn: EndOfTurnDetector | None = None) -> SessionDriver:
     """A runner for ``mode``: ``kame`` needs a front-end and an LLM, ``moshi`` a front-end, ``cascade`` an
     LLM and a TTS. ``session`` configures tandem / Moshi sessions (its mode is set from ``mode``);
     ``end_of_turn`` is the detector its ``gate`` floor reads (:class:`kame_core.end_of_turn.SmolLMEndOfTurn`)."""

@@ -28,7 +28,7 @@ from ..clock import FRAME_SECONDS, SAMPLES_PER_FRAME, Clock, VirtualClock
 from ..protocols import ChatMessage, FrontEnd, LLMError, STTEvent, Word
 from ..record.events import SttFinal, SttPartial, payload_of
 from ..record.trace import Event, EventKind, Provenance, SessionTrace
-from .stack import release_front_end
+from ..session.live import release_front_end
 from .tandem import SessionConfig, TandemRunner
 
 __all__ = ["ReplayUnavailable", "ReplaySTT", "ReplayLLM", "RecordedRequest", "recorded_input",

@@ -9,16 +9,17 @@ implies. ``kame`` runs the default oracle policy; every other policy of
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import Literal
 
 from ..oracle.config import OracleConfig
 from ..oracle.policies import DEFAULT_POLICY, POLICIES
 from .tandem import SessionConfig
 
-if TYPE_CHECKING:
-    from .stack import Mode
+__all__ = ["MODES", "RUN_KINDS", "Mode", "RunKind", "policy_run_kind", "run_label"]
 
-__all__ = ["RUN_KINDS", "RunKind", "policy_run_kind", "run_label"]
+#: the pipelines an input can be answered by (:func:`~kame_core.pipelines.make_runner`)
+Mode = Literal["kame", "moshi", "cascade"]
+MODES: tuple[Mode, ...] = ("kame", "moshi", "cascade")
 
 
 @dataclass(frozen=True)

@@ -27,6 +27,7 @@ from ..floor_policies import DEFAULT_FLOOR, FLOORS, FloorPolicy, ModelFloor, che
 from ..oracle.config import OracleConfig
 from ..oracle.manager import OracleManager, OracleStream
 from ..protocols import (
+    EndOfTurnDetector,
     FrontEnd,
     ListeningFrontEnd,
     SelfCorrection,
@@ -86,7 +87,7 @@ class TandemPipeline:
     """
 
     def __init__(self, front_end: FrontEnd, llm: StreamingLLM | None, config: SessionConfig | None = None,
-                 turn_config: TurnConfig | None = None, end_of_turn: Any = None) -> None:
+                 turn_config: TurnConfig | None = None, end_of_turn: EndOfTurnDetector | None = None) -> None:
         self.config = config or SessionConfig()
         if self.config.mode not in ("kame", "moshi"):
             raise ValueError(f"unknown mode {self.config.mode!r}: expected 'kame' or 'moshi'")
@@ -123,6 +124,7 @@ class TandemPipeline:
         if self._floor.settings():
             trace.config["floor_settings"] = self._floor.settings()
         if self._floor.scores_transcripts:
+            assert self.end_of_turn is not None  # checked when the pipeline was made
             trace.provenance["end_of_turn"] = self.end_of_turn.provenance
         self._stream, self._manager = None, None
         if self.llm is not None:
@@ -148,6 +150,7 @@ class TandemPipeline:
 
     async def _score_end_of_turn(self, session: Session, floor: FloorPolicy, text: str) -> None:
         """The end-of-turn probability of ``text``, off the frame loop (a worker thread in real time)."""
+        assert self.end_of_turn is not None  # a floor that scores transcripts has one
         p_end = await session.clock.compute(self.end_of_turn.probability, text)
         floor.scored(text, p_end)
         session.trace.record(session.clock.now(), ev.EndOfTurn(p_end=float(f"{float(p_end):.3g}"), text=text))
@@ -216,7 +219,8 @@ class TandemRunner(SessionDriver):
     """A :class:`SessionDriver` with a :class:`TandemPipeline`: one KAME or Moshi-mode session at a time."""
 
     def __init__(self, front_end: FrontEnd, stt: StreamingSTT | None = None, llm: StreamingLLM | None = None,
-                 config: SessionConfig | None = None, clock: Clock | None = None, end_of_turn: Any = None) -> None:
+                 config: SessionConfig | None = None, clock: Clock | None = None,
+                 end_of_turn: EndOfTurnDetector | None = None) -> None:
         config = config or SessionConfig()
         if config.mode == "kame" and (stt is None or llm is None):
             raise ValueError("KAME mode needs a streaming STT and an LLM (mode='moshi' runs without the oracle)")

@@ -27,10 +27,11 @@ from ..floor_policies import FLOORS
 from ..neural.choice import FrontEndChoice
 from ..session.disk import FolderInUse
 from ..settings import MAX_REPLICAS, Settings, SettingsError
+from ..stacks.served import ServedStack, stack_from_cpu
 from .lifecycle import run
 from .protocol import Limits
 from .redaction import install_redaction
-from .server import ROUTE, ChatServer, ServedStack, stack_from_cpu, standalone_app
+from .server import ROUTE, ChatServer, standalone_app
 
 
 def main(argv: list[str] | None = None) -> None:

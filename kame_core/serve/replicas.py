@@ -28,11 +28,12 @@ from typing import Any
 
 from ..access import LOOPBACK_HOSTS, Access, is_loopback
 from ..session.store import REPLICA_FOLDER_PREFIX
+from ..stacks.served import ServedStack
 from ..tickets import TicketBook
 from .ingress import Ingress
 from .lifecycle import DRAIN_TIMEOUT_S
 from .protocol import Limits
-from .server import ROUTE, ChatServer, ServedStack, standalone_app
+from .server import ROUTE, ChatServer, standalone_app
 
 __all__ = ["APP_PREFIX", "WORKER_NICENESS", "LiveReplica", "RayReplicas", "ReplicaError", "ReplicaSpec", "ServeLink",
            "replica_dir"]

@@ -10,7 +10,6 @@ client is accepted and closed at once with code 1013 ("try again later") and a r
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -18,12 +17,11 @@ from pathlib import Path
 from typing import Any
 
 from ..access import Access
-from ..floor_policies import DEFAULT_FLOOR, FLOORS, check_floor
-from ..paths import ModelFiles
 from ..session import SessionGate, SessionStore
 from ..session.disk import FolderInUse, FolderLock, RecordingCheck, error_words
 from ..session.heap import trim_free_heap
 from ..session.saving import RetryingSaves
+from ..stacks.served import ServedStack
 from ..tickets import TicketBook
 from . import protocol as P
 from .http import http_protocol as http_protocol  # re-exported: the HTTP side lives in .http
@@ -34,21 +32,6 @@ from .session import ChatSession, SessionResult, default_sessions_dir
 log = logging.getLogger("kame.serve")
 
 ROUTE = "/api/chat"
-
-
-@dataclass(frozen=True)
-class ServedStack:
-    """What sessions are built from: ``make_runner(clock)`` -> a fresh KAME runner; ``components`` in words;
-    ``gate`` the admission of what the sessions share (a :class:`~kame_core.session.SessionGate`: the slots of a
-    neural model's pool, shared with the app's other doors); ``neural`` the models, if any."""
-
-    make_runner: Callable[[Any], Any]
-    components: str = ""
-    gate: SessionGate | None = None
-    #: the neural models (:class:`kame_core.neural.choice.NeuralModels`) sessions take pool slots of, if any
-    neural: Any = None
-    #: the :class:`kame_core.stt.SharedWhisper` every session's STT decodes through, if any (its counts: /metrics)
-    stt_worker: Any = None
 
 
 @dataclass
@@ -303,57 +286,6 @@ def metrics_refusal(access: Access, headers: Any) -> Any:
                              headers={"WWW-Authenticate": "Bearer"} if refused[0] == 401 else None)
 
 
-def stack_from_cpu(llm: str = "offline", tts: str = "auto", whisper_model: str | None = None,
-                   small_model_openers: bool = True, front_end: Any = None,
-                   files: ModelFiles | None = None, floor: str = DEFAULT_FLOOR) -> Callable[[], ServedStack]:
-    """A ``load_stack`` for the CPU stack (:func:`kame_core.pipelines.stack.cpu_stack`, with ``files``); a local
-    oracle LLM is loaded with it (the handshake means the models are warm). ``front_end`` (a
-    :class:`kame_core.neural.choice.FrontEndChoice` with weights): KAME sessions take slots of its pool instead
-    of the stand-in, and the pool's size bounds the sessions. ``floor``: the sessions' floor policy."""
-    check_floor(floor)  # here, before any model loads
-
-    def load() -> ServedStack:
-        from ..pipelines.stack import cpu_stack, with_neural
-
-        stack = cpu_stack(llm=llm, tts=tts, whisper_model=whisper_model,
-                          small_model_openers=small_model_openers and not (front_end and front_end.neural),
-                          files=files)
-        stack = dataclasses.replace(stack, floor=floor)
-        if front_end is not None and front_end.neural:
-            stack = with_neural(stack, front_end.load(realtime=True))
-        return served_stack(stack)
-
-    return load
-
-
-def served_stack(stack: Any, gate: Any = None) -> ServedStack:
-    """What the protocol serves from a :class:`kame_core.pipelines.stack.Stack`: KAME runners on the session's
-    clock; the local oracle LLM warmed now (not in the first session); a neural stack's pool bounds it."""
-    warm_stack(stack)
-    if gate is None and stack.neural is not None:
-        gate = pool_gate(stack.neural.pool("kame").capacity)
-    return ServedStack(make_runner=lambda clock: stack.runner("kame", clock=clock), components=stack.summary(),
-                       gate=gate, neural=stack.neural, stt_worker=getattr(stack, "stt_worker", None))
-
-
-def warm_stack(stack: Any) -> None:
-    """Load and warm every model before the first session: the local oracle LLM, the TTS (one word), and one
-    second of silence through a KAME session (STT, front-end; a pool slot is taken and given back)."""
-    import numpy as np
-
-    warm = getattr(stack.llm, "load", None)
-    if callable(warm):
-        warm()
-    if FLOORS[getattr(stack, "floor", DEFAULT_FLOOR)].policy.scores_transcripts and stack.end_of_turn is not None:
-        stack.end_of_turn.load()  # the gate's detector answers the first session's first partial in time
-    stack.tts.synthesize("Hello.")
-    with stack.session("kame") as runner:
-        runner.run_sync(np.zeros(24000, np.float32))
-
-
-def pool_gate(size: int) -> SessionGate:
-    """The admission of a neural model's session pool (every door of a process shares one)."""
-    return SessionGate(capacity=size, reason=f"all {size} session slots of the model are in use")
 
 
 def standalone_app(server: ChatServer) -> Any:

@@ -1,0 +1,81 @@
+"""What the live protocol serves, built from a :class:`~.stack.Stack`: KAME runners on each session's clock, the
+models warmed before the first session, the admission of a neural model's pool slots."""
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from ..clock import Clock
+from ..floor_policies import DEFAULT_FLOOR, FLOORS, check_floor
+from ..neural.choice import FrontEndChoice, NeuralModels
+from ..paths import ModelFiles
+from ..session import SessionDriver, SessionGate
+from ..settings import StackSettings
+from .build import build_stack
+from .stack import Stack
+
+if TYPE_CHECKING:
+    from ..stt.shared import SharedWhisper
+
+
+@dataclass(frozen=True)
+class ServedStack:
+    """What sessions are built from: ``make_runner(clock)`` -> a fresh KAME runner; ``components`` in words;
+    ``gate`` the admission of what the sessions share (a :class:`~kame_core.session.SessionGate`: the slots of a
+    neural model's pool, shared with the app's other doors); ``neural`` the models, if any."""
+
+    make_runner: Callable[[Clock], SessionDriver]
+    components: str = ""
+    gate: SessionGate | None = None
+    #: the neural models sessions take pool slots of, if any
+    neural: NeuralModels | None = None
+    #: the shared Whisper every session's STT decodes through, if any (its counts: /metrics)
+    stt_worker: SharedWhisper | None = None
+
+
+def stack_from_cpu(llm: str = "offline", tts: str = "auto", whisper_model: str | None = None,
+                   small_model_openers: bool = True, front_end: FrontEndChoice | None = None,
+                   files: ModelFiles | None = None, floor: str = DEFAULT_FLOOR) -> Callable[[], ServedStack]:
+    """A ``load_stack`` for ``python -m kame_core.serve``: the stack of :func:`~.build.build_stack` (the CPU stack
+    with ``files``; with ``front_end`` naming weights, KAME sessions take slots of its pool instead of the stand-in,
+    and the pool's size bounds the sessions), served. A local oracle LLM is loaded with it (the handshake means the
+    models are warm). ``floor``: the sessions' floor policy."""
+    check_floor(floor)  # here, before any model loads
+    settings = StackSettings(llm=llm, small_model=small_model_openers, front_end=front_end or FrontEndChoice(),
+                             files=files or ModelFiles(), floor=floor)
+
+    def load() -> ServedStack:
+        return served_stack(build_stack(settings, tts=tts, whisper_model=whisper_model, realtime=True))
+
+    return load
+
+
+def served_stack(stack: Stack, gate: SessionGate | None = None) -> ServedStack:
+    """What the protocol serves from a :class:`kame_core.stacks.stack.Stack`: KAME runners on the session's
+    clock; the local oracle LLM warmed now (not in the first session); a neural stack's pool bounds it."""
+    warm_stack(stack)
+    if gate is None and stack.neural is not None:
+        gate = pool_gate(stack.neural.pool("kame").capacity)
+    return ServedStack(make_runner=lambda clock: stack.runner("kame", clock=clock), components=stack.summary(),
+                       gate=gate, neural=stack.neural, stt_worker=stack.stt_worker)
+
+
+def warm_stack(stack: Stack) -> None:
+    """Load and warm every model before the first session: the local oracle LLM, the TTS (one word), and one
+    second of silence through a KAME session (STT, front-end; a pool slot is taken and given back)."""
+    import numpy as np
+
+    warm = getattr(stack.llm, "load", None)  # a local model loads on first use unless told now
+    if callable(warm):
+        warm()
+    if FLOORS[stack.floor].policy.scores_transcripts and stack.end_of_turn is not None:
+        stack.end_of_turn.load()  # the gate's detector answers the first session's first partial in time
+    stack.tts.synthesize("Hello.")
+    with stack.session("kame") as runner:
+        runner.run_sync(np.zeros(24000, np.float32))
+
+
+def pool_gate(size: int) -> SessionGate:
+    """The admission of a neural model's session pool (every door of a process shares one)."""
+    return SessionGate(capacity=size, reason=f"all {size} session slots of the model are in use")
