@@ -23,19 +23,17 @@ stack: with a neural front-end its capacity is the pool's size, shared by Talk, 
 """
 from __future__ import annotations
 
-import dataclasses
 from functools import lru_cache
 
-from kame_core.neural.choice import FrontEndChoice, NeuralModels
 from kame_core.settings import StackSettings
 from kame_core.stacks import live
-from kame_core.stacks.build import build_stack, load_neural
+from kame_core.stacks.build import NeuralLoad, build_stack, load_neural
 from kame_core.stacks.live import LiveStack, RerunFrontEnd
 from kame_core.stacks.stack import Stack
 
 
 @lru_cache(maxsize=1)
-def neural_models(settings: StackSettings) -> tuple[NeuralModels | None, str]:
+def neural_models(settings: StackSettings) -> NeuralLoad:
     """The neural models (one session pool per model) when ``settings.front_end`` has weights and they load;
     else None and why not, in words."""
     return load_neural(settings.front_end, realtime=True)
@@ -45,7 +43,7 @@ def neural_models(settings: StackSettings) -> tuple[NeuralModels | None, str]:
 def _cpu_stack(settings: StackSettings) -> Stack:
     """The CPU stack both live stacks start from (one set of loaded models per process), its sessions on the
     floor policy of ``KAME_FLOOR``."""
-    return build_stack(dataclasses.replace(settings, front_end=FrontEndChoice()))
+    return build_stack(settings, cpu_only=True)
 
 
 @lru_cache(maxsize=1)

@@ -84,6 +84,22 @@ class PoolFull(RuntimeError):
     :class:`kame_core.neural.pool.SessionPool`); the session is refused, nothing is held."""
 
 
+class CheckpointUnavailable(Exception):
+    """A model's weights could not be found or fetched (a neural front-end's checkpoint): the session or the
+    server does not start. The message names the files and the ways to fix it."""
+
+    def __init__(self, source: str, missing: Sequence[str], reason: str, remedies: Sequence[str]) -> None:
+        self.source = source
+        self.missing = tuple(missing)
+        self.reason = reason
+        lines = [f"checkpoint unavailable: {source}: {reason}"]
+        if self.missing:
+            lines.append("missing: " + ", ".join(self.missing))
+        lines.append("to provide it:")
+        lines.extend(f"  - {r}" for r in remedies)
+        super().__init__("\n".join(lines))
+
+
 @runtime_checkable
 class FrontEnd(Protocol):
     """One step per 80 ms frame: user audio + the oracle token of this frame -> text piece + output audio."""

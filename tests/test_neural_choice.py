@@ -9,10 +9,11 @@ import numpy as np
 import pytest
 
 from kame_core.neural.choice import ORACLE_OFF_LABEL, FrontEndChoice
-from kame_core.neural.loading import CheckpointUnavailable, resolve_weights
+from kame_core.neural.loading import resolve_weights
 from kame_core.neural.tiny import MARKER, TINY_LABEL, write_tiny_checkpoint
-from kame_core.protocols import PoolFull
+from kame_core.protocols import CheckpointUnavailable, PoolFull
 from kame_core.record.trace import EventKind
+from kame_core.serve.notices import FrontEndInfo
 from kame_core.session.live import release_front_end
 from kame_core.settings import StackSettings
 from kame_core.stacks.build import with_neural
@@ -92,7 +93,7 @@ def test_pools_hand_out_slots_and_moshi_mode_says_what_it_is(tiny):
         assert TINY_LABEL in a.provenance.label and ORACLE_OFF_LABEL not in a.provenance.label
         with pytest.raises(PoolFull, match="all 2 session slots"):
             models.join("kame")
-        info = models.info(a).to_json()
+        info = FrontEndInfo.of(a).to_json()
         assert info["kind"] == "neural-random" and info["pool_size"] == 2 and info["slot"] == a.slot
         out = a.step(np.zeros(1920, np.float32), None)
         assert out.audio.shape == (1920,)

@@ -12,7 +12,6 @@ from moshi.models import loaders
 from safetensors.torch import save_file
 
 from kame_core.neural import (
-    CheckpointUnavailable,
     KameLM,
     load_front_end,
     resolve_hf_repo,
@@ -23,6 +22,7 @@ from kame_core.neural.configs import small_mimi_config, tiny_lm_kwargs
 from kame_core.neural.loading import load_lm
 from kame_core.neural.tiny import train_tiny_tokenizer
 from kame_core.neural.tokenizer import SentencePieceTokenizer
+from kame_core.protocols import CheckpointUnavailable
 
 VOCAB = 64
 COMMIT = "0" * 40

@@ -229,7 +229,8 @@ def run_mtbench(args: argparse.Namespace, settings: Settings | None = None) -> i
     # a cluster's actors check their own nodes, and their own device
     on_cluster = args.executor == "ray" and bool(args.ray_address)
     if choice.neural and not on_cluster:
-        from ..neural.loading import CheckpointUnavailable, resolve_weights
+        from ..neural.loading import resolve_weights
+        from ..protocols import CheckpointUnavailable
 
         try:
             if not choice.weights.startswith("random:"):

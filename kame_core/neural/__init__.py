@@ -5,8 +5,8 @@
 * :mod:`.slots`      -- resetting some batch entries of a streaming module while the others go on
 * :mod:`.pool`       -- :class:`SessionPool`: many sessions on one model, one batched step per frame;
   :class:`SlotFrontEnd` (a full pool raises :class:`kame_core.protocols.PoolFull`)
-* :mod:`.loading`    -- checkpoints: Hugging Face (``SakanaAI/kame``), local folder, Moshi baseline;
-  :class:`CheckpointUnavailable`
+* :mod:`.loading`    -- checkpoints: Hugging Face (``SakanaAI/kame``), local folder, Moshi baseline (what is
+  missing: :class:`kame_core.protocols.CheckpointUnavailable`)
 * :mod:`.frontend`   -- :class:`NeuralFrontEnd`, the core ``FrontEnd`` over Mimi + the LM
 * :mod:`.tokenizer`  -- :class:`SentencePieceTokenizer`, the core ``TextTokenizer``
 * :mod:`.configs`    -- LM / Mimi configurations for random-weight models (tests, benchmarks)
@@ -20,14 +20,14 @@ from typing import TYPE_CHECKING, Any
 #: ``kame_core.settings`` does not load torch, moshi or safetensors)
 _HOME = {
     "NeuralFrontEnd": "frontend", "KameLMGen": "generation", "OracleFeed": "generation",
-    "CheckpointUnavailable": "loading", "NeuralCheckpoint": "loading", "build_lm": "loading",
+    "NeuralCheckpoint": "loading", "build_lm": "loading",
     "load_front_end": "loading", "load_session_pool": "loading", "random_front_end": "loading",
     "resolve_hf_repo": "loading", "resolve_local_folder": "loading", "resolve_moshi_baseline": "loading",
     "KameLM": "model", "upgrade_legacy_state_dict": "model",
     "SessionPool": "pool", "SlotFrontEnd": "pool", "SentencePieceTokenizer": "tokenizer",
 }
 __all__ = [
-    "CheckpointUnavailable", "KameLM", "KameLMGen", "NeuralCheckpoint", "NeuralFrontEnd", "OracleFeed",
+    "KameLM", "KameLMGen", "NeuralCheckpoint", "NeuralFrontEnd", "OracleFeed",
     "SentencePieceTokenizer", "SessionPool", "SlotFrontEnd", "build_lm", "load_front_end", "load_session_pool",
     "random_front_end", "resolve_hf_repo", "resolve_local_folder", "resolve_moshi_baseline",
     "upgrade_legacy_state_dict",
@@ -37,7 +37,6 @@ if TYPE_CHECKING:
     from .frontend import NeuralFrontEnd
     from .generation import KameLMGen, OracleFeed
     from .loading import (
-        CheckpointUnavailable,
         NeuralCheckpoint,
         build_lm,
         load_front_end,

@@ -121,8 +121,8 @@ class FrontEndChoice:
         return self.device or ("cuda" if torch.cuda.is_available() else "cpu")
 
     def load(self, *, realtime: bool = False) -> NeuralModels:
-        """Resolve and load the checkpoints into session pools, warmed (:class:`~.loading.CheckpointUnavailable`
-        names what is missing).
+        """Resolve and load the checkpoints into session pools, warmed
+        (:class:`~kame_core.protocols.CheckpointUnavailable` names what is missing).
 
         ``realtime`` on CPU sets torch to one intra-op thread for the process: live sessions, their STT and
         oracle LLM and the pool's steps then run side by side instead of fighting over the cores (measured on
@@ -159,21 +159,6 @@ class FrontEndChoice:
         models = NeuralModels(kame=kame, moshi=moshi, device=device, choice=self)
         models.warm()
         return models
-
-
-@dataclass(frozen=True)
-class FrontEndInfo:
-    """What a session is told about its front-end (the ``front_end`` of the protocol's ``session`` message)."""
-
-    kind: str
-    model_id: str
-    label: str
-    slot: int | None = None
-    pool_size: int | None = None
-    device: str | None = None
-
-    def to_json(self) -> dict[str, Any]:
-        return {k: v for k, v in dataclasses.asdict(self).items() if v is not None}
 
 
 class NeuralModels:
@@ -234,15 +219,6 @@ class NeuralModels:
         prov, pool = self.provenance(mode), self.pool(mode)
         return (f"neural front-end {prov.model_id} ({prov.label}) on {self.device}, "
                 f"pool of {pool.capacity} session slot(s)")
-
-    @staticmethod
-    def info(front_end: Any) -> FrontEndInfo:
-        """The :class:`FrontEndInfo` of any front-end (a pool slot says its slot and the pool's size)."""
-        prov = front_end.provenance
-        pool = getattr(front_end, "pool", None)
-        return FrontEndInfo(kind=prov.kind, model_id=prov.model_id, label=prov.label,
-                            slot=getattr(front_end, "slot", None), pool_size=getattr(pool, "capacity", None),
-                            device=str(pool.device) if pool is not None else None)
 
     def close(self) -> None:
         """Close every pool (idempotent)."""

@@ -4,7 +4,7 @@ Resolving (``resolve_*``) only finds files and reads configs, and returns a :cla
 loading (``load_*``) builds models from one. Hugging Face repos are resolved with moshi's own
 ``CheckpointInfo.from_hf_repo`` (the repo's ``config.json`` names the LM weights, Mimi weights, tokenizer and
 LM keyword arguments); only the model class differs. Any missing file, offline or not, ends in one
-:class:`CheckpointUnavailable` that says what is missing and how to provide it.
+:class:`~kame_core.protocols.CheckpointUnavailable` that says what is missing and how to provide it.
 """
 from __future__ import annotations
 
@@ -32,6 +32,7 @@ from moshi.models import loaders
 from moshi.models.compression import MimiModel
 from safetensors.torch import load_file
 
+from ..protocols import CheckpointUnavailable
 from ..record.trace import Provenance
 from .configs import moshi_7b_lm_kwargs
 from .frontend import NeuralFrontEnd
@@ -51,21 +52,6 @@ _HUB_CONFIG_KEYS = frozenset({"moshi_name", "mimi_name", "mimi_config_name", "to
                               "model_type", "lm_gen_config", "tts_config", "stt_config", "model_id"})
 #: keys of a checkpoint's lm_gen_config that the front-end's sampler takes
 _SAMPLING_KEYS = frozenset({"use_sampling", "temp", "temp_text", "top_k", "top_k_text"})
-
-
-class CheckpointUnavailable(Exception):
-    """A checkpoint's files could not be found or fetched. The message names them and the ways to fix it."""
-
-    def __init__(self, source: str, missing: Sequence[str], reason: str, remedies: Sequence[str]) -> None:
-        self.source = source
-        self.missing = tuple(missing)
-        self.reason = reason
-        lines = [f"checkpoint unavailable: {source}: {reason}"]
-        if self.missing:
-            lines.append("missing: " + ", ".join(self.missing))
-        lines.append("to provide it:")
-        lines.extend(f"  - {r}" for r in remedies)
-        super().__init__("\n".join(lines))
 
 
 @dataclass(frozen=True)

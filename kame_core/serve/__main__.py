@@ -25,6 +25,7 @@ from typing import Any, cast
 from ..access import Access
 from ..floor_policies import FLOORS
 from ..neural.choice import FrontEndChoice
+from ..protocols import CheckpointUnavailable
 from ..session.disk import FolderInUse
 from ..settings import MAX_REPLICAS, Settings, SettingsError
 from ..stacks.served import ServedStack, stack_from_cpu
@@ -131,8 +132,6 @@ def main(argv: list[str] | None = None) -> None:
         return
     server = ChatServer(load_stack, max_sessions=max_sessions or None, sessions_dir=sessions_dir, limits=limits,
                         access=access)
-    from ..neural.loading import CheckpointUnavailable
-
     started = time.perf_counter()
     try:
         problem = server.open_folder()  # one server per sessions folder; recording must work before anything

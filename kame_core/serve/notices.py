@@ -9,13 +9,14 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
+from ..protocols import FrontEnd
 from ..record.events import live_data
 from ..record.trace import Event
 from .protocol import ProtocolError, parse_control
 
-__all__ = ["CLIENT_MESSAGES", "SERVER_MESSAGES", "ClientMessage", "End", "HintLevel", "InputWarning", "Message",
-           "Notice",
-           "OracleHeard", "Saved", "SessionStarted", "TraceEvent", "TurnLatency", "TurnOnset", "read_client_message"]
+__all__ = ["CLIENT_MESSAGES", "SERVER_MESSAGES", "ClientMessage", "End", "FrontEndInfo", "HintLevel", "InputWarning",
+           "Message", "Notice", "OracleHeard", "Saved", "SessionStarted", "TraceEvent", "TurnLatency", "TurnOnset",
+           "read_client_message"]
 
 
 @dataclass(frozen=True)
@@ -47,6 +48,30 @@ class TraceEvent(Notice):
     @classmethod
     def of(cls, event: Event) -> TraceEvent:
         return cls(round(event.t, 3), event.kind.value, live_data(event))
+
+
+@dataclass(frozen=True)
+class FrontEndInfo:
+    """What a session is told about its front-end (the ``front_end`` of the ``session`` message): what it is, and
+    for a slot of a neural model's session pool, which slot, how many the pool has and its device."""
+
+    kind: str
+    model_id: str
+    label: str
+    slot: int | None = None
+    pool_size: int | None = None
+    device: str | None = None
+
+    @classmethod
+    def of(cls, front_end: FrontEnd) -> FrontEndInfo:
+        """The info of any front-end (a pool slot says its slot, the pool's size and device)."""
+        prov = front_end.provenance
+        pool = getattr(front_end, "pool", None)
+        return cls(kind=prov.kind, model_id=prov.model_id, label=prov.label, slot=getattr(front_end, "slot", None),
+                   pool_size=getattr(pool, "capacity", None), device=str(pool.device) if pool is not None else None)
+
+    def to_json(self) -> dict[str, Any]:
+        return {k: v for k, v in dataclasses.asdict(self).items() if v is not None}
 
 
 @dataclass(frozen=True)

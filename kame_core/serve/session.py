@@ -27,7 +27,6 @@ import numpy as np
 
 from ..analysis.metrics import LiveOnsets
 from ..clock import FRAME_SECONDS, SAMPLE_RATE, SAMPLES_PER_FRAME
-from ..neural.choice import NeuralModels
 from ..protocols import PoolFull
 from ..record import events as ev
 from ..record.trace import Event, EventKind, SessionTrace
@@ -303,7 +302,7 @@ class ChatSession:
         front_end = self.live.front_end
         await outbox.put(P.notice(N.SessionStarted(
             self.session_id, self.components, "pcm" if self.pcm_out else "opus", self.limits.max_session_s,
-            NeuralModels.info(front_end).to_json() if front_end is not None else None, self.replica)))
+            N.FrontEndInfo.of(front_end).to_json() if front_end is not None else None, self.replica)))
         code: int | None
         try:
             code, reason, saved_reply = await self._receive_until_end(conn, driver_done)

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING
 
 from ..neural.choice import FrontEndChoice, NeuralModels
 from ..paths import ModelFiles
-from ..protocols import TTS, FrontEnd, StreamingLLM, StreamingSTT
+from ..protocols import TTS, CheckpointUnavailable, FrontEnd, StreamingLLM, StreamingSTT
 from ..settings import StackSettings
 from .stack import Stack
 
@@ -137,11 +137,13 @@ def stand_in_front_end(speech: TTS, *, files: ModelFiles | None = None, openers:
     return StandIn(make=make, small_model=small.provenance.model_id)
 
 
-def load_neural(choice: FrontEndChoice, *, realtime: bool = False) -> tuple[NeuralModels | None, str]:
+#: the neural models a choice loaded, or None and why not
+NeuralLoad = tuple[NeuralModels | None, str]
+
+
+def load_neural(choice: FrontEndChoice, *, realtime: bool = False) -> NeuralLoad:
     """The neural models of ``choice`` (one session pool per model), or None and why not, in words (no weights
     named, or they do not load)."""
-    from ..neural.loading import CheckpointUnavailable
-
     if not choice.neural:
         return None, "KAME_WEIGHTS is not set (a local checkpoint folder or a Hugging Face repo id)"
     try:
@@ -151,12 +153,12 @@ def load_neural(choice: FrontEndChoice, *, realtime: bool = False) -> tuple[Neur
 
 
 def build_stack(settings: StackSettings, *, tts: str | TTS = "auto", whisper_model: str | None = None,
-                realtime: bool = False, models: NeuralModels | None = None) -> Stack:
+                realtime: bool = False, models: NeuralModels | None = None, cpu_only: bool = False) -> Stack:
     """The stack ``settings`` describe: the CPU stack with ``settings.llm`` as the oracle, its sessions on
     ``settings.floor``; KAME and Moshi mode on the neural session pools when ``settings.front_end`` names weights
-    (loaded here for ``realtime`` sessions, unless ``models`` are given; a load that fails raises). With a neural
-    front-end the stand-in's SmolLM2 openers are not loaded."""
-    neural = settings.front_end.neural or models is not None
+    (loaded here for ``realtime`` sessions, unless ``models`` are given; a load that fails raises) and not
+    ``cpu_only``. With a neural front-end the stand-in's SmolLM2 openers are not loaded."""
+    neural = not cpu_only and (settings.front_end.neural or models is not None)
     stack = cpu_stack(llm=settings.llm, tts=tts, whisper_model=whisper_model, files=settings.files,
                       small_model_openers=settings.small_model and not neural)
     stack = dataclasses.replace(stack, floor=settings.floor)
