@@ -36,6 +36,7 @@ from moshi.utils.compile import _is_cuda_graph_enabled, no_compile
 from kame_core.neural import KameLM, KameLMGen
 from kame_core.neural.configs import medium_lm_kwargs, moshi_7b_lm_kwargs, tiny_lm_kwargs
 from kame_core.neural.model import without_oracle
+from kame_core.testing.oracle_schedule import ScheduledOracle
 from kame_core.testing.timing import Timing
 
 CONFIGS: Mapping[str, Callable[[], dict[str, Any]]] = MappingProxyType({
@@ -78,6 +79,7 @@ class FrameLoop:
         self.n_user = lm.num_codebooks - lm.dep_q - 1
         self.pcm = 0.05 * torch.randn(1, 1, 1920, device=device)
         self.oracle_ids = [4 + i % (lm.text_card - 4) for i in range(ORACLE_LENGTH)]
+        self.oracle = ScheduledOracle(gen) if isinstance(gen, KameLMGen) else None
         self.frame = 0
 
     @contextlib.contextmanager
@@ -91,9 +93,11 @@ class FrameLoop:
     def timed_step(self) -> float:
         """Seconds for one frame, device synchronized."""
         gen = self.gen
-        if isinstance(gen, KameLMGen) and self.frame % ORACLE_PERIOD == 0:
-            gen.oracle_reset()
-            gen.oracle_append(self.oracle_ids)
+        if self.oracle is not None:  # the core's schedule: a new revision every ORACLE_PERIOD frames
+            if self.frame % ORACLE_PERIOD == 0:
+                self.oracle.reset()
+                self.oracle.append(self.oracle_ids)
+            self.oracle.feed(gen)
         self.frame += 1
         _sync(self.device)
         start = time.perf_counter()

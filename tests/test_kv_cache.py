@@ -10,6 +10,7 @@ from kame_core.neural import KameLM, KameLMGen
 from kame_core.neural.configs import tiny_lm_kwargs
 from kame_core.neural.kv_cache import KVCacheSettings, LeanKVCache, _quantize
 from kame_core.neural.slots import streaming_state_bytes
+from kame_core.testing.oracle_schedule import ScheduledOracle
 from tests.shared_data import load_fixture_lm, needs_lm_fixture
 
 
@@ -32,17 +33,21 @@ def _run(lm: KameLM, kv: KVCacheSettings | None, codes: torch.Tensor,
     ``oracle[t]``: ids appended to every slot before step t. Returns the outputs and the cache capacity per step."""
     gen = KameLMGen(lm, use_sampling=False, kv=kv)
     batch, steps = codes.shape[0], codes.shape[2]
+    scheduled = ScheduledOracle(gen, slots=batch)
     outs: list[torch.Tensor] = []
     capacities: list[int | None] = []
     with gen.streaming(batch):
         for t in range(steps):
             if resets and t in resets:
                 gen.reset_slots(resets[t])
+                for slot in resets[t]:
+                    scheduled.new_session(slot)
             if oracle and t in oracle:
-                gen.oracle_append(oracle[t])
+                scheduled.append(oracle[t])
             mask = torch.ones(batch, dtype=torch.bool)
             mask[(idle or {}).get(t, [])] = False
             gen.set_exec_mask(mask)
+            scheduled.feed(gen)
             out = gen.step(codes[:, :, t:t + 1])
             outs.append(torch.full((batch, lm.dep_q + 1, 1), -9) if out is None else out.clone())
             capacities.append(gen.kv_growth.capacity)

@@ -14,20 +14,22 @@ from safetensors.torch import load_file
 
 from kame_core.neural import KameLM, KameLMGen, upgrade_legacy_state_dict
 from kame_core.neural.configs import tiny_lm_kwargs
+from kame_core.testing.oracle_schedule import ScheduledOracle
 
 from .shared_data import LM_FIXTURE, needs_lm_fixture
 
 pytestmark = pytest.mark.slow  # many steps of the tiny model per test (make gpu-check and make test run them)
 
 START, PAD = 64, 3
-Schedule = dict[int, Callable[[KameLMGen, int | None], None]]
+#: step -> a call with the sessions' oracle streams (the core's scheduler, :class:`ScheduledOracle`) and the slot
+Schedule = dict[int, Callable[[ScheduledOracle, int | None], None]]
 
 
-def _restart(*tokens: int) -> Callable[[KameLMGen, int | None], None]:
+def _restart(*tokens: int) -> Callable[[ScheduledOracle, int | None], None]:
     """A schedule entry: reset the slot's oracle stream, then append ``tokens``."""
-    def call(g: KameLMGen, s: int | None) -> None:
-        g.oracle_reset(slot=s)
-        g.oracle_append(list(tokens), slot=s)
+    def call(o: ScheduledOracle, s: int | None) -> None:
+        o.reset(slot=s)
+        o.append(list(tokens), slot=s)
     return call
 
 
@@ -35,9 +37,9 @@ def _restart(*tokens: int) -> Callable[[KameLMGen, int | None], None]:
 SCHEDULES: list[Schedule] = [
     {2: _restart(10, 11), 6: _restart(12)},
     {},
-    {1: lambda g, s: g.oracle_append([20, 21, 22, 23], slot=s)},
-    {0: lambda g, s: g.oracle_set_next(START, slot=s), 4: lambda g, s: g.oracle_set_next(7, slot=s),
-     5: lambda g, s: g.oracle_append([30], slot=s)},
+    {1: lambda o, s: o.append([20, 21, 22, 23], slot=s)},
+    {0: lambda o, s: o.set_next(START, slot=s), 4: lambda o, s: o.set_next(7, slot=s),
+     5: lambda o, s: o.append([30], slot=s)},
 ]
 
 
@@ -54,11 +56,13 @@ def _user(batch: int, steps: int, codebooks: int = 8, seed: int = 1) -> torch.Te
 def _alone(lm: LMModel, user: torch.Tensor, schedule: Schedule | None = None) -> tuple[torch.Tensor, list]:
     """One session alone (batch 1): its outputs [1, K, T'] and the oracle ids it was fed."""
     gen = KameLMGen(lm, use_sampling=False)
+    oracle = ScheduledOracle(gen)
     outs, fed = [], []
     with gen.streaming(1):
         for t in range(user.shape[2]):
             if schedule and t in schedule:
-                schedule[t](gen, None)
+                schedule[t](oracle, None)
+            oracle.feed(gen)
             out = gen.step(user[:, :, t:t + 1])
             fed.append(gen.oracle_last_fed)
             if out is not None:
@@ -70,13 +74,15 @@ def test_every_slot_of_a_batch_equals_that_session_alone(kame_lm: KameLM) -> Non
     steps = 14
     user = _user(4, steps)
     gen = KameLMGen(kame_lm, use_sampling=False)
+    oracle = ScheduledOracle(gen, slots=4)
     outs, fed = [], []
     with gen.streaming(4):
         tensor = gen.oracle_feed.tokens
         for t in range(steps):
             for slot, schedule in enumerate(SCHEDULES):
                 if t in schedule:
-                    schedule[t](gen, slot)
+                    schedule[t](oracle, slot)
+            oracle.feed(gen)
             out = gen.step(user[:, :, t:t + 1])
             assert gen.oracle_feed.tokens is tensor  # one preallocated tensor, updated in place
             fed.append([gen.oracle_last_fed_at(s) for s in range(4)])
@@ -95,15 +101,20 @@ def test_every_slot_of_a_batch_equals_that_session_alone(kame_lm: KameLM) -> Non
 
 def test_slot_none_keeps_the_whole_batch_meaning(kame_lm: KameLM) -> None:
     gen = KameLMGen(kame_lm, use_sampling=False)
+    oracle = ScheduledOracle(gen, slots=3)
     with gen.streaming(3):
-        gen.oracle_reset()
-        gen.oracle_append([5, 6])
-        gen.oracle_append([9], slot=1)
+        oracle.reset()
+        oracle.append([5, 6])
+        oracle.append([9], slot=1)
         for expected in ([START] * 3, [5] * 3, [6] * 3, [PAD, 9, PAD]):
+            oracle.feed(gen)
             gen.step(_user(3, 1))
             assert gen.oracle_feed.tokens.tolist() == expected
         with pytest.raises(ValueError, match="oracle_last_fed_at"):
             gen.oracle_last_fed  # noqa: B018 - the slots differ
+        gen.oracle_set_next(START)  # every slot at once
+        gen.step(_user(3, 1))
+        assert gen.oracle_feed.tokens.tolist() == [START] * 3
         gen.step(_user(3, 1))
         assert gen.oracle_last_fed == PAD
 
@@ -113,7 +124,7 @@ def test_slot_arguments_are_checked(kame_lm: KameLM) -> None:
     with gen.streaming(2):
         for bad in (2, -1, True, "0"):
             with pytest.raises(ValueError, match="slot"):
-                gen.oracle_append([5], slot=bad)  # type: ignore[arg-type]  # wrong types on purpose: refused
+                gen.oracle_set_next(5, slot=bad)  # type: ignore[arg-type]  # wrong types on purpose: refused
         with pytest.raises(ValueError, match=r"outside \[0, 2\)"):
             gen.reset_slots([3])
         with pytest.raises(ValueError, match="shape"):
@@ -127,20 +138,23 @@ def test_a_session_joining_mid_batch_equals_a_fresh_one(kame_lm: KameLM) -> None
     steps, join = 16, 7
     user = _user(3, steps, seed=3)
     newcomer = _user(1, steps - join, seed=4)
-    schedule: Schedule = {1: lambda g, s: g.oracle_append([40, 41], slot=s)}
+    schedule: Schedule = {1: lambda o, s: o.append([40, 41], slot=s)}
     gen = KameLMGen(kame_lm, use_sampling=False)
+    oracle = ScheduledOracle(gen, slots=3)
     rows: list[torch.Tensor] = []
     with gen.streaming(3):
         address = gen.oracle_feed.tokens.data_ptr()
         for t in range(steps):
             inputs = user[:, :, t:t + 1].clone()
             if t == join:
-                gen.oracle_append([13, 14, 15], slot=1)  # the old session's leftover: dropped by the reset
+                gen.oracle_set_next(13, slot=1)  # the old session's next id: dropped by the reset
                 gen.reset_slots([1])
+                oracle.new_session(1)
             if t >= join:
                 inputs[1] = newcomer[0, :, t - join:t - join + 1]
                 if t - join in schedule:
-                    schedule[t - join](gen, 1)
+                    schedule[t - join](oracle, 1)
+            oracle.feed(gen)
             out = gen.step(inputs)
             if out is not None:
                 rows.append(out)
@@ -163,19 +177,21 @@ def test_a_slot_sitting_steps_out_keeps_its_state_and_schedule(kame_lm: KameLM) 
     user = _user(2, steps, seed=5)
     gen = KameLMGen(kame_lm, use_sampling=False)
     executed: list[torch.Tensor] = []
+    oracle = ScheduledOracle(gen, slots=2)
     with gen.streaming(2):
-        gen.oracle_append([50, 51, 52], slot=0)
+        oracle.append([50, 51, 52], slot=0)
         taken = 0
         for t in range(steps):
             runs = not 3 <= t <= 5
             gen.set_exec_mask(torch.tensor([runs, True]))
+            oracle.feed(gen)
             frame = torch.stack([user[0, :, taken], user[1, :, t]])[:, :, None]
             out = gen.step(frame)
             if runs:
                 taken += 1
                 if out is not None and out[0, 0, 0] >= 0:
                     executed.append(out[:1])
-    alone, fed = _alone(kame_lm, user[:1, :, :taken], {0: lambda g, s: g.oracle_append([50, 51, 52], slot=s)})
+    alone, fed = _alone(kame_lm, user[:1, :, :taken], {0: lambda o, s: o.append([50, 51, 52], slot=s)})
     assert fed[:4] == [START, 50, 51, 52]
     assert torch.equal(torch.cat(executed, dim=2), alone)
 
@@ -192,12 +208,14 @@ def test_oracle_off_batch_is_exactly_upstream_lmgen(use_sampling: bool) -> None:
     def run(gen: LMGen) -> torch.Tensor:
         torch.manual_seed(9)
         outs = []
+        oracle = ScheduledOracle(gen, slots=4) if isinstance(gen, KameLMGen) else None
         with gen.streaming(4):
             for t in range(user.shape[2]):
-                if isinstance(gen, KameLMGen):
+                if oracle is not None:
                     for slot, schedule in enumerate(SCHEDULES):
                         if t in schedule:
-                            schedule[t](gen, slot)
+                            schedule[t](oracle, slot)
+                    oracle.feed(gen)
                 out = gen.step(user[:, :, t:t + 1])
                 if out is not None:
                     outs.append(out)
@@ -219,23 +237,26 @@ def test_shared_fixture_batch_with_a_join_equals_sessions_alone() -> None:
     lm.load_state_dict(upgrade_legacy_state_dict(load_file(LM_FIXTURE / "test_lm_model.safetensors")))
     start = lm.text_initial_token_id
     schedules: list[Schedule] = [
-        {1: lambda g, s: g.oracle_append([10, 11, 12], slot=s)},
+        {1: lambda o, s: o.append([10, 11, 12], slot=s)},
         {},
-        {0: lambda g, s: g.oracle_set_next(start, slot=s), 3: lambda g, s: g.oracle_append([40, 41], slot=s)},
+        {0: lambda o, s: o.set_next(start, slot=s), 3: lambda o, s: o.append([40, 41], slot=s)},
         {5: _restart(30)},
     ]
     steps, join = 14, 6
     no_user = torch.zeros(4, 0, 1, dtype=torch.long)  # this LM models no user stream
     gen = KameLMGen(lm, use_sampling=False)
+    oracle = ScheduledOracle(gen, slots=4)
     rows = []
     with gen.streaming(4):
         for t in range(steps):
             if t == join:
                 gen.reset_slots([2])
+                oracle.new_session(2)
             for slot, schedule in enumerate(schedules):
                 local = t - join if slot == 2 and t >= join else t
                 if local in schedule:
-                    schedule[local](gen, slot)
+                    schedule[local](oracle, slot)
+            oracle.feed(gen)
             out = gen.step(no_user)
             if out is not None:
                 rows.append(out)

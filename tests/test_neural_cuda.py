@@ -13,13 +13,14 @@ from moshi.utils.compile import no_cuda_graph
 
 from kame_core.neural import KameLM, KameLMGen
 from kame_core.neural.configs import small_mimi_config, tiny_lm_kwargs
+from kame_core.testing.oracle_schedule import ScheduledOracle
 
 pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device (moshi CUDA graphs)")
 
 START, PAD = 64, 3
 SCHEDULE = {
-    3: lambda g: (g.oracle_reset(), g.oracle_append([10, 11, 12])),
-    9: lambda g: (g.oracle_reset(), g.oracle_append([20])),
+    3: lambda o: (o.reset(), o.append([10, 11, 12])),
+    9: lambda o: (o.reset(), o.append([20])),
 }
 EXPECTED_FED = [PAD, PAD, PAD, START, 10, 11, 12, PAD, PAD, START, 20, PAD, PAD, PAD]
 
@@ -27,12 +28,14 @@ EXPECTED_FED = [PAD, PAD, PAD, START, 10, 11, 12, PAD, PAD, START, 20, PAD, PAD,
 def _run(lm: KameLM, user: torch.Tensor, graphs: bool) -> tuple[list[int | None], torch.Tensor, bool]:
     logits: list[torch.Tensor] = []
     gen = KameLMGen(lm, use_sampling=False, on_text_logits_hook=lambda x: logits.append(x.float().clone()))
+    oracle = ScheduledOracle(gen)
     fed: list[int | None] = []
     with (contextlib.nullcontext() if graphs else no_cuda_graph()), gen.streaming(1):
         address = gen.oracle_feed.tokens.data_ptr()
         for t in range(user.shape[2]):
             if t in SCHEDULE:
-                SCHEDULE[t](gen)
+                SCHEDULE[t](oracle)
+            oracle.feed(gen)
             gen.step(user[:, :, t:t + 1])
             fed.append(gen.oracle_last_fed)
             assert gen.oracle_feed.tokens.data_ptr() == address
@@ -71,16 +74,19 @@ def _run_batch(lm: KameLM, user: torch.Tensor, graphs: bool, join: int) -> tuple
     """Three slots with their own oracle schedules; slot 1 restarts at step ``join``."""
     logits: list[torch.Tensor] = []
     gen = KameLMGen(lm, use_sampling=False, on_text_logits_hook=lambda x: logits.append(x.float().clone()))
+    oracle = ScheduledOracle(gen, slots=3)
     outs = []
     with (contextlib.nullcontext() if graphs else no_cuda_graph()), gen.streaming(3):
         address = gen.oracle_feed.tokens.data_ptr()
         for t in range(user.shape[2]):
             if t == 2:
-                gen.oracle_append([10, 11, 12], slot=0)
-                gen.oracle_set_next(START, slot=2)
+                oracle.append([10, 11, 12], slot=0)
+                oracle.set_next(START, slot=2)
             if t == join:
                 gen.reset_slots([1])
-                gen.oracle_append([20, 21], slot=1)
+                oracle.new_session(1)
+                oracle.append([20, 21], slot=1)
+            oracle.feed(gen)
             out = gen.step(user[:, :, t:t + 1])
             if out is not None:
                 outs.append(out)

@@ -1,16 +1,15 @@
 """Streaming generation with the oracle stream: moshi's ``LMGen`` plus one oracle id per step and per slot.
 
-:class:`OracleFeed` decides the oracle id of each batch entry ("slot") at each step and writes them, in
-place, into one ``[B]`` tensor allocated once per streaming session, so moshi's CUDA graphs (which capture
-that tensor's address) see every new value. Each slot has its own schedule. :class:`KameLMGen` advances
-the feed once per step and gives the model's main transformer that tensor; everything else (delays, cache,
-sampling, depformer) is moshi's ``LMGen`` unchanged. Slots can be reset on their own
-(:meth:`KameLMGen.reset_slots`) while the others go on.
+Which id each session is fed at each frame is the core's to decide (:class:`kame_core.oracle.manager.OracleStream`:
+the start token after a reset, then the revision's tokens, then padding); the session's front-end hands it in with
+every step (:meth:`KameLMGen.oracle_set_next`). :class:`OracleFeed` only writes those ids, in place, into one
+``[B]`` tensor allocated once per streaming session, so moshi's CUDA graphs (which capture that tensor's address)
+see every new value. :class:`KameLMGen` advances the feed once per step and gives the model's main transformer
+that tensor; everything else (delays, cache, sampling, depformer) is moshi's ``LMGen`` unchanged. Slots can be
+reset on their own (:meth:`KameLMGen.reset_slots`) while the others go on.
 """
 from __future__ import annotations
 
-from collections import deque
-from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -24,27 +23,18 @@ from .slots import as_reset_mask, keep_batch_counters
 
 
 @dataclass
-class _SlotSchedule:
-    """The oracle schedule of one batch entry."""
-
-    queue: deque[int] = field(default_factory=deque)
-    start_pending: bool = False
-    started: bool = False
-    next_override: int | None = None
-    last_fed: int | None = None
-
-
-@dataclass
 class _OracleFeedState(State):
     tokens: torch.Tensor  # [B] long: the ids fed at the current step, updated in place
     padding_token_id: int = 3
-    slots: list[_SlotSchedule] = field(default_factory=list)
+    next_ids: list[int | None] = field(default_factory=list)  # the id each slot is fed at its next executed step
+    last_fed: list[int | None] = field(default_factory=list)  # the id each slot was fed at its latest step
     current: list[int] = field(default_factory=list)  # host copy of `tokens`
     executing: list[bool] = field(default_factory=list)  # host copy of the exec mask (see KameLMGen)
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        self.slots = [_SlotSchedule() for _ in range(self.batch_size)]
+        self.next_ids = [None] * self.batch_size
+        self.last_fed = [None] * self.batch_size
         self.current = [self.padding_token_id] * self.batch_size
         self.executing = [True] * self.batch_size
 
@@ -52,7 +42,7 @@ class _OracleFeedState(State):
         super().reset(reset_mask)
         for slot, reset in enumerate(reset_mask.tolist()):
             if reset:
-                self.slots[slot] = _SlotSchedule()
+                self.next_ids[slot] = self.last_fed[slot] = None
                 self.current[slot] = self.padding_token_id
                 self.executing[slot] = True
         self.tokens.copy_(torch.where(reset_mask, torch.full_like(self.tokens, self.padding_token_id),
@@ -60,15 +50,11 @@ class _OracleFeedState(State):
 
 
 class OracleFeed(StreamingModule[_OracleFeedState]):
-    """The oracle streams of one streaming session, one schedule per slot: which id is fed at each step.
-
-    Per step and slot: an explicit id set with :meth:`set_next` if any; else the start token at the first
-    step after :meth:`reset`; else the next id queued by :meth:`append`; else padding. Calls made before a
-    step take effect at that step. Appending before any reset starts an oracle (start token first), as the
-    official server does. Every call takes ``slot``: a batch index, or ``None`` for every slot. A slot
-    that does not execute at a step (moshi's exec mask) keeps its schedule for its next executed step.
-    Ids must lie in ``[0, start_token_id]`` (an id out of the embedding would crash the step, on CUDA
-    fatally), or be -1, moshi's "zero" token.
+    """The oracle ids of one streaming session's slots: per slot, the id set with :meth:`set_next` for its next
+    executed step, else padding. A slot that does not execute at a step (moshi's exec mask) keeps its id for its
+    next executed step. Every call takes ``slot``: a batch index, or ``None`` for every slot. Ids must lie in
+    ``[0, start_token_id]`` (an id out of the embedding would crash the step, on CUDA fatally), or be -1,
+    moshi's "zero" token.
     """
 
     def __init__(self, start_token_id: int, padding_token_id: int, device: torch.device | str) -> None:
@@ -87,24 +73,13 @@ class OracleFeed(StreamingModule[_OracleFeedState]):
             raise RuntimeError("The oracle feed is used inside `with gen.streaming(batch_size): ...` only.")
         return self._streaming_state
 
-    def _slots(self, slot: int | None) -> list[_SlotSchedule]:
+    def _slots(self, slot: int | None) -> range:
         state = self.state
         if slot is None:
-            return state.slots
+            return range(state.batch_size)
         if isinstance(slot, bool) or not isinstance(slot, int) or not 0 <= slot < state.batch_size:
             raise ValueError(f"slot must be an int in [0, {state.batch_size}) or None (every slot), got {slot!r}")
-        return [state.slots[slot]]
-
-    @staticmethod
-    def _start(schedule: _SlotSchedule) -> None:
-        schedule.queue.clear()
-        schedule.start_pending = True
-        schedule.started = True
-
-    def reset(self, slot: int | None = None) -> None:
-        """A new oracle: the start token at the next step, then what is appended after this call."""
-        for schedule in self._slots(slot):
-            self._start(schedule)
+        return range(slot, slot + 1)
 
     def checked(self, token_id: int) -> int:
         """``token_id`` as an int if the oracle stream accepts it; else ValueError."""
@@ -113,41 +88,23 @@ class OracleFeed(StreamingModule[_OracleFeedState]):
             raise ValueError(f"oracle id {token_id} outside [-1, {self.start_token_id}]")
         return token_id
 
-    def append(self, token_ids: Iterable[int], slot: int | None = None) -> None:
-        """Queue oracle ids, fed one per step after the start token and anything queued before."""
-        ids = [self.checked(t) for t in token_ids]
-        for schedule in self._slots(slot):
-            if not schedule.started:
-                self._start(schedule)
-            schedule.queue.extend(ids)
-
     def set_next(self, token_id: int, slot: int | None = None) -> None:
-        """Feed exactly ``token_id`` at the next step (the schedule is not consumed for that step)."""
+        """Feed ``token_id`` at the slot's next executed step (then padding, unless set again)."""
         token_id = self.checked(token_id)
-        for schedule in self._slots(slot):
-            schedule.next_override = token_id
-
-    @staticmethod
-    def _pick(schedule: _SlotSchedule, start: int, padding: int) -> int:
-        if schedule.next_override is not None:
-            token, schedule.next_override = schedule.next_override, None
-        elif schedule.start_pending:
-            token, schedule.start_pending = start, False
-        elif schedule.queue:
-            token = schedule.queue.popleft()
-        else:
-            token = padding
-        schedule.last_fed = token
-        return token
+        for index in self._slots(slot):
+            self.state.next_ids[index] = token_id
 
     def advance(self) -> list[int]:
-        """Pick this step's id of every executing slot and write them into :attr:`tokens` in place.
+        """Take this step's id of every executing slot and write them into :attr:`tokens` in place.
 
         Returns the ids of all slots (a slot that does not execute keeps its previous id)."""
         state = self.state
-        for slot, schedule in enumerate(state.slots):
+        for slot in range(state.batch_size):
             if state.executing[slot]:
-                state.current[slot] = self._pick(schedule, self.start_token_id, self.padding_token_id)
+                token = state.next_ids[slot]
+                state.current[slot] = self.padding_token_id if token is None else token
+                state.next_ids[slot] = None
+                state.last_fed[slot] = state.current[slot]
         first = state.current[0]
         if all(token == first for token in state.current):
             state.tokens.fill_(first)  # no host-to-device copy in the common case
@@ -157,7 +114,7 @@ class OracleFeed(StreamingModule[_OracleFeedState]):
 
     def last_fed(self, slot: int) -> int | None:
         """The id fed to ``slot`` at its latest executed step (``None`` before its first)."""
-        return self._slots(slot)[0].last_fed
+        return self.state.last_fed[self._slots(slot)[0]]
 
     @property
     def tokens(self) -> torch.Tensor:
@@ -168,11 +125,11 @@ class OracleFeed(StreamingModule[_OracleFeedState]):
 class KameLMGen(LMGen):
     """Moshi ``LMGen`` that feeds the KAME oracle stream, one id per step (see :class:`OracleFeed`).
 
-    Used like ``LMGen``: ``with gen.streaming(batch_size): gen.step(codes)``; plus :meth:`oracle_reset`,
-    :meth:`oracle_append` and :meth:`oracle_set_next`, each for one slot (batch entry) or all of them, and
-    :meth:`reset_slots` to start a new session in some slots while the others go on. Sampling defaults are
-    the official server's. With a model that has no oracle embedding (a plain ``LMModel`` or
-    ``KameLM(oracle=False)``) the schedule is kept but nothing is fed, so generation is exactly moshi's.
+    Used like ``LMGen``: ``with gen.streaming(batch_size): gen.step(codes)``; plus :meth:`oracle_set_next`, for one
+    slot (batch entry) or all of them, before each step, and :meth:`reset_slots` to start a new session in some
+    slots while the others go on. Sampling defaults are the official server's. With a model that has no oracle
+    embedding (a plain ``LMModel`` or ``KameLM(oracle=False)``) the ids are taken but nothing is fed, so generation
+    is exactly moshi's.
 
     ``kv``: how the main transformer keeps its KV cache (:mod:`.kv_cache`: bf16 / fp8 storage, grown with the
     longest session); ``None`` is moshi's own cache, the whole window reserved at the start.
@@ -194,16 +151,8 @@ class KameLMGen(LMGen):
         return bool(getattr(self.lm_model, "oracle_enabled", False))
 
     # -- oracle API (``slot``: a batch index, or None for every slot) ------------------------------
-    def oracle_reset(self, slot: int | None = None) -> None:
-        """A new oracle for ``slot``: the start token at its next step, then what is appended after."""
-        self.oracle_feed.reset(slot)
-
-    def oracle_append(self, token_ids: Iterable[int], slot: int | None = None) -> None:
-        """Queue oracle ids for ``slot`` (an oracle is started first if none was)."""
-        self.oracle_feed.append(token_ids, slot)
-
     def oracle_set_next(self, token_id: int, slot: int | None = None) -> None:
-        """Feed exactly ``token_id`` to ``slot`` at its next step (its schedule is not consumed)."""
+        """Feed ``token_id`` to ``slot`` at its next executed step (padding after, unless set again)."""
         self.oracle_feed.set_next(token_id, slot)
 
     @property
@@ -211,7 +160,7 @@ class KameLMGen(LMGen):
         """The oracle id of the latest step (``None`` before the first step). With several slots, the id
         they all had; slots that differ raise: ask :meth:`oracle_last_fed_at` then."""
         state = self.oracle_feed.state
-        fed = {s.last_fed for s in state.slots}
+        fed = set(state.last_fed)
         if len(fed) != 1:
             raise ValueError(f"the {state.batch_size} slots were fed different oracle ids: "
                              "use oracle_last_fed_at(slot)")
