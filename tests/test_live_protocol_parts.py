@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from kame_core.record.events import PAYLOADS, HintLevel, OracleReset, SttFinal
-from kame_core.record.trace import Event, EventKind, FrameRecord
+from kame_core.record.trace import Event, EventKind, FrameRecord, SessionTrace
 from kame_core.serve import notices as N
 from kame_core.serve import protocol as P
 from kame_core.serve.session import StreamSink, default_sessions_dir, session_file
@@ -165,6 +165,35 @@ def at_once(work: Callable[[], None]) -> None:
     work()
 
 
+def _play_two_turns(sink: StreamSink, trace: SessionTrace, frame_done: Callable[[], None] = lambda: None) -> None:
+    """Plays :func:`_two_turns` into ``trace`` and ``sink`` frame by frame as the driver does (its HINT_LEVEL events
+    recorded with the frame's; ``frame_done`` after each frame), then ends the session: the stream still running
+    cancelled, the trace finished, its onsets and levels stored, ``sink.on_end``."""
+    from kame_core.analysis.metrics import HINT_LEVEL_NEWS, annotate_onsets, record_hint_levels
+    from kame_core.record.events import LlmRequestCancel
+    from kame_core.record.trace import OracleToken
+
+    script, talking, fed = _two_turns()
+    for i in range(76):
+        events = tuple(trace.record(i * 0.08, PAYLOADS[kind](**data)) for kind, data in script.get(i, ()))
+        if any(e.kind in HINT_LEVEL_NEWS for e in events):
+            events += tuple(record_hint_levels(trace, i * 0.08))
+        rev, start = fed.get(i, (None, False))
+        oracle = OracleToken() if rev is None else OracleToken(token=0 if start else 9, piece="" if start else " x",
+                                                               revision=rev, is_start=start)
+        record = FrameRecord(text_piece=" w" if i in talking else "", text_token=5 if i in talking else None,
+                             oracle=oracle)
+        out = np.full(1920, 0.1 if i in talking else 0.0, np.float32)
+        trace.append_frame(record, np.zeros(1920, np.float32), out)
+        sink.on_frame(FrameOut(i, (i + 1) * 0.08, record, np.zeros(1920, np.float32), out, events))
+        frame_done()
+    trace.record(6.1, LlmRequestCancel(request=3, revision=3, text=" also"))
+    trace.finish()
+    annotate_onsets(trace)
+    record_hint_levels(trace)
+    sink.on_end()
+
+
 def _two_turns() -> tuple[dict[int, list[tuple[EventKind, dict]]], set[int], dict[int, tuple[int, bool]]]:
     """A scripted two-turn session: its events per frame, the frames KAME talks in, and the oracle token fed per
     frame (revision, start token?). Turn 0's answer (request 2) adopts its revision only after the turn's onset
@@ -205,37 +234,21 @@ def test_turn_latency_and_hint_levels_follow_the_session_and_end_as_the_saved_tr
     message of each turn and revision equals what the saved trace gives (latency_breakdown, oracle_revisions)."""
     import json
 
-    from kame_core.analysis.metrics import HINT_LEVEL_NEWS, annotate_onsets, latency_breakdown, record_hint_levels
+    from kame_core.analysis.metrics import latency_breakdown
     from kame_core.analysis.trace_query import oracle_revisions, oracle_token_use
-    from kame_core.record.events import LlmRequestCancel
-    from kame_core.record.trace import OracleToken, SessionTrace
+    from kame_core.record.trace import SessionTrace
 
     pytest.importorskip("sphn")
     trace = SessionTrace(mode="kame")
     sent: list[bytes] = []
     sink = StreamSink(sent.extend, pcm_out=True, trace_of=lambda: trace, run_figures=at_once)
-    script, talking, fed = _two_turns()
     by_frame: list[list[dict]] = []
-    for i in range(76):
-        events = tuple(trace.record(i * 0.08, PAYLOADS[kind](**data)) for kind, data in script.get(i, ()))
-        if any(e.kind in HINT_LEVEL_NEWS for e in events):
-            events += tuple(record_hint_levels(trace, i * 0.08))  # as the driver does with each frame's events
-        rev, start = fed.get(i, (None, False))
-        oracle = OracleToken() if rev is None else OracleToken(token=0 if start else 9, piece="" if start else " x",
-                                                               revision=rev, is_start=start)
-        record = FrameRecord(text_piece=" w" if i in talking else "", text_token=5 if i in talking else None,
-                             oracle=oracle)
-        out = np.full(1920, 0.1 if i in talking else 0.0, np.float32)
-        trace.append_frame(record, np.zeros(1920, np.float32), out)
-        sink.on_frame(FrameOut(i, (i + 1) * 0.08, record, np.zeros(1920, np.float32), out, events))
+
+    def frame_done() -> None:
         by_frame.append([json.loads(m[1:]) for m in sent if m[0] == P.EVENT and b'"type": "event"' not in m])
         sent.clear()
-    # the session ends: the driver cancels the stream still running, finishes the trace and stores the levels
-    trace.record(6.1, LlmRequestCancel(request=3, revision=3, text=" also"))
-    trace.finish()
-    annotate_onsets(trace)
-    record_hint_levels(trace)
-    sink.on_end()
+
+    _play_two_turns(sink, trace, frame_done)
     by_frame.append([json.loads(m[1:]) for m in sent if m[0] == P.EVENT])
 
     def latency(frame: int, turn: int) -> dict | None:
@@ -284,10 +297,9 @@ def test_the_breakdowns_are_worked_out_off_the_frame_loop_and_end_with_the_saved
     for the work under way) the last one of each turn is the saved trace's; the worker is gone then."""
     import json
 
-    from kame_core.analysis.metrics import HINT_LEVEL_NEWS, annotate_onsets, latency_breakdown, record_hint_levels
+    from kame_core.analysis.metrics import latency_breakdown
     from kame_core.analysis.trace_query import oracle_token_use
-    from kame_core.record.events import LlmRequestCancel
-    from kame_core.record.trace import OracleToken, SessionTrace
+    from kame_core.record.trace import SessionTrace
 
     pytest.importorskip("sphn")
     trace = SessionTrace(mode="kame")
@@ -299,24 +311,7 @@ def test_the_breakdowns_are_worked_out_off_the_frame_loop_and_end_with_the_saved
             sent.extend((threading.get_ident(), m) for m in messages)
 
     sink = StreamSink(post, pcm_out=True, trace_of=lambda: trace)
-    script, talking, fed = _two_turns()
-    for i in range(76):
-        events = tuple(trace.record(i * 0.08, PAYLOADS[kind](**data)) for kind, data in script.get(i, ()))
-        if any(e.kind in HINT_LEVEL_NEWS for e in events):
-            events += tuple(record_hint_levels(trace, i * 0.08))
-        rev, start = fed.get(i, (None, False))
-        oracle = OracleToken() if rev is None else OracleToken(token=0 if start else 9, piece="" if start else " x",
-                                                               revision=rev, is_start=start)
-        record = FrameRecord(text_piece=" w" if i in talking else "", text_token=5 if i in talking else None,
-                             oracle=oracle)
-        out = np.full(1920, 0.1 if i in talking else 0.0, np.float32)
-        trace.append_frame(record, np.zeros(1920, np.float32), out)
-        sink.on_frame(FrameOut(i, (i + 1) * 0.08, record, np.zeros(1920, np.float32), out, events))
-    trace.record(6.1, LlmRequestCancel(request=3, revision=3, text=" also"))
-    trace.finish()
-    annotate_onsets(trace)
-    record_hint_levels(trace)
-    sink.on_end()
+    _play_two_turns(sink, trace)
     me = threading.get_ident()
     notices = [(thread, json.loads(m[1:])) for thread, m in sent if m[0] == P.EVENT]
     latencies = [(thread, m) for thread, m in notices if m["type"] == "turn_latency"]
