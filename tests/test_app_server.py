@@ -304,11 +304,19 @@ def test_a_live_upload_opens_in_timeline_and_compare_and_the_picker_says_so(app_
     try:
         chrome.goto(app_url)
         chrome.wait_for(f"{LANE_TEXT}.length >= {len(LANES)}", timeout=120)
-        plot = json.loads(chrome.evaluate("(r => JSON.stringify({top: r.top, height: r.height}))(document"
-                                          ".querySelector('#kame-plot-timeline .main-svg').getBoundingClientRect())"))
-        lanes_bottom = chrome.evaluate(
-            "Math.max(...Array.from(document.querySelectorAll('#kame-plot-timeline .ytick text'))"
-            ".map(t => t.getBoundingClientRect().bottom))")
+        # the page as it settles: measured once two looks half a second apart agree (the side panels and the plot
+        # may still be laying out when the lanes first show; on a loaded machine that takes a moment)
+        settled = chrome.wait_for("""(() => {
+          const plot = document.querySelector('#kame-plot-timeline .main-svg').getBoundingClientRect();
+          const lanes = Math.max(...Array.from(document.querySelectorAll('#kame-plot-timeline .ytick text'))
+                                 .map(t => t.getBoundingClientRect().bottom));
+          const now = JSON.stringify({top: plot.top, height: plot.height, lanes: lanes});
+          const same = window.__kameLayout === now;
+          window.__kameLayout = now;
+          return same && now;
+        })()""", timeout=60, every=0.5)
+        plot = json.loads(settled)
+        lanes_bottom = plot["lanes"]
         folder = Path(os.environ.get("KAME_TEST_ARTIFACTS") or REPO / "artifacts")
         folder.mkdir(parents=True, exist_ok=True)
         chrome.screenshot(folder / "app_first_page_1600x1000.png", full_page=False)
