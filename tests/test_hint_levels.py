@@ -11,7 +11,15 @@ from kame_core.analysis.metrics import record_hint_levels
 from kame_core.analysis.trace_query import oracle_revisions, request_spoken_ratios
 from kame_core.clock import FRAME_SECONDS, VirtualClock
 from kame_core.pipelines.tandem import SessionConfig, TandemRunner
-from kame_core.record.events import LlmRequestStart, OracleReset, SttFinal, SttPartial, UserSpeechEnd, UserSpeechStart
+from kame_core.record.events import (
+    HintLevel,
+    LlmRequestStart,
+    OracleReset,
+    SttFinal,
+    SttPartial,
+    UserSpeechEnd,
+    UserSpeechStart,
+)
 from kame_core.record.trace import EventKind, SessionTrace
 
 from .doubles import EchoFrontEnd, ScriptedLLM, ScriptedSTT, speech_like, words_at
@@ -92,6 +100,18 @@ def test_finals_of_one_turn_make_one_utterance() -> None:
                     if e.kind is EventKind.STT_FINAL and e.t == 4.5 else e for e in trace.events]
     ratios = request_spoken_ratios(trace)
     assert ratios[1] == pytest.approx(2 / 8) and ratios[3] == pytest.approx(6 / 8) and ratios[4] == 1.0
+
+
+def test_an_event_tells_its_revisions_level_and_leaves_the_others_read_from_their_resets() -> None:
+    """A file with levels on its resets (saved before levels were events) and a hint_level event for one revision
+    only (or for a revision it does not have): each revision keeps what was recorded for it."""
+    trace = _trace()
+    trace.events = [type(e)(e.t, e.kind, {**e.data, "hint_level": 3, "spoken_ratio": 0.9})
+                    if e.kind is EventKind.ORACLE_RESET else e for e in trace.events]
+    trace.record(9.9, HintLevel(revision=2, hint_level=1, spoken_ratio=0.6))
+    trace.record(9.9, HintLevel(revision=999, hint_level=5, spoken_ratio=1.0))
+    assert [(r.hint_level, r.spoken_ratio) for r in oracle_revisions(trace)] == \
+        [(3, 0.9), (1, 0.6), (3, 0.9), (3, 0.9), (3, 0.9)]
 
 
 def test_record_writes_one_event_per_revision_and_again_only_when_a_level_changes() -> None:

@@ -398,9 +398,12 @@ def bundled() -> dict:
 def with_levels(trace: SessionTrace, levels: dict) -> SessionTrace:
     """The trace with its revisions' recorded hint levels replaced (``None``: none recorded), each kept with the
     spoken ratio it had."""
-    ratios = {e.data["revision"]: e.data.get("spoken_ratio") for e in trace.events_of(EventKind.HINT_LEVEL)}
+    ratios = {r.revision: r.spoken_ratio for r in oracle_revisions(trace)}
     out = copy.deepcopy(trace)
-    out.events = [e for e in trace.events if e.kind is not EventKind.HINT_LEVEL]
+    legacy = ("hint_level", "spoken_ratio")  # a bundled file's resets carry them (saved before levels were events)
+    out.events = [type(e)(e.t, e.kind, {k: v for k, v in e.data.items() if k not in legacy})
+                  if e.kind is EventKind.ORACLE_RESET else e
+                  for e in trace.events if e.kind is not EventKind.HINT_LEVEL]
     for reset in trace.events_of(EventKind.ORACLE_RESET):
         revision = reset.data["revision"]
         if levels.get(revision) is not None:

@@ -32,6 +32,7 @@ from .hint_levels import hint_level
 from .trace_query import (
     LLMRequest,
     TokenUse,
+    is_ident,
     llm_requests,
     oracle_revisions,
     request_spoken_ratios,
@@ -319,7 +320,7 @@ def record_hint_levels(trace: SessionTrace, t: float | None = None) -> list[Even
     reader -- the live sink, the Timeline, the metrics, the exports -- reads these events. Call it when
     :data:`HINT_LEVEL_NEWS` were recorded, and once when the session ends. Returns the events recorded."""
     revisions = [(reset.revision, reset.request) for _, reset in ev.payloads(trace, ev.OracleReset, lenient=True)
-                 if _ident(reset.revision) and isinstance(reset.request, int)]
+                 if is_ident(reset.revision) and is_ident(reset.request)]
     if not revisions:
         return []
     ratios = request_spoken_ratios(trace)
@@ -328,17 +329,13 @@ def record_hint_levels(trace: SessionTrace, t: float | None = None) -> list[Even
     at = t if t is not None else (trace.events[-1].t if trace.events else 0.0)
     out = []
     for revision, request in revisions:
-        ratio = ratios.get(request) if isinstance(request, int) else None
-        if ratio is None or known.get(revision) == (hint_level(ratio), ratio):
+        ratio = ratios.get(request)
+        if ratio is None or known.get(revision) == (level := (hint_level(ratio), ratio)):
             continue
-        known[revision] = (hint_level(ratio), ratio)
-        out.append(trace.record(at, ev.HintLevel(revision=revision, hint_level=hint_level(ratio),
-                                                 spoken_ratio=ratio, request=request)))
+        known[revision] = level
+        out.append(trace.record(at, ev.HintLevel(revision=revision, hint_level=level[0], spoken_ratio=ratio,
+                                                 request=request)))
     return out
-
-
-def _ident(value: object) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
 
 
 def transcript_to_oracle(trace: SessionTrace) -> list[float]:

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Literal, cast
+from typing import Literal, TypeGuard, cast
 
 from ..clock import FRAME_SECONDS
 from ..record import events as ev
@@ -165,7 +165,7 @@ def llm_requests(trace: SessionTrace) -> list[LLMRequest]:
             continue
         p = ev.payload_of(e, lenient=True)
         request = p.request  # type: ignore[attr-defined]  # every kind of _REQUEST_KINDS has one
-        if not isinstance(request, int) or isinstance(request, bool):
+        if not is_ident(request):
             continue
         if isinstance(p, ev.LlmRequestStart):
             starts.setdefault(request, (e, p))
@@ -260,7 +260,7 @@ def oracle_revisions(trace: SessionTrace) -> list[OracleRevision]:
     out = []
     for e, reset in ev.payloads(trace, ev.OracleReset, lenient=True):
         rev = reset.revision
-        if not isinstance(rev, int) or isinstance(rev, bool):
+        if not is_ident(rev):
             continue
         request_id = reset.request
         request = requests.get(request_id) if isinstance(request_id, int) else None
@@ -281,22 +281,20 @@ def oracle_revisions(trace: SessionTrace) -> list[OracleRevision]:
 
 def hint_levels(trace: SessionTrace) -> dict[int, tuple[int, float | None]]:
     """Each revision's hint level and spoken ratio as recorded: the last HINT_LEVEL event of each revision
-    (:func:`kame_core.analysis.metrics.record_hint_levels` writes them; nothing here works a level out). A file
-    saved before levels were events carries them on its ORACLE_RESET events instead: read from there."""
-    recorded = ev.payloads(trace, ev.HintLevel, lenient=True)
+    (:func:`kame_core.analysis.metrics.record_hint_levels` writes them; nothing here works a level out). Files saved
+    before levels were events carry them on their ORACLE_RESET events: read from there where no event tells one."""
     out: dict[int, tuple[int, float | None]] = {}
-    if recorded:
-        for _, level in recorded:
-            if _int(level.revision) and _int(level.hint_level):
-                out[level.revision] = (level.hint_level, _opt_float(level.spoken_ratio))
-        return out
     for _, reset in ev.payloads(trace, ev.OracleReset, lenient=True):
-        if _int(reset.revision) and isinstance(reset.hint_level, int) and not isinstance(reset.hint_level, bool):
+        if is_ident(reset.revision) and is_ident(reset.hint_level):
             out[reset.revision] = (reset.hint_level, _opt_float(reset.spoken_ratio))
+    for _, level in ev.payloads(trace, ev.HintLevel, lenient=True):
+        if is_ident(level.revision) and is_ident(level.hint_level):
+            out[level.revision] = (level.hint_level, _opt_float(level.spoken_ratio))
     return out
 
 
-def _int(value: object) -> bool:
+def is_ident(value: object) -> TypeGuard[int]:
+    """Whether ``value`` is a whole number (an id, a level; not a bool) -- a trace made in memory is not checked."""
     return isinstance(value, int) and not isinstance(value, bool)
 
 

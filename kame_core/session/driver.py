@@ -31,7 +31,7 @@ from ..clock import FRAME_SECONDS, Clock, VirtualClock
 from ..oracle.config import Conversation
 from ..protocols import StreamingSTT, STTEvent
 from ..record import events as ev
-from ..record.trace import Event, FrameRecord, SessionTrace, silence
+from ..record.trace import Event, EventKind, FrameRecord, SessionTrace, silence
 from ..turns import TurnConfig, UserTurnTracker
 from .ending import drop_frames, settle
 from .sources import ArraySource, UserAudioSource, follow_session
@@ -214,6 +214,7 @@ class SessionDriver:
     async def _frame_loop(self, session: Session, source: UserAudioSource, sink: FrameSink | None) -> None:
         clock, trace = self.clock, session.trace
         events_seen = 0
+        revised = False  # an oracle revision was recorded: hint levels can become known
         while not session.stop_requested:
             i = session.frame
             frame_due = (i + 1) * FRAME_SECONDS
@@ -241,7 +242,9 @@ class SessionDriver:
             note_missed_deadline(clock, trace, i, frame_due)
             session.frame = i + 1
             new_events = tuple(trace.events[events_seen:])
-            if any(e.kind in metrics.HINT_LEVEL_NEWS for e in new_events):
+            kinds = {e.kind for e in new_events}
+            revised = revised or EventKind.ORACLE_RESET in kinds  # no level without a revision (cascade, Moshi)
+            if revised and not kinds.isdisjoint(metrics.HINT_LEVEL_NEWS):
                 new_events += tuple(metrics.record_hint_levels(trace, clock.now()))
             events_seen = len(trace.events)
             if sink is not None:

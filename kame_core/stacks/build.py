@@ -153,15 +153,15 @@ def load_neural(choice: FrontEndChoice, *, realtime: bool = False) -> NeuralLoad
 
 
 def build_stack(settings: StackSettings, *, tts: str | TTS = "auto", whisper_model: str | None = None,
-                realtime: bool = False, models: NeuralModels | None = None, cpu_only: bool = False) -> Stack:
+                realtime: bool = False, cpu_only: bool = False) -> Stack:
     """The stack ``settings`` describe: the CPU stack with ``settings.llm`` as the oracle, its sessions on
     ``settings.floor``; KAME and Moshi mode on the neural session pools when ``settings.front_end`` names weights
-    (loaded here for ``realtime`` sessions, unless ``models`` are given; a load that fails raises) and not
-    ``cpu_only``. With a neural front-end the stand-in's SmolLM2 openers are not loaded."""
-    neural = not cpu_only and (settings.front_end.neural or models is not None)
+    (loaded here, for ``realtime`` sessions when asked; a load that fails raises) and not ``cpu_only``. With a
+    neural front-end the stand-in's SmolLM2 openers are not loaded."""
+    neural = not cpu_only and settings.front_end.neural
     stack = cpu_stack(llm=settings.llm, tts=tts, whisper_model=whisper_model, files=settings.files,
                       small_model_openers=settings.small_model and not neural)
     stack = dataclasses.replace(stack, floor=settings.floor)
     if neural:
-        stack = with_neural(stack, models or settings.front_end.load(realtime=realtime))
+        stack = with_neural(stack, settings.front_end.load(realtime=realtime))
     return stack
