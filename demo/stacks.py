@@ -42,8 +42,8 @@ def neural_models(settings: StackSettings) -> NeuralLoad:
 @lru_cache(maxsize=1)
 def _cpu_stack(settings: StackSettings) -> Stack:
     """The CPU stack both live stacks start from (one set of loaded models per process), its sessions on the
-    floor policy of ``KAME_FLOOR``."""
-    return build_stack(settings, cpu_only=True)
+    floor policy of ``KAME_FLOOR``, made for the real-time clock (an offline SmolLM2 in a worker process)."""
+    return build_stack(settings, cpu_only=True, realtime=True)
 
 
 @lru_cache(maxsize=1)

@@ -85,7 +85,7 @@ def test_answers_are_generated_in_a_nicer_thread_than_the_frames():
     import os
     import threading
 
-    from kame_core.llm.local_smollm import _lower_thread_priority
+    from kame_core.priority import lower_thread_priority
 
     if not hasattr(os, "setpriority"):
         pytest.skip("no per-thread priorities here")
@@ -94,7 +94,7 @@ def test_answers_are_generated_in_a_nicer_thread_than_the_frames():
     def work() -> None:
         tid = threading.get_native_id()
         before = os.getpriority(os.PRIO_PROCESS, tid)
-        _lower_thread_priority(10)
+        lower_thread_priority(10)
         seen["thread"] = (before, os.getpriority(os.PRIO_PROCESS, tid))
 
     thread = threading.Thread(target=work)

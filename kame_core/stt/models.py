@@ -135,9 +135,13 @@ def resolve_whisper_model(path: str | os.PathLike[str] | None = None, files: Mod
 
 @functools.lru_cache(maxsize=4)
 def load_whisper(model_dir: str, compute_type: str = "int8", cpu_threads: int = 0,
-                 device: str = "cpu") -> WhisperModel:
+                 device: str = "cpu", niceness: int = 0) -> WhisperModel:
     """Load a faster-whisper model once per process (per device); sessions share it (CTranslate2 is
-    thread-safe). ``device``: ``cpu`` or ``cuda`` (use ``compute_type="float16"`` there)."""
+    thread-safe). ``device``: ``cpu`` or ``cuda`` (use ``compute_type="float16"`` there). ``niceness`` > 0: its
+    decoding threads run that much nicer than the caller (:func:`kame_core.priority.built_nicer`)."""
     from faster_whisper import WhisperModel
 
-    return WhisperModel(model_dir, device=device, compute_type=compute_type, cpu_threads=cpu_threads)
+    from ..priority import built_nicer
+
+    return built_nicer(lambda: WhisperModel(model_dir, device=device, compute_type=compute_type,
+                                            cpu_threads=cpu_threads), niceness)

@@ -82,6 +82,7 @@ class SharedWhisper:
             raise ValueError(f"max_batch {max_batch} must be >= 1 and max_pad_s {max_pad_s} >= 0")
         self.decoder = ShortWhisper(model, language=language)
         self.model_dir = model_dir
+        self.niceness = 0  # how much nicer its decoding threads run (set by :meth:`load`)
         self.device = str(getattr(model.model, "device", "cpu"))
         self.max_batch = max_batch
         self.max_pad_s = max_pad_s
@@ -97,17 +98,20 @@ class SharedWhisper:
 
     @classmethod
     def load(cls, model_path: str | None = None, *, files: ModelFiles | None = None, device: str = "cpu",
-             cpu_threads: int | None = None, **options: Any) -> SharedWhisper:
+             cpu_threads: int | None = None, niceness: int = 0, **options: Any) -> SharedWhisper:
         """The model from :func:`~.models.resolve_whisper_model` on ``device`` (``cuda``: float16, else int8);
-        ``options``: the constructor's. On CUDA buffers of any length share a batch (``max_pad_s`` 30)."""
+        ``options``: the constructor's. On CUDA buffers of any length share a batch (``max_pad_s`` 30).
+        ``niceness``: how much nicer than the caller its decoding threads run (a live server's frames first)."""
         if device not in ("cpu", "cuda"):
             raise ValueError(f"Whisper device {device!r}: choose cpu or cuda")
         model_dir = resolve_whisper_model(model_path, files)
         threads = cpu_threads if cpu_threads is not None else min(4, os.cpu_count() or 1)
-        model = load_whisper(model_dir, "float16" if device == "cuda" else "int8", threads, device)
+        model = load_whisper(model_dir, "float16" if device == "cuda" else "int8", threads, device, niceness)
         if device == "cuda":
             options.setdefault("max_pad_s", 30.0)
-        return cls(model, model_dir=model_dir, **options)
+        worker = cls(model, model_dir=model_dir, **options)
+        worker.niceness = niceness
+        return worker
 
     def client(self) -> SharedWhisperClient:
         """A handle for one session: the same ``transcribe`` as :class:`ShortWhisper`."""
