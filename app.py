@@ -10,6 +10,7 @@ value stops the app with one ``error:`` line before anything loads.
 from __future__ import annotations
 
 import os
+import sys
 
 # before Gradio is imported (it reads the variable then); see kame_core/settings.py
 os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
@@ -22,7 +23,11 @@ from kame_core.settings import settings_or_exit  # noqa: E402
 def main() -> None:
     settings = settings_or_exit(os.environ)
     host, port = settings.server.address()
-    chat = chat_server(settings, host)  # first: the Talk page's tickets come from its book
+    try:
+        chat = chat_server(settings, host)  # first: the Talk page's tickets come from its book
+    except ValueError as err:  # settings that are each well formed but do not fit together
+        print(f"error: {err}", file=sys.stderr, flush=True)
+        raise SystemExit(2) from None
     blocks = build_app(settings=settings, tickets=chat.tickets, recording=chat.recording_problem)
     serve(blocks.queue(default_concurrency_limit=4), host, port, settings=settings, chat=chat, **launch_options())
 

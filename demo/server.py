@@ -36,6 +36,7 @@ from kame_core.serve import ChatServer, Limits, default_sessions_dir
 from kame_core.serve.lifecycle import run
 from kame_core.serve.redaction import install_redaction
 from kame_core.serve.replicas import ReplicaError, ReplicaSpec, ReplicatedChat
+from kame_core.serve.scaling import ScalingRule
 from kame_core.session.disk import FolderInUse
 from kame_core.settings import Settings
 from kame_core.stacks.served import ServedStack, served_stack
@@ -52,7 +53,8 @@ def chat_server(settings: Settings | None = None, host: str = "127.0.0.1") -> Ch
     (``KAME_MAX_SESSIONS``), saved in ``settings.server.sessions_dir``, admitted by ``settings.server.access``
     as it applies to a server listening on ``host`` (the loopback names only there, unless
     ``KAME_ALLOWED_HOSTS`` says otherwise). ``settings.server.replicas`` (``KAME_REPLICAS``) > 0: that many
-    replicas of it on a local Ray Serve behind one door (started by :meth:`ReplicatedChat.preload`)."""
+    replicas of it on a local Ray Serve behind one door (started by :meth:`ReplicatedChat.preload`), up to
+    ``KAME_MAX_REPLICAS`` as sessions need (:mod:`kame_core.serve.scaling`, its default patience)."""
     settings = settings or Settings()
     stack_settings = settings.stack
 
@@ -69,7 +71,9 @@ def chat_server(settings: Settings | None = None, host: str = "127.0.0.1") -> Ch
         gpus = 1.0 if choice.neural and choice.device_name() == "cuda" else 0.0
         spec = ReplicaSpec(load, sessions_dir=Path(server.sessions_dir or default_sessions_dir()),
                            max_sessions=server.max_sessions, limits=Limits())
-        return ReplicatedChat(spec, server.replicas, access=access, gpus=gpus)
+        scaling = ScalingRule.between(server.replicas, server.max_replicas,
+                                      server.max_sessions or (choice.pool_size if choice.neural else None))
+        return ReplicatedChat(spec, server.replicas, access=access, gpus=gpus, scaling=scaling)
     return ChatServer(load, max_sessions=server.max_sessions, sessions_dir=server.sessions_dir, access=access)
 
 
@@ -124,7 +128,8 @@ def serve(blocks: gr.Blocks, host: str, port: int, *, settings: Settings | None 
         front = (f"the neural front-end {weights}" if weights
                  else "the CPU stand-in (not the trained model; set KAME_WEIGHTS for the neural front-end)")
         if isinstance(chat, ReplicatedChat):
-            front += (f", {chat.replicas.count} replicas on Ray Serve (KAME_REPLICAS; sessions saved in "
+            most = f", up to {chat.scaling.max_replicas} as sessions need" if chat.scaling is not None else ""
+            front += (f", {chat.replicas.count} replicas{most} on Ray Serve (KAME_REPLICAS; sessions saved in "
                       f"{chat.sessions_dir}/replica-K)")
         print(f"KAME studio ready at http://{shown}:{port}/ in {time.perf_counter() - started:.1f} s (live protocol "
               f"at ws://{shown}:{port}/api/chat; /healthz, /readyz, /metrics); live sessions run {front}", flush=True)

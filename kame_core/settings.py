@@ -179,6 +179,9 @@ class ServerSettings:
     sessions_dir: Path = field(default_factory=lambda: sessions_dir({}))
     #: ``KAME_REPLICAS``: ``serve`` runs this many replicas on Ray Serve behind one ingress; 0: one server, no Ray
     replicas: int = 0
+    #: ``KAME_MAX_REPLICAS``: with replicas, the door adds replicas up to this many as sessions need (0: a fixed
+    #: number; ``serve --max-replicas``)
+    max_replicas: int = 0
     #: ``KAME_TOKEN`` and ``KAME_METRICS_TOKEN`` (never in a repr; blank: refused), ``KAME_ALLOWED_ORIGINS``,
     #: ``KAME_ALLOWED_HOSTS`` (its loopback default is applied where the listening host is known:
     #: :meth:`kame_core.access.Access.bound_to`)
@@ -201,11 +204,16 @@ class ServerSettings:
                               "a whole number from 0 to 100000 (0: no limit)")
         replicas = _whole(env, "KAME_REPLICAS", 0, lambda n: 0 <= n <= MAX_REPLICAS,
                           f"a whole number from 0 to {MAX_REPLICAS} (0: one server without Ray)")
+        max_replicas = _whole(env, "KAME_MAX_REPLICAS", 0, lambda n: 0 <= n <= MAX_REPLICAS,
+                              f"a whole number from 0 to {MAX_REPLICAS} (0: a fixed number of replicas)")
+        if max_replicas and replicas > max_replicas:
+            raise SettingsError(f"KAME_MAX_REPLICAS ({max_replicas}) is below KAME_REPLICAS ({replicas}): the most "
+                                "replicas the door runs must be at least those it starts (0: a fixed number)")
         return cls(host=_text(env, "KAME_HOST") or _text(env, "GRADIO_SERVER_NAME"),
                    port=_whole(env, port_var, 7860, lambda n: 1 <= n <= 65535,
                                "a whole number from 1 to 65535 (a port)"), log_level=level,
                    max_sessions=max_sessions or None, sessions_dir=sessions_dir(env), replicas=replicas,
-                   access=access)
+                   max_replicas=max_replicas, access=access)
 
 
 @dataclass(frozen=True)

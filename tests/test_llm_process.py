@@ -149,8 +149,9 @@ def test_threads_a_nicer_build_starts_inherit_its_niceness() -> None:
     assert built_nicer(build, 4) == "built"
     assert seen["worker"] == min(19, mine + 4)
     assert os.getpriority(os.PRIO_PROCESS, threading.get_native_id()) == mine
+    empty: dict[str, str] = {}
     with pytest.raises(KeyError, match="boom"):
-        built_nicer(lambda: {}["boom"], 4)
+        built_nicer(lambda: empty["boom"], 4)
 
 
 def test_stt_threads_leave_the_frames_half_the_cores() -> None:

@@ -49,6 +49,25 @@ def test_kame_replicas_is_parsed_and_checked() -> None:
             Settings.from_env({"KAME_REPLICAS": bad})
 
 
+def test_kame_max_replicas_is_parsed_checked_and_given_to_the_apps_door() -> None:
+    from demo.server import chat_server
+
+    assert Settings.from_env({}).server.max_replicas == 0
+    assert Settings.from_env({"KAME_REPLICAS": "1", "KAME_MAX_REPLICAS": "4"}).server.max_replicas == 4
+    with pytest.raises(SettingsError, match=r"KAME_MAX_REPLICAS \(2\) is below KAME_REPLICAS \(3\)"):
+        Settings.from_env({"KAME_REPLICAS": "3", "KAME_MAX_REPLICAS": "2"})
+    with pytest.raises(SettingsError, match="KAME_MAX_REPLICAS must be"):
+        Settings.from_env({"KAME_MAX_REPLICAS": "-1"})
+    door = chat_server(Settings.from_env({"KAME_REPLICAS": "1", "KAME_MAX_REPLICAS": "3", "KAME_MAX_SESSIONS": "2"}))
+    assert isinstance(door, ReplicatedChat) and door.scaling is not None  # nothing starts before preload
+    assert (door.scaling.min_replicas, door.scaling.max_replicas, door.scaling.wanted_free) == (1, 3, 2)
+    assert door.max_sessions == 6
+    fixed = chat_server(Settings.from_env({"KAME_REPLICAS": "2", "KAME_MAX_REPLICAS": "2"}))
+    assert isinstance(fixed, ReplicatedChat) and fixed.scaling is None
+    with pytest.raises(ValueError, match="never full"):
+        chat_server(Settings.from_env({"KAME_REPLICAS": "1", "KAME_MAX_REPLICAS": "2", "KAME_MAX_SESSIONS": "0"}))
+
+
 def test_ray_options_need_replicas(capsys: pytest.CaptureFixture[str]) -> None:
     from kame_core.serve.__main__ import main
 
@@ -57,6 +76,24 @@ def test_ray_options_need_replicas(capsys: pytest.CaptureFixture[str]) -> None:
             main(argv)
         assert info.value.code == 2
     assert "--replicas" in capsys.readouterr().err
+
+
+def test_scaling_options_are_checked_before_anything_loads(capsys: pytest.CaptureFixture[str]) -> None:
+    from kame_core.serve.__main__ import main
+
+    cases = [(["--max-replicas", "3"], "need --replicas N"),
+             (["--headroom", "2"], "need --replicas N"),
+             (["--replicas", "2", "--max-replicas", "1"], "--max-replicas 1: a whole number from --replicas (2)"),
+             (["--replicas", "2", "--max-replicas", "100000"], "--max-replicas 100000"),
+             (["--replicas", "1", "--max-replicas", "2", "--max-sessions", "0"], "never full"),
+             (["--replicas", "1", "--max-replicas", "2", "--headroom", "0"], "headroom 0"),
+             (["--replicas", "1", "--max-replicas", "2", "--grow-after-s", "nan"], "grow_after_s nan"),
+             (["--replicas", "1", "--max-replicas", "2", "--shrink-after-s", "-5"], "shrink_after_s -5")]
+    for argv, why in cases:
+        with pytest.raises(SystemExit) as info:
+            main(argv)
+        assert info.value.code == 2, argv
+        assert why in capsys.readouterr().err, argv
 
 
 def test_the_single_server_path_never_imports_ray() -> None:

@@ -32,6 +32,7 @@ from ..stacks.served import ServedStack, stack_from_cpu
 from .lifecycle import run
 from .protocol import Limits
 from .redaction import install_redaction
+from .scaling import ScalingRule
 from .server import ROUTE, ChatServer, standalone_app
 
 
@@ -80,6 +81,16 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--gpus-per-replica", type=float, default=None,
                         help="with --replicas: GPUs each replica takes (default 1 for --weights on CUDA: --device "
                              "cuda, or no --device and a GPU on this machine; else 0)")
+    parser.add_argument("--max-replicas", type=int, default=None,
+                        help="with --replicas N: add replicas up to this many when free session slots run short, "
+                             "remove the newest when it has long been idle (default KAME_MAX_REPLICAS, else N: a "
+                             "fixed number)")
+    parser.add_argument("--headroom", type=int, default=None,
+                        help="with --max-replicas: free session slots the door keeps (default: one replica's)")
+    parser.add_argument("--grow-after-s", type=float, default=10.0,
+                        help="with --max-replicas: how long free slots must run short before a replica is added")
+    parser.add_argument("--shrink-after-s", type=float, default=300.0,
+                        help="with --max-replicas: how long the newest replica must be idle before it is removed")
     parser.add_argument("--floor", default=None, choices=list(FLOORS),
                         help="who decides when the user's turn is over (default: KAME_FLOOR, else model): "
                              + "; ".join(f"{name}: {f.description}" for name, f in FLOORS.items()))
@@ -103,8 +114,20 @@ def main(argv: list[str] | None = None) -> None:
     replicas = args.replicas if args.replicas is not None else settings.server.replicas
     if not 0 <= replicas <= MAX_REPLICAS:
         parser.error(f"--replicas {replicas}: a whole number from 0 to {MAX_REPLICAS} (0: one server, no Ray)")
-    if not replicas and (args.ray_address or args.gpus_per_replica is not None):
-        parser.error("--ray-address and --gpus-per-replica need --replicas N (or KAME_REPLICAS)")
+    if not replicas and (args.ray_address or args.gpus_per_replica is not None or args.max_replicas is not None
+                         or args.headroom is not None):
+        parser.error("--ray-address, --gpus-per-replica, --max-replicas and --headroom need --replicas N "
+                     "(or KAME_REPLICAS)")
+    most = args.max_replicas if args.max_replicas is not None else settings.server.max_replicas
+    if replicas and most and not replicas <= most <= MAX_REPLICAS:
+        parser.error(f"--max-replicas {most}: a whole number from --replicas ({replicas}) to {MAX_REPLICAS}")
+    try:
+        scaling = ScalingRule.between(replicas, most if replicas else None,
+                                      max_sessions if max_sessions else (choice.pool_size if choice.neural else None),
+                                      headroom=args.headroom, grow_after_s=args.grow_after_s,
+                                      shrink_after_s=args.shrink_after_s)
+    except ValueError as err:
+        parser.error(str(err))
     if args.gpus_per_replica is not None and not 0 <= args.gpus_per_replica <= 64:
         parser.error(f"--gpus-per-replica {args.gpus_per_replica}: a number of GPUs from 0 to 64")
     logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(name)s %(levelname)s %(message)s")
@@ -128,7 +151,7 @@ def main(argv: list[str] | None = None) -> None:
                 gpus = 1.0 if choice.neural and choice.device_name() == "cuda" else 0.0
             except ValueError as err:
                 parser.error(str(err))
-        serve_replicas(args, replicas, gpus, load_stack, max_sessions or None, sessions_dir, limits, access)
+        serve_replicas(args, replicas, gpus, load_stack, max_sessions or None, sessions_dir, limits, access, scaling)
         return
     server = ChatServer(load_stack, max_sessions=max_sessions or None, sessions_dir=sessions_dir, limits=limits,
                         access=access)
@@ -155,10 +178,11 @@ def main(argv: list[str] | None = None) -> None:
 
 
 def serve_replicas(args: argparse.Namespace, count: int, gpus: float, load_stack: Callable[[], ServedStack],
-                   max_sessions: int | None, sessions_dir: Path, limits: Limits, access: Access) -> None:
+                   max_sessions: int | None, sessions_dir: Path, limits: Limits, access: Access,
+                   scaling: ScalingRule | None = None) -> None:
     """``--replicas N``: the replicas on Ray Serve (loaded before the port opens), the ingress at ``--port`` until
     SIGTERM / SIGINT (the replicas end their sessions cleanly), then the replicas deleted and a local Ray shut
-    down."""
+    down. ``scaling``: between N and ``--max-replicas`` as sessions come and go."""
     from demo.talk_page import mount_talk_page
 
     from .ingress import ingress_app
@@ -167,7 +191,7 @@ def serve_replicas(args: argparse.Namespace, count: int, gpus: float, load_stack
     if not args.ray_address:  # a local Ray's workers run at niceness 15 by default: sessions are real time
         os.environ.setdefault(WORKER_NICENESS, "0")
     spec = ReplicaSpec(load_stack, sessions_dir=Path(sessions_dir), max_sessions=max_sessions, limits=limits)
-    door = ReplicatedChat(spec, count, access=access, address=args.ray_address, gpus=gpus)
+    door = ReplicatedChat(spec, count, access=access, address=args.ray_address, gpus=gpus, scaling=scaling)
     started = time.perf_counter()
     try:  # whatever stops it (an error, SIGTERM while the replicas load), the replicas go and a local Ray with them
         try:
@@ -178,8 +202,10 @@ def serve_replicas(args: argparse.Namespace, count: int, gpus: float, load_stack
         app = ingress_app(ingress)
         mount_talk_page(app, cast(Any, ingress))  # the page reads the door's ``access`` only
         page = f"http://{args.host}:{args.port}/" + ("?token=..." if access.token else "")
+        growth = "" if scaling is None else (f", up to {scaling.max_replicas} as sessions need (keeping "
+                                             f"{scaling.wanted_free} slot(s) free)")
         print(f"ready at ws://{args.host}:{args.port}{ROUTE} in {time.perf_counter() - started:.1f} s: {count} "
-              f"replica(s) on Ray Serve ({gpus:g} GPU each; sessions saved in "
+              f"replica(s){growth} on Ray Serve ({gpus:g} GPU each; sessions saved in "
               f"{Path(sessions_dir) / 'replica-K'}); talk to it in a browser at {page}",
               flush=True)
         install_redaction()

@@ -11,6 +11,9 @@ unchanged: the replica's ``session`` notice says ``"replica": K`` itself, and a 
 process died) closes the client with 1011 and a reason saying so; Ray Serve restarts that replica, which recovers
 the session from its journal.
 
+With :class:`Scaling` the door also adds a replica when free slots run short and removes the newest when it has
+long been idle (:mod:`.scaling`).
+
 ``/readyz`` is 200 while some replica can take a session (its body lists every replica); ``/metrics`` is the
 ingress's own counts followed by every replica's metrics, each sample labelled ``replica="K"``.
 """
@@ -19,7 +22,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 from urllib.parse import urlencode
@@ -33,9 +36,10 @@ from ..tickets import TicketBook
 from . import protocol as P
 from .lifecycle import DRAIN_TIMEOUT_S
 from .metrics import CONTENT_TYPE_LATEST
+from .scaling import Autoscaler, Grow, ReplicaLoad, ScalingRule, Shrink
 from .server import ROUTE, metrics_refusal
 
-__all__ = ["Ingress", "ReplicaLink", "ingress_app", "merge_metrics"]
+__all__ = ["Ingress", "ReplicaLink", "Scaling", "ingress_app", "merge_metrics"]
 
 log = logging.getLogger("kame.serve.ingress")
 
@@ -55,6 +59,17 @@ class ReplicaLink(Protocol):
     async def metrics(self) -> str: ...
 
     async def stop(self) -> bool: ...
+
+
+@dataclass(frozen=True)
+class Scaling:
+    """How the door adds and removes replicas: the rule (:mod:`.scaling`), how often it looks, and the two
+    actions (``grow()`` -> the new replica's link once it listens; ``shrink(index)`` removes the newest)."""
+
+    rule: ScalingRule
+    grow: Callable[[], Awaitable[ReplicaLink]]
+    shrink: Callable[[int], Awaitable[object]]
+    period_s: float = 2.0
 
 
 @dataclass
@@ -87,7 +102,7 @@ class Ingress:
     """The door (see the module docstring). ``links`` are the replicas; ``token`` the one they require;
     ``access`` who may connect here; ``limits`` the protocol's (the message size the door accepts)."""
 
-    links: Sequence[ReplicaLink]
+    links: list[ReplicaLink]
     token: str = field(repr=False)
     access: Access = field(default_factory=Access)
     limits: P.Limits = field(default_factory=P.Limits)
@@ -95,9 +110,14 @@ class Ingress:
     tickets: TicketBook = field(default_factory=TicketBook)
     #: how long a replica has to answer a status or metrics call
     ask_timeout_s: float = 3.0
+    #: adding and removing replicas as sessions come and go (None: a fixed number)
+    scaling: Scaling | None = None
 
     def __post_init__(self) -> None:
+        self.links = list(self.links)
         self._routed = {link.index: 0 for link in self.links}
+        self._scaling_task: asyncio.Task[None] | None = None
+        self.changing: str = ""  # a replica being added or removed, in words
         self._quiet_until: dict[int, float] = {}  # replica -> loop time until which it is not asked
         self.closing = False
         r = self.registry = CollectorRegistry()
@@ -108,6 +128,10 @@ class Ingress:
                              "answering", ["replica"], registry=r)
         self._up = Gauge("kame_replica_up", "1 when the replica answered the last status or metrics call",
                          ["replica"], registry=r)
+        self._count = Gauge("kame_ingress_replicas", "replicas the door sends sessions to", registry=r)
+        self._count.set_function(lambda: len(self.links))
+        self._scaled = Counter("kame_ingress_scaled", "replicas the door added (up), removed (down) or failed to "
+                               "add (failed)", ["direction"], registry=r)
 
     # ------------------------------------------------------------------------------------------ replicas
     async def _seen(self) -> list[_Seen]:
@@ -134,7 +158,7 @@ class Ingress:
         choice and the reservation happen with no await between them, against the sessions already sent to each
         replica (:meth:`_Seen.free`): two clients at once never take the same last slot, and a replica slow to
         answer delays no other admission."""
-        seen = await self._seen()
+        seen = [s for s in await self._seen() if s.index in self._routed]  # not one retired meanwhile
         best = max(seen, key=lambda s: (s.free(self._routed[s.index]), -self._routed[s.index], -s.index))
         if best.status is None or best.free(self._routed[best.index]) <= 0:
             return _busy(seen)
@@ -143,7 +167,8 @@ class Ingress:
 
     async def readiness(self) -> tuple[bool, dict[str, Any]]:
         """(some replica can take a session now, what ``/readyz`` says: the totals and every replica)."""
-        seen = await self._seen()
+        self.start_scaling()
+        seen = [s for s in await self._seen() if s.index in self._routed]
         rows: list[dict[str, Any]] = []
         for s in seen:
             if s.status is None:
@@ -156,6 +181,10 @@ class Ingress:
         total = None if any(f == float("inf") for f in free) else int(sum(free))
         body: dict[str, Any] = {"ready": ready, "free_slots": total, "active": sum(self._routed.values()),
                                 "replicas": rows}
+        if self.scaling is not None:
+            rule = self.scaling.rule
+            body["scaling"] = {"min_replicas": rule.min_replicas, "max_replicas": rule.max_replicas,
+                               "keeps_free": rule.wanted_free, "changing": self.changing}
         if not ready:
             body["why"] = "the server is shutting down" if self.closing else "no replica has a free session slot"
         return ready, body
@@ -163,6 +192,8 @@ class Ingress:
     async def metrics_text(self) -> bytes:
         """The ingress's metrics, then every replica's labelled with its index (one that does not answer is
         ``kame_replica_up{replica="K"} 0``)."""
+        self.start_scaling()
+
         async def one(link: ReplicaLink) -> tuple[int, str | None]:
             try:
                 text = await asyncio.wait_for(link.metrics(), self.ask_timeout_s)
@@ -178,6 +209,7 @@ class Ingress:
     # ------------------------------------------------------------------------------------------ sessions
     async def handle(self, websocket: Any) -> None:
         """One client's websocket, from accept to close (Starlette ``WebSocket``)."""
+        self.start_scaling()
         refused = self.access.refusal(websocket.headers, websocket.query_params, self.tickets)
         await websocket.accept()
         if refused is not None:
@@ -237,10 +269,98 @@ class Ingress:
         with contextlib.suppress(Exception):
             await client.close(code=code, reason=_reason(reason))
 
+    # ------------------------------------------------------------------------------------------ scaling
+    async def loads(self) -> list[ReplicaLoad]:
+        """Every replica's load now, as the door counts it (sessions it sent that a replica does not count yet
+        included)."""
+        loads = []
+        for s in await self._seen():
+            routed = self._routed.get(s.index)
+            if routed is None:  # retired meanwhile
+                continue
+            status = s.status or {}
+            loads.append(ReplicaLoad(s.index, bool(status.get("ready")), s.free(routed),
+                                     max(routed, int(status.get("active", 0)))))
+        return loads
+
+    def add(self, link: ReplicaLink) -> None:
+        """Send sessions to ``link``'s replica too."""
+        self.links.append(link)
+        self._routed[link.index] = 0
+
+    def retire(self, index: int) -> ReplicaLink | None:
+        """Send no more sessions to replica ``index``: its link, or None while it has a session through the door
+        (then nothing changes)."""
+        if self._routed.get(index, 1):
+            return None
+        del self._routed[index]
+        link = next(link for link in self.links if link.index == index)
+        self.links.remove(link)
+        return link
+
+    def start_scaling(self) -> None:
+        """Start the scaling loop on this loop, once (the app's start-up calls it, and so does every request:
+        a door mounted on an app it did not make has no start-up of its own)."""
+        if self.scaling is not None and self._scaling_task is None and not self.closing:
+            self._scaling_task = asyncio.get_running_loop().create_task(self._scale())
+
+    async def _scale(self) -> None:
+        """Until the door closes: every ``period_s`` ask the replicas, let the rule decide, do what it says (one
+        change at a time; a new replica joins once it listens, the newest leaves once it has no session)."""
+        assert self.scaling is not None
+        scaling, loop = self.scaling, asyncio.get_running_loop()
+        autoscaler = Autoscaler(scaling.rule)
+        while not self.closing:
+            await asyncio.sleep(scaling.period_s)
+            if self.closing:
+                return
+            decision: Grow | Shrink | None = None
+            try:
+                decision = autoscaler.decide(loop.time(), await self.loads())
+                if isinstance(decision, Grow):
+                    await self._grow(decision, scaling)
+                elif isinstance(decision, Shrink):
+                    await self._shrink(decision, scaling)
+            except Exception:  # noqa: BLE001 - the door goes on serving with the replicas it has
+                log.exception("the scaling loop failed a round")
+            if decision is not None:
+                autoscaler.forget()
+            self.changing = ""
+
+    async def _grow(self, decision: Grow, scaling: Scaling) -> None:
+        log.warning("adding replica %d: %s", decision.index, decision.why)
+        self.changing = f"adding replica {decision.index} ({decision.why})"
+        try:
+            link = await scaling.grow()
+        except Exception as err:  # noqa: BLE001 - said, counted; the rule may ask again
+            log.error("replica %d could not be added: %s", decision.index, err)
+            self._scaled.labels("failed").inc()
+            return
+        if self.closing:
+            return
+        self.add(link)
+        self._scaled.labels("up").inc()
+
+    async def _shrink(self, decision: Shrink, scaling: Scaling) -> None:
+        link = self.retire(decision.index)
+        if link is None:  # a session arrived since the rule looked
+            return
+        log.warning("removing replica %d: %s", decision.index, decision.why)
+        self.changing = f"removing replica {decision.index} ({decision.why})"
+        try:
+            await scaling.shrink(decision.index)
+        except Exception as err:  # noqa: BLE001 - it still runs: keep using it
+            log.error("replica %d could not be removed: %s", decision.index, err)
+            self.add(link)
+            return
+        self._scaled.labels("down").inc()
+
     async def drain(self, timeout_s: float = DRAIN_TIMEOUT_S) -> bool:
         """Shut down: no new session; every replica ends its sessions as a shutdown does (saved, 1001, which
         reach the clients) and stops; whether every session ended within ``timeout_s``."""
         self.closing = True
+        if self._scaling_task is not None:
+            self._scaling_task.cancel()
         with contextlib.suppress(Exception):
             await asyncio.wait_for(asyncio.gather(*(link.stop() for link in self.links), return_exceptions=True),
                                    timeout_s)
@@ -343,9 +463,15 @@ def merge_metrics(texts: dict[int, str]) -> bytes:
 
 
 def ingress_app(ingress: Ingress) -> Any:
-    """A FastAPI app serving the ingress's routes."""
+    """A FastAPI app serving the ingress's routes (its scaling loop, if any, starts with the app)."""
     from fastapi import FastAPI
 
-    app = FastAPI(title="KAME live protocol (replicas)", docs_url=None, redoc_url=None, openapi_url=None)
+    @contextlib.asynccontextmanager
+    async def lifespan(app: Any) -> AsyncIterator[None]:
+        ingress.start_scaling()
+        yield
+
+    app = FastAPI(title="KAME live protocol (replicas)", docs_url=None, redoc_url=None, openapi_url=None,
+                  lifespan=lifespan)
     ingress.mount(app)
     return app

@@ -14,6 +14,8 @@ inside functions only (the single-server path never imports it).
 """
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import logging
 import os
 import re
@@ -30,9 +32,10 @@ from ..access import LOOPBACK_HOSTS, Access, is_loopback
 from ..session.store import REPLICA_FOLDER_PREFIX
 from ..stacks.served import ServedStack
 from ..tickets import TicketBook
-from .ingress import Ingress
+from .ingress import Ingress, ReplicaLink, Scaling
 from .lifecycle import DRAIN_TIMEOUT_S
 from .protocol import Limits
+from .scaling import ScalingRule
 from .server import ROUTE, ChatServer, standalone_app
 
 __all__ = ["APP_PREFIX", "WORKER_NICENESS", "LiveReplica", "RayReplicas", "ReplicaError", "ReplicaSpec", "ServeLink",
@@ -52,6 +55,8 @@ WORKER_NICENESS = "RAY_worker_niceness"
 _RAISED = re.compile(r"^(?:[A-Za-z_][\w]*\.)*([A-Za-z_]\w*(?:Error|Exception|Unavailable|InUse|Exit)): ")
 #: how long a replica's uvicorn has to start listening once the models are loaded
 LISTEN_TIMEOUT_S = 30.0
+#: how long a replica the door adds may take to start (on a cluster: a node for it may have to come up first)
+GROW_TIMEOUT_S = 900.0
 
 
 class ReplicaError(RuntimeError):
@@ -187,12 +192,13 @@ class RayReplicas:
         self.spec, self.count, self.address, self.gpus, self.cpus = spec, count, address, gpus, cpus
         self.links: list[ServeLink] = []
         self._ray_started_here = False
+        self._deployment: Any = None
+        self._growing: int | None = None  # the replica :meth:`grow` is starting
 
     def start(self) -> list[ServeLink]:
         """Deploy and wait until every replica listens (models loaded, journals recovered); the links."""
         try:
             from ray import serve
-            from ray.serve.api import RunTarget
         except ImportError as err:
             raise ReplicaError("--replicas needs Ray Serve: .venv/bin/pip install -c constraints.txt "
                                f"-r requirements-ray.txt ({err})") from None
@@ -202,12 +208,11 @@ class RayReplicas:
         executor = RayExecutor(address=self.address, workers=self.count, cpus_per_worker=self.cpus)
         self._ray_started_here = executor.connect()
         serve.start(proxy_location="Disabled")
-        deployment = serve.deployment(
+        self._deployment = serve.deployment(
             num_replicas=1, ray_actor_options={"num_cpus": self.cpus, "num_gpus": self.gpus},
             health_check_period_s=HEALTH_CHECK_PERIOD_S, health_check_timeout_s=HEALTH_CHECK_TIMEOUT_S,
             graceful_shutdown_timeout_s=self.spec.drain_timeout_s + 10.0, max_ongoing_requests=16)(LiveReplica)
-        targets = [RunTarget(deployment.options(name=f"replica-{k}").bind(self.spec, k), name=f"{APP_PREFIX}{k}",
-                             route_prefix=None) for k in range(self.count)]
+        targets = [self._target(k) for k in range(self.count)]
         try:
             handles = serve.run_many(targets)
         except Exception as err:  # a constructor that failed: its error, plainly
@@ -216,6 +221,57 @@ class RayReplicas:
             raise ReplicaError(f"the replicas could not start: {why}") from None
         self.links = [ServeLink(k, handle) for k, handle in enumerate(handles)]
         return self.links
+
+    def _target(self, index: int) -> Any:
+        from ray.serve.api import RunTarget
+
+        return RunTarget(self._deployment.options(name=f"replica-{index}").bind(self.spec, index),
+                         name=f"{APP_PREFIX}{index}", route_prefix=None)
+
+    def grow(self, timeout_s: float = GROW_TIMEOUT_S) -> ServeLink:
+        """Deploy replica ``count`` (blocking until it listens, at most ``timeout_s``: on a cluster it may wait
+        for a node) and its link; :class:`ReplicaError` says why not (the half-started replica is deleted)."""
+        from ray import serve
+
+        index = self.count
+        name = f"{APP_PREFIX}{index}"
+        deadline = time.monotonic() + timeout_s
+        self._growing = index
+        try:
+            handle = serve.run_many([self._target(index)], wait_for_applications_running=False)[0]
+            while True:
+                application = serve.status().applications.get(name)
+                state = str(getattr(application, "status", ""))
+                if state.endswith("RUNNING"):
+                    break
+                if state.endswith("DEPLOY_FAILED") or time.monotonic() > deadline:
+                    why = _why_failed(serve, index + 1, first=index) or (
+                        f"not running within {timeout_s:g} s (state {state or 'unknown'})")
+                    raise ReplicaError(f"replica {index} could not start: {why}")
+                time.sleep(0.5)
+        except BaseException:
+            with contextlib.suppress(Exception):
+                serve.delete(name)
+            raise
+        finally:
+            self._growing = None
+        self.count += 1
+        link = ServeLink(index, handle)
+        self.links.append(link)
+        return link
+
+    def shrink(self) -> int:
+        """Delete the newest replica (its sessions end as a shutdown ends them; the door sends it none before);
+        its index."""
+        from ray import serve
+
+        if self.count <= 1:
+            raise ValueError("the last replica is not removed while the door runs")
+        index = self.count - 1
+        serve.delete(f"{APP_PREFIX}{index}")
+        self.count -= 1
+        self.links = [link for link in self.links if link.index != index]
+        return index
 
     def close(self) -> None:
         """Delete the replicas (each is stopped as :meth:`LiveReplica.stop` does); shut Ray down if it was
@@ -231,7 +287,8 @@ class RayReplicas:
             if self._ray_started_here:
                 serve.shutdown()
             else:
-                for k in range(self.count):
+                growing = [] if self._growing is None else [self._growing]
+                for k in [*range(self.count), *growing]:
                     serve.delete(f"{APP_PREFIX}{k}")
         finally:
             if self._ray_started_here:
@@ -244,11 +301,14 @@ class ReplicatedChat:
     door is used (:class:`~.lifecycle.Door`; ``access``, ``tickets``, ``sessions_dir``, :meth:`open_folder`,
     :meth:`recording_problem`, :meth:`preload`, :meth:`mount`): what ``serve --replicas N`` and the app's
     ``KAME_REPLICAS`` run. :meth:`preload` starts the replicas (each loads its models, opens its folder
-    ``replica-K`` and recovers its journals); :meth:`close` deletes them (and a local Ray started here)."""
+    ``replica-K`` and recovers its journals); :meth:`close` deletes them (and a local Ray started here).
+    ``scaling``: add and remove replicas between its minimum (``count``) and maximum (:mod:`.scaling`)."""
 
     def __init__(self, spec: ReplicaSpec, count: int, *, access: Access, address: str | None = None,
-                 gpus: float = 0.0) -> None:
-        self.spec, self.access = spec, access
+                 gpus: float = 0.0, scaling: ScalingRule | None = None) -> None:
+        if scaling is not None and scaling.min_replicas != count:
+            raise ValueError(f"the scaling rule's minimum ({scaling.min_replicas}) is the replicas started ({count})")
+        self.spec, self.access, self.scaling = spec, access, scaling
         self.replicas = RayReplicas(spec, count, address=address, gpus=gpus)
         self.tickets = TicketBook()  # the ingress redeems them: the page's tickets are made before it exists
         self.ingress: Ingress | None = None
@@ -259,9 +319,10 @@ class ReplicatedChat:
 
     @property
     def max_sessions(self) -> int | None:
-        """Sessions at once through the door: every replica's (None: no limit)."""
+        """Sessions at once through the door: every replica's, at the most replicas (None: no limit)."""
         per = self.spec.max_sessions
-        return None if per is None else per * self.replicas.count
+        most = self.scaling.max_replicas if self.scaling is not None else self.replicas.count
+        return None if per is None else per * most
 
     @property
     def sessions_dir(self) -> Path:
@@ -277,10 +338,18 @@ class ReplicatedChat:
     def preload(self) -> Ingress:
         """Start the replicas (once) and the ingress in front of them; :class:`ReplicaError` says why not."""
         if self.ingress is None:
-            links = self.replicas.start()
+            links: list[ReplicaLink] = list(self.replicas.start())
+            scaling = None if self.scaling is None else Scaling(
+                self.scaling, grow=lambda: asyncio.to_thread(self.replicas.grow),
+                shrink=lambda index: asyncio.to_thread(self._remove, index))
             self.ingress = Ingress(links, self.spec.token, access=self.access, limits=self.spec.limits,
-                                   tickets=self.tickets)
+                                   tickets=self.tickets, scaling=scaling)
         return self.ingress
+
+    def _remove(self, index: int) -> None:
+        if index != self.replicas.count - 1:
+            raise ValueError(f"replica {index} is not the newest ({self.replicas.count - 1}): not removed")
+        self.replicas.shrink()
 
     def mount(self, app: Any, path: str = ROUTE) -> None:
         """The ingress's routes on ``app`` (``/api/chat``, ``/healthz``, ``/readyz``, ``/metrics``)."""
@@ -296,14 +365,14 @@ class ReplicatedChat:
         self.replicas.close()
 
 
-def _why_failed(serve: Any, count: int) -> str:
+def _why_failed(serve: Any, count: int, first: int = 0) -> str:
     """The error a replica's constructor raised, as Serve's status keeps it (the last line of its traceback):
-    the first replica's that has one, with its index; "" when none says."""
+    the first replica's (from ``first`` to ``count`` - 1) that has one, with its index; "" when none says."""
     try:
         applications = serve.status().applications
     except Exception:  # noqa: BLE001 - Serve itself is gone: the caller says what it knows
         return ""
-    for k in range(count):
+    for k in range(first, count):
         application = applications.get(f"{APP_PREFIX}{k}")
         for deployment in (application.deployments.values() if application is not None else ()):
             lines = [line.strip() for line in str(deployment.message).splitlines() if line.strip()]
