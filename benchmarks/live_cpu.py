@@ -24,8 +24,6 @@ import numpy as np
 
 from kame_core.analysis.metrics import stt_word_lags, turn_onsets
 from kame_core.clock import SAMPLE_RATE, RealTimeClock
-from kame_core.llm.local_smollm import LocalSmolLM
-from kame_core.paths import ModelFiles
 from kame_core.pipelines import Mode
 from kame_core.protocols import TTS, Word
 from kame_core.record.trace import EventKind, SessionTrace
@@ -52,9 +50,11 @@ def user_recording(tts: TTS) -> tuple[np.ndarray, list[Word]]:
     return audio, words
 
 
-def warm_up(stack: Stack, audio: np.ndarray, files: ModelFiles) -> None:
+def warm_up(stack: Stack, audio: np.ndarray) -> None:
     """Load every model and run each once, so the timed sessions measure steady state."""
-    LocalSmolLM(cache_root=files.cache_root).load()
+    load = getattr(stack.llm, "load", None)  # the oracle's model (its worker process with realtime)
+    if callable(load):
+        load()
     stt = stack.make_stt()
     for i in range(0, 3 * SAMPLE_RATE, 1920):
         stt.accept(audio[i: i + 1920])
@@ -115,9 +115,9 @@ def main() -> None:
     os.environ.setdefault("HF_HUB_OFFLINE", "1")  # for huggingface_hub too
     files = Settings.from_env(os.environ).stack.files
     t0 = time.perf_counter()
-    stack = cpu_stack(llm=args.oracle_llm, files=files)
+    stack = cpu_stack(llm=args.oracle_llm, files=files, realtime=True)  # as the live server builds it
     audio, words = user_recording(stack.tts)
-    warm_up(stack, audio, files)
+    warm_up(stack, audio)
     print(f"set-up + warm-up {time.perf_counter() - t0:.1f} s; cores {os.cpu_count()}; "
           f"load average {os.getloadavg()[0]:.2f}")
     print("components:", *(f"  {role}: {what}" for role, what in stack.components.items()), sep="\n")

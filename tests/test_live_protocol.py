@@ -11,7 +11,10 @@ import time
 import numpy as np
 import pytest
 
+from kame_core.analysis.metrics import stt_word_lags
 from kame_core.analysis.trace_query import llm_requests
+from kame_core.protocols import Synthesis
+from kame_core.record.trace import EventKind
 from kame_core.scenario import load_scenario
 from kame_core.serve import ChatServer, Limits, standalone_app
 from kame_core.serve import protocol as P
@@ -41,11 +44,16 @@ def served(tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
-def questions() -> dict[str, np.ndarray]:
+def spoken() -> dict[str, Synthesis]:
     from kame_core.tts import make_tts
 
     tts = make_tts("piper")
-    return {text: tts.synthesize(text).audio for text in (FRANCE, SPIDER)}
+    return {text: tts.synthesize(text) for text in (FRANCE, SPIDER)}
+
+
+@pytest.fixture(scope="module")
+def questions(spoken: dict[str, Synthesis]) -> dict[str, np.ndarray]:
+    return {text: synthesis.audio for text, synthesis in spoken.items()}
 
 
 def _run(coro):
@@ -83,9 +91,13 @@ def _warning(data) -> bool:
     return isinstance(data, bytes) and data[:1] == bytes([P.EVENT]) and b'"warning"' in data
 
 
-def test_handshake_first_then_a_spoken_question_is_answered_in_audio_and_text(served, questions):
+def test_handshake_first_then_a_spoken_question_is_answered_in_audio_and_text(served, questions, spoken):
     url, server = served
     result = _run(talk(url, questions[FRANCE], tail_s=14.0))
+    heard = result.live_trace()  # what the client was told live, read as a trace
+    assert heard.events and {e.kind for e in heard.events} >= {EventKind.STT_PARTIAL, EventKind.LLM_REQUEST_START}
+    lags = dict(zip([w.text for w in spoken[FRANCE].words], stt_word_lags(heard, spoken[FRANCE].words)))
+    assert lags["France?"] is not None, lags  # a live partial or final within 6 s of the word's audio said it
     assert result.first_kind == P.HANDSHAKE
     assert result.session["id"].startswith("talk-") and "stt" in result.session["components"]
     out = result.output

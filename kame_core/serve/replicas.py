@@ -186,10 +186,12 @@ class RayReplicas:
     deletes them. ``links`` are the ingress's lines to them."""
 
     def __init__(self, spec: ReplicaSpec, count: int, *, address: str | None = None, gpus: float = 0.0,
-                 cpus: float = 1.0) -> None:
-        if count < 1 or gpus < 0 or cpus <= 0:
-            raise ValueError("replicas must be >= 1, GPUs per replica >= 0 and CPUs per replica > 0")
+                 cpus: float = 1.0, most: int | None = None) -> None:
+        if count < 1 or gpus < 0 or cpus <= 0 or (most is not None and most < count):
+            raise ValueError("replicas must be >= 1 (at most as many as the most), GPUs per replica >= 0 and CPUs "
+                             "per replica > 0")
         self.spec, self.count, self.address, self.gpus, self.cpus = spec, count, address, gpus, cpus
+        self.most = most or count  # a local Ray is started with room for this many
         self.links: list[ServeLink] = []
         self._ray_started_here = False
         self._deployment: Any = None
@@ -205,7 +207,7 @@ class RayReplicas:
         from ..executors.ray_executor import RayExecutor
 
         # the one way this project starts or joins Ray (a local Ray with a CPU per replica, or ``address``)
-        executor = RayExecutor(address=self.address, workers=self.count, cpus_per_worker=self.cpus)
+        executor = RayExecutor(address=self.address, workers=self.most, cpus_per_worker=self.cpus)
         self._ray_started_here = executor.connect()
         serve.start(proxy_location="Disabled")
         self._deployment = serve.deployment(
@@ -231,10 +233,17 @@ class RayReplicas:
     def grow(self, timeout_s: float = GROW_TIMEOUT_S) -> ServeLink:
         """Deploy replica ``count`` (blocking until it listens, at most ``timeout_s``: on a cluster it may wait
         for a node) and its link; :class:`ReplicaError` says why not (the half-started replica is deleted)."""
+        import ray
         from ray import serve
 
         index = self.count
         name = f"{APP_PREFIX}{index}"
+        if self.address is None:  # a local Ray cannot grow: a replica that never fits would wait the whole timeout
+            free = ray.available_resources()
+            if free.get("CPU", 0.0) < self.cpus or free.get("GPU", 0.0) < self.gpus:
+                raise ReplicaError(f"replica {index} does not fit this machine's Ray (free: {free.get('CPU', 0):g} "
+                                   f"CPU, {free.get('GPU', 0):g} GPU; a replica takes {self.cpus:g} and "
+                                   f"{self.gpus:g})")
         deadline = time.monotonic() + timeout_s
         self._growing = index
         try:
@@ -309,7 +318,8 @@ class ReplicatedChat:
         if scaling is not None and scaling.min_replicas != count:
             raise ValueError(f"the scaling rule's minimum ({scaling.min_replicas}) is the replicas started ({count})")
         self.spec, self.access, self.scaling = spec, access, scaling
-        self.replicas = RayReplicas(spec, count, address=address, gpus=gpus)
+        self.replicas = RayReplicas(spec, count, address=address, gpus=gpus,
+                                    most=scaling.max_replicas if scaling is not None else None)
         self.tickets = TicketBook()  # the ingress redeems them: the page's tickets are made before it exists
         self.ingress: Ingress | None = None
 
