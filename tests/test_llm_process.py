@@ -113,6 +113,26 @@ def test_closing_ends_the_child(tmp_path: Path) -> None:
         os.kill(pid, 0)
 
 
+def test_a_worker_nobody_holds_any_more_ends_its_child() -> None:
+    """A stack that is dropped (a test module's server, an app's settings rebuilt) leaves no process behind."""
+    import gc
+
+    def gone(pid: int) -> bool:
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return True
+        return False
+
+    worker = SmolLMProcess()
+    worker.start()
+    pid = worker.pid
+    assert pid is not None and not gone(pid)
+    del worker
+    gc.collect()
+    wait_until(lambda: gone(pid), 15, what="the dropped worker's child to end")
+
+
 def test_the_child_refuses_malformed_messages() -> None:
     assert _message(["user", "hi"]) == ChatMessage("user", "hi")
     for bad in (["root", "hi"], ["user", 3], "user: hi", ["user"], None):

@@ -19,16 +19,19 @@ then serves requests, one thread each, over its stdin / stdout in JSON lines::
 :meth:`SmolLMProcess.generate` has the in-thread function's signature, so
 :class:`~kame_core.llm.local_smollm.LocalSmolLM` runs either. A child that dies fails the requests it was
 serving with :class:`SmolLMProcessError` (the session gets an LLM error and goes on); the next request starts
-a new one. The child ends when its stdin closes: with the parent, however the parent goes.
+a new one. The child ends when its stdin closes: with the parent, however the parent goes, or when the
+:class:`SmolLMProcess` is closed or dropped.
 """
 from __future__ import annotations
 
 import json
 import os
 import queue
+import signal
 import subprocess
 import sys
 import threading
+import weakref
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import IO, Any
@@ -42,6 +45,27 @@ _POLL_S = 0.05
 
 class SmolLMProcessError(LLMError):
     """The SmolLM2 worker process could not start, or died while it was generating."""
+
+
+class _Mailbox:
+    """The requests waiting for replies, each with the child it went to. The reader threads hold this, not the
+    :class:`SmolLMProcess`, so dropping the last reference to that ends its child (see :func:`_end`)."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.waiting: dict[int, tuple[subprocess.Popen[str], queue.SimpleQueue[dict[str, Any]]]] = {}
+
+    def deliver(self, reply: dict[str, Any]) -> None:
+        with self.lock:
+            waiting = self.waiting.get(reply.get("id", -1))  # type: ignore[arg-type]
+        if waiting is not None:
+            waiting[1].put(reply)
+
+    def fail(self, child: subprocess.Popen[str], why: str) -> None:
+        with self.lock:
+            stranded = [replies for owner, replies in self.waiting.values() if owner is child]
+        for replies in stranded:
+            replies.put({"error": why})
 
 
 class SmolLMProcess:
@@ -59,8 +83,7 @@ class SmolLMProcess:
         self._start_lock = threading.Lock()
         self._send_lock = threading.Lock()
         self._child: subprocess.Popen[str] | None = None
-        self._waiting: dict[int, tuple[subprocess.Popen[str], queue.SimpleQueue[dict[str, Any]]]] = {}
-        self._waiting_lock = threading.Lock()
+        self._mailbox = _Mailbox()
         self._ids = 0
         self.starts = 0
 
@@ -88,11 +111,11 @@ class SmolLMProcess:
         self.start()
         child = self._child
         assert child is not None and child.stdin is not None
-        with self._waiting_lock:
+        with self._mailbox.lock:
             self._ids += 1
             ident = self._ids
             replies: queue.SimpleQueue[dict[str, Any]] = queue.SimpleQueue()
-            self._waiting[ident] = (child, replies)
+            self._mailbox.waiting[ident] = (child, replies)
         try:
             self._send(child, {"op": "generate", "id": ident, "max_new_tokens": int(max_new_tokens),
                                "messages": [[m.role, m.content] for m in messages]})
@@ -114,8 +137,8 @@ class SmolLMProcess:
                 else:
                     raise SmolLMProcessError(str(reply.get("error", "the SmolLM2 worker process failed")))
         finally:
-            with self._waiting_lock:
-                self._waiting.pop(ident, None)
+            with self._mailbox.lock:
+                self._mailbox.waiting.pop(ident, None)
 
     def close(self) -> None:
         """End the child (its stdin closes, then a kill after 5 s); a later :meth:`generate` starts another."""
@@ -123,11 +146,7 @@ class SmolLMProcess:
             child, self._child = self._child, None
         if child is None:
             return
-        if child.stdin is not None:
-            try:
-                child.stdin.close()
-            except OSError:
-                pass
+        _end(child)
         try:
             child.wait(5)
         except subprocess.TimeoutExpired:
@@ -148,7 +167,9 @@ class SmolLMProcess:
             raise SmolLMProcessError(f"could not start the SmolLM2 worker process: {exc}") from exc
         assert child.stdout is not None
         first: queue.SimpleQueue[str] = queue.SimpleQueue()
-        threading.Thread(target=self._read, args=(child, first), name="smollm-process-reader", daemon=True).start()
+        threading.Thread(target=_read, args=(child, first, self._mailbox), name="smollm-process-reader",
+                         daemon=True).start()
+        weakref.finalize(self, _end, child)  # the last reference gone (a stack dropped): the child goes too
         try:
             line = first.get(timeout=START_TIMEOUT_S)
         except queue.Empty:
@@ -162,30 +183,6 @@ class SmolLMProcess:
             raise SmolLMProcessError(f"the SmolLM2 worker process did not start: {why}")
         return child
 
-    def _read(self, child: subprocess.Popen[str], first: queue.SimpleQueue[str]) -> None:
-        """The reader thread: the first line goes to the starter, the rest to their requests' queues; at EOF
-        every request still waiting on this child fails."""
-        assert child.stdout is not None
-        started = False
-        for line in child.stdout:
-            if not started:
-                started = True
-                first.put(line)
-                continue
-            reply = _parse(line)
-            with self._waiting_lock:
-                waiting = self._waiting.get(reply.get("id", -1))  # type: ignore[arg-type]
-            if waiting is not None:
-                waiting[1].put(reply)
-        if not started:
-            first.put("")
-            return
-        code = child.wait()
-        with self._waiting_lock:
-            stranded = [replies for owner, replies in self._waiting.values() if owner is child]
-        for replies in stranded:
-            replies.put({"error": f"the SmolLM2 worker process exited (code {code}) while generating"})
-
     def _send(self, child: subprocess.Popen[str], message: dict[str, Any], *, quiet: bool = False) -> None:
         assert child.stdin is not None
         try:
@@ -195,6 +192,32 @@ class SmolLMProcess:
         except (OSError, ValueError) as exc:  # a closed pipe: the child is gone
             if not quiet:
                 raise SmolLMProcessError(f"the SmolLM2 worker process is gone (code {child.poll()})") from exc
+
+
+def _read(child: subprocess.Popen[str], first: queue.SimpleQueue[str], mailbox: _Mailbox) -> None:
+    """A child's reader thread: its first line goes to the starter, the rest to their requests; at EOF every
+    request still waiting on this child fails."""
+    assert child.stdout is not None
+    started = False
+    for line in child.stdout:
+        if not started:
+            started = True
+            first.put(line)
+            continue
+        mailbox.deliver(_parse(line))
+    if not started:
+        first.put("")
+        return
+    mailbox.fail(child, f"the SmolLM2 worker process exited (code {child.wait()}) while generating")
+
+
+def _end(child: subprocess.Popen[str]) -> None:
+    """Close the child's stdin: it ends (its reader thread sees EOF and ends too)."""
+    if child.stdin is not None:
+        try:
+            child.stdin.close()
+        except (OSError, ValueError):
+            pass
 
 
 def _parse(line: str) -> dict[str, Any]:
@@ -279,6 +302,8 @@ def main(argv: Sequence[str] | None = None) -> None:
             os.nice(args.niceness)
         except OSError:
             pass
+    if hasattr(signal, "SIGINT"):  # Ctrl-C in a terminal reaches the whole group: the parent decides, stdin ends it
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
     if args.torch_threads > 0:
         import torch
 
