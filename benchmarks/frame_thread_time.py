@@ -26,7 +26,6 @@ import time
 import numpy as np
 
 from kame_core.clock import SAMPLE_RATE, RealTimeClock
-from kame_core.llm.local_smollm import LocalSmolLM
 from kame_core.protocols import TTS
 from kame_core.record.trace import SessionTrace
 from kame_core.serve.session import StreamSink
@@ -93,9 +92,11 @@ def main() -> None:
     args = parser.parse_args()
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     files = Settings.from_env(os.environ).stack.files
-    stack = cpu_stack(llm="offline", files=files)
+    stack = cpu_stack(llm="offline", files=files, realtime=True)  # as the live server builds it
     audio = user_recording(stack.tts, args.questions)
-    LocalSmolLM(cache_root=files.cache_root).load()
+    load = getattr(stack.llm, "load", None)  # the oracle's worker process, started and loaded
+    if callable(load):
+        load()
     with stack.session("kame", clock=RealTimeClock()) as warm:  # every model loaded and run once
         warm.run_sync(audio[: 3 * SAMPLE_RATE])
     print(f"cores {os.cpu_count()}; load average {os.getloadavg()[0]:.2f}; input {len(audio) / SAMPLE_RATE:.1f} s")
