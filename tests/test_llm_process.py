@@ -133,6 +133,22 @@ def test_a_worker_nobody_holds_any_more_ends_its_child() -> None:
     wait_until(lambda: gone(pid), 15, what="the dropped worker's child to end")
 
 
+def test_a_forked_copy_generates_in_its_own_thread(process: SmolLMProcess, monkeypatch: pytest.MonkeyPatch) -> None:
+    """ZeroGPU runs a decorated call in a fork: the copy has neither the child nor its reader threads."""
+    calls: list[int] = []
+
+    def here(messages, max_new_tokens, emit, stop, cache_root=None):
+        calls.append(max_new_tokens)
+        emit("Paris.")
+
+    monkeypatch.setattr(local_smollm, "_generate", here)
+    monkeypatch.setattr(os, "getpid", lambda: -1)  # as seen from a forked copy
+    assert not process.belongs_here()
+    llm = LocalSmolLM(max_new_tokens=12, process=process)
+    assert "".join(c for _, c in collect(llm, QUESTION)) == "Paris." and calls == [12]
+    assert process.starts == 1  # the parent's child was not touched, nor a new one started
+
+
 def test_the_child_refuses_malformed_messages() -> None:
     assert _message(["user", "hi"]) == ChatMessage("user", "hi")
     for bad in (["root", "hi"], ["user", 3], "user: hi", ["user"], None):

@@ -178,15 +178,16 @@ class LocalSmolLM:
     def load(self) -> None:
         """Load (or convert) the model now, blocking, so the first answer does not pay for it (with a worker
         process: start it)."""
-        if self.process is not None:
+        if self.process is not None and self.process.belongs_here():
             self.process.start()
         else:
             load_smollm2(self.cache_root)
 
     def _run(self, messages: Sequence[ChatMessage], max_new_tokens: int, emit: Callable[[str], None],
              stop: threading.Event) -> None:
-        """Generate, blocking: in the worker process when there is one, else in the calling thread."""
-        if self.process is not None:
+        """Generate, blocking: in the worker process when there is one (and this process made it), else in the
+        calling thread."""
+        if self.process is not None and self.process.belongs_here():
             self.process.generate(messages, max_new_tokens, emit, stop)
         else:
             _generate(messages, max_new_tokens, emit, stop, self.cache_root)
@@ -219,7 +220,7 @@ class LocalSmolLM:
 
         def work() -> None:
             try:
-                if self.process is None:  # a worker process has a niceness of its own
+                if self.process is None or not self.process.belongs_here():  # a worker has its own niceness
                     lower_thread_priority(self.niceness)
                 self._run(self._with_system_prompt(messages), self.max_new_tokens, put, stop)
             except Exception as exc:  # noqa: BLE001 - handed to the consumer as an LLMError

@@ -86,6 +86,12 @@ class SmolLMProcess:
         self._mailbox = _Mailbox()
         self._ids = 0
         self.starts = 0
+        self._owner_pid = os.getpid()
+
+    def belongs_here(self) -> bool:
+        """Whether this is the process that made the worker: a forked copy (ZeroGPU runs a decorated call in a
+        fork) has neither its child nor its reader threads, and generates in a thread of its own instead."""
+        return os.getpid() == self._owner_pid
 
     # -- the parent's side ------------------------------------------------------------------------------
     def start(self) -> None:
