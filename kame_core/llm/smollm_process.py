@@ -16,8 +16,8 @@ then serves requests, one thread each, over its stdin / stdout in JSON lines::
     <- {"ready": true} | {"failed": "why"}                  (once, after loading)
     <- {"id": 7, "piece": "Paris"} ... {"id": 7, "end": true} | {"id": 7, "error": "why"}
 
-:meth:`SmolLMProcess.generate` has the in-thread function's signature, so
-:class:`~kame_core.llm.local_smollm.LocalSmolLM` runs either. A child that dies fails the requests it was
+:meth:`SmolLMProcess.generate` takes what the in-thread function takes (but the cache root, the child's own),
+so :class:`~kame_core.llm.local_smollm.LocalSmolLM` runs either. A child that dies fails the requests it was
 serving with :class:`SmolLMProcessError` (the session gets an LLM error and goes on); the next request starts
 a new one. The child ends when its stdin closes: with the parent, however the parent goes, or when the
 :class:`SmolLMProcess` is closed or dropped.
@@ -110,10 +110,9 @@ class SmolLMProcess:
         return child.pid if child is not None and child.poll() is None else None
 
     def generate(self, messages: Sequence[ChatMessage], max_new_tokens: int, emit: Callable[[str], None],
-                 stop: threading.Event, cache_root: Path | None = None) -> None:
+                 stop: threading.Event) -> None:
         """Generate in the child, blocking; ``emit`` gets each new piece of text. Returns at the end, or soon
-        after ``stop`` is set (the child is told to stop). ``cache_root`` is the process's (kept for the
-        in-thread function's signature)."""
+        after ``stop`` is set (the child is told to stop)."""
         self.start()
         child = self._child
         assert child is not None and child.stdin is not None

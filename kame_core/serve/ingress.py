@@ -136,7 +136,8 @@ class Ingress:
     # ------------------------------------------------------------------------------------------ replicas
     async def _seen(self) -> list[_Seen]:
         """Every replica's status now; one that did not answer is not asked again for ``ask_timeout_s`` (an
-        admission meanwhile does not wait for it)."""
+        admission meanwhile does not wait for it). Every request asks, so the scaling loop starts here."""
+        self.start_scaling()
         loop = asyncio.get_running_loop()
 
         async def one(link: ReplicaLink) -> _Seen:
@@ -167,7 +168,6 @@ class Ingress:
 
     async def readiness(self) -> tuple[bool, dict[str, Any]]:
         """(some replica can take a session now, what ``/readyz`` says: the totals and every replica)."""
-        self.start_scaling()
         seen = [s for s in await self._seen() if s.index in self._routed]
         rows: list[dict[str, Any]] = []
         for s in seen:
@@ -192,7 +192,7 @@ class Ingress:
     async def metrics_text(self) -> bytes:
         """The ingress's metrics, then every replica's labelled with its index (one that does not answer is
         ``kame_replica_up{replica="K"} 0``)."""
-        self.start_scaling()
+        self.start_scaling()  # a scrape asks no status (_seen): start the loop here too
 
         async def one(link: ReplicaLink) -> tuple[int, str | None]:
             try:
@@ -209,7 +209,6 @@ class Ingress:
     # ------------------------------------------------------------------------------------------ sessions
     async def handle(self, websocket: Any) -> None:
         """One client's websocket, from accept to close (Starlette ``WebSocket``)."""
-        self.start_scaling()
         refused = self.access.refusal(websocket.headers, websocket.query_params, self.tickets)
         await websocket.accept()
         if refused is not None:

@@ -269,18 +269,17 @@ class RayReplicas:
         self.links.append(link)
         return link
 
-    def shrink(self) -> int:
-        """Delete the newest replica (its sessions end as a shutdown ends them; the door sends it none before);
-        its index."""
+    def shrink(self, index: int) -> None:
+        """Delete replica ``index``, the newest (its sessions end as a shutdown ends them; the door sends it none
+        before); ``ValueError`` for any other, or the last."""
         from ray import serve
 
-        if self.count <= 1:
-            raise ValueError("the last replica is not removed while the door runs")
-        index = self.count - 1
+        if index != self.count - 1 or self.count <= 1:
+            raise ValueError(f"replica {index} is not removed: only the newest ({self.count - 1}) goes, and never "
+                             "the last")
         serve.delete(f"{APP_PREFIX}{index}")
         self.count -= 1
         self.links = [link for link in self.links if link.index != index]
-        return index
 
     def close(self) -> None:
         """Delete the replicas (each is stopped as :meth:`LiveReplica.stop` does); shut Ray down if it was
@@ -351,15 +350,10 @@ class ReplicatedChat:
             links: list[ReplicaLink] = list(self.replicas.start())
             scaling = None if self.scaling is None else Scaling(
                 self.scaling, grow=lambda: asyncio.to_thread(self.replicas.grow),
-                shrink=lambda index: asyncio.to_thread(self._remove, index))
+                shrink=lambda index: asyncio.to_thread(self.replicas.shrink, index))
             self.ingress = Ingress(links, self.spec.token, access=self.access, limits=self.spec.limits,
                                    tickets=self.tickets, scaling=scaling)
         return self.ingress
-
-    def _remove(self, index: int) -> None:
-        if index != self.replicas.count - 1:
-            raise ValueError(f"replica {index} is not the newest ({self.replicas.count - 1}): not removed")
-        self.replicas.shrink()
 
     def mount(self, app: Any, path: str = ROUTE) -> None:
         """The ingress's routes on ``app`` (``/api/chat``, ``/healthz``, ``/readyz``, ``/metrics``)."""

@@ -99,7 +99,7 @@ def cpu_stack(llm: str | StreamingLLM = "offline", tts: str | TTS = "auto", *, w
     def stt() -> StreamingSTT:
         return WhisperStreamingSTT(whisper_model, files=files, shared=worker)
 
-    probe = stt()  # loads the (process-wide) Whisper model now, so a missing model fails here
+    probe = stt()  # the Whisper model is loaded by now (here, or by the shared worker): a missing one fails here
     components = {
         "stt": _describe(probe.provenance),
         "front_end": ("CPU stand-in front-end — imitates KAME, NOT the trained model; "

@@ -77,12 +77,12 @@ class SharedWhisper:
     """
 
     def __init__(self, model: WhisperModel, *, model_dir: str = "whisper", language: str = "en",
-                 max_batch: int = 32, max_pad_s: float = 3.0, idle_s: float = 30.0) -> None:
+                 max_batch: int = 32, max_pad_s: float = 3.0, idle_s: float = 30.0, niceness: int = 0) -> None:
         if max_batch < 1 or max_pad_s < 0:
             raise ValueError(f"max_batch {max_batch} must be >= 1 and max_pad_s {max_pad_s} >= 0")
         self.decoder = ShortWhisper(model, language=language)
         self.model_dir = model_dir
-        self.niceness = 0  # how much nicer its decoding threads run (set by :meth:`load`)
+        self.niceness = niceness  # how much nicer than its loader the model's decoding threads run
         self.device = str(getattr(model.model, "device", "cpu"))
         self.max_batch = max_batch
         self.max_pad_s = max_pad_s
@@ -109,9 +109,7 @@ class SharedWhisper:
         model = load_whisper(model_dir, "float16" if device == "cuda" else "int8", threads, device, niceness)
         if device == "cuda":
             options.setdefault("max_pad_s", 30.0)
-        worker = cls(model, model_dir=model_dir, **options)
-        worker.niceness = niceness
-        return worker
+        return cls(model, model_dir=model_dir, niceness=niceness, **options)
 
     def client(self) -> SharedWhisperClient:
         """A handle for one session: the same ``transcribe`` as :class:`ShortWhisper`."""
