@@ -12,7 +12,9 @@
   folder ``replica-K`` there, behind the ingress of ``python -m kame_core.serve --replicas`` at the same path;
 
 and :func:`serve` runs it with uvicorn (secret query values kept out of its log: :mod:`kame_core.serve.redaction`).
-Gradio's file cache is cleaned on a schedule and uploads are capped (:data:`MAX_UPLOAD`). The variables come in as
+Gradio's file cache is cleaned on a schedule and uploads are capped (:data:`MAX_UPLOAD`); a file a client names is
+taken only when Gradio received it as an upload (:mod:`demo.client_files`: Gradio's own check, which
+``mount_gradio_app`` leaves off, is turned on). The variables come in as
 the entry point's :class:`kame_core.settings.Settings`.
 
 The Talk page passes a ``KAME_TOKEN`` check with one-use tickets of the chat server's book
@@ -42,6 +44,8 @@ from kame_core.settings import Settings
 from kame_core.stacks.served import ServedStack, served_stack
 
 from . import assets, session_files
+from .client_files import enable_gradio_file_check
+from .event_streams import UnknownEventStreams
 
 #: the largest file a client may upload (a 5-minute recording fits as WAV at 24 kHz, or compressed at any rate)
 MAX_UPLOAD = "30mb"
@@ -95,7 +99,10 @@ def create_app(blocks: gr.Blocks, chat: ChatServer | ReplicatedChat | None = Non
 
     options = dict(max_file_size=MAX_UPLOAD, allowed_paths=[], show_error=True)
     options.update(gradio_options)
-    return gr.mount_gradio_app(app, blocks, path="/", **options)
+    mounted = gr.mount_gradio_app(app, blocks, path="/", **options)
+    enable_gradio_file_check(blocks)  # mount_gradio_app leaves Gradio's check of client-named files off
+    mounted.add_middleware(UnknownEventStreams, blocks=blocks)  # made-up event ids: a 404, no traceback
+    return mounted
 
 
 def serve(blocks: gr.Blocks, host: str, port: int, *, settings: Settings | None = None,
@@ -122,6 +129,9 @@ def serve(blocks: gr.Blocks, host: str, port: int, *, settings: Settings | None 
         except ReplicaError as err:
             print(f"error: {err}", file=sys.stderr, flush=True)
             raise SystemExit(2) from None
+        if isinstance(chat, ReplicatedChat):
+            for line in chat.exposure(host):  # Ray's ports and the replicas', when more than the app is open
+                print(f"listening: {line}", flush=True)
         app = create_app(blocks, chat, **gradio_options)
         shown = "127.0.0.1" if host in ("0.0.0.0", "::") else host
         weights = settings.stack.front_end.weights

@@ -27,6 +27,7 @@ from kame_core.tickets import TicketBook  # noqa: E402
 
 from . import assets, library, links, views  # noqa: E402
 from . import hardware as hw  # noqa: E402
+from .client_files import ClientFileRefused, ReceivedUploads  # noqa: E402
 from .results import Opened, TalkOpened  # noqa: E402
 from .tabs import Wiring, compare, delay, evolution, live, panels, sessions, talk, timeline  # noqa: E402
 from .timeline import LANES  # noqa: E402
@@ -129,7 +130,13 @@ def build_app(gpu: Callable[[Callable], Callable] | None = None, hardware: hw.Ha
         def on_bundled(name, st):
             return _opened_outputs(views.open_bundled(name, st, settings=settings))
 
+        received = ReceivedUploads(app)  # the one check of every file a client names
+
         def on_upload(file, st):
+            try:
+                file = received.accept(file)
+            except ClientFileRefused as err:
+                return _opened_outputs(views.refused_open(st, views.refusal("Cannot open this file", err)))
             return _opened_outputs(views.open_upload(file, st, budget))
 
         def on_training(dialogue_id, st):
@@ -178,7 +185,7 @@ def build_app(gpu: Callable[[Callable], Callable] | None = None, hardware: hw.Ha
         download.click(views.download_scenario, state, [state, download], api_name="download_scenario")
 
         wiring = Wiring(state=state, settings=settings, hardware=hardware, tickets=tickets, gpu=gpu, download=download,
-                        tabs=tabs, opened=outs, show=_opened_outputs, opens=opens)
+                        tabs=tabs, opened=outs, show=_opened_outputs, opens=opens, received=received)
         timeline.wire(tl, wiring)
         rows = RowCache()  # one row cache per app (Sessions and Compare's picks): a file is read once
         compare.wire(cmp, wiring, rows, compare_shown)

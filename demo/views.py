@@ -176,13 +176,25 @@ def shown_trace(session: AppSession) -> SessionTrace | None:
     return runs.get(session.run_id or "") or runs[default_run(session.loaded)]
 
 
+#: the subfolder of a session's private folder where a file kept elsewhere is offered for download, as a copy
+OFFERED = "offered"
+
+
 def _download_path(session: AppSession) -> str | None:
+    """The open input's file, in the session's private folder (the only files the app hands a client): imported
+    dialogues are written there on the first request, a file of the scenarios folder or an upload is copied."""
     loaded = session.loaded
     if loaded is None:
         return None
     if loaded.path is None:  # imported dialogues: written on first request for download
         loaded.path = save_scenario(loaded.scenario, session.files() / f"{loaded.scenario.name}.kame")
-    return str(loaded.path)
+    path, folder = Path(loaded.path), session.files()
+    if path.is_relative_to(folder):
+        return str(path)
+    copy = folder / OFFERED / path.name
+    copy.parent.mkdir(exist_ok=True)
+    shutil.copyfile(path, copy)
+    return str(copy)
 
 
 # ------------------------------------------------------------------------------------------ opening
@@ -219,6 +231,11 @@ def _failed(session: AppSession, message: str) -> Opened:
         fig, rows, sound = None, [], None
     message += f"\n\n*Still open:* {session.loaded.title}"
     return Opened(session, message, fig, rows, sound, list(session.loaded.scenario.runs), run_id)
+
+
+def refused_open(state: Any, message: str) -> Opened:
+    """An open refused before it began (e.g. a file no upload brought): ``message``, the open view unchanged."""
+    return _failed(session_of(state), message)
 
 
 def _open(session: AppSession, title: str, opener: Callable[[], library.LoadedScenario]) -> Opened:
@@ -412,9 +429,18 @@ def link_text(state: Any = None) -> str:
     return "" if session.loaded is None else NO_LINK.format(what=open_now_words(session.loaded))
 
 
-def _saved_talk(sessions_dir: Path, ident: str) -> bool:
+#: the one refusal for a Talk session that is not saved and for one saved by another browser session: an
+#: answer that differs would tell a stranger which session ids exist
+NOT_YOURS = "no talk session {sid!r} made in this browser session"
+
+
+def _owned_talk(sessions_dir: Path, ident: str, claim: str | None) -> bool:
+    """Whether ``ident`` is a saved Talk session that ``claim`` opens (False for a malformed id, too)."""
+    if claim is None:
+        return False
     try:
-        return session_file(saving_folder(sessions_dir, ident), ident).is_file()
+        folder = saving_folder(sessions_dir, ident)
+        return session_file(folder, ident).is_file() and SessionStore(folder).owns(ident, claim)
     except ValueError:  # not a session id
         return False
 
@@ -429,19 +455,15 @@ def _open_linked(session: AppSession, link: links.Link, settings: Settings) -> O
         loaded = library.open_bundled(link.open, folder)
     elif link.open in library.training_dialogue_ids(root):
         loaded = library.open_training(link.open, root)
-    elif _saved_talk(sessions_dir, link.open):
-        owner = SessionStore(saving_folder(sessions_dir, link.open))
-        if link.claim is None or not owner.owns(link.open, link.claim):
-            raise links.LinkError(f"open={link.open!r} is a Talk session: it opens only with the claim of the "
-                                  "browser session that made it (claim=…), and this link "
-                                  + ("carries none" if link.claim is None else "carries another"))
+    elif _owned_talk(sessions_dir, link.open, link.claim):
         talk = open_talk_session(f"{link.open} {link.claim}", session, sessions_dir=sessions_dir)
         if talk.file is None or session.loaded is None:
             raise links.LinkError(f"open={link.open!r}: {talk.status}")
         loaded = session.loaded
     else:
-        raise links.LinkError(f"open={link.open!r} names no scenario of the folder, training dialogue or saved "
-                              "Talk session")
+        raise links.LinkError(f"open={link.open!r} names no scenario of the folder, training dialogue or Talk "
+                              "session this link's claim opens (claim=…: the one of the browser session that "
+                              "made it)")
     runs = loaded.scenario.runs
     run = link.run or default_run(loaded)
     if run not in runs:
@@ -492,10 +514,8 @@ def open_talk_session(session_id: str | None, state: Any = None, *,
         sid, _, claim = (session_id or "").strip().partition(" ")
         folder = saving_folder(sessions_dir or default_sessions_dir(), sid)  # a replica's folder, if one saved it
         path = session_file(folder, sid)
-        if not path.is_file():
-            raise ScenarioError("session", f"no saved session {sid!r} in the sessions folder")
-        if not SessionStore(Path(folder)).owns(sid, claim.strip()):
-            raise ScenarioError("session", f"talk session {sid!r} was not made in this browser session")
+        if not (path.is_file() and SessionStore(Path(folder)).owns(sid, claim.strip())):
+            raise ScenarioError("session", NOT_YOURS.format(sid=sid))
         copy = session.files() / path.name
         shutil.copyfile(path, copy)
     except (ValueError, OSError) as err:

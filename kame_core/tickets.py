@@ -6,9 +6,12 @@ event of its own session right before it connects (:func:`demo.views.talk_ticket
 live server (:class:`kame_core.serve.ChatServer`, which holds the :class:`TicketBook`) admits it once.
 
 A ticket is random (192 bits), short-lived (:attr:`TicketBook.lifetime_s`), single-use, and bound to the Gradio
-session it was issued to: issuing another to the same session revokes the first. The book keeps at most
-:attr:`TicketBook.max_outstanding` of them (the oldest go first), and only their SHA-256, so it cannot grow
-without bound nor give a ticket back.
+session it was issued to: issuing another to the same session revokes the first. A client names its Gradio session
+itself, so one program can pose as many pages: the book keeps at most :attr:`TicketBook.max_per_source` tickets per
+client address (a source's oldest goes first, never another's) and at most :attr:`TicketBook.max_outstanding` in
+all (when full, a new one is refused with :class:`TicketRefused` until tickets are used or expire: a flood can
+delay a new page by one lifetime, never revoke an outstanding page's ticket). Only tickets' SHA-256 are kept, so the
+book cannot grow without bound nor give a ticket back.
 """
 from __future__ import annotations
 
@@ -20,7 +23,11 @@ from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-__all__ = ["TicketBook"]
+__all__ = ["TicketBook", "TicketRefused"]
+
+
+class TicketRefused(RuntimeError):
+    """No ticket now: the book is full (see the module docstring); the message says when to try again."""
 
 
 @dataclass
@@ -30,18 +37,22 @@ class TicketBook:
 
     lifetime_s: float = 60.0
     max_outstanding: int = 256
+    max_per_source: int = 8
     clock: Callable[[], float] = field(default=time.monotonic, repr=False)
 
     def __post_init__(self) -> None:
-        if not self.lifetime_s > 0 or self.max_outstanding < 1:
+        if not self.lifetime_s > 0 or self.max_outstanding < 1 or self.max_per_source < 1:
             raise ValueError(f"a ticket book needs a lifetime above 0 s and room for a ticket, got "
-                             f"lifetime_s={self.lifetime_s}, max_outstanding={self.max_outstanding}")
+                             f"lifetime_s={self.lifetime_s}, max_outstanding={self.max_outstanding}, "
+                             f"max_per_source={self.max_per_source}")
         self._lock = threading.Lock()
-        self._expiry: OrderedDict[bytes, tuple[str, float]] = OrderedDict()  # digest -> (owner, expires at)
+        # digest -> (owner, source, expires at), oldest first
+        self._expiry: OrderedDict[bytes, tuple[str, str, float]] = OrderedDict()
         self._by_owner: dict[str, bytes] = {}
 
-    def issue(self, owner: str) -> str:
-        """A fresh ticket for ``owner`` (a Gradio session); the one it held before, if any, no longer works."""
+    def issue(self, owner: str, source: str = "") -> str:
+        """A fresh ticket for ``owner`` (a Gradio session) asked from ``source`` (the client's address); the one the
+        owner held before, if any, no longer works. :class:`TicketRefused` when the book is full."""
         ticket = secrets.token_urlsafe(24)
         now = self.clock()
         with self._lock:
@@ -49,14 +60,22 @@ class TicketBook:
             previous = self._by_owner.pop(owner, None)
             if previous is not None:
                 self._expiry.pop(previous, None)
-            while len(self._expiry) >= self.max_outstanding:
-                oldest, (holder, _) = self._expiry.popitem(last=False)
-                if self._by_owner.get(holder) == oldest:
-                    del self._by_owner[holder]
+            theirs = [d for d, (_, src, _) in self._expiry.items() if src == source]
+            for oldest in theirs[:max(0, len(theirs) - self.max_per_source + 1)]:  # only this source's own go
+                self._forget(oldest)
+            if len(self._expiry) >= self.max_outstanding:
+                wait_s = next(iter(self._expiry.values()))[2] - now
+                raise TicketRefused(f"too many Talk pages are connecting at once ({self.max_outstanding} tickets "
+                                    f"outstanding); try again in {max(wait_s, 0.0):.0f} s")
             digest = _digest(ticket)
-            self._expiry[digest] = (owner, now + self.lifetime_s)
+            self._expiry[digest] = (owner, source, now + self.lifetime_s)
             self._by_owner[owner] = digest
         return ticket
+
+    def _forget(self, digest: bytes) -> None:
+        owner, _, _ = self._expiry.pop(digest)
+        if self._by_owner.get(owner) == digest:
+            del self._by_owner[owner]
 
     def redeem(self, ticket: str) -> bool:
         """Whether ``ticket`` was issued, is unexpired and unused; it is used up either way."""
@@ -68,7 +87,7 @@ class TicketBook:
             entry = self._expiry.pop(digest, None)
             if entry is None:
                 return False
-            owner, expires = entry
+            owner, _, expires = entry
             if self._by_owner.get(owner) == digest:
                 del self._by_owner[owner]
             return now < expires
@@ -83,12 +102,10 @@ class TicketBook:
     def _drop_expired(self, now: float) -> None:
         """Forget expired tickets (the oldest come first: one lifetime for all keeps them in expiry order)."""
         while self._expiry:
-            digest, (owner, expires) = next(iter(self._expiry.items()))
+            digest, (_, _, expires) = next(iter(self._expiry.items()))
             if expires > now:
                 break
-            del self._expiry[digest]
-            if self._by_owner.get(owner) == digest:
-                del self._by_owner[owner]
+            self._forget(digest)
 
 
 def _digest(ticket: str) -> bytes:

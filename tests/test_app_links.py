@@ -105,8 +105,10 @@ def test_a_link_without_run_or_time_opens_the_default_run_at_0_s(pages):
     ("open=07-interruption-eiffel-tower&t=abc", "t='abc' is not a number"),
     ("open=07-interruption-eiffel-tower&run=moshi&t=11.5", "t=11.5 is past the end of that run (11.28 s)"),
     ("run=kame&t=1", "run=, t= without open=ID"),
-    (f"open={TALK_ID}", "is a Talk session: it opens only with the claim"),
-    (f"open={TALK_ID}&claim={'cd' * 32}", "this link carries another"),
+    (f"open={TALK_ID}", f"open={TALK_ID!r} names no scenario of the folder, training dialogue or Talk session this "
+                        "link's claim opens"),
+    (f"open={TALK_ID}&claim={'cd' * 32}", f"open={TALK_ID!r} names no scenario of the folder, training dialogue or "
+                                          "Talk session this link's claim opens"),
     ("open=07-interruption-eiffel-tower&lanes=events,nope", "lanes: unknown lane 'nope'"),
     ("open=07-interruption-eiffel-tower&lanes=events,events", "a lane is named twice"),
 ], ids=["unknown-id", "path", "unknown-run", "nan", "inf", "negative", "not-a-number", "past-the-end",

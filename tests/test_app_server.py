@@ -13,6 +13,7 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from demo.timeline import LANES
@@ -27,13 +28,19 @@ NAMES = list(QUESTIONS)
 
 
 @pytest.fixture(scope="module")
-def app_url(tmp_path_factory):
+def app_run(tmp_path_factory):
+    """The running app: (its URL, its log file)."""
     folder = tmp_path_factory.mktemp("scenarios")
     for name in NAMES:
         record_question(folder, name)
     log = tmp_path_factory.mktemp("log") / "app.log"
     with running_app(folder, log) as url:
-        yield url
+        yield url, log
+
+
+@pytest.fixture(scope="module")
+def app_url(app_run):
+    return app_run[0]
 
 
 def _figure(value) -> dict:
@@ -248,6 +255,45 @@ def test_only_session_files_are_served_and_the_api_lists_no_unnamed_endpoint(app
     endpoints = client.view_api(print_info=False, return_format="dict")["named_endpoints"]
     assert "/False" not in endpoints and "/open_scenario" in endpoints
     assert all(name.strip("/") and name != "/False" for name in endpoints)
+
+
+def _rest_call(app_url: str, api_name: str, data: list) -> str:
+    """Call an event as a raw REST client does (no upload step, no browser session): the result stream's text."""
+    import requests
+
+    posted = requests.post(f"{app_url}gradio_api/call/{api_name}", json={"data": data}, timeout=30)
+    assert posted.status_code == 200, posted.text
+    return requests.get(f"{app_url}gradio_api/call/{api_name}/{posted.json()['event_id']}", timeout=120).text
+
+
+def test_a_raw_client_naming_a_server_path_is_refused_and_a_made_up_event_is_a_plain_404(app_run, tmp_path):
+    """Finding 1 of the trust review: a client that names a server path as a file (another person's saved
+    conversation, a recording) instead of uploading is refused by ``/upload_scenario`` and ``/live_upload``; the
+    same file uploaded opens. Results asked for a made-up event id: 404, and no traceback in the app's log."""
+    import requests
+    import soundfile as sf
+
+    app_url, log = app_run
+    secret = tmp_path / "talk-20260101-000000-0123456789abcdef01234567.kame"
+    secret.write_bytes((REPO / "scenarios" / "04-humanities-mona-lisa.kame").read_bytes())
+    wav = tmp_path / "someones-recording.wav"
+    sf.write(wav, (0.3 * np.sin(np.arange(24000) / 10)).astype(np.float32), 24000)
+
+    def file_data(path: Path) -> dict:
+        return {"path": str(path), "meta": {"_type": "gradio.FileData"}}
+
+    for api_name, data in (("upload_scenario", [file_data(secret), None]),
+                           ("live_upload", [file_data(wav), ["kame"], None])):
+        answer = _rest_call(app_url, api_name, data)
+        assert answer.startswith("event: error") and "not uploaded by a user" in answer, (api_name, answer[:300])
+    uploaded = requests.post(app_url + "gradio_api/upload", files={"files": (secret.name, secret.read_bytes())},
+                             timeout=60).json()
+    answer = _rest_call(app_url, "upload_scenario", [file_data(Path(uploaded[0])), None])
+    assert answer.startswith("event: complete") and "uploaded scenario file" in answer, answer[:300]
+
+    made_up = requests.get(app_url + "gradio_api/call/upload_scenario/0123456789abcdef", timeout=30)
+    assert made_up.status_code == 404
+    assert "Exception in ASGI application" not in log.read_text()
 
 
 def test_the_app_was_ready_when_it_listened_and_reports_metrics(app_url):

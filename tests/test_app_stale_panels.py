@@ -15,6 +15,7 @@ from __future__ import annotations
 import inspect
 import re
 import shutil
+import uuid
 import warnings
 from collections.abc import Iterator
 from pathlib import Path
@@ -23,6 +24,7 @@ from typing import Any
 import gradio as gr
 import pytest
 from gradio.blocks import Block
+from gradio.utils import get_upload_folder
 
 from demo import library, views
 from demo.results import LiveRun
@@ -68,7 +70,19 @@ class Page:
         self.fns = list(blocks.fns.values())
         self.values: dict[int, Any] = {i: getattr(b, "value", None) for i, b in blocks.blocks.items()}
         self.props: dict[int, dict[str, Any]] = {i: {} for i in blocks.blocks}
+        self.uploads: list[Path] = []
         self.fire(blocks, "load")
+
+    def uploaded(self, source: Path) -> str:
+        """What Gradio's upload route does with a file the browser sends: a copy in its upload folder, recorded as
+        received (:mod:`demo.client_files` opens only such files). Its path, as the component hands it over."""
+        folder = Path(get_upload_folder()) / f"test-{uuid.uuid4().hex}"
+        folder.mkdir(parents=True)
+        self.uploads.append(folder)
+        copy = folder / source.name
+        shutil.copyfile(source, copy)
+        self.blocks.upload_file_set.add(str(copy))
+        return str(copy)
 
     def find(self, kind: type, **attrs: Any) -> Any:
         """The one component of ``kind`` whose attributes are ``attrs``."""
@@ -142,6 +156,8 @@ class Page:
 
     def close(self) -> None:
         views.discard_session(self.session)
+        for folder in self.uploads:
+            shutil.rmtree(folder, ignore_errors=True)
 
 
 @pytest.fixture
@@ -181,7 +197,9 @@ def talk(page: Page) -> None:
 
 
 def live(page: Page) -> None:
-    page.values[page.find(gr.Audio, elem_id="kame-live-input")._id] = "question.wav"
+    recording = Path(page.session.files()) / "question.wav"
+    recording.write_bytes(b"RIFF")  # the stand-in run never decodes it; it must only arrive as an upload
+    page.values[page.find(gr.Audio, elem_id="kame-live-input")._id] = page.uploaded(recording)
     page.fire(page.find(gr.Button, elem_id="kame-live-run"), "click")
 
 
@@ -189,7 +207,7 @@ def upload(page: Page) -> None:
     """Upload a copy of a bundled scenario file (as the upload button hands Gradio's copy over)."""
     copy = Path(page.session.files()) / "uploaded-copy.kame"
     shutil.copyfile(library.scenarios_dir() / "04-humanities-mona-lisa.kame", copy)
-    page.fire(page.find(gr.UploadButton, elem_id="kame-upload"), "upload", str(copy))
+    page.fire(page.find(gr.UploadButton, elem_id="kame-upload"), "upload", page.uploaded(copy))
 
 
 def training(page: Page) -> None:
@@ -269,7 +287,7 @@ def test_a_forced_delay_and_its_curve_are_cleared_for_the_next_input_and_kept_on
     assert ran[forced[1]][0] is not None and ran[forced[3]][0] is not None
     bad = tmp_path / "bad.kame"
     bad.write_text("not a zip")
-    page.fire(page.find(gr.UploadButton, elem_id="kame-upload"), "upload", str(bad))
+    page.fire(page.find(gr.UploadButton, elem_id="kame-upload"), "upload", page.uploaded(bad))
     refused = page.panels()
     status = refused["Markdown kame-status"][0]
     assert "Invalid scenario file bad.kame" in status and "Still open:* Self-correction" in status

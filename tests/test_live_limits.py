@@ -23,7 +23,7 @@ from kame_core.stacks.stack import Stack
 from kame_core.testing.doubles import EchoFrontEnd, ScriptedLLM, ScriptedSTT, ToneTTS, words_at
 from kame_core.testing.servers import serving
 from kame_core.testing.waiting import wait_until
-from kame_core.tickets import TicketBook
+from kame_core.tickets import TicketBook, TicketRefused
 
 websockets = pytest.importorskip("websockets")
 sphn = pytest.importorskip("sphn")
@@ -266,8 +266,11 @@ def test_a_ticket_admits_once_before_it_expires_and_only_the_latest_of_its_sessi
     old, new = book.issue("page-a"), book.issue("page-a")
     assert not book.redeem(old) and book.redeem(new)  # a session's new ticket revokes its previous one
     for n in range(10):
-        book.issue(f"page-{n}")
-    assert book.outstanding == 3  # bounded: the oldest go first
+        try:
+            book.issue(f"page-{n}")
+        except TicketRefused as err:
+            assert "too many Talk pages" in str(err)
+    assert book.outstanding == 3  # bounded: a full book refuses rather than revoke
     now[0] += 61
     assert book.outstanding == 0
     assert "ticket" in locked.refusal({}, _query("ticket=made-up"), book)
@@ -277,6 +280,29 @@ def test_a_ticket_admits_once_before_it_expires_and_only_the_latest_of_its_sessi
     assert book.redeem(unused)                                              # ... nor used up
     with pytest.raises(ValueError, match="lifetime above 0 s"):
         TicketBook(lifetime_s=0)
+
+
+def test_a_flood_of_made_up_sessions_never_revokes_another_pages_ticket():
+    """A client names its Gradio session itself: 300 mints under made-up sessions from one address take only that
+    address's few tickets; from many addresses they fill the book, which then refuses, never evicts."""
+    now = [0.0]
+    book = TicketBook(lifetime_s=60.0, max_outstanding=16, max_per_source=4, clock=lambda: now[0])
+    page = book.issue("real-page", "10.0.0.1")
+    for n in range(300):
+        book.issue(f"made-up-{n}", "10.6.6.6")
+    assert book.outstanding == 5  # the flooder's last 4, and the page's
+    refused = 0
+    for n in range(300):
+        try:
+            book.issue(f"spread-{n}", f"10.7.{n // 256}.{n % 256}")
+        except TicketRefused:
+            refused += 1
+    assert book.outstanding == 16 and refused == 300 - 11
+    with pytest.raises(TicketRefused, match="try again in 60 s"):
+        book.issue("another-page", "10.0.0.2")
+    assert book.redeem(page)  # the real page's ticket was never evicted
+    now[0] += 60.0
+    assert book.issue("another-page", "10.0.0.2")  # once they expire, a new page gets one
 
 
 def _closed(target: str, sock: socket.socket | None = None, **headers: str) -> tuple[int | None, str]:

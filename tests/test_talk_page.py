@@ -94,6 +94,9 @@ def test_the_page_talks_to_its_own_server_with_the_token_of_its_address(tmp_path
         try:
             browser.goto(f"http://127.0.0.1:{port}/?token={TOKEN}")
             browser.wait_for("!!window.kameTalk && !!document.getElementById('kame-talk-start')", timeout=30)
+            # the token is taken out of the address bar and the history at once; the page still connects with it
+            address = browser.evaluate("location.href")
+            assert TOKEN not in address and address == f"http://127.0.0.1:{port}/", address
             browser.evaluate("document.getElementById('kame-talk-start').click()")
             browser.wait_for("window.kameTalk.state === 'live' || window.kameTalk.error", timeout=60)
             assert not browser.evaluate("window.kameTalk.error"), browser.evaluate("window.kameTalk.error")

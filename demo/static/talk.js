@@ -11,6 +11,18 @@
     return CONFIG;
   }
 
+  // the server's own page may be opened as /?token=…: the token is read once and taken out of the address bar
+  // and the history (a shared screen, a copied address or the history list would show it)
+  var PAGE_TOKEN = (function () {
+    var query = new URLSearchParams(location.search), token = query.get('token');
+    if (token !== null && window.history && history.replaceState) {
+      query.delete('token');
+      var rest = query.toString();
+      history.replaceState(history.state, '', location.pathname + (rest ? '?' + rest : '') + location.hash);
+    }
+    return token;
+  })();
+
   var FRAME = 0.08;
   function colours() { return config().colours; }
   // a revision's colour is its hint level's (the Timeline's palette); grey until the level is known
@@ -45,8 +57,7 @@
   function admission() {
     var ticket = config().ticket;
     if (!ticket) {
-      var token = new URLSearchParams(location.search).get('token');
-      return Promise.resolve(token ? '&token=' + encodeURIComponent(token) : '');
+      return Promise.resolve(PAGE_TOKEN ? '&token=' + encodeURIComponent(PAGE_TOKEN) : '');
     }
     return askTicket(ticket).then(function (t) { return '&ticket=' + encodeURIComponent(t); });
   }

@@ -19,6 +19,7 @@ from kame_core.settings import Settings
 from kame_core.tickets import TicketBook
 
 from .. import views
+from ..client_files import ReceivedUploads
 from ..hardware import Hardware
 from ..results import Opened, Panels, TalkOpened
 from . import compare, delay, evolution, timeline
@@ -44,6 +45,7 @@ class Wiring:
     opened: tuple[Any, ...]
     show: Callable[[Opened | TalkOpened], tuple]
     opens: Callable[[Any], Any]
+    received: ReceivedUploads  # every file a client names goes through its ``accept`` (:mod:`demo.client_files`)
 
 
 def panels(state: Any = None, *, settings: Settings | None = None) -> Panels:

@@ -21,6 +21,7 @@ from kame_core.session import SessionStore, new_session_id
 from kame_core.settings import Settings
 
 from .. import library, views
+from ..client_files import ClientFileRefused
 from ..live import run_audio
 from ..mic import MAX_SECONDS, MicSession
 from ..results import LiveRun, MicProgress
@@ -90,7 +91,16 @@ def wire(tab: LiveTab, wiring: Wiring) -> None:
             return (st, *([gr.skip()] * (len(shown) - 1)))
         return wiring.show(views.show_opened(session))
 
-    wiring.opens(tab.run.click(live_fn, [tab.recording, tab.modes, state], ran, api_name="live_upload")
+    def on_run(file, modes, st):
+        """A recording only when Gradio received it as an upload (:mod:`demo.client_files`), then the run."""
+        try:
+            file = wiring.received.accept(file)
+        except ClientFileRefused as err:
+            yield LiveRun(views.session_of(st), views.refusal("Cannot run this input", err), None, "", None)
+            return
+        yield from live_fn(file, modes, st)
+
+    wiring.opens(tab.run.click(on_run, [tab.recording, tab.modes, state], ran, api_name="live_upload")
                  .then(on_made, state, shown, api_visibility="private"))
     wiring.opens(tab.mic.stop_recording(mic_stop, [tab.modes, state], ran, api_name="mic_stop")
                  .then(on_made, state, shown, api_visibility="private"))

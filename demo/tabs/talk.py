@@ -3,18 +3,21 @@ hidden components are the page's way into the app: a one-use ticket before it co
 opened in Timeline and Compare when it stops."""
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import gradio as gr
 
-from kame_core.tickets import TicketBook
+from kame_core.tickets import TicketBook, TicketRefused
 
 from .. import views
 from ..talk import TALK_ID_BOX, TALK_OPEN_BUTTON, TALK_TICKET_BOX, TALK_TICKET_BUTTON, talk_html
 
 if TYPE_CHECKING:
     from . import Wiring
+
+log = logging.getLogger("kame.app")
 
 
 @dataclass(frozen=True)
@@ -61,14 +64,19 @@ def wire(tab: TalkTab, wiring: Wiring) -> None:
     def on_talk_ticket(request: gr.Request) -> str:
         """A one-use ticket for ``/api/chat``, bound to this page's Gradio session (the page asks right before
         it connects)."""
-        return talk_ticket(tickets, request.session_hash)
+        return talk_ticket(tickets, request.session_hash, request.client.host if request.client else "")
 
     # private: not offered to API clients; not queued behind the default concurrency limit
     tab.ask_ticket.click(on_talk_ticket, None, tab.ticket, api_visibility="private", concurrency_limit=None,
                          show_progress="hidden")
 
 
-def talk_ticket(tickets: TicketBook, owner: str | None) -> str:
-    """A one-use ticket of the chat server's book for the Talk page of Gradio session ``owner`` (it replaces the
-    one that session held): what admits the page to ``/api/chat`` when a token is required."""
-    return tickets.issue(owner or "no session")
+def talk_ticket(tickets: TicketBook, owner: str | None, source: str = "") -> str:
+    """A one-use ticket of the chat server's book for the Talk page of Gradio session ``owner`` asked from address
+    ``source`` (it replaces the one that session held): what admits the page to ``/api/chat`` when a token is
+    required. "" when the book is full (logged; the page then says the app gave no ticket)."""
+    try:
+        return tickets.issue(owner or "no session", source)
+    except TicketRefused as err:
+        log.warning("no Talk ticket for a page: %s", err)
+        return ""
