@@ -18,6 +18,7 @@ from kame_core.record.trace import EventKind
 from kame_core.scenario import load_scenario
 from kame_core.session import SessionStore
 from kame_core.session.journal import INCOMPLETE_NOTE, SessionJournal
+from kame_core.session.store import claim_digest
 from kame_core.stacks.stack import Stack
 from kame_core.testing.doubles import EchoFrontEnd, ScriptedLLM, ScriptedSTT, ToneTTS, words_at
 from kame_core.testing.servers import free_port, listens, wait_for_process
@@ -30,12 +31,16 @@ def _stack() -> Stack:
                  tts=ToneTTS())
 
 
+CLAIM = "0123456789abcdef" * 4  # a page's claim (128 bits, hex)
+
+
 def test_a_session_whose_end_never_came_is_recovered_incomplete(tmp_path):
     store = SessionStore(tmp_path)
     runner = _stack().runner("kame")
     journal = SessionJournal(store.journal("talk-20260101-000000-abcdef01"), session_id="talk-20260101-000000-abcdef01",
                              title="Talk session (live protocol)", components="doubles",
-                             trace_of=lambda: runner.session.trace if runner.session else None, flush_every_s=0.0)
+                             trace_of=lambda: runner.session.trace if runner.session else None, flush_every_s=0.0,
+                             claim_digest=claim_digest(CLAIM))
     trace = runner.run_sync(np.zeros(4 * SAMPLE_RATE, np.float32), journal)  # never closed, never discarded
     assert store.recover() == []  # its session is live (it holds the journal's mark): left alone
     journal._mark.drop()  # the process died: the kernel dropped its locks
@@ -54,6 +59,30 @@ def test_a_session_whose_end_never_came_is_recovered_incomplete(tmp_path):
     assert len(got.events) >= len(live) - 2
     np.testing.assert_allclose(got.output_audio, trace.output_audio, atol=1e-4)  # saved as 16-bit FLAC
     assert store.recover() == []  # recovered once
+    # the page that made it still owns it (the claim travelled with the journal), and no other claim does
+    assert store.owns("talk-20260101-000000-abcdef01", CLAIM)
+    assert not store.owns("talk-20260101-000000-abcdef01", "f" * 32)
+    assert CLAIM not in (store.journal_root.parent / "talk-20260101-000000-abcdef01.claim").read_text()
+
+
+def test_a_recovered_session_opens_for_its_owner_only(tmp_path):
+    """The app's Talk open on a session recovered from a journal: the claim of the page that made it opens it."""
+    from demo.views import open_talk_session
+
+    sid = "talk-20260101-000000-" + "ab" * 12
+    store = SessionStore(tmp_path)
+    runner = _stack().runner("kame")
+    journal = SessionJournal(store.journal(sid), session_id=sid, title="Talk session (live protocol)",
+                             components="doubles", trace_of=lambda: runner.session.trace if runner.session else None,
+                             flush_every_s=0.0, claim_digest=claim_digest(CLAIM))
+    runner.run_sync(np.zeros(2 * SAMPLE_RATE, np.float32), journal)
+    journal._mark.drop()  # the process died
+    (saved,) = store.recover()
+    stranger = open_talk_session(f"{sid} {'e' * 32}", None, sessions_dir=tmp_path)
+    assert stranger.file is None and "Cannot open" in stranger.status
+    owner = open_talk_session(f"{sid} {CLAIM}", None, sessions_dir=tmp_path)
+    assert owner.file is not None and owner.session.loaded is not None, owner.status
+    assert INCOMPLETE_NOTE in owner.session.loaded.title
 
 
 def test_an_unreadable_journal_is_kept_and_does_not_stop_recovery(tmp_path):
@@ -83,7 +112,8 @@ def test_kill_9_mid_conversation_loses_at_most_the_last_second(tmp_path):
         proc = _start(port, sessions, log)
         try:
             async def killed_mid_answer() -> float:
-                client = asyncio.ensure_future(talk(f"ws://127.0.0.1:{port}/api/chat", question, tail_s=20.0))
+                client = asyncio.ensure_future(talk(f"ws://127.0.0.1:{port}/api/chat?claim={CLAIM}", question,
+                                                    tail_s=20.0))
                 await asyncio.sleep(len(question) / SAMPLE_RATE + 3.0)
                 streamed = time.monotonic()
                 os.kill(proc.pid, signal.SIGKILL)
@@ -109,6 +139,7 @@ def test_kill_9_mid_conversation_loses_at_most_the_last_second(tmp_path):
     expected_s = len(question) / SAMPLE_RATE + 3.0
     assert trace.n_frames * FRAME_SECONDS >= expected_s - 1.5, (trace.n_frames, expected_s)  # ≤ ~1 s lost
     assert float(np.abs(trace.user_audio).max()) > 0.05  # the question is in it
+    assert SessionStore(sessions).owns(saved.stem, CLAIM)  # the page that made it opens it after the crash
 
 
 @pytest.mark.slow

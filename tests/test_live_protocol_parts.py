@@ -355,7 +355,7 @@ def test_the_talk_opener_refuses_a_bad_or_unknown_id(tmp_path):
     opened = views.open_talk_session("../../secret", None, sessions_dir=tmp_path)
     assert opened.file is None and "not a session id" in opened.status
     opened = views.open_talk_session("talk-unknown", None, sessions_dir=tmp_path)
-    assert opened.file is None and "no saved session" in opened.status
+    assert opened.file is None and "no talk session 'talk-unknown' made in this browser session" in opened.status
 
 
 def test_a_stack_that_cannot_load_closes_with_1011_and_the_server_goes_on(tmp_path):
@@ -437,7 +437,10 @@ def test_a_talk_session_opens_only_with_the_claim_of_the_page_that_made_it(tmp_p
     assert (tmp_path / f"{sid}.claim").read_text() != claim  # only its hash is kept
     for wrong in (sid, f"{sid} {'cd' * 32}", f"{sid} {claim[:-2]}", f"{sid} not-hex"):
         refused = views.open_talk_session(wrong, None, sessions_dir=tmp_path)
-        assert refused.file is None and "not made in this browser session" in refused.status, wrong
+        # a wrong claim reads as no saved session at all: a stranger learns nothing of which ids exist
+        unknown = views.open_talk_session(wrong.replace(sid, "talk-20260101-000000-abcdef09"), None,
+                                          sessions_dir=tmp_path)
+        assert refused.file is None and refused.status == unknown.status.replace("abcdef09", "abcdef01"), wrong
     opened = views.open_talk_session(f"{sid} {claim}", None, sessions_dir=tmp_path)
     assert opened.file is not None and opened.session.loaded.origin == "live"
     with pytest.raises(ValueError, match="hex"):
@@ -466,7 +469,7 @@ def test_a_talk_session_a_replica_saved_opens_from_the_sessions_folder_above_it(
     opened = views.open_talk_session(f"{sid} {claim}", None, sessions_dir=tmp_path)
     assert opened.file is not None and opened.session.loaded.origin == "live", opened.status
     refused = views.open_talk_session(f"{sid} {'cd' * 32}", None, sessions_dir=tmp_path)
-    assert refused.file is None and "not made in this browser session" in refused.status
+    assert refused.file is None and f"no talk session {sid!r} made in this browser session" in refused.status
     elsewhere = tmp_path.parent / f"{tmp_path.name}-elsewhere"
     SessionStore(elsewhere).save("talk-20260101-000000-abcdef03", {"kame": trace}, title="t", components="d")
     (tmp_path / "replica-9").symlink_to(elsewhere, target_is_directory=True)

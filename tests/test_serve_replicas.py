@@ -38,6 +38,8 @@ from tests.shared_data import REPO
 websockets = pytest.importorskip("websockets")
 
 CHUNK_S = 0.08
+#: a page's claim (128 bits, hex): the one that made a session opens it, after a crash too
+CLAIM = "0123456789abcdef" * 4
 
 
 # ------------------------------------------------------------------------------------------------ without Ray
@@ -200,8 +202,8 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Any:
 class Client:
     """A protocol client streaming a tone as raw PCM in real time until told to end; what it received."""
 
-    def __init__(self, address: str) -> None:
-        self.url = f"ws://{address}/api/chat?audio=pcm"
+    def __init__(self, address: str, claim: str = "") -> None:
+        self.url = f"ws://{address}/api/chat?audio=pcm" + (f"&claim={claim}" if claim else "")
         self.session: dict[str, Any] = {}
         self.messages: list[dict[str, Any]] = []
         self.code: int | None = None
@@ -297,7 +299,7 @@ def test_a_killed_replica_closes_its_client_and_is_restarted_with_its_journal(cl
     address, ingress, folder = cluster
 
     async def scenario() -> tuple[Client, Client, int]:
-        doomed = Client(address)
+        doomed = Client(address, claim=CLAIM)
         run = asyncio.ensure_future(doomed.run())
         await asyncio.wait_for(doomed.started.wait(), 60)
         index = doomed.session["replica"]
@@ -323,11 +325,17 @@ def test_a_killed_replica_closes_its_client_and_is_restarted_with_its_journal(cl
             await asyncio.sleep(0.5)
         return doomed, survivor, index
 
+    from demo.views import open_talk_session
+
     doomed, survivor, index = asyncio.run(scenario())
     assert doomed.code == P.CLOSE_INTERNAL and f"replica {index} stopped mid-session" in doomed.reason, \
         (doomed.code, doomed.reason)
     assert survivor.session["replica"] == 1 - index and survivor.code == P.CLOSE_NORMAL and survivor.saved()
     recovered = replica_dir(Path(folder), index) / f"{doomed.session['id']}.kame"
     assert recovered.exists(), sorted(p.name for p in replica_dir(Path(folder), index).iterdir())
+    # the page that made it opens it from the sessions folder (the claim travelled with the replica's journal)
+    opened = open_talk_session(f"{doomed.session['id']} {CLAIM}", None, sessions_dir=Path(folder))
+    assert opened.file is not None, opened.status
+    assert open_talk_session(f"{doomed.session['id']} {'e' * 32}", None, sessions_dir=Path(folder)).file is None
     status, body = _get(f"http://{address}/readyz")
     assert status == 200 and json.loads(body)["free_slots"] == 2, body

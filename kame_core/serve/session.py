@@ -34,7 +34,7 @@ from ..session import FrameOut, LiveSession, SessionStore
 from ..session.disk import error_words
 from ..session.journal import SessionJournal
 from ..session.saving import RetryingSaves, save_with_retries
-from ..session.store import default_sessions_dir, new_session_id, session_file
+from ..session.store import claim_digest, default_sessions_dir, new_session_id, session_file
 from . import notices as N
 from . import protocol as P
 from .latency_feed import LatencyFeed, Runner
@@ -241,6 +241,16 @@ class ChatSession:
     def received_s(self) -> float:
         return 0.0 if self.live is None else self.live.received_s
 
+    def _claim_digest(self) -> str:
+        """The journal's record of the page's claim ("" without one, or for a malformed one: logged, not kept)."""
+        if not self.claim:
+            return ""
+        try:
+            return claim_digest(self.claim)
+        except ValueError as err:
+            log.warning("session %s: claim not kept: %s", self.session_id, err)
+            return ""
+
     def _trace(self) -> SessionTrace | None:
         """The trace being built (read on the session's thread by its sink and journal)."""
         return None if self.live is None else self.live.source.trace
@@ -271,7 +281,8 @@ class ChatSession:
 
         journal = SessionJournal(self.store.journal(self.session_id), session_id=self.session_id, title=TITLE,
                                  components=self.components, trace_of=_weakly(self._trace),
-                                 flush_every_s=self.journal_every_s, on_failure=_weakly(self._recording_failed))
+                                 flush_every_s=self.journal_every_s, on_failure=_weakly(self._recording_failed),
+                                 claim_digest=self._claim_digest())
         try:
             self.live = await asyncio.to_thread(
                 LiveSession, self.make_runner, head_start_s=self.head_start_s, max_input_s=float("inf"),

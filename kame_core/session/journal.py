@@ -2,9 +2,10 @@
 
 :class:`SessionJournal` is a frame sink: each frame's record, its events and both audio frames are buffered and
 appended to a journal folder at least every ``flush_every_s`` (``head.json``: who, what, the trace's config and
-provenance; ``frames.jsonl``: one line per frame with its events; ``user.f32`` / ``output.f32``: raw float32
-audio). A session that ends normally is saved as usual and its journal removed; :func:`recover_journals`, run when
-a server starts, turns every journal left by a crash into an ordinary saved session marked incomplete.
+provenance, and the SHA-256 of the claim of the page that made it; ``frames.jsonl``: one line per frame with its
+events; ``user.f32`` / ``output.f32``: raw float32 audio). A session that ends normally is saved as usual and its
+journal removed; :func:`recover_journals`, run when a server starts, turns every journal left by a crash into an
+ordinary saved session marked incomplete, owned by the same claim.
 """
 from __future__ import annotations
 
@@ -26,9 +27,11 @@ from .driver import FrameOut
 
 log = logging.getLogger("kame.journal")
 
-__all__ = ["INCOMPLETE_NOTE", "JournalRefused", "SessionJournal", "recover_journals"]
+__all__ = ["CLAIM_DIGEST_KEY", "INCOMPLETE_NOTE", "JournalRefused", "SessionJournal", "recover_journals"]
 
 INCOMPLETE_NOTE = "incomplete: recovered from its journal after the server stopped mid-session"
+#: the head's field holding the SHA-256 of the claim of the page that made the session (recovery keeps it)
+CLAIM_DIGEST_KEY = "claim_sha256"
 
 
 class SessionJournal:
@@ -40,9 +43,11 @@ class SessionJournal:
 
     def __init__(self, folder: Path, *, session_id: str, title: str, components: str,
                  trace_of: Callable[[], SessionTrace | None], flush_every_s: float = 1.0,
-                 on_failure: Callable[[str], object] | None = None) -> None:
+                 on_failure: Callable[[str], object] | None = None, claim_digest: str = "") -> None:
         self.folder = Path(folder)
         self.session_id, self.title, self.components = session_id, title, components
+        #: the SHA-256 of the page's claim (:func:`~.store.claim_digest`; "" without one): the recovered file's owner
+        self.claim_digest = claim_digest
         self._trace_of = trace_of
         self.flush_every_s = flush_every_s
         self.on_failure = on_failure
@@ -103,6 +108,8 @@ class SessionJournal:
                 "started": time.time(), "mode": trace.mode if trace else "kame",
                 "config": dict(trace.config) if trace else {},
                 "provenance": {k: p.to_json() for k, p in trace.provenance.items()} if trace else {}}
+        if self.claim_digest:
+            head[CLAIM_DIGEST_KEY] = self.claim_digest
         self.folder.mkdir(parents=True, exist_ok=True)
         self._mark.hold()
         (self.folder / "head.json").write_text(json.dumps(head))

@@ -5,12 +5,14 @@ from __future__ import annotations
 import hashlib
 import hmac
 import re
+import secrets
 import time
 import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..files import write_bytes_atomic
 from ..paths import sessions_dir
 from ..record.trace import SessionTrace
 from ..scenario import Scenario, save_scenario
@@ -18,6 +20,7 @@ from ..scenario import Scenario, save_scenario
 _ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,99}$")
 #: a claim: what the page that made a session holds to open it again (>= 128 random bits, hex)
 _CLAIM_RE = re.compile(r"^[0-9a-f]{32,128}$")
+_DIGEST_RE = re.compile(r"^[0-9a-f]{64}$")
 
 
 def default_sessions_dir(env: Mapping[str, str] | None = None) -> Path:
@@ -49,11 +52,23 @@ def saving_folder(sessions_dir: Path, session_id: str) -> Path:
     return Path(sessions_dir)
 
 
+#: random bits in a new session id (files saved with the 32 of earlier versions still open: ids are only matched)
+SESSION_ID_RANDOM_BITS = 96
+
+
 def new_session_id(kind: str = "talk") -> str:
-    """``KIND-YYYYmmdd-HHMMSS-<32 random bits>``: sortable by time, unguessable enough to be unique."""
+    """``KIND-YYYYmmdd-HHMMSS-<96 random bits, hex>``: sortable by time, and not guessable (a claim still guards a
+    saved session; the id alone never opens one)."""
     if not _ID_RE.match(kind):
         raise ValueError(f"not a session kind: {kind!r}")
-    return f"{kind}-{time.strftime('%Y%m%d-%H%M%S')}-{uuid.uuid4().hex[:8]}"
+    return f"{kind}-{time.strftime('%Y%m%d-%H%M%S')}-{secrets.token_hex(SESSION_ID_RANDOM_BITS // 8)}"
+
+
+def claim_digest(claim: str) -> str:
+    """What is kept of a claim (its SHA-256, hex); a malformed claim raises ValueError."""
+    if not _CLAIM_RE.match(claim or ""):
+        raise ValueError("a claim is 32 to 128 lowercase hex digits")
+    return hashlib.sha256(claim.encode()).hexdigest()
 
 
 @dataclass(frozen=True)
@@ -75,9 +90,13 @@ class SessionStore:
 
     def save_claim(self, session_id: str, claim: str) -> None:
         """Remember (as its SHA-256) the claim of the page that made ``session_id``; a malformed claim raises."""
-        if not _CLAIM_RE.match(claim or ""):
-            raise ValueError("a claim is 32 to 128 lowercase hex digits")
-        self.path(session_id).with_suffix(".claim").write_text(hashlib.sha256(claim.encode()).hexdigest())
+        self.save_claim_digest(session_id, claim_digest(claim))
+
+    def save_claim_digest(self, session_id: str, digest: str) -> None:
+        """Remember a claim already reduced to its digest (:func:`claim_digest`: what a journal keeps)."""
+        if not _DIGEST_RE.match(digest or ""):
+            raise ValueError("a claim digest is 64 lowercase hex digits")
+        write_bytes_atomic(self.path(session_id).with_suffix(".claim"), digest.encode())
 
     def owns(self, session_id: str, claim: str) -> bool:
         """Whether ``claim`` is the one ``session_id`` was made with (constant-time); False without a claim."""
@@ -99,11 +118,15 @@ class SessionStore:
         """Save every session a crash (or a failed save) left in the journal, marked incomplete; their files.
         A recovered id that is already saved gets a new id (a saved session is never overwritten); journals over
         ``max_frames`` frames' worth of bytes are refused (:func:`~.journal.recover_journals`)."""
-        from .journal import INCOMPLETE_NOTE, recover_journals
+        from .journal import CLAIM_DIGEST_KEY, INCOMPLETE_NOTE, recover_journals
 
         def save(session_id: str, trace: SessionTrace, head: dict) -> Path:
             title = f"{head.get('title') or 'Live session'} ({INCOMPLETE_NOTE})"
-            return self.save(self.unused_id(session_id), {"kame": trace}, title=title,
+            saved_id = self.unused_id(session_id)
+            digest = head.get(CLAIM_DIGEST_KEY)
+            if isinstance(digest, str) and _DIGEST_RE.match(digest):  # its page's claim first: never an orphan file
+                self.save_claim_digest(saved_id, digest)
+            return self.save(saved_id, {"kame": trace}, title=title,
                              components=str(head.get("components", "")), tags=("live", "incomplete")).path
 
         return recover_journals(self.journal_root, save, max_frames)
