@@ -38,6 +38,7 @@ from typing import Any
 from kame_core.clock import FRAME_SECONDS, SAMPLES_PER_FRAME, VirtualClock
 from kame_core.end_of_turn import EndOfTurnConfig, SmolLMEndOfTurn, spoken_words
 from kame_core.eval import fdb
+from kame_core.files import write_bytes_atomic
 from kame_core.floor_policies import StandInFloor
 from kame_core.floor_policies.gate import gate_holds
 from kame_core.frontends.floor import UserFloor
@@ -225,7 +226,7 @@ def main() -> int:
             print(line(label, m))
         report.update(chosen=asdict(config), held_out=held)
     if args.json:
-        args.json.write_text(json.dumps(report, indent=1))
+        write_bytes_atomic(args.json, json.dumps(report, indent=1).encode())
     return 0
 
 

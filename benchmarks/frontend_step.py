@@ -33,6 +33,7 @@ from moshi.models.compression import MimiModel
 from moshi.models.lm import LMGen, LMModel
 from moshi.utils.compile import _is_cuda_graph_enabled, no_compile
 
+from kame_core.files import write_bytes_atomic
 from kame_core.neural import KameLM, KameLMGen
 from kame_core.neural.configs import medium_lm_kwargs, moshi_7b_lm_kwargs, tiny_lm_kwargs
 from kame_core.neural.model import without_oracle
@@ -213,8 +214,8 @@ def main(argv: list[str] | None = None) -> int:
             report(result, device)
             results.append(result)
     if args.json:
-        args.json.write_text(json.dumps({"device": device_name(device), "dtype": str(dtype),
-                                         "results": results}, indent=2))
+        write_bytes_atomic(args.json, json.dumps({"device": device_name(device), "dtype": str(dtype),
+                                                  "results": results}, indent=2).encode())
     return 0
 
 

@@ -41,6 +41,7 @@ from moshi.utils.compile import _is_cuda_graph_enabled, no_compile
 
 from benchmarks.frontend_step import build_pair, device_name
 from kame_core.clock import SAMPLES_PER_FRAME
+from kame_core.files import write_bytes_atomic
 from kame_core.neural import KameLMGen, SessionPool
 from kame_core.neural.configs import mimi_config, moshi_7b_lm_kwargs, small_mimi_config, tiny_lm_kwargs
 from kame_core.neural.kv_settings import KV_DTYPES, KVCacheSettings
@@ -268,8 +269,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.json:
         serial = [{k: ({kk: (asdict(vv) if isinstance(vv, Timing) else vv) for kk, vv in v.items()}
                        if isinstance(v, dict) else v) for k, v in r.items()} for r in rows]
-        args.json.write_text(json.dumps({"device": device_name(device), "tiny": tiny, "kv": asdict(kv), "rows": serial,
-                                         "summary": summary}, indent=2))
+        write_bytes_atomic(args.json, json.dumps({"device": device_name(device), "tiny": tiny, "kv": asdict(kv),
+                                                  "rows": serial, "summary": summary}, indent=2).encode())
     return 0
 
 

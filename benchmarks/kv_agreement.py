@@ -22,6 +22,7 @@ from typing import Any
 
 import torch
 
+from kame_core.files import write_bytes_atomic
 from kame_core.neural import KameLM, KameLMGen
 from kame_core.neural.configs import tiny_lm_kwargs
 from kame_core.neural.kv_settings import KVCacheSettings
@@ -92,7 +93,7 @@ def main(argv: list[str] | None = None) -> int:
                       f"{row['first_difference']:8d} {med if med is None else f'{med:.2e}':>13} "
                       f"{mx if mx is None else f'{mx:.2e}':>13}", flush=True)
     if args.json:
-        args.json.write_text(json.dumps(rows, indent=2))
+        write_bytes_atomic(args.json, json.dumps(rows, indent=2).encode())
     return 0
 
 

@@ -21,7 +21,6 @@ import json
 import math
 import os
 import re
-import tempfile
 import wave
 import zipfile
 from collections.abc import Callable
@@ -33,6 +32,7 @@ import numpy as np
 import soundfile
 
 from .clock import SAMPLE_RATE, SAMPLES_PER_FRAME
+from .files import open_atomic
 from .oracle.config import OracleConfig
 from .record.events import check_event_data
 from .record.schema import MAX_ABS_TIME_S, MAX_ID, PayloadError, check_trace_config
@@ -198,7 +198,8 @@ def _read_wav(data: bytes, where: str, sample_rate: int, expected: int | LengthC
 
 # ------------------------------------------------------------------------------------------------- save
 def save_scenario(scenario: Scenario, path: str | os.PathLike[str]) -> Path:
-    """Write ``scenario`` to ``path`` atomically (a crash never leaves half a file)."""
+    """Write ``scenario`` to ``path`` through the one writer (:func:`kame_core.files.open_atomic`: a crash never
+    leaves half a file; what is at ``path`` must be nothing or a regular file)."""
     path = Path(path)
     if not scenario.runs:
         raise ScenarioError("runs", "a scenario needs at least one run")
@@ -223,18 +224,10 @@ def save_scenario(scenario: Scenario, path: str | os.PathLike[str]) -> Path:
         members[f"runs/{run_id}/output.flac"] = _flac_bytes(trace.output_audio, trace.sample_rate)
         manifest["runs"].append({"id": run_id, "trace": f"runs/{run_id}/trace.json",
                                  "user_audio": user_member, "output_audio": f"runs/{run_id}/output.flac"})
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=".tmp-", suffix=SUFFIX, dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as raw, zipfile.ZipFile(raw, "w", zipfile.ZIP_DEFLATED) as zf:
-            zf.writestr("scenario.json", json.dumps(manifest, indent=1, ensure_ascii=False))
-            for name, data in members.items():  # FLAC is compressed already: store it as is
-                zf.writestr(name, data, zipfile.ZIP_STORED if name.endswith(".flac") else zipfile.ZIP_DEFLATED)
-        os.chmod(tmp, 0o644)  # mkstemp creates 0600; a scenario file is meant to be shared
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    with open_atomic(path) as raw, zipfile.ZipFile(raw, "w", zipfile.ZIP_DEFLATED) as zf:
+        zf.writestr("scenario.json", json.dumps(manifest, indent=1, ensure_ascii=False))
+        for name, data in members.items():  # FLAC is compressed already: store it as is
+            zf.writestr(name, data, zipfile.ZIP_STORED if name.endswith(".flac") else zipfile.ZIP_DEFLATED)
     return path
 
 

@@ -20,6 +20,7 @@ from kame_core.export import COLUMNS, TIER_NAMES
 from kame_core.export.cli import main
 from kame_core.record.trace import Event, EventKind, SessionTrace
 from kame_core.scenario import Scenario, load_scenario, save_scenario
+from kame_core.spreadsheet import text_cell
 from kame_core.testing.sessions import build_session
 from tests.shared_data import REPO, SPOKENWOZ, needs_spokenwoz
 from tests.test_official_log_import import write_log
@@ -89,7 +90,8 @@ def _check_run(path: Path, run: str, trace: SessionTrace, out: Path) -> None:
         for (start, end, _), (s, e, _) in zip(got, want):
             assert abs(start - s * 1000) <= 1 and abs(end - (e * 1000 + (1 if name == POINT_TIER else 0))) <= 1
 
-    # CSV: the columns, one row per exported item, the same labels
+    # CSV: the columns, one row per exported item, the same labels (a label a spreadsheet would run as a formula,
+    # such as the word "+", quoted: kame_core.spreadsheet)
     with open(_export(path, run, "csv", stem.with_suffix(".csv")), newline="", encoding="utf-8") as f:
         reader = csv.DictReader(f)
         rows = list(reader)
@@ -97,7 +99,7 @@ def _check_run(path: Path, run: str, trace: SessionTrace, out: Path) -> None:
     assert len(rows) == sum(len(v) for v in labelled.values())
     for name in TIER_NAMES:
         mine = [r for r in rows if r["stream"] == name]
-        assert [r["text"] for r in mine] == [w for *_, w in labelled[name]], name
+        assert [r["text"] for r in mine] == [text_cell(w) for *_, w in labelled[name]], name
         assert [float(r["start"]) for r in mine] == pytest.approx([s for s, *_ in labelled[name]], abs=1e-6)
     oracle_rows = [r for r in rows if r["stream"] == "oracle"]
     assert all(r["revision"].isdigit() for r in oracle_rows)

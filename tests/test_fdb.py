@@ -117,7 +117,8 @@ def test_scoring_follows_the_benchmarks_rules(tmp_path):
         fdb.score_sample(fdb.Sample(broken), tmp_path)
 
 
-def test_outputs_replace_a_symlink_instead_of_writing_through_it(tmp_path):
+def test_outputs_refuse_a_symlink_instead_of_writing_through_it(tmp_path):
+    """A link at an output is neither written through nor replaced (kame_core.files): said, the link kept."""
     folder = tmp_path / "task" / "1"
     _wav(folder / "input.wav", np.zeros(16_000, np.float32))
     victim = tmp_path / "victim.txt"
@@ -125,12 +126,17 @@ def test_outputs_replace_a_symlink_instead_of_writing_through_it(tmp_path):
     os.symlink(victim, folder / fdb.OUTPUT_WAV)
     os.symlink(victim, folder / fdb.OUTPUT_JSON)
     audio = np.full(SAMPLE_RATE, 0.1, np.float32)
-    fdb.write_outputs(fdb.Sample(folder), audio, fdb.output_json([], asr="a", front_end="b"))
+    with pytest.raises(fdb.FDBError, match=f"{fdb.OUTPUT_WAV}: is a symbolic link"):
+        fdb.write_outputs(fdb.Sample(folder), audio, fdb.output_json([], asr="a", front_end="b"))
     assert victim.read_text() == "keep me"
-    assert not (folder / fdb.OUTPUT_WAV).is_symlink()
+    assert os.readlink(folder / fdb.OUTPUT_WAV) == os.readlink(folder / fdb.OUTPUT_JSON) == str(victim)
+    assert sorted(p.name for p in folder.iterdir()) == ["input.wav", "output.json", "output.wav"]  # no temp left
+    (folder / fdb.OUTPUT_WAV).unlink()  # a regular file (an earlier run's) is replaced
+    (folder / fdb.OUTPUT_JSON).unlink()
+    for _ in range(2):
+        fdb.write_outputs(fdb.Sample(folder), audio, fdb.output_json([], asr="a", front_end="b"))
     info = sf.info(str(folder / fdb.OUTPUT_WAV))
     assert (info.samplerate, info.subtype, info.frames) == (SAMPLE_RATE, "PCM_16", SAMPLE_RATE)
-    assert sorted(p.name for p in folder.iterdir()) == ["input.wav", "output.json", "output.wav"]  # no temp left
 
 
 def test_local_answer_is_aligned_as_the_benchmarks_client_writes_it():

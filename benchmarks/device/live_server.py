@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.live_talk import measure_round
+from kame_core.files import write_bytes_atomic
 from kame_core.neural.choice import FrontEndChoice
 from kame_core.serve import ChatServer, standalone_app
 from kame_core.stacks.build import with_neural
@@ -88,7 +89,7 @@ def main(argv: list[str] | None = None) -> int:
             report["rounds"].append(row)
             print(json.dumps(row), flush=True)
             if args.json:
-                args.json.write_text(json.dumps(report, indent=2))
+                write_bytes_atomic(args.json, json.dumps(report, indent=2).encode())
     return 0
 
 

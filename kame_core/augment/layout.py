@@ -10,7 +10,7 @@ import json
 from collections.abc import Sequence
 from pathlib import Path
 
-from ..files import write_bytes_atomic
+from ..files import JSON_LIMIT, read_regular, write_bytes_atomic
 from .oracle_records import OracleRecord
 from .transcript import TranscriptWord
 
@@ -40,10 +40,11 @@ def write_oracle_raw(path: str | Path, records: Sequence[OracleRecord]) -> None:
 
 
 def load_oracle_raw(path: str | Path) -> list[OracleRecord]:
-    """Read ``oracle_raw/<id>.json``; malformed content is a ValueError naming the file and record."""
+    """Read ``oracle_raw/<id>.json``; malformed content is a ValueError naming the file and record (a file that is
+    not a regular file, or over :data:`~kame_core.files.JSON_LIMIT`, is not read)."""
     path = Path(path)
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        data = json.loads(read_regular(path, JSON_LIMIT).decode("utf-8"))
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise ValueError(f"{path}: cannot read JSON: {exc}") from exc
     if not isinstance(data, list):

@@ -15,6 +15,7 @@ import soundfile
 import soxr
 
 from ..clock import SAMPLE_RATE, SAMPLES_PER_FRAME
+from ..files import AUDIO_LIMIT, open_regular
 from ..protocols import TextTokenizer
 from .layout import AUDIO_DIR, ORACLE_DIR, TEXT_DIR, load_oracle_raw
 from .oracle_records import OracleRecord
@@ -53,7 +54,8 @@ class DialogueFrames:
 
 def _read_stereo(path: Path) -> tuple[np.ndarray, np.ndarray]:
     try:
-        audio, rate = soundfile.read(path, dtype="float32", always_2d=True)
+        with open_regular(path, AUDIO_LIMIT) as f:
+            audio, rate = soundfile.read(f, dtype="float32", always_2d=True)
     except (OSError, RuntimeError) as exc:  # soundfile errors are RuntimeErrors
         raise TrainingDialogueError(f"{path}: cannot read audio: {exc}") from exc
     if audio.shape[1] != 2:
@@ -66,12 +68,14 @@ def _read_stereo(path: Path) -> tuple[np.ndarray, np.ndarray]:
 
 
 def load_training_dialogue(root: str | Path, dialogue_id: str) -> TrainingDialogue:
-    """Read ``audio/``, ``text/`` and (if present) ``oracle_raw/`` of one dialogue."""
+    """Read ``audio/``, ``text/`` and (if present) ``oracle_raw/`` of one dialogue; each only when it is a regular
+    file within its bound (:data:`~kame_core.files.AUDIO_LIMIT`, :data:`~kame_core.files.JSON_LIMIT`), else
+    :class:`TrainingDialogueError` or :class:`~kame_core.augment.transcript.TranscriptError` says why."""
     root = Path(root)
     user, assistant = _read_stereo(root / AUDIO_DIR / f"{dialogue_id}.wav")
     words = load_transcript(root / TEXT_DIR / f"{dialogue_id}.json")
     oracle_path = root / ORACLE_DIR / f"{dialogue_id}.json"
-    records = load_oracle_raw(oracle_path) if oracle_path.is_file() else []
+    records = load_oracle_raw(oracle_path) if oracle_path.exists() else []
     return TrainingDialogue(dialogue_id, user, assistant, words, records)
 
 

@@ -14,6 +14,8 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any, Literal
 
+from ..files import JSON_LIMIT, read_regular
+
 Speaker = Literal["A", "B"]
 
 #: Speaker -> audio channel in the KAME layout (A left, B right).
@@ -82,10 +84,11 @@ def parse_transcript(data: Any, source: str = "<transcript>") -> list[Transcript
 
 
 def load_transcript(path: str | Path) -> list[TranscriptWord]:
-    """Read and validate ``text/<id>.json``; every failure is a :class:`TranscriptError` naming the file."""
+    """Read and validate ``text/<id>.json``; every failure is a :class:`TranscriptError` naming the file (one that
+    is not a regular file, or over :data:`~kame_core.files.JSON_LIMIT`, is not read)."""
     path = Path(path)
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        data = json.loads(read_regular(path, JSON_LIMIT).decode("utf-8"))
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise TranscriptError(str(path), None, f"cannot read JSON: {exc}") from exc
     return parse_transcript(data, str(path))

@@ -33,6 +33,7 @@ from typing import cast
 from tqdm import tqdm
 
 from ..executors import EXECUTOR_CHOICES, ExecutorError, ExecutorUnavailable, make_executor
+from ..files import write_bytes_atomic
 from ..floor_policies import DEFAULT_FLOOR, FLOORS
 from ..llm import SPEC_HELP
 from ..llm.base import MissingAPIKey
@@ -307,13 +308,13 @@ def run_mtbench(args: argparse.Namespace, settings: Settings | None = None) -> i
     notes = _notes(results, grader, stack_box, stack_id, spec, front)
     notes.append(adherence_note(adherence))
     label = grader.label
-    (args.out / "table2.md").write_text(table_markdown(summaries, label, notes), encoding="utf-8")
+    write_bytes_atomic(args.out / "table2.md", table_markdown(summaries, label, notes).encode("utf-8"))
     write_table_csv(args.out / "table2.csv", summaries, label)
     table_figure(summaries, label, args.out / "table2")
     adherence_figure(adherence, args.out / "adherence", provenance=front)
     write_rows(args.out / "turns.jsonl", rows, label)
     duplex = duplex_markdown(results)
-    (args.out / "duplex.md").write_text(duplex, encoding="utf-8")
+    write_bytes_atomic(args.out / "duplex.md", duplex.encode("utf-8"))
     if len(delays) > 1:
         write_sweep(summaries, sweep_modes, label, args.out)
     wall = time.perf_counter() - started

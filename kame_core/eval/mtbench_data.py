@@ -9,8 +9,6 @@ from FastChat's repository once into ``$KAME_CACHE_DIR/mt_bench``. Every malform
 """
 from __future__ import annotations
 
-import os
-import tempfile
 import urllib.error
 import urllib.request
 from collections.abc import Iterable, Mapping
@@ -18,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ..files import write_bytes_atomic
 from ..record.jsonl import read_json_objects
 
 #: the spoken MT-Bench subset of the KAME paper: reasoning, STEM and humanities, two turns each
@@ -202,14 +201,7 @@ def download_mt_bench(target: Path | None = None, base_url: str = FASTCHAT_RAW, 
                 f"could not download {url} ({reason}); without network pass --data PATH to a folder with "
                 f"FastChat's question.jsonl, judge_prompts.jsonl and gpt-4.jsonl "
                 f"(e.g. ../shared/data/mt_bench)") from None
-        fd, tmp = tempfile.mkstemp(prefix=f".{name}-", dir=target)
-        try:
-            with os.fdopen(fd, "wb") as handle:
-                handle.write(data)
-            os.replace(tmp, dest)
-        finally:
-            if os.path.exists(tmp):
-                os.unlink(tmp)
+        write_bytes_atomic(dest, data)
     return target
 
 

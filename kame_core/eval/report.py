@@ -11,16 +11,20 @@ part of every column name and title: an MT-Bench judge score names its judge; an
 from __future__ import annotations
 
 import csv
+import io
 import json
 import statistics
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from decimal import Decimal
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ..analysis.hint_levels import HINT_LEVEL_BOUNDS, MAX_HINT_LEVEL
+from ..files import write_bytes_atomic
 from ..pipelines.run_kinds import RUN_KINDS
+from ..spreadsheet import csv_cells
 from .proxy import PROXY_LABEL
 
 if TYPE_CHECKING:
@@ -241,33 +245,45 @@ def write_table_csv(path: Path, summaries: Sequence[SystemSummary], score_label:
     column (the paper's MT-Bench averages have their own, marked as quoted)."""
     main = [s for s in summaries if s.delay_s == 0]
     categories = list(main[0].per_category) if main else list(CATEGORY_ORDER)
-    with open(path, "w", newline="", encoding="utf-8") as handle:
-        writer = csv.writer(handle)
-        writer.writerow(["system", "source", *[f"{c} score [{score_label}]" for c in categories],
-                         f"average score [{score_label}]", f"average MT-Bench score ({QUOTED})",
-                         "median onset latency (s)", "oracle adherence (pooled: spoken / fed words)",
-                         "oracle lag, median (s)", "oracle words fed", "oracle words spoken", "sessions",
-                         "turns scored", "turns excluded"])
-        for s in main:
-            fed = s.oracle_adherence is not None
-            writer.writerow([system_name(s.system), "measured here",
-                             *[_csv(s.per_category[c]) for c in categories], _csv(s.average), "",
-                             _csv(s.median_latency_s), _csv(s.oracle_adherence), _csv(s.oracle_median_lag_s),
-                             s.oracle_words_fed if fed else "", s.oracle_words_spoken if fed else "",
-                             s.sessions, s.scored, sum(s.excluded.values())])
-        for name, average, latency in PAPER_ROWS:
-            writer.writerow([name, QUOTED, *["" for _ in categories], "", f"{average:.2f}", _csv(latency),
-                             "", "", "", "", "", "", ""])
+    lines: list[list[object]] = [[
+        "system", "source", *[f"{c} score [{score_label}]" for c in categories], f"average score [{score_label}]",
+        f"average MT-Bench score ({QUOTED})", "median onset latency (s)",
+        "oracle adherence (pooled: spoken / fed words)", "oracle lag, median (s)", "oracle words fed",
+        "oracle words spoken", "sessions", "turns scored", "turns excluded"]]
+    for s in main:
+        fed = s.oracle_adherence is not None
+        lines.append([system_name(s.system), "measured here", *[_csv(s.per_category[c]) for c in categories],
+                      _csv(s.average), "", _csv(s.median_latency_s), _csv(s.oracle_adherence),
+                      _csv(s.oracle_median_lag_s), s.oracle_words_fed if fed else "",
+                      s.oracle_words_spoken if fed else "", s.sessions, s.scored, sum(s.excluded.values())])
+    for name, average, latency in PAPER_ROWS:
+        lines.append([name, QUOTED, *["" for _ in categories], "", Decimal(f"{average:.2f}"), _csv(latency),
+                      "", "", "", "", "", "", ""])
+    _write_csv(path, lines)
 
 
-def _csv(value: float | None) -> str:
-    return "" if value is None else f"{value:.3f}"
+def _write_csv(path: Path, lines: Iterable[Sequence[object]]) -> None:
+    """A report CSV through the one writer, its text cells as :func:`kame_core.spreadsheet.csv_cells` writes them
+    (numbers are :func:`_csv`'s decimals: never quoted)."""
+    buffer = io.StringIO()
+    csv.writer(buffer).writerows(csv_cells(line) for line in lines)
+    write_bytes_atomic(path, buffer.getvalue().encode("utf-8"))
+
+
+def _csv(value: float | None) -> Decimal | str:
+    """A number to the millisecond (a number, not text, to the CSV writer); empty for None."""
+    return "" if value is None else Decimal(f"{value:.3f}")
 
 
 def _write_figure(fig, stem: Path) -> list[Path]:
     html, js = stem.with_suffix(".html"), stem.with_suffix(".json")
-    fig.write_html(html, include_plotlyjs="directory")  # plotly.min.js once beside it: works offline
-    js.write_text(fig.to_json(), encoding="utf-8")
+    from plotly.offline import get_plotlyjs
+
+    write_bytes_atomic(html, fig.to_html(include_plotlyjs="directory").encode("utf-8"))
+    bundle = html.parent / "plotly.min.js"  # once beside the pages: they work offline
+    if not bundle.exists():
+        write_bytes_atomic(bundle, get_plotlyjs().encode("utf-8"))
+    write_bytes_atomic(js, fig.to_json().encode("utf-8"))
     return [html, js]
 
 
@@ -362,15 +378,11 @@ def write_sweep(summaries: Sequence[SystemSummary], sweep_modes: Sequence[str], 
 
     points = [s for s in sweep_points(summaries) if s.system in sweep_modes]
     csv_path = out / "sweep.csv"
-    with open(csv_path, "w", newline="", encoding="utf-8") as handle:
-        writer = csv.writer(handle)
-        writer.writerow(["system", "forced delay (s)", f"average score [{score_label}]", "median onset latency (s)",
-                         "sessions", "turns scored", "turns excluded", "oracle adherence (pooled: spoken / fed words)",
-                         "oracle lag, median (s)"])
-        for s in points:
-            writer.writerow([system_name(s.system), s.delay_s, _csv(s.average),
-                             _csv(s.median_latency_s), s.sessions, s.scored, sum(s.excluded.values()),
-                             _csv(s.oracle_adherence), _csv(s.oracle_median_lag_s)])
+    _write_csv(csv_path, [["system", "forced delay (s)", f"average score [{score_label}]", "median onset latency (s)",
+                           "sessions", "turns scored", "turns excluded",
+                           "oracle adherence (pooled: spoken / fed words)", "oracle lag, median (s)"]]
+               + [[system_name(s.system), s.delay_s, _csv(s.average), _csv(s.median_latency_s), s.sessions, s.scored,
+                   sum(s.excluded.values()), _csv(s.oracle_adherence), _csv(s.oracle_median_lag_s)] for s in points])
     fig = make_subplots(rows=1, cols=2, subplot_titles=(f"score [{score_label}]", "median onset latency (s)"))
     for system in sweep_modes:
         mine = [s for s in points if s.system == system]
@@ -386,9 +398,8 @@ def write_sweep(summaries: Sequence[SystemSummary], sweep_modes: Sequence[str], 
 
 def write_rows(path: Path, rows: Iterable[ScoreRow], score_label: str) -> None:
     """Every graded turn (JSON lines), with the answer that was graded."""
-    with open(path, "w", encoding="utf-8") as handle:
-        for r in rows:
-            handle.write(json.dumps({**r.__dict__, "score_kind": score_label}, ensure_ascii=False) + "\n")
+    write_bytes_atomic(path, "".join(json.dumps({**r.__dict__, "score_kind": score_label}, ensure_ascii=False) + "\n"
+                                     for r in rows).encode("utf-8"))
 
 
 def duplex_markdown(results: Iterable[SessionResultLike]) -> str:

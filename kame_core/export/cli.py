@@ -9,7 +9,9 @@ or ``python -m kame_core.export --table SOURCE... --out sessions.csv [--cache FI
 ``.kame`` files given: one CSV row per run; inputs that cannot be read are skipped and counted. Rows of unchanged
 files come from a cache (``--cache``, default ``corpus-table.json`` under the cache root; ``--no-cache``: none).
 
-Every refusal is one line on stderr and exit status 2.
+Every refusal is one line on stderr and exit status 2; so is an ``--out`` (or the WAV beside it) where something
+other than a regular file is -- a device, a named pipe, a socket, a folder, a symbolic link -- which is left as it
+was (:mod:`kame_core.files`).
 """
 from __future__ import annotations
 
@@ -21,6 +23,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import NoReturn
 
+from ..files import NotARegularFileError, check_target
 from ..scenario import Scenario, ScenarioError, load_scenario
 from .write import SUFFIXES, write_run
 
@@ -74,15 +77,23 @@ def check_mode(args: argparse.Namespace) -> None:
         raise UsageError("--cache and --no-cache go with --table only")
 
 
+def writable(out: Path) -> None:
+    """Refuse an output whose folder is missing, or where something other than a regular file is (a device, a
+    named pipe, a socket, a folder, a symbolic link: :func:`kame_core.files.check_target`)."""
+    if not out.parent.is_dir():
+        raise UsageError(f"{out}: the folder {out.parent} does not exist")
+    try:
+        check_target(out)
+    except NotARegularFileError as err:
+        raise UsageError(str(err)) from None
+
+
 def table(args: argparse.Namespace, env: Mapping[str, str]) -> str:
     """Write the corpus table ``args`` asks for; returns the summary line to print."""
     from .corpus import SUFFIX, RowCache, default_cache_file, scan, write_table
 
     out: Path = args.out
-    if not out.parent.is_dir():
-        raise UsageError(f"{out}: the folder {out.parent} does not exist")
-    if out.is_dir():
-        raise UsageError(f"{out}: is a folder; give a file name")
+    writable(out)
     for source in args.table:
         if not source.exists():
             raise UsageError(f"{source}: no such file or folder")
@@ -139,15 +150,14 @@ def export(args: argparse.Namespace) -> list[Path]:
     if fmt not in FORMATS:
         raise UsageError(f"unknown format {args.format!r}; choose one of {', '.join(FORMATS)}")
     out: Path = args.out
-    if not out.parent.is_dir():
-        raise UsageError(f"{out}: the folder {out.parent} does not exist")
-    if out.is_dir():
-        raise UsageError(f"{out}: is a folder; give a file name")
+    writable(out)
     if out.exists() and args.file.exists() and out.resolve() == args.file.resolve():
         raise UsageError(f"{out}: is the file being exported; give another --out")
     wav = out.with_suffix(".wav") if args.audio else None
     if wav is not None and wav == out:
         raise UsageError(f"{out}: --audio writes a .wav beside the export; give the export another suffix")
+    if wav is not None:
+        writable(wav)
     try:
         scenario = open_session(args.file)
     except (ScenarioError, OSError) as err:
@@ -171,7 +181,7 @@ def main(argv: Sequence[str] | None = None, env: Mapping[str, str] | None = None
     except UsageError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
-    except OSError as err:  # the disk refused a write
+    except OSError as err:  # the disk refused a write, or the output changed into what the writer refuses
         print(f"error: cannot write: {err}", file=sys.stderr)
         return 2
     print("wrote " + ", ".join(str(p) for p in written))

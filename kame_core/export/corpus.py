@@ -9,8 +9,10 @@ dialogues, with the metrics researchers sort and filter by.
 * :func:`write_table` -- the rows as CSV (:data:`COLUMNS`, described in :data:`COLUMN_DOCS`).
 
 What a folder holds: every ``*.kame`` file in it and its subfolders, names starting with ``.`` left out (a sessions
-folder's ``.journal/`` and a save's ``.tmp-*`` file); a folder (the source itself or a subfolder) with ``audio/`` and
-``text/`` is a KAME-layout training root, whose dialogues (``audio/<id>.*``) are read instead of its files. Each
+folder's ``.journal/`` and a save's temporary ``.<name>.<random>.tmp`` file); a folder (the source itself or a
+subfolder) with ``audio/`` and ``text/`` is a KAME-layout training root, whose dialogues (``audio/<id>.*``) are read
+instead of its files; a dialogue file that is not a regular file (a named pipe, a link to a device) or is over its
+reader's bound is not read, and its dialogue is skipped with that reason (:mod:`kame_core.files`). Each
 value is what the library's own metric says (:func:`kame_core.analysis.metrics.session_metrics`,
 :func:`kame_core.analysis.duplex_metrics.duplex_metrics`, :func:`kame_core.analysis.trace_query.oracle_revisions`,
 :func:`kame_core.provenance.describe_run`). ``python -m kame_core.export --table DIR... --out sessions.csv`` writes
@@ -20,6 +22,7 @@ from __future__ import annotations
 
 import csv
 import dataclasses
+import io
 import json
 import os
 import statistics
@@ -35,17 +38,20 @@ from ..analysis.adherence import oracle_adherence
 from ..analysis.duplex_metrics import duplex_metrics
 from ..analysis.metrics import session_metrics
 from ..analysis.trace_query import oracle_revisions
-from ..files import write_bytes_atomic
+from ..files import read_regular, write_bytes_atomic
 from ..paths import cache_root
 from ..provenance import ORIGIN_KINDS, describe_run
 from ..record.trace import SessionTrace
 from ..scenario import SUFFIX, Scenario, load_scenario
+from ..spreadsheet import csv_cells
 
-__all__ = ["CACHE_VERSION", "COLUMNS", "COLUMN_DOCS", "CorpusRow", "CorpusScan", "RowCache", "Skipped",
+__all__ = ["CACHE_LIMIT", "CACHE_VERSION", "COLUMNS", "COLUMN_DOCS", "CorpusRow", "CorpusScan", "RowCache", "Skipped",
            "default_cache_file", "rows_of", "scan", "write_table"]
 
 #: bump when a change alters what a row holds: a cache of another version is not used
 CACHE_VERSION = 2
+#: the largest cache file read (about a quarter of a million rows); a larger one is ignored
+CACHE_LIMIT = 256 * 2**20
 
 #: every column of the table, in order, and what it holds (docs/file-formats.md, "The corpus table")
 COLUMN_DOCS: dict[str, str] = {
@@ -247,14 +253,15 @@ class RowCache:
 
     @classmethod
     def load(cls, path: str | os.PathLike[str]) -> RowCache:
-        """The cache saved at ``path``; an empty one when there is none or it cannot be read."""
+        """The cache saved at ``path``; an empty one when there is none or it cannot be read (not a regular file, or
+        over :data:`CACHE_LIMIT`: :func:`kame_core.files.read_regular`)."""
         try:
-            return cls.from_json(json.loads(Path(path).read_text(encoding="utf-8")))
+            return cls.from_json(json.loads(read_regular(path, CACHE_LIMIT).decode("utf-8")))
         except (OSError, ValueError):
             return cls()
 
     def save(self, path: str | os.PathLike[str]) -> None:
-        """Write the cache to ``path`` atomically."""
+        """Write the cache to ``path`` through the one writer (:func:`kame_core.files.write_bytes_atomic`)."""
         write_bytes_atomic(Path(path), json.dumps(self.to_json(), ensure_ascii=False).encode("utf-8"))
 
 
@@ -283,7 +290,8 @@ def _hidden(path: Path) -> bool:
 
 
 def _training_inputs(root: Path) -> Iterator[_Input]:
-    for audio in sorted(p for p in (root / "audio").iterdir() if p.is_file() and not _hidden(p)):
+    # every name but a folder: what is not a regular file is skipped by the reader, with its reason
+    for audio in sorted(p for p in (root / "audio").iterdir() if not p.is_dir() and not _hidden(p)):
         ident = audio.stem
         yield _Input(key=str(root / ident), root=root, dialogue_id=ident,
                      files=(audio, root / "text" / f"{ident}.json", root / "oracle_raw" / f"{ident}.json"))
@@ -404,19 +412,15 @@ def _cell(name: str, value: object) -> object:
 
 
 def write_table(rows: Iterable[CorpusRow], path: str | os.PathLike[str]) -> Path:
-    """Write ``rows`` as CSV (UTF-8, a header of :data:`COLUMNS`; None as an empty cell; ``mtime`` in ISO 8601 UTC)
-    atomically; returns the path."""
+    """Write ``rows`` as CSV (UTF-8, a header of :data:`COLUMNS`; None as an empty cell; ``mtime`` in ISO 8601 UTC;
+    text cells a spreadsheet would run as a formula quoted: :mod:`kame_core.spreadsheet`) through the one writer
+    (:mod:`kame_core.files`); returns the path."""
     path = Path(path)
-    tmp = path.with_name(f".{path.name}.tmp")
-    try:
-        with open(tmp, "w", newline="", encoding="utf-8") as f:
-            writer = csv.writer(f)
-            writer.writerow(COLUMNS)
-            for row in rows:
-                values = row.to_json()
-                writer.writerow([_cell(name, values[name]) for name in COLUMNS])
-        os.replace(tmp, path)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
+    buffer = io.StringIO()
+    writer = csv.writer(buffer)
+    writer.writerow(COLUMNS)
+    for row in rows:
+        values = row.to_json()
+        writer.writerow(csv_cells(_cell(name, values[name]) for name in COLUMNS))
+    write_bytes_atomic(path, buffer.getvalue().encode("utf-8"))
     return path

@@ -2,32 +2,36 @@
 
 Columns (:data:`COLUMNS`): ``stream`` (the tier's name), ``start`` and ``end`` (seconds; a point has both at its
 time), ``text`` (the label), ``revision``, ``hint_level``, ``request`` (empty where not applicable or not known),
-``provenance`` (what produced the run, in words: :func:`kame_core.provenance.describe_run`).
+``provenance`` (what produced the run, in words: :func:`kame_core.provenance.describe_run`). A text cell a
+spreadsheet would run as a formula is quoted (:mod:`kame_core.spreadsheet`).
 """
 from __future__ import annotations
 
 import csv
 import io
+from decimal import Decimal
 from pathlib import Path
 
 from ..files import write_bytes_atomic
+from ..spreadsheet import csv_cells
 from .tiers import Annotations, Interval, IntervalTier, Point, PointTier
 
 COLUMNS = ("stream", "start", "end", "text", "revision", "hint_level", "request", "provenance")
 
 
-def _cell(value: int | None) -> str:
-    return "" if value is None else str(value)
+def _cell(value: int | None) -> int | str:
+    return "" if value is None else value
 
 
-def _row(doc: Annotations, stream: str, start: float, end: float, item: Interval | Point) -> dict[str, str]:
-    return {"stream": stream, "start": f"{start:.3f}", "end": f"{end:.3f}", "text": item.text,
+def _row(doc: Annotations, stream: str, start: float, end: float, item: Interval | Point) -> dict[str, object]:
+    return {"stream": stream, "start": Decimal(f"{start:.3f}"), "end": Decimal(f"{end:.3f}"), "text": item.text,
             "revision": _cell(item.revision), "hint_level": _cell(item.hint_level), "request": _cell(item.request),
             "provenance": doc.provenance}
 
 
-def rows(doc: Annotations) -> list[dict[str, str]]:
-    """The CSV's rows, tier by tier in the order of :data:`~kame_core.export.tiers.TIER_NAMES`."""
+def rows(doc: Annotations) -> list[dict[str, object]]:
+    """The CSV's rows, tier by tier in the order of :data:`~kame_core.export.tiers.TIER_NAMES`: times are decimals to
+    the millisecond, ids whole numbers, labels text as the tiers hold them."""
     out = []
     for tier in doc.tiers:
         if isinstance(tier, IntervalTier):
@@ -38,11 +42,12 @@ def rows(doc: Annotations) -> list[dict[str, str]]:
 
 
 def csv_text(doc: Annotations) -> str:
-    """The CSV of ``doc``, as text (a header row, then :func:`rows`)."""
+    """The CSV of ``doc``, as text (a header row, then :func:`rows`; a label a spreadsheet would run as a formula
+    quoted: :mod:`kame_core.spreadsheet`)."""
     buffer = io.StringIO()
-    writer = csv.DictWriter(buffer, fieldnames=COLUMNS, lineterminator="\n")
-    writer.writeheader()
-    writer.writerows(rows(doc))
+    writer = csv.writer(buffer, lineterminator="\n")
+    writer.writerow(COLUMNS)
+    writer.writerows(csv_cells(row[name] for name in COLUMNS) for row in rows(doc))
     return buffer.getvalue()
 
 

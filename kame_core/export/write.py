@@ -4,6 +4,7 @@ from __future__ import annotations
 import zipfile
 from pathlib import Path
 
+from ..files import open_atomic
 from ..record.trace import SessionTrace
 from .audio import write_wav
 from .eaf import write_eaf
@@ -38,7 +39,7 @@ def write_eaf_bundle(trace: SessionTrace, out: Path, *, run: str = "", title: st
     """The EAF and its stereo WAV in one zip ``out`` (ELAN opens the EAF with the WAV beside it once unzipped)."""
     stem = out.with_suffix("")
     files = write_run(trace, "eaf", stem.with_suffix(".eaf"), run=run, title=title, audio=True)
-    with zipfile.ZipFile(out, "w", compression=zipfile.ZIP_DEFLATED) as bundle:
+    with open_atomic(out) as raw, zipfile.ZipFile(raw, "w", compression=zipfile.ZIP_DEFLATED) as bundle:
         for path in files:
             bundle.write(path, arcname=path.name)
     return out
