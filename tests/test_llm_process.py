@@ -12,7 +12,8 @@ from pathlib import Path
 import pytest
 
 from kame_core.llm import LocalSmolLM, local_smollm
-from kame_core.llm.smollm_process import SmolLMProcess, SmolLMProcessError, _message
+from kame_core.llm.smollm_process import SmolLMProcess, SmolLMProcessError
+from kame_core.llm.smollm_worker import _message
 from kame_core.priority import built_nicer, stt_threads_beside_frames
 from kame_core.protocols import ChatMessage, LLMError
 from kame_core.testing.waiting import wait_until

@@ -99,13 +99,13 @@ class ChatServer:
         return problem
 
     def readiness(self) -> tuple[bool, dict[str, Any]]:
-        """(a session can start now, what ``/readyz`` says): models loaded, sessions can be recorded, the server
-        is not shutting down, and a free place in every gate."""
+        """(a session can start now, what ``/readyz`` says): models loaded, sessions can be recorded, the oracle
+        worker answers, the server is not shutting down, and a free place in every gate."""
         if self._stack is None:
             return False, {"ready": False, "why": "the models are not loaded yet"}
         if self.closing:
             return False, {"ready": False, "why": "the server is shutting down"}
-        problem = self.recording_problem()
+        problem = self.recording_problem() or self._stack.problem()
         if problem is not None:
             return False, {"ready": False, "why": problem}
         free: list[int] = []

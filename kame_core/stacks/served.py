@@ -16,6 +16,7 @@ from .build import build_stack
 from .stack import Stack
 
 if TYPE_CHECKING:
+    from ..llm.smollm_process import SmolLMProcess
     from ..stt.shared import SharedWhisper
 
 
@@ -32,6 +33,12 @@ class ServedStack:
     neural: NeuralModels | None = None
     #: the shared Whisper every session's STT decodes through, if any (its counts: /metrics)
     stt_worker: SharedWhisper | None = None
+    #: the worker process SmolLM2 generates in, if any (whether it answers: /readyz)
+    llm_worker: SmolLMProcess | None = None
+
+    def problem(self) -> str | None:
+        """Why sessions would be served badly now (the oracle worker not answering), or None."""
+        return self.llm_worker.problem() if self.llm_worker is not None else None
 
 
 def stack_from_cpu(llm: str = "offline", tts: str = "auto", whisper_model: str | None = None,
@@ -58,7 +65,7 @@ def served_stack(stack: Stack, gate: SessionGate | None = None) -> ServedStack:
     if gate is None and stack.neural is not None:
         gate = pool_gate(stack.neural.pool("kame").capacity)
     return ServedStack(make_runner=lambda clock: stack.runner("kame", clock=clock), components=stack.summary(),
-                       gate=gate, neural=stack.neural, stt_worker=stack.stt_worker)
+                       gate=gate, neural=stack.neural, stt_worker=stack.stt_worker, llm_worker=stack.llm_worker)
 
 
 def warm_stack(stack: Stack) -> None:

@@ -22,6 +22,7 @@ from ..session import SessionDriver
 from ..session.live import release, release_front_end
 
 if TYPE_CHECKING:
+    from ..llm.smollm_process import SmolLMProcess
     from ..stt.shared import SharedWhisper
 
 
@@ -35,6 +36,8 @@ class Stack:
     is a slot of its session pools instead of ``make_front_end()`` (:func:`~.build.with_neural`). A runner owns its
     front-end: :func:`release_front_end` (or :meth:`session`) gives a pool slot back. ``stt_worker``: the
     :class:`kame_core.stt.SharedWhisper` every ``make_stt()`` decodes through, if any (its ``stats()``).
+    ``llm_worker``: the :class:`~kame_core.llm.smollm_process.SmolLMProcess` SmolLM2 generates in, if any (its
+    ``problem()``: whether it answers).
     ``end_of_turn``: the end-of-turn detector shared by every session whose floor policy is ``gate``
     (:class:`kame_core.end_of_turn.SmolLMEndOfTurn`, loaded at its first use). ``floor``: the floor policy of its
     sessions when a runner is not given a :class:`SessionConfig` (:data:`kame_core.floor_policies.FLOORS`)."""
@@ -46,6 +49,7 @@ class Stack:
     components: Mapping[str, str] = field(default_factory=dict)
     neural: NeuralModels | None = None
     stt_worker: SharedWhisper | None = None
+    llm_worker: SmolLMProcess | None = None
     end_of_turn: EndOfTurnDetector | None = None
     floor: str = DEFAULT_FLOOR
 
