@@ -27,7 +27,8 @@ READ_ELSEWHERE = {"HF_TOKEN": "huggingface_hub, for hub downloads",
 ENVIRONMENT_READERS = {
     "kame_core/settings.py": "Settings.from_env: its docstring names os.environ",
     "kame_core/keys.py": "API keys, looked up when a request is made and never stored",
-    "kame_core/executors/ray_executor.py": "hands PYTHONPATH on to Ray's workers",
+    "kame_core/executors/ray_executor.py": "hands PYTHONPATH on to Ray's workers; Ray's own switches (loopback, "
+                                           "authentication), read and set where a local Ray starts",
     "kame_core/serve/__main__.py": "entry point: python -m kame_core.serve",
     "kame_core/eval/cli.py": "entry point: python -m kame_core.eval",
     "kame_core/augment/cli.py": "entry point: python -m kame_core.augment",

@@ -5,6 +5,11 @@ logs not forwarded) and shuts it down afterwards; with ``address`` it connects t
 (``ray://host:10001`` or ``host:6379``; ``auto`` for the cluster this machine belongs to) and ships
 ``kame_core`` to the workers. When Ray is already initialised in this process it is used as it is.
 
+A local Ray is this machine's only (:func:`keep_local_ray_on_loopback`): every service it starts (GCS, raylet,
+workers, agents, metrics) listens on loopback, and takes Ray's token (Ray's default for a local Ray).
+:meth:`RayExecutor.connect` is the one place this project starts or joins Ray (the executors and ``serve
+--replicas``).
+
 Every actor keeps at most ``in_flight`` items queued so a slow actor does not hoard work; ``concurrency`` > 1
 runs that many of them at once in the actor, on threads (for a thread-safe worker, such as a session pool's).
 ``gpus_per_worker`` reserves GPUs per actor (Ray then shows each actor only its own); ``workers=0`` means one
@@ -33,6 +38,31 @@ _PACKAGE_DIR = Path(__file__).resolve().parents[1]  # kame_core/
 _OBJECT_STORE_BYTES = 256 * 1024 * 1024  # a local Ray's shared memory: results are streamed, not stored
 #: actors when ``workers=0`` and the actors use no GPU
 DEFAULT_CPU_WORKERS = 2
+#: Ray's switch for a Ray of one machine (its default on macOS and Windows), read when a process first imports Ray:
+#: "0" makes the node's address loopback, where every service of a local Ray then listens
+RAY_ONE_MACHINE = "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"
+#: Ray's authentication, which Ray turns on ("token") for a new local Ray unless it is set: every call to its services
+#: then carries Ray's token (``RAY_AUTH_TOKEN``, ``RAY_AUTH_TOKEN_PATH``, else ``~/.ray/auth_token``, written by Ray)
+RAY_AUTH_MODE = "RAY_AUTH_MODE"
+
+
+def keep_local_ray_on_loopback() -> None:
+    """Before a local Ray starts: every service it starts listens on loopback only (:data:`RAY_ONE_MACHINE` = 0 in
+    this process's environment, which Ray's processes inherit; a value already set is kept: the operator's word).
+    Ray reads it when this process first imports Ray: call this before (:meth:`RayExecutor.connect` does; a Ray
+    imported earlier keeps the node's own address, on every interface)."""
+    os.environ.setdefault(RAY_ONE_MACHINE, "0")
+
+
+def ray_auth_mode() -> str:
+    """:data:`RAY_AUTH_MODE` as this process has it ("" when unset)."""
+    return os.environ.get(RAY_AUTH_MODE, "")
+
+
+def token_auth_on() -> bool:
+    """Whether Ray's token authentication is on for the Ray this process started or joined (Ray sets
+    :data:`RAY_AUTH_MODE` when it turns it on by itself)."""
+    return ray_auth_mode().strip().lower() == "token"
 
 
 class RayWorker:
@@ -99,6 +129,9 @@ class RayExecutor:
         self.cpus_per_worker, self.in_flight, self.runtime_env = cpus_per_worker, in_flight, runtime_env
         self.gpus_per_worker, self.concurrency = gpus_per_worker, concurrency
         self.replaced_workers = 0  # actors that died and were replaced in the last map()
+        #: this node's address in Ray once connected, where a local Ray's services listen (loopback: this machine's
+        #: only); None before
+        self.node_address: str | None = None
 
     # ---------------------------------------------------------------------------------------------- Ray set-up
     def _runtime_env(self) -> dict[str, Any]:
@@ -113,20 +146,24 @@ class RayExecutor:
         return {"env_vars": {"PYTHONPATH": os.pathsep.join(dict.fromkeys(paths))}}
 
     def connect(self) -> bool:
-        """Initialise Ray if needed (the one way this project starts or joins Ray: executors and `serve --replicas`);
-        True when this call started it (and so must shut it down)."""
+        """Initialise Ray if needed (the one way this project starts or joins Ray: executors and `serve --replicas`;
+        a local Ray on loopback, :func:`keep_local_ray_on_loopback`); True when this call started it (and so must shut
+        it down). Sets :attr:`node_address`."""
+        if not self.address:
+            keep_local_ray_on_loopback()  # before this process first imports Ray
         import ray
 
-        if ray.is_initialized():
-            return False
-        options: dict[str, Any] = {"include_dashboard": False, "log_to_driver": False,
-                                   "runtime_env": self._runtime_env(), "configure_logging": False}
-        if self.address:
-            ray.init(address=self.address, **options)
-        else:  # workers=0 (one per GPU): Ray counts this machine's CPUs and GPUs itself
-            cpus = int(max(1, round(self.workers * self.cpus_per_worker))) if self.workers else None
-            ray.init(num_cpus=cpus, object_store_memory=_OBJECT_STORE_BYTES, **options)
-        return True
+        started = not ray.is_initialized()
+        if started:
+            options: dict[str, Any] = {"include_dashboard": False, "log_to_driver": False,
+                                       "runtime_env": self._runtime_env(), "configure_logging": False}
+            if self.address:
+                ray.init(address=self.address, **options)
+            else:  # workers=0 (one per GPU): Ray counts this machine's CPUs and GPUs itself
+                cpus = int(max(1, round(self.workers * self.cpus_per_worker))) if self.workers else None
+                ray.init(num_cpus=cpus, object_store_memory=_OBJECT_STORE_BYTES, **options)
+        self.node_address = str(ray.util.get_node_ip_address())
+        return started
 
     def _placement(self, ray: Any) -> tuple[int, float]:
         """(actors, GPUs per actor) on the connected cluster; :class:`ExecutorError` when they cannot fit."""

@@ -199,6 +199,8 @@ def serve_replicas(args: argparse.Namespace, count: int, gpus: float, load_stack
         except (ReplicaError, ValueError) as err:
             print(f"error: {err}", file=sys.stderr)
             raise SystemExit(2) from None
+        for line in door.exposure(args.host):  # Ray's ports and the replicas', when more than the door is open
+            print(f"listening: {line}", flush=True)
         app = ingress_app(ingress)
         mount_talk_page(app, cast(Any, ingress))  # the page reads the door's ``access`` only
         page = f"http://{args.host}:{args.port}/" + ("?token=..." if access.token else "")

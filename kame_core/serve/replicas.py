@@ -10,7 +10,10 @@ replica whose process died or whose health check fails, and the new process take
 folder, and recovers the journals of the sessions the dead one left (as a restarted server does).
 
 Ray is started or joined in one place, :class:`kame_core.executors.ray_executor.RayExecutor`; Ray is imported
-inside functions only (the single-server path never imports it).
+inside functions only (the single-server path never imports it). A local Ray, and so its replicas, listen on
+loopback only (:func:`~kame_core.executors.ray_executor.keep_local_ray_on_loopback`);
+:meth:`ReplicatedChat.exposure` says what listens where when more than the door is open (docs/deploy.md, "What
+listens where").
 """
 from __future__ import annotations
 
@@ -29,6 +32,14 @@ from pathlib import Path
 from typing import Any
 
 from ..access import LOOPBACK_HOSTS, Access, is_loopback
+from ..executors.ray_executor import (
+    RAY_AUTH_MODE,
+    RAY_ONE_MACHINE,
+    RayExecutor,
+    keep_local_ray_on_loopback,
+    ray_auth_mode,
+    token_auth_on,
+)
 from ..session.store import REPLICA_FOLDER_PREFIX
 from ..stacks.served import ServedStack
 from ..tickets import TicketBook
@@ -193,22 +204,27 @@ class RayReplicas:
         self.spec, self.count, self.address, self.gpus, self.cpus = spec, count, address, gpus, cpus
         self.most = most or count  # a local Ray is started with room for this many
         self.links: list[ServeLink] = []
+        #: this node's address in Ray once started (the replicas of a local Ray listen there: loopback unless
+        #: Ray was told otherwise)
+        self.node_address: str | None = None
         self._ray_started_here = False
         self._deployment: Any = None
         self._growing: int | None = None  # the replica :meth:`grow` is starting
 
     def start(self) -> list[ServeLink]:
         """Deploy and wait until every replica listens (models loaded, journals recovered); the links."""
+        if self.address is None:
+            keep_local_ray_on_loopback()  # before Ray is first imported here: a local Ray listens on loopback only
         try:
             from ray import serve
         except ImportError as err:
             raise ReplicaError("--replicas needs Ray Serve: .venv/bin/pip install -c constraints.txt "
                                f"-r requirements-ray.txt ({err})") from None
-        from ..executors.ray_executor import RayExecutor
 
         # the one way this project starts or joins Ray (a local Ray with a CPU per replica, or ``address``)
         executor = RayExecutor(address=self.address, workers=self.most, cpus_per_worker=self.cpus)
         self._ray_started_here = executor.connect()
+        self.node_address = executor.node_address
         serve.start(proxy_location="Disabled")
         self._deployment = serve.deployment(
             num_replicas=1, ray_actor_options={"num_cpus": self.cpus, "num_gpus": self.gpus},
@@ -360,6 +376,34 @@ class ReplicatedChat:
         if path != ROUTE:
             raise ValueError(f"the replicas' door serves the protocol at {ROUTE}, not {path}")
         self.preload().mount(app)
+
+    def exposure(self, host: str) -> list[str]:
+        """What listens where besides the door on ``host``, once :meth:`preload` started the replicas: said when the
+        door or Ray listens beyond loopback; nothing for a door on loopback whose local Ray is on loopback with Ray's
+        token authentication (Ray Serve's gRPC port in each replica, on every interface, then refuses strangers)."""
+        where = "docs/deploy.md, \"What listens where\""
+        token = token_auth_on()
+        auth = ("Ray's token authentication on" if token else
+                f"no authentication: {RAY_AUTH_MODE}={ray_auth_mode()!r}")
+        address, node = self.replicas.address, self.replicas.node_address or "?"
+        if address is not None:
+            return [f"the Ray cluster at {address}: its GCS, raylets, workers and agents listen on every interface of "
+                    f"its nodes and each replica on its node's address, on ports Ray picks ({auth}; a replica's "
+                    f"websocket admits only the door, by its token): let only the cluster's nodes reach them ({where})"]
+        if not is_loopback(node):
+            return [f"the local Ray listens beyond this machine: its GCS, raylet, workers and agents on every "
+                    f"interface and the replicas on {node}, on ports Ray picks ({auth}); firewall them, or leave "
+                    f"{RAY_ONE_MACHINE} unset and let the door be the first to import Ray ({where})"]
+        serve_grpc = "Ray Serve's gRPC port in each replica listens on every interface (Ray Serve binds it so)"
+        if token and is_loopback(host):
+            return []
+        if token:
+            return [f"the door listens on {host}; the local Ray (its GCS, raylet, workers and agents) and the "
+                    f"replicas' websockets on {node}, this machine only; {serve_grpc} and refuses calls without "
+                    f"Ray's token ({where})"]
+        return [f"{serve_grpc} and takes calls with no authentication ({RAY_AUTH_MODE}="
+                f"{ray_auth_mode()!r}): firewall it, or leave {RAY_AUTH_MODE} unset; the door "
+                f"listens on {host}, the rest of the local Ray on {node} ({where})"]
 
     async def drain(self, timeout_s: float = DRAIN_TIMEOUT_S) -> bool:
         """End every live session as a shutdown does (each replica saves and says so); whether in time."""
