@@ -50,13 +50,20 @@ lint: install
 	$(PY) -m mypy
 	npx --no-install eslint demo/static tests/js eslint.config.js
 
+# the whole suite, in one process; prints the wall time of it all. PARALLEL="-n auto --dist loadgroup" runs it on
+# one worker per core (pytest-xdist; tests/conftest.py keeps the real-time and browser tests on one worker, one at a
+# time, each other file on one worker): not yet the default, a real-time test can miss its deadline beside another
+# worker's models on 2 cores (docs/testing.md)
+MAKE_STARTED := $(shell date +%s)
+PARALLEL ?=
 test: install lint
-	HF_HUB_OFFLINE=1 $(PY) -m pytest -q -p no:cacheprovider tests
+	@HF_HUB_OFFLINE=1 $(PY) -m pytest -q -p no:cacheprovider $(PARALLEL) tests; rc=$$?; \
+	  echo "make test: $$(( $$(date +%s) - $(MAKE_STARTED) )) s wall (set-up, lint and the suite)"; exit $$rc
 
 # the edit loop: everything but the tests marked slow (Whisper, SmolLM2, Piper, browser); under a minute
 # (modules marked slow as a whole are not even imported)
 test-fast: install
-	HF_HUB_OFFLINE=1 $(PY) -m pytest -q -p no:cacheprovider -m "not slow" \
+	HF_HUB_OFFLINE=1 $(PY) -m pytest -q -p no:cacheprovider $(PARALLEL) -m "not slow" \
 	  $(patsubst %,--ignore=%,$(shell grep -l '^pytestmark = .*slow' tests/test_*.py)) tests
 
 bench: install

@@ -1,15 +1,43 @@
-"""Suite-wide settings: offline hub, no Gradio analytics, and the ``slow`` mark (``make test-fast`` skips it).
+"""Suite-wide settings: offline hub, no Gradio analytics, the ``slow`` mark (``make test-fast`` skips it), and the
+groups that let the suite run in parallel (pytest-xdist, ``--dist loadgroup``; docs/testing.md).
 
 Shared data paths and their skip marks are in :mod:`tests.shared_data`."""
 from __future__ import annotations
 
 import os
 
+import pytest
+
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
+
+#: the xdist group of the tests that need the wall clock to themselves: run one at a time, on one worker
+WALL_CLOCK_GROUP = "wall-clock"
+#: test files whose tests hold real-time deadlines (a live server or session on the wall clock, a browser playing
+#: audio, a worker's deadlines waited out): two of them never run at once, so a missed frame is the code's
+WALL_CLOCK_FILES = frozenset({
+    # headless Chromium: pages that play audio and redraw on the page's own clock
+    "test_app_panels_browser.py", "test_app_server.py", "test_talk_browser.py", "test_talk_page.py",
+    "test_timeline_browser.py", "test_timeline_interaction_browser.py",
+    # live servers and sessions on the real-time clock
+    "test_live_protocol.py", "test_live_limits.py", "test_live_session.py", "test_journal.py", "test_mic.py",
+    "test_neural_serve.py", "test_server_faults.py", "test_fdb.py", "test_http_timeouts.py",
+    "test_session_memory.py", "test_app_replicas.py", "test_serve_autoscale.py", "test_serve_replicas.py",
+    # deadlines of the oracle worker, measured in seconds
+    "test_llm_process_watchdog.py",
+})
 
 
 def pytest_configure(config) -> None:
     config.addinivalue_line("markers", "slow: loads Whisper, SmolLM2, Piper, the embeddings or a browser; runs a "
                                        "benchmark, a subprocess app, the real-time clock or seconds of a neural model "
                                        "(skipped by make test-fast)")
+
+
+@pytest.hookimpl(tryfirst=True)  # before xdist reads the groups (its own hook names each test by its group)
+def pytest_collection_modifyitems(config, items) -> None:
+    """Every test gets an xdist group: :data:`WALL_CLOCK_GROUP` for the files of :data:`WALL_CLOCK_FILES`, else
+    its own file (a module's fixtures, an app or a model loaded once, are then set up on one worker only)."""
+    for item in items:
+        name = item.path.name
+        item.add_marker(pytest.mark.xdist_group(WALL_CLOCK_GROUP if name in WALL_CLOCK_FILES else name))
