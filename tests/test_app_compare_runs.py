@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from demo import views
 from demo.tabs import compare
 from kame_core.export.corpus import RowCache
@@ -41,6 +43,7 @@ def test_two_runs_of_two_files_on_one_clock():
     assert "### The oracle's revisions, one to the next: Knowledge: the capital of France · KAME" in shown.names
 
 
+@pytest.mark.slow  # over 5 s (docs/testing.md): forced-delay re-runs of the stand-in
 def test_the_open_inputs_forced_delay_reruns_are_runs_to_compare():
     from demo.tabs import delay
 

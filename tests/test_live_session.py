@@ -43,6 +43,7 @@ def _kame(stack: Stack):
     return lambda clock: stack.runner("kame", clock=clock)
 
 
+@pytest.mark.slow  # over 5 s (docs/testing.md): seconds of a session on the real-time clock
 def test_the_driver_waits_for_the_head_start_then_answers_and_gives_the_slot_back(stack, made):
     ended = []
     live = LiveSession(_kame(stack), head_start_s=0.3, on_end=lambda: ended.append(True))

@@ -201,6 +201,7 @@ def test_a_replica_with_a_session_through_the_door_is_never_retired() -> None:
     assert asyncio.run(admit()) == (0, "127.0.0.1:9000")  # the retired one is not chosen
 
 
+@pytest.mark.slow  # over 5 s (docs/testing.md): the door's retries waited out on the wall clock
 def test_a_replica_that_fails_to_start_is_counted_and_the_door_goes_on() -> None:
     async def scenario() -> tuple[list[str], str, Any]:
         ingress, done = _door([_Replica(0)], ScalingRule(1, 2, 1, grow_after_s=0.0), fail_grow=True)

@@ -165,6 +165,7 @@ def _remount(path: Path, mode: str) -> None:
 
 
 # ----------------------------------------------------------------------------------------------- the tests
+@pytest.mark.slow  # over 5 s (docs/testing.md): a live session on the wall clock, a disk filled and emptied
 def test_a_full_disk_mid_session_keeps_the_conversation_and_saves_it_once_there_is_room(tmp_path):
     """The sessions folder fills up mid-session (a 2 MiB tmpfs): the client is warned at once, the session goes
     on, ``saved`` says the save failed and is retried, and once there is room the retry saves the whole
@@ -232,6 +233,7 @@ def test_a_write_error_at_the_journal_keeps_the_session_and_what_was_written(tmp
     assert str(tmp_path) not in seen.text()
 
 
+@pytest.mark.slow  # over 5 s (docs/testing.md): a live session on the wall clock, a server started twice
 def test_a_session_that_could_not_be_saved_is_recovered_at_the_next_start(tmp_path):
     """The journal was written, then every save failed (the folder turned read-only mid-session, and stayed so
     while the server ran): the next server on the folder recovers the conversation from the journal."""
