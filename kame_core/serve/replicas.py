@@ -382,9 +382,8 @@ class ReplicatedChat:
         door or Ray listens beyond loopback; nothing for a door on loopback whose local Ray is on loopback with Ray's
         token authentication (Ray Serve's gRPC port in each replica, on every interface, then refuses strangers)."""
         where = "docs/deploy.md, \"What listens where\""
-        token = token_auth_on()
-        auth = ("Ray's token authentication on" if token else
-                f"no authentication: {RAY_AUTH_MODE}={ray_auth_mode()!r}")
+        token, mode = token_auth_on(), f"{RAY_AUTH_MODE}={ray_auth_mode()!r}"
+        auth = "Ray's token authentication on" if token else f"no authentication: {mode}"
         address, node = self.replicas.address, self.replicas.node_address or "?"
         if address is not None:
             return [f"the Ray cluster at {address}: its GCS, raylets, workers and agents listen on every interface of "
@@ -401,9 +400,8 @@ class ReplicatedChat:
             return [f"the door listens on {host}; the local Ray (its GCS, raylet, workers and agents) and the "
                     f"replicas' websockets on {node}, this machine only; {serve_grpc} and refuses calls without "
                     f"Ray's token ({where})"]
-        return [f"{serve_grpc} and takes calls with no authentication ({RAY_AUTH_MODE}="
-                f"{ray_auth_mode()!r}): firewall it, or leave {RAY_AUTH_MODE} unset; the door "
-                f"listens on {host}, the rest of the local Ray on {node} ({where})"]
+        return [f"{serve_grpc} and takes calls with no authentication ({mode}): firewall it, or leave "
+                f"{RAY_AUTH_MODE} unset; the door listens on {host}, the rest of the local Ray on {node} ({where})"]
 
     async def drain(self, timeout_s: float = DRAIN_TIMEOUT_S) -> bool:
         """End every live session as a shutdown does (each replica saves and says so); whether in time."""

@@ -16,6 +16,7 @@ The transport is a :class:`Connection` (the server adapts a Starlette websocket;
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import weakref
 from collections.abc import Callable, Sequence
@@ -241,8 +242,10 @@ class ChatSession:
     def received_s(self) -> float:
         return 0.0 if self.live is None else self.live.received_s
 
+    @functools.cached_property
     def _claim_digest(self) -> str:
-        """The journal's record of the page's claim ("" without one, or for a malformed one: logged, not kept)."""
+        """What is kept of the page's claim, in the journal and beside the saved file ("" without one, or for a
+        malformed one: logged once, not kept)."""
         if not self.claim:
             return ""
         try:
@@ -282,7 +285,7 @@ class ChatSession:
         journal = SessionJournal(self.store.journal(self.session_id), session_id=self.session_id, title=TITLE,
                                  components=self.components, trace_of=_weakly(self._trace),
                                  flush_every_s=self.journal_every_s, on_failure=_weakly(self._recording_failed),
-                                 claim_digest=self._claim_digest())
+                                 claim_digest=self._claim_digest)
         try:
             self.live = await asyncio.to_thread(
                 LiveSession, self.make_runner, head_start_s=self.head_start_s, max_input_s=float("inf"),
@@ -480,10 +483,10 @@ class ChatSession:
         def saved(path: Path) -> None:
             if journal is not None:
                 journal.discard()  # saved: the journal that covered a crash is no longer needed
-            if self.claim:
+            if self._claim_digest:
                 try:
-                    self.store.save_claim(self.session_id, self.claim)
-                except (ValueError, OSError) as err:
+                    self.store.save_claim_digest(self.session_id, self._claim_digest)
+                except OSError as err:
                     log.warning("session %s: claim not kept: %s", self.session_id, err)
 
         what = f"session {self.session_id}"
