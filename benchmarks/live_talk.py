@@ -131,6 +131,8 @@ def measure_round(url: str, n: int, audios: list[np.ndarray], tail_s: float, poo
     load = os.getloadavg()[0]
     if pool is not None:
         pool.step_log.clear()
+        pool.arrival_log.clear()
+        pool.turnaround_log.clear()
     results = clients_apart(url, [audios[k % len(audios)] for k in range(n)], tail_s, stagger_s)
     frames = sum(int(saved["frames"]) if (saved := r.saved()) else 0 for r in results)
     missed = sum(r.missed_deadlines() for r in results)
@@ -151,6 +153,15 @@ def measure_round(url: str, n: int, audios: list[np.ndarray], tail_s: float, poo
         timing = Timing.of([t for t, _ in pool.step_log])
         row.update(step_median_ms=round(timing.median_ms, 2), step_p99_ms=round(timing.p99_ms, 2),
                    sessions_per_step=round(statistics.mean(k for _, k in pool.step_log), 2))
+    if pool is not None and pool.arrival_log:
+        after = list(pool.arrival_log)  # when each frame came, after its frame boundary
+        row.update(arrival_p50_ms=round(1000 * percentile(after, 50), 1),
+                   arrival_p90_ms=round(1000 * percentile(after, 90), 1),
+                   arrival_p99_ms=round(1000 * percentile(after, 99), 1), gather_s=pool.gather_s)
+        own = [took for took, came in pool.turnaround_log if came > 0.005]  # late sessions, which did not sleep
+        if own:
+            row.update(late_turnaround_p50_ms=round(1000 * percentile(own, 50), 1),
+                       late_turnaround_p90_ms=round(1000 * percentile(own, 90), 1))
     return row
 
 

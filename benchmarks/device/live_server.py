@@ -5,7 +5,9 @@
 Each client (:func:`kame_core.serve.client.talk`) streams a 3 s voiced signal then ``--tail-s`` of silence in real
 time; the scripted STT "hears" a question in it and the scripted LLM answers at once, so oracles reach every
 session's slot while the pool steps all of them as one batch. Per N: missed 80 ms deadlines (goal <= 1 %), onset
-after the question, the pool's step median / p99 and sessions per step (``benchmarks.live_talk.measure_round``).
+after the question, the pool's step median / p99 and sessions per step, when frames came after their boundary
+and a late session's own work between frames (``benchmarks.live_talk.measure_round``), how long threads wait for the
+GIL; ``--variants`` runs each N under other settings (gathering window, torch threads, switch interval).
 
     python -m benchmarks.device.live_server --weights random:moshi-7b --device cuda --ns 1,8,16,32 --json F
     python -m benchmarks.device.live_server --weights random:tiny --device cpu --ns 1,2   # the CPU rehearsal
@@ -17,6 +19,7 @@ import contextlib
 import json
 import logging
 import tempfile
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -43,6 +46,57 @@ def scripted_stack(choice: FrontEndChoice) -> Stack:
     return with_neural(base, choice.load(realtime=True))
 
 
+def apply_variant(variant: str, pool: Any) -> dict[str, Any]:
+    """Apply one ``--variants`` entry (the pool's gathering window, torch's intra-op threads, the interpreter's
+    thread switch interval); what the round then runs under."""
+    import sys
+
+    import torch
+
+    for item in filter(None, (part.strip() for part in variant.split(","))):
+        key, _, value = item.partition("=")
+        if key == "gather_s":
+            pool.gather_s = float(value)
+        elif key == "torch_threads":
+            torch.set_num_threads(int(value))
+        elif key == "switch_ms":
+            sys.setswitchinterval(float(value) / 1000)
+        else:
+            raise SystemExit(f"--variants: unknown setting {key!r} (gather_s, torch_threads, switch_ms)")
+    return {"gather_s": pool.gather_s, "torch_threads": torch.get_num_threads(),
+            "switch_ms": round(sys.getswitchinterval() * 1000, 2)}
+
+
+class GilProbe:
+    """A thread that asks for the interpreter every millisecond: how late it gets it (p99 / max) says how long
+    other threads hold the GIL (a GPU step that waits holding it stalls every session thread)."""
+
+    def __init__(self) -> None:
+        self.lags: list[float] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="gil-probe", daemon=True)
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            started = time.perf_counter()
+            time.sleep(0.001)
+            self.lags.append(time.perf_counter() - started - 0.001)
+
+    def __enter__(self) -> GilProbe:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+
+    def summary(self) -> dict[str, float]:
+        lags = sorted(self.lags) or [0.0]
+        return {"gil_lag_p50_ms": round(1000 * lags[len(lags) // 2], 2),
+                "gil_lag_p99_ms": round(1000 * lags[int(0.99 * (len(lags) - 1))], 2),
+                "gil_lag_max_ms": round(1000 * lags[-1], 2)}
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     FrontEndChoice.add_arguments(parser)
@@ -52,6 +106,9 @@ def main(argv: list[str] | None = None) -> int:
                         help="client k connects k times this later, as real users do (other frame phases)")
     parser.add_argument("--compare-unaligned", action="store_true",
                         help="before each round, the same round with every session framed on its own start")
+    parser.add_argument("--variants", default="",
+                        help="';'-separated settings to run every N under, each 'gather_s=S,torch_threads=T,"
+                             "switch_ms=M' (any of them; default: as loaded)")
     parser.add_argument("--json", type=Path, default=None)
     parser.set_defaults(pool_size=0)
     args = parser.parse_args(argv)
@@ -78,14 +135,17 @@ def main(argv: list[str] | None = None) -> int:
         port = held.enter_context(serving(standalone_app(server), log_level="warning"))
         url = f"ws://127.0.0.1:{port}/api/chat"
         measure_round(url, 1, [audio], 2.0, pool)  # warm-up: the first session pays for allocations
-        for n in ns:
+        for variant, n in ((v, n) for v in args.variants.split(";") for n in ns):
+            setting = apply_variant(variant, pool)
             if args.compare_unaligned:
                 origin, pool.frame_origin = pool.frame_origin, None
                 row = measure_round(url, n, [audio], args.tail_s, pool, args.stagger_s) | {"aligned": False}
                 pool.frame_origin = origin
                 report["rounds"].append(row)
                 print(json.dumps(row), flush=True)
-            row = measure_round(url, n, [audio], args.tail_s, pool, args.stagger_s) | {"aligned": True}
+            with GilProbe() as probe:
+                row = measure_round(url, n, [audio], args.tail_s, pool, args.stagger_s) | {"aligned": True}
+            row |= setting | probe.summary()
             report["rounds"].append(row)
             print(json.dumps(row), flush=True)
             if args.json:

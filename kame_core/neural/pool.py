@@ -5,8 +5,10 @@ entries ("slots"). A session :meth:`~SessionPool.join` s and gets a :class:`Slot
 ``FrontEnd`` protocol), so the live server and uploads drive it exactly like a ``NeuralFrontEnd``, each from
 its own thread. Each ``SlotFrontEnd.step`` hands its frame to the pool and blocks until the batched step
 that carries it is done. A worker thread runs a step as soon as every live session has handed in its frame,
-or ``gather_s`` after the first one did; sessions that have not handed a frame in sit that step out (moshi's
-exec mask: their state does not move), so a slow or finished session never stalls the others.
+or ``gather_s`` after the frame boundary they are framed on (a late frame rides with the next boundary's batch
+unless its own step fits before it: :func:`~.batching.release_at`); sessions that have not handed a frame in
+sit that step out (moshi's exec mask: their state does not move), so a slow or finished session never stalls
+the others.
 
 Per batched step: Mimi encodes the frames of every slot, the LM steps once with each slot's oracle id,
 Mimi decodes the generated codes. A slot is reset on its own when a session joins or resets (LM caches and
@@ -18,6 +20,7 @@ torch's random generator: sessions are not reproducible one by one (``reset(seed
 from __future__ import annotations
 
 import contextlib
+import statistics
 import threading
 import time
 from collections import deque
@@ -32,6 +35,7 @@ from moshi.models.compression import MimiModel
 from ..clock import SAMPLES_PER_FRAME
 from ..protocols import FrontEndOutput, PoolFull, TextTokenizer
 from ..record.trace import Provenance
+from .batching import latest_boundary, release_at
 from .frontend import frame_output, silent_output
 from .generation import KameLMGen
 from .slots import reset_entries
@@ -58,8 +62,8 @@ class SessionPool:
         mimi: the Mimi codec of the LM.
         capacity: the number of slots (the per-model session limit); a session over it gets :class:`PoolFull`.
         tokenizer, provenance: what each :class:`SlotFrontEnd` shows (as ``NeuralFrontEnd``).
-        gather_s: how long a batched step waits, after the first frame of a step arrived, for the frames of
-            the other live sessions.
+        gather_s: how long a batched step waits, after the frame boundary (without one: after the first frame
+            of the step arrived), for the frames of the other live sessions.
         step_timeout_s: how long ``SlotFrontEnd.step`` waits for its batched step before it raises.
     """
 
@@ -86,6 +90,10 @@ class SessionPool:
         self._model_lock = threading.Lock()
         self._members: dict[int, SlotFrontEnd] = {}
         self._pending: dict[int, tuple[SlotInput, Future[FrontEndOutput]]] = {}
+        self._arrived: dict[int, float] = {}  # slot -> time.monotonic() its pending frame came
+        self._last_arrived: dict[int, float] = {}  # slot -> when its latest frame before came (or it joined)
+        self._last_step_end: float | None = None
+        self._recent_steps: deque[float] = deque(maxlen=9)  # seconds of the latest steps: what the next costs
         self._resets: set[int] = set()
         self._worker: threading.Thread | None = None
         self._closed = False
@@ -96,6 +104,12 @@ class SessionPool:
         self.frame_origin: float | None = time.monotonic()
         #: (wall seconds, sessions stepped) of the latest batched steps, for benchmarks and metrics
         self.step_log: deque[tuple[float, int]] = deque(maxlen=20000)
+        #: seconds after its frame boundary each frame was handed in (with a ``frame_origin``), for benchmarks
+        self.arrival_log: deque[float] = deque(maxlen=20000)
+        #: (seconds from a session's previous output to its next frame, seconds after its boundary the frame came):
+        #: a late session's own work between two frames, for benchmarks
+        self.turnaround_log: deque[tuple[float, float]] = deque(maxlen=20000)
+        self._delivered: dict[int, float] = {}  # slot -> when its latest output was handed back
 
     # -- membership ---------------------------------------------------------------------------------
     @property
@@ -115,6 +129,7 @@ class SessionPool:
             member = SlotFrontEnd(self, free[0])
             self._members[free[0]] = member
             self._resets.add(free[0])
+            self._last_arrived[free[0]] = time.monotonic()  # awaited from now on (see batching.release_at)
             return member
 
     def leave(self, slot: SlotFrontEnd | int) -> None:
@@ -127,6 +142,9 @@ class SessionPool:
             member._active = False
             self._resets.add(index)  # at the next step: its KV cache share is given back (see kv_cache)
             request = self._pending.pop(index, None)
+            self._arrived.pop(index, None)
+            self._last_arrived.pop(index, None)
+            self._delivered.pop(index, None)
             if request is not None:
                 request[1].set_exception(RuntimeError(f"slot {index} left the pool"))
             self._cond.notify_all()
@@ -203,7 +221,10 @@ class SessionPool:
         try:
             return self._batched_step(inputs)
         finally:
-            self.step_log.append((time.perf_counter() - started, len(inputs)))
+            took = time.perf_counter() - started
+            self.step_log.append((took, len(inputs)))
+            self._recent_steps.append(took)
+            self._last_step_end = time.monotonic()
 
     def _batched_step(self, inputs: Mapping[int, SlotInput]) -> dict[int, FrontEndOutput]:
         executing = [index in inputs for index in range(self.capacity)]
@@ -240,6 +261,12 @@ class SessionPool:
             if index in self._pending:
                 raise RuntimeError(f"slot {index} already has a frame waiting: one step at a time per session")
             self._pending[index] = (item, future)
+            self._arrived[index] = now = time.monotonic()
+            if self.frame_origin is not None:
+                after = now - latest_boundary(now, self.frame_origin)
+                self.arrival_log.append(after)
+                if index in self._delivered:
+                    self.turnaround_log.append((now - self._delivered[index], after))
             if self._worker is None:
                 self._worker = threading.Thread(target=self._run, name="kame-session-pool", daemon=True)
                 self._worker.start()
@@ -251,18 +278,18 @@ class SessionPool:
 
     def _next_batch(self) -> dict[int, tuple[SlotInput, Future[FrontEndOutput]]] | None:
         with self._cond:
-            while not self._pending and not self._closed:
-                self._cond.wait()
-            if self._closed:
-                return None
-            deadline = time.monotonic() + self.gather_s
-            while set(self._pending) != set(self._members) and not self._closed:
-                left = deadline - time.monotonic()
-                if left <= 0:
-                    break
-                self._cond.wait(left)
-            batch, self._pending = self._pending, {}
-            return batch
+            while not self._closed:
+                now = time.monotonic()
+                step_s = statistics.median(self._recent_steps) if self._recent_steps else 0.0
+                at = release_at(now, self._arrived, self._members, origin=self.frame_origin,
+                                gather_s=self.gather_s, step_s=step_s, last_step_end=self._last_step_end,
+                                last_arrivals=self._last_arrived)
+                if at is not None and at <= now:
+                    self._last_arrived.update(self._arrived)
+                    batch, self._pending, self._arrived = self._pending, {}, {}
+                    return batch
+                self._cond.wait(None if at is None else at - now)
+            return None
 
     def _run(self) -> None:
         while (batch := self._next_batch()) is not None:
@@ -274,15 +301,17 @@ class SessionPool:
                 for _, future in batch.values():
                     future.set_exception(step_failure(err))
                 continue
+            delivered = time.monotonic()
             for index, (_, future) in batch.items():
                 if index in outputs:
+                    self._delivered[index] = delivered
                     future.set_result(outputs[index])
                 elif not future.done():
                     future.set_exception(RuntimeError(f"slot {index} left the pool"))
         with self._cond:
             for _, future in self._pending.values():
                 future.set_exception(RuntimeError("the session pool is closed"))
-            self._pending = {}
+            self._pending, self._arrived = {}, {}
 
 
 def step_failure(err: BaseException) -> RuntimeError:
