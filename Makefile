@@ -50,21 +50,23 @@ lint: install
 	$(PY) -m mypy
 	npx --no-install eslint demo/static tests/js eslint.config.js
 
-# the whole suite, in one process; prints the wall time of it all. PARALLEL="-n auto --dist loadgroup" runs it on
-# one worker per core (pytest-xdist; tests/conftest.py keeps the real-time and browser tests on one worker, one at a
-# time, each other file on one worker): not yet the default, a real-time test can miss its deadline beside another
-# worker's models on 2 cores (docs/testing.md)
+# The suite in two stages at once (tests/suite.sh, docs/testing.md): the files that hold real-time deadlines
+# (tests/conftest.py's WALL_CLOCK_FILES) one at a time, and meanwhile every other test under nice on one pytest-xdist
+# worker per core (PARALLEL), each file's tests on one worker so a module's app or model loads once.
 MAKE_STARTED := $(shell date +%s)
-PARALLEL ?=
-test: install lint
-	@HF_HUB_OFFLINE=1 $(PY) -m pytest -q -p no:cacheprovider $(PARALLEL) tests; rc=$$?; \
+export PARALLEL ?= -n auto --dist loadgroup
+export PY
+
+# lint and the whole suite, side by side; prints the wall time of it all
+test: install
+	@SUITE_LINT="$(MAKE) --no-print-directory lint" bash tests/suite.sh ""; rc=$$?; \
 	  echo "make test: $$(( $$(date +%s) - $(MAKE_STARTED) )) s wall (set-up, lint and the suite)"; exit $$rc
 
 # the edit loop: everything but the tests marked slow (Whisper, SmolLM2, Piper, browser); under a minute
 # (modules marked slow as a whole are not even imported)
 test-fast: install
-	HF_HUB_OFFLINE=1 $(PY) -m pytest -q -p no:cacheprovider $(PARALLEL) -m "not slow" \
-	  $(patsubst %,--ignore=%,$(shell grep -l '^pytestmark = .*slow' tests/test_*.py)) tests
+	@bash tests/suite.sh "not slow and" $(patsubst %,--ignore=%,$(shell grep -l '^pytestmark = .*slow' tests/test_*.py)); \
+	  rc=$$?; echo "make test-fast: $$(( $$(date +%s) - $(MAKE_STARTED) )) s wall"; exit $$rc
 
 bench: install
 	HF_HUB_OFFLINE=1 $(PY) benchmarks/virtual_clock_throughput.py

@@ -10,6 +10,12 @@ import pytest
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
+if os.environ.get("PYTEST_XDIST_WORKER"):
+    # each parallel worker its share of the cores for torch's (and OpenMP's) threads, set before torch loads: two
+    # workers' thread pools spinning on 2 cores made a 5 s file take 270 s
+    _share = max(1, (os.cpu_count() or 1) // int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1")))
+    for _name in ("OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+        os.environ.setdefault(_name, str(_share))
 
 #: the xdist group of the tests that need the wall clock to themselves: run one at a time, on one worker
 WALL_CLOCK_GROUP = "wall-clock"
@@ -29,6 +35,8 @@ WALL_CLOCK_FILES = frozenset({
 
 
 def pytest_configure(config) -> None:
+    config.addinivalue_line("markers", "wall_clock: holds real-time deadlines (the files of WALL_CLOCK_FILES): make "
+                                       "test runs these alone, one at a time, after the others ran in parallel")
     config.addinivalue_line("markers", "slow: loads Whisper, SmolLM2, Piper, the embeddings or a browser; runs a "
                                        "benchmark, a subprocess app, the real-time clock or seconds of a neural model "
                                        "(skipped by make test-fast)")
@@ -36,8 +44,11 @@ def pytest_configure(config) -> None:
 
 @pytest.hookimpl(tryfirst=True)  # before xdist reads the groups (its own hook names each test by its group)
 def pytest_collection_modifyitems(config, items) -> None:
-    """Every test gets an xdist group: :data:`WALL_CLOCK_GROUP` for the files of :data:`WALL_CLOCK_FILES`, else
-    its own file (a module's fixtures, an app or a model loaded once, are then set up on one worker only)."""
+    """Every test gets an xdist group: :data:`WALL_CLOCK_GROUP` for the files of :data:`WALL_CLOCK_FILES`, which
+    are also marked ``wall_clock``, else its own file (a module's fixtures, an app or a model loaded once, are then
+    set up on one worker only)."""
     for item in items:
         name = item.path.name
+        if name in WALL_CLOCK_FILES:
+            item.add_marker(pytest.mark.wall_clock)
         item.add_marker(pytest.mark.xdist_group(WALL_CLOCK_GROUP if name in WALL_CLOCK_FILES else name))

@@ -93,7 +93,7 @@ def _warning(data) -> bool:
 
 def test_handshake_first_then_a_spoken_question_is_answered_in_audio_and_text(served, questions, spoken):
     url, server = served
-    result = _run(talk(url, questions[FRANCE], tail_s=14.0))
+    result = _run(talk(url, questions[FRANCE], tail_s=5.0))  # the server answers on after the end
     heard = result.live_trace()  # what the client was told live, read as a trace
     assert heard.events and {e.kind for e in heard.events} >= {EventKind.STT_PARTIAL, EventKind.LLM_REQUEST_START}
     lags = dict(zip([w.text for w in spoken[FRANCE].words], stt_word_lags(heard, spoken[FRANCE].words)))
@@ -117,7 +117,7 @@ def test_handshake_first_then_a_spoken_question_is_answered_in_audio_and_text(se
 
 def test_raw_pcm_clients_are_answered_in_raw_pcm(served, questions):
     url, _ = served
-    result = _run(talk(url, questions[SPIDER], tail_s=12.0, pcm=True))
+    result = _run(talk(url, questions[SPIDER], tail_s=4.0, pcm=True))
     assert result.first_kind == P.HANDSHAKE and result.session["audio_out"] == "pcm"
     assert len(result.output) >= 24000 * 5, "one 1920-sample PCM frame per 80 ms"
     assert float(np.abs(result.output).max()) > 0.02
@@ -127,8 +127,8 @@ def test_two_sessions_at_once_stay_isolated(served, questions):
     url, server = served
 
     async def both():
-        return await asyncio.gather(talk(url, questions[FRANCE], tail_s=12.0),
-                                    talk(url, questions[SPIDER], tail_s=12.0, lead_s=0.5))
+        return await asyncio.gather(talk(url, questions[FRANCE], tail_s=5.0),
+                                    talk(url, questions[SPIDER], tail_s=5.0, lead_s=0.5))
 
     france, spider = _run(both())
     assert france.session["id"] != spider.session["id"]

@@ -9,42 +9,46 @@ import pytest
 from kame_core.neural.batching import latest_boundary, release_at
 
 P = 0.08
-RULE = dict(origin=0.0, gather_s=0.02, step_s=0.04)
+
+
+def at(now: float, arrivals: dict[int, float], members: set[int], *, step_s: float = 0.04,
+       last_step_end: float | None = None, last_arrivals: dict[int, float] | None = None) -> float | None:
+    """release_at for boundaries on 0, a 20 ms gathering window and (by default) a 40 ms step."""
+    return release_at(now, arrivals, members, origin=0.0, gather_s=0.02, step_s=step_s, last_step_end=last_step_end,
+                      last_arrivals=last_arrivals)
 
 
 def test_boundaries_and_simple_cases() -> None:
     assert latest_boundary(0.17, 0.01) == pytest.approx(0.17)
     assert latest_boundary(0.169, 0.01) == pytest.approx(0.09)
-    assert release_at(1.0, {}, {0, 1}, **RULE) is None
-    assert release_at(1.005, {0: 1.001, 1: 1.004}, {0, 1}, **RULE) == 1.005  # every frame in: at once
+    assert at(1.0, {}, {0, 1}) is None
+    assert at(1.005, {0: 1.001, 1: 1.004}, {0, 1}) == 1.005  # every frame in: at once
 
 
 def test_within_the_window_a_step_waits_for_the_others() -> None:
-    assert release_at(0.805, {0: 0.801}, {0, 1}, **RULE) == pytest.approx(0.82)
+    assert at(0.805, {0: 0.801}, {0, 1}) == pytest.approx(0.82)
     # after a step ended, its sessions get gather_s to hand in their next frame...
-    assert release_at(0.805, {0: 0.801}, {0, 1}, last_step_end=0.81, **RULE) == pytest.approx(0.83)
+    assert at(0.805, {0: 0.801}, {0, 1}, last_step_end=0.81) == pytest.approx(0.83)
     # ...but never so long that the boundary's frames would miss their deadline (0.88 - step)
-    assert release_at(0.805, {0: 0.801}, {0, 1}, last_step_end=0.835, **RULE) == pytest.approx(0.84)
+    assert at(0.805, {0: 0.801}, {0, 1}, last_step_end=0.835) == pytest.approx(0.84)
 
 
 def test_a_late_frame_steps_alone_only_if_the_next_batch_still_makes_its_deadline() -> None:
-    assert release_at(0.87, {0: 0.869}, {0, 1}, **RULE) == 0.87  # 0.87 + 2 x 0.04 <= 0.96: 0.88's batch is in time
-    slower = RULE | {"step_s": 0.05}
-    assert release_at(0.86, {0: 0.859}, {0, 1}, **slower) == 0.86
-    assert release_at(0.87, {0: 0.869}, {0, 1}, **slower) == pytest.approx(0.90)  # rides with 0.88's batch
+    assert at(0.87, {0: 0.869}, {0, 1}) == 0.87  # 0.87 + 2 x 0.04 <= 0.96: 0.88's batch is in time
+    assert at(0.86, {0: 0.859}, {0, 1}, step_s=0.05) == 0.86
+    assert at(0.87, {0: 0.869}, {0, 1}, step_s=0.05) == pytest.approx(0.90)  # rides with 0.88's batch
 
 
 def test_without_boundaries_or_real_time_the_first_frame_waits_gather_s() -> None:
     assert release_at(0.85, {0: 0.849}, {0, 1}, origin=None, gather_s=0.02, step_s=0.04) == pytest.approx(0.869)
-    slow = dict(origin=0.0, gather_s=0.02, step_s=0.07)  # a step and the window exceed a frame
-    assert release_at(0.85, {0: 0.849}, {0, 1}, **slow) == pytest.approx(0.869)
+    assert at(0.85, {0: 0.849}, {0, 1}, step_s=0.07) == pytest.approx(0.869)  # a step and the window exceed a frame
     assert release_at(0.85, {0: 0.849}, {0, 1}, origin=0.0, gather_s=30.0, step_s=0.001) == pytest.approx(30.849)
 
 
 def test_a_session_silent_for_two_frames_is_not_waited_for() -> None:
     recent = {0: 0.72, 1: 0.50}  # slot 1 handed in nothing since 0.50 (joined, not streaming yet, or done)
-    assert release_at(0.803, {0: 0.802}, {0, 1}, last_arrivals=recent, **RULE) == 0.803
-    assert release_at(0.803, {0: 0.802}, {0, 1}, last_arrivals={0: 0.72, 1: 0.72}, **RULE) == pytest.approx(0.82)
+    assert at(0.803, {0: 0.802}, {0, 1}, last_arrivals=recent) == 0.803
+    assert at(0.803, {0: 0.802}, {0, 1}, last_arrivals={0: 0.72, 1: 0.72}) == pytest.approx(0.82)
 
 
 def first_frame_rule(now: float, arrivals: dict[int, float], members: set[int], **_: object) -> float | None:
