@@ -50,14 +50,15 @@ lint: install
 	$(PY) -m mypy
 	npx --no-install eslint demo/static tests/js eslint.config.js
 
-# The suite in two stages at once (tests/suite.sh, docs/testing.md): the files that hold real-time deadlines
-# (tests/conftest.py's WALL_CLOCK_FILES) one at a time, and meanwhile every other test under nice on one pytest-xdist
-# worker per core (PARALLEL), each file's tests on one worker so a module's app or model loads once.
+# The suite in two stages (tests/suite.sh, docs/testing.md): the files that hold real-time deadlines
+# (tests/conftest.py's WALL_CLOCK_FILES) one at a time with nothing beside them, then every other test on one
+# pytest-xdist worker per core (PARALLEL), each file's tests on one worker so a module's app or model loads once, with
+# the lint beside them. SUITE_OVERLAP=1 runs the two stages at once (faster, not yet safe on 2 cores).
 MAKE_STARTED := $(shell date +%s)
 export PARALLEL ?= -n auto --dist loadgroup
-export PY
+export PY SUITE_OVERLAP
 
-# lint and the whole suite, side by side; prints the wall time of it all
+# lint and the whole suite; prints the wall time of it all
 test: install
 	@SUITE_LINT="$(MAKE) --no-print-directory lint" bash tests/suite.sh ""; rc=$$?; \
 	  echo "make test: $$(( $$(date +%s) - $(MAKE_STARTED) )) s wall (set-up, lint and the suite)"; exit $$rc
