@@ -46,16 +46,6 @@ USER_WAVE, OUTPUT_WAVE = "#4477AA", "#228833"
 REVISION_COLOURS: tuple[str, ...] = ("#CC6677", "#332288", "#DDCC77", "#117733", "#88CCEE", "#882255", "#44AA99",
                                      "#999933", "#AA4499")
 
-#: the colours the Talk page's live timeline draws with (it gets ``json.dumps(dict(LIVE_COLOURS))``):
-#: ``hints`` / ``hint_unknown`` are the hint palette above, the rest the Timeline's marks; read-only, as
-#: every module shares it
-LIVE_COLOURS: Mapping[str, str | tuple[str, ...]] = MappingProxyType({
-    "revisions": REVISION_COLOURS, "hints": HINT_COLOURS, "hint_unknown": HINT_UNKNOWN_COLOUR,
-    "user": USER_WAVE, "output": OUTPUT_WAVE, "llm": BLUE, "cancel": VERMILLION, "finish": GREEN, "chunk": SKY,
-    "correction": PURPLE, "onset": ORANGE, "ink": INK, "muted": MUTED,
-})
-
-
 def revision_colour(revision: int) -> str:
     """Colour of oracle revision ``revision`` in :data:`REVISION_COLOURS` (cycling); the figures colour
     revisions by hint level instead (:func:`hint_colour`)."""
@@ -75,6 +65,18 @@ def hint_fill(level: int | None) -> str:
     colour = hint_colour(level)
     r, g, b = (round(255 + (int(colour[i:i + 2], 16) - 255) * _HINT_FILL_ALPHA) for i in (1, 3, 5))
     return f"#{r:02x}{g:02x}{b:02x}"
+
+
+#: the colours the Talk page's live timeline draws with (it gets ``json.dumps(dict(LIVE_COLOURS))``):
+#: ``hints`` / ``hint_unknown`` are the hint palette above and ``hint_fills`` / ``hint_unknown_fill`` the revision
+#: spans' fills (:func:`hint_fill`, as the Timeline fills them), the rest the Timeline's marks; read-only, as every
+#: module shares it
+LIVE_COLOURS: Mapping[str, str | tuple[str, ...]] = MappingProxyType({
+    "revisions": REVISION_COLOURS, "hints": HINT_COLOURS, "hint_unknown": HINT_UNKNOWN_COLOUR,
+    "hint_fills": tuple(hint_fill(level) for level in HINT_LEVELS), "hint_unknown_fill": hint_fill(None),
+    "user": USER_WAVE, "output": OUTPUT_WAVE, "llm": BLUE, "cancel": VERMILLION, "finish": GREEN, "chunk": SKY,
+    "correction": PURPLE, "onset": ORANGE, "ink": INK, "muted": MUTED,
+})
 
 
 def hint_name(level: int | None) -> str:

@@ -156,5 +156,11 @@ def test_talk_page_reads_the_same_palette():
     assert match, "the live timeline's colours come with its markup"
     live = json.loads(html.unescape(match.group(1)))["colours"]
     assert live["hints"] == list(HINT_COLOURS) and live["hint_unknown"] == HINT_UNKNOWN_COLOUR
+    # the live revision spans are filled as the Timeline fills them (not the hint colour at another strength)
+    assert live["hint_fills"] == [hint_fill(level) for level in HINT_LEVELS]
+    assert live["hint_unknown_fill"] == hint_fill(None)
+    script = (REPO / "demo" / "static" / "talk.js").read_text()
+    assert "g.fillStyle = hintFill(r.hint_level); g.fillRect(x0, ob[0] + 2" in script
+    assert "globalAlpha = 0.25" not in script
     with pytest.raises(TypeError):
         LIVE_COLOURS["hints"] = ()  # type: ignore[index]  # shared by every module: read-only

@@ -29,6 +29,11 @@
   function hintColour(level) {
     return (level === null || level === undefined || !colours().hints[level]) ? colours().hint_unknown : colours().hints[level];
   }
+  // a revision span's fill: its hint colour at the Timeline's strength over white (demo/palette.py's hint_fill)
+  function hintFill(level) {
+    return (level === null || level === undefined || !colours().hint_fills[level]) ? colours().hint_unknown_fill
+      : colours().hint_fills[level];
+  }
   function newTimeline() {
     return {now: 0, span: 20, paused: false, viewEnd: null, draws: 0, drawMs: 0, maxDrawMs: 0, provenance: null,
       lanes: {user_audio: [], inner_monologue: [], output_audio: [], oracle: []},
@@ -245,8 +250,8 @@
       var t1 = i + 1 < revs.length ? revs[i + 1].t : TL.now;
       if (t1 < start || r.t > end) return;
       var x0 = x(r.t), x1 = Math.max(x0 + 2, x(t1)), colour = hintColour(r.hint_level);
-      g.fillStyle = colour; g.globalAlpha = 0.25; g.fillRect(x0, ob[0] + 2, x1 - x0, ob[1] - 4); g.globalAlpha = 1;
-      g.fillRect(x0, ob[0] + 2, 2, ob[1] - 4); g.fillRect(x0, ob[0] + 2, x1 - x0, 3);
+      g.fillStyle = hintFill(r.hint_level); g.fillRect(x0, ob[0] + 2, x1 - x0, ob[1] - 4);
+      g.fillStyle = colour; g.fillRect(x0, ob[0] + 2, 2, ob[1] - 4); g.fillRect(x0, ob[0] + 2, x1 - x0, 3);
       var head = 'rev ' + r.revision + (r.hint_level === null || r.hint_level === undefined ? ' · hint …'
         : ' · hint ' + r.hint_level);
       g.save(); g.beginPath(); g.rect(x0, ob[0], x1 - x0, ob[1]); g.clip();
