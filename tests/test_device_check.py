@@ -33,3 +33,15 @@ def test_the_device_check_rehearses_on_cpu(tmp_path: Path) -> None:
     live = stages["live_server"]["results"]
     assert "random weights" in live["front_end"] and "scripted STT" in live["doubles"]
     assert [r["n"] for r in live["rounds"]] == [1, 2] and all(r["frames"] > 0 for r in live["rounds"])
+
+
+def test_live_server_variants_are_checked_before_any_model_loads() -> None:
+    from benchmarks.device.live_server import parse_variants
+
+    assert parse_variants("") == [{}]
+    assert parse_variants("gather_s=0.03;torch_threads=1, switch_ms=1") == [
+        {"gather_s": 0.03}, {"torch_threads": 1.0, "switch_ms": 1.0}]
+    for bad in ("gather_s=abc", "nope=1", "torch_threads=0", "torch_threads=inf", "torch_threads=1.5",
+                "switch_ms=nan", "gather_s=1e308", "gather_s"):
+        with pytest.raises(ValueError, match="expected one of gather_s"):
+            parse_variants(bad)

@@ -33,6 +33,7 @@ from kame_core.stacks.served import served_stack
 from kame_core.stacks.stack import Stack
 from kame_core.testing.doubles import EchoFrontEnd, ScriptedLLM, ScriptedSTT, ToneTTS, speech_like, words_at
 from kame_core.testing.servers import serving
+from kame_core.testing.timing import percentile
 
 QUESTION = "what is the capital of france"
 ANSWER = "Paris is the capital of France, on the Seine."
@@ -46,23 +47,44 @@ def scripted_stack(choice: FrontEndChoice) -> Stack:
     return with_neural(base, choice.load(realtime=True))
 
 
-def apply_variant(variant: str, pool: Any) -> dict[str, Any]:
-    """Apply one ``--variants`` entry (the pool's gathering window, torch's intra-op threads, the interpreter's
-    thread switch interval); what the round then runs under."""
+#: the settings ``--variants`` may change, each with the check its value must pass
+VARIANT_SETTINGS = {"gather_s": lambda v: 0 <= v <= 1, "torch_threads": lambda v: 1 <= v <= 256 and v == int(v),
+                    "switch_ms": lambda v: 0 < v <= 100}
+
+
+def parse_variants(text: str) -> list[dict[str, float]]:
+    """``--variants``: ';'-separated entries of ``key=value`` pairs (``VARIANT_SETTINGS``); an empty entry runs as
+    loaded. Raises ValueError naming the first bad pair (before any model loads)."""
+    variants = []
+    for entry in text.split(";"):
+        settings: dict[str, float] = {}
+        for item in filter(None, (part.strip() for part in entry.split(","))):
+            key, _, value = item.partition("=")
+            try:
+                number = float(value)
+            except ValueError:
+                number = float("nan")
+            if key not in VARIANT_SETTINGS or not VARIANT_SETTINGS[key](number):
+                raise ValueError(f"{item!r}: expected one of {', '.join(VARIANT_SETTINGS)} with a value in range "
+                                 "(gather_s 0-1 s, torch_threads 1-256, switch_ms over 0 up to 100)")
+            settings[key] = number
+        variants.append(settings)
+    return variants
+
+
+def apply_variant(settings: dict[str, float], pool: Any) -> dict[str, Any]:
+    """Apply one parsed ``--variants`` entry (the pool's gathering window, torch's intra-op threads, the
+    interpreter's thread switch interval); what the round then runs under."""
     import sys
 
     import torch
 
-    for item in filter(None, (part.strip() for part in variant.split(","))):
-        key, _, value = item.partition("=")
-        if key == "gather_s":
-            pool.gather_s = float(value)
-        elif key == "torch_threads":
-            torch.set_num_threads(int(value))
-        elif key == "switch_ms":
-            sys.setswitchinterval(float(value) / 1000)
-        else:
-            raise SystemExit(f"--variants: unknown setting {key!r} (gather_s, torch_threads, switch_ms)")
+    if "gather_s" in settings:
+        pool.gather_s = settings["gather_s"]
+    if "torch_threads" in settings:
+        torch.set_num_threads(int(settings["torch_threads"]))
+    if "switch_ms" in settings:
+        sys.setswitchinterval(settings["switch_ms"] / 1000)
     return {"gather_s": pool.gather_s, "torch_threads": torch.get_num_threads(),
             "switch_ms": round(sys.getswitchinterval() * 1000, 2)}
 
@@ -91,10 +113,9 @@ class GilProbe:
         self._thread.join()
 
     def summary(self) -> dict[str, float]:
-        lags = sorted(self.lags) or [0.0]
-        return {"gil_lag_p50_ms": round(1000 * lags[len(lags) // 2], 2),
-                "gil_lag_p99_ms": round(1000 * lags[int(0.99 * (len(lags) - 1))], 2),
-                "gil_lag_max_ms": round(1000 * lags[-1], 2)}
+        lags = self.lags or [0.0]
+        return {"gil_lag_p50_ms": round(1000 * percentile(lags, 50), 2),
+                "gil_lag_p99_ms": round(1000 * percentile(lags, 99), 2), "gil_lag_max_ms": round(1000 * max(lags), 2)}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -112,6 +133,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", type=Path, default=None)
     parser.set_defaults(pool_size=0)
     args = parser.parse_args(argv)
+    try:
+        variants = parse_variants(args.variants)
+    except ValueError as err:
+        parser.error(f"--variants: {err}")
     ns = [int(x) for x in args.ns.split(",") if x.strip()]
     args.pool_size = args.pool_size or max(ns)
     choice = FrontEndChoice.from_args(args)
@@ -135,7 +160,7 @@ def main(argv: list[str] | None = None) -> int:
         port = held.enter_context(serving(standalone_app(server), log_level="warning"))
         url = f"ws://127.0.0.1:{port}/api/chat"
         measure_round(url, 1, [audio], 2.0, pool)  # warm-up: the first session pays for allocations
-        for variant, n in ((v, n) for v in args.variants.split(";") for n in ns):
+        for variant, n in ((v, n) for v in variants for n in ns):
             setting = apply_variant(variant, pool)
             if args.compare_unaligned:
                 origin, pool.frame_origin = pool.frame_origin, None
