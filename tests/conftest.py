@@ -52,3 +52,36 @@ def pytest_collection_modifyitems(config, items) -> None:
         if name in WALL_CLOCK_FILES:
             item.add_marker(pytest.mark.wall_clock)
         item.add_marker(pytest.mark.xdist_group(WALL_CLOCK_GROUP if name in WALL_CLOCK_FILES else name))
+
+
+def _machine_busy_s() -> float:
+    """CPU seconds the whole machine spent busy since boot (``/proc/stat``: all but idle and iowait)."""
+    with open("/proc/stat") as stat:
+        fields = [int(x) for x in stat.readline().split()[1:]]
+    return (sum(fields) - fields[3] - fields[4]) / os.sysconf("SC_CLK_TCK")
+
+
+def _own_cpu_s() -> float:
+    """CPU seconds of this process and of its children it has waited for."""
+    import resource
+
+    own, kids = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime + kids.ru_utime + kids.ru_stime
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item, nextitem):
+    """With ``KAME_TEST_CPU_LOG`` set to a file: one line per test, tab-separated -- its id, wall seconds, CPU
+    seconds of this process and its waited-for children, and busy CPU seconds of the whole machine (docs/testing.md:
+    what the suite's time is spent on)."""
+    log = os.environ.get("KAME_TEST_CPU_LOG")
+    if not log:
+        yield
+        return
+    import time
+
+    wall, own, busy = time.monotonic(), _own_cpu_s(), _machine_busy_s()
+    yield
+    row = (item.nodeid, time.monotonic() - wall, _own_cpu_s() - own, _machine_busy_s() - busy)
+    with open(log, "a") as out:
+        out.write("\t".join([row[0]] + [f"{v:.2f}" for v in row[1:]]) + "\n")

@@ -6,6 +6,7 @@ after visiting each tab so each is drawn."""
 from __future__ import annotations
 
 import json
+import shutil
 import time
 
 import pytest
@@ -58,17 +59,18 @@ SNAPSHOT = r"""(() => {
 
 
 def _tab(page: Chromium, name: str) -> None:
-    page.evaluate(f"Array.from(document.querySelectorAll('button[role=tab]')).find(b => b.textContent.trim() === "
-                  f"{json.dumps(name)}).click()")
-    time.sleep(0.4)
+    tab = (f"Array.from(document.querySelectorAll('button[role=tab]'))"
+           f".find(b => b.textContent.trim() === {json.dumps(name)})")
+    page.evaluate(f"{tab}.click()")
+    page.wait_for(f"{tab}.getAttribute('aria-selected') === 'true'", timeout=20, every=0.1)
 
 
 def _idle(page: Chromium) -> None:
-    """Gradio's queue has answered everything asked (no progress shown anywhere), twice in a row."""
+    """Gradio's queue has answered everything asked (no progress shown anywhere), twice 0.3 s apart."""
     busy = "!!document.querySelector('.progress-text, .eta-bar, .wrap.pending, [data-testid=status-tracker].pending')"
     for _ in range(2):
-        page.wait_for(f"!({busy})", timeout=180, every=0.3)
-        time.sleep(0.6)
+        page.wait_for(f"!({busy})", timeout=180, every=0.15)
+        time.sleep(0.15)
 
 
 #: which tab shows each panel of the snapshot (the rest: the bar and the Timeline): a tab's panels are read while it
@@ -79,12 +81,14 @@ TAB_OF = {"compare": "Compare", "compare_table": "Compare", "compare_names": "Co
 
 
 def _settled(page: Chromium) -> dict:
+    """The snapshot once Gradio is idle and every panel reads the same for 0.75 s (four reads 0.25 s apart)."""
     _idle(page)
-    before = page.evaluate(SNAPSHOT)
-    for _ in range(20):  # settled: the same twice in a row
-        time.sleep(1.0)
+    before, same = page.evaluate(SNAPSHOT), 0
+    for _ in range(80):
+        time.sleep(0.25)
         now = page.evaluate(SNAPSHOT)
-        if now == before:
+        same = same + 1 if now == before else 0
+        if same == 3:
             break
         before = now
     return json.loads(before)
@@ -136,7 +140,11 @@ def _act_everywhere(page: Chromium) -> None:
 
 
 def test_opening_y_after_acting_on_x_shows_what_opening_y_directly_shows(tmp_path):
-    with running_app(REPO / "scenarios", tmp_path / "app.log") as url:
+    folder = tmp_path / "scenarios"  # X and Y of the bundled scenarios: Evolution over all of them runs two
+    folder.mkdir()
+    for name in (X, Y):
+        shutil.copy(REPO / "scenarios" / f"{name}.kame", folder)
+    with running_app(folder, tmp_path / "app.log") as url:
         direct, after = Chromium(1600, 1000), Chromium(1600, 1000)
         try:
             after.goto(url)
