@@ -4,6 +4,7 @@ groups that let the suite run in parallel (pytest-xdist, ``--dist loadgroup``; d
 Shared data paths and their skip marks are in :mod:`tests.shared_data`."""
 from __future__ import annotations
 
+import math
 import os
 
 import pytest
@@ -29,12 +30,13 @@ WALL_CLOCK_FILES = frozenset({
     "test_live_protocol.py", "test_live_limits.py", "test_live_session.py", "test_journal.py", "test_mic.py",
     "test_neural_serve.py", "test_server_faults.py", "test_fdb.py", "test_http_timeouts.py",
     "test_session_memory.py", "test_app_replicas.py", "test_serve_autoscale.py", "test_serve_replicas.py",
-    # deadlines of the oracle worker, measured in seconds
-    "test_llm_process_watchdog.py",
+    # deadlines of the oracle worker, measured in seconds; the suite's own time budget
+    "test_llm_process_watchdog.py", "test_suite_budget.py",
 })
 
 
 def pytest_configure(config) -> None:
+    config.stash[_BUDGET] = _budget()  # a bad setting stops the run here, before any test
     config.addinivalue_line("markers", "wall_clock: holds real-time deadlines (the files of WALL_CLOCK_FILES): make "
                                        "test runs these alone, one at a time, after the others ran in parallel")
     config.addinivalue_line("markers", "slow: loads Whisper, SmolLM2, Piper, the embeddings or a browser; runs a "
@@ -85,3 +87,53 @@ def pytest_runtest_protocol(item, nextitem):
     row = (item.nodeid, time.monotonic() - wall, _own_cpu_s() - own, _machine_busy_s() - busy)
     with open(log, "a") as out:
         out.write("\t".join([row[0]] + [f"{v:.2f}" for v in row[1:]]) + "\n")
+
+
+#: seconds a test not marked ``slow`` may take (its call, not its fixtures), else it fails: the edit loop stays
+#: short (issue 43). ``KAME_TEST_BUDGET_S`` sets it; 0 turns the check off.
+TEST_BUDGET_S = 5.0
+#: what the budget counts (``KAME_TEST_BUDGET_CLOCK``): ``wall`` seconds, or ``cpu`` seconds of this process and the
+#: children it waited for -- tests/suite.sh counts CPU where it runs tests at idle priority beside the real-time
+#: ones: there, a test's wall time is mostly the time it was held off the CPU, and those tests wait on no clock
+BUDGET_CLOCKS = ("wall", "cpu")
+
+
+def _budget() -> tuple[float, str]:
+    """(seconds, clock) of the budget, from the environment; a bad value is a usage error."""
+    seconds, clock = os.environ.get("KAME_TEST_BUDGET_S") or str(TEST_BUDGET_S), os.environ.get(
+        "KAME_TEST_BUDGET_CLOCK") or "wall"
+    try:
+        budget = float(seconds)
+    except ValueError:
+        budget = math.nan
+    if not 0 <= budget < math.inf or clock not in BUDGET_CLOCKS:
+        raise pytest.UsageError(f"KAME_TEST_BUDGET_S={seconds!r} KAME_TEST_BUDGET_CLOCK={clock!r}: seconds >= 0 "
+                                f"(0: no budget) and one of {', '.join(BUDGET_CLOCKS)}")
+    return budget, clock
+
+
+_CALL_CPU = pytest.StashKey[float]()
+_BUDGET = pytest.StashKey[tuple[float, str]]()
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_call(item):
+    """Records the CPU seconds of the test's call (read by the budget below)."""
+    before = _own_cpu_s()
+    yield
+    item.stash[_CALL_CPU] = _own_cpu_s() - before
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    """A test not marked ``slow`` whose call took over the budget fails, saying so."""
+    outcome = yield
+    report = outcome.get_result()
+    budget, clock = item.config.stash[_BUDGET]
+    if call.when != "call" or not report.passed or budget == 0 or item.get_closest_marker("slow"):
+        return
+    took = call.duration if clock == "wall" else item.stash.get(_CALL_CPU, 0.0)
+    if took > budget:
+        report.outcome = "failed"
+        report.longrepr = (f"{item.nodeid} took {took:.1f} s ({clock}), over the {budget:g} s a test not marked "
+                           "slow may take: make it faster, or mark it slow (docs/testing.md)")

