@@ -51,9 +51,9 @@ lint: install
 	npx --no-install eslint demo/static tests/js eslint.config.js
 
 # The suite in two stages (tests/suite.sh, docs/testing.md): the files that hold real-time deadlines
-# (tests/conftest.py's WALL_CLOCK_FILES) one at a time with nothing beside them, then every other test on one
-# pytest-xdist worker per core (PARALLEL), each file's tests on one worker so a module's app or model loads once, with
-# the lint beside them. SUITE_OVERLAP=1 runs the two stages at once (faster, not yet safe on 2 cores).
+# (tests/conftest.py's WALL_CLOCK_FILES) one at a time, and beside them, at the kernel's idle priority, every other
+# test on one pytest-xdist worker per core (PARALLEL), each file's tests on one worker so a module's app or model loads
+# once, and the lint. SUITE_OVERLAP=0 runs the other tests and the lint after the real-time ones.
 MAKE_STARTED := $(shell date +%s)
 export PARALLEL ?= -n auto --dist loadgroup
 export PY SUITE_OVERLAP
