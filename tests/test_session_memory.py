@@ -82,7 +82,7 @@ def _tracking(monkeypatch: pytest.MonkeyPatch) -> list[weakref.ref[Any]]:
     return refs
 
 
-@pytest.mark.slow  # a live server on the wall clock: four sessions, about 4.5 s
+@pytest.mark.slow  # near 5 s (docs/testing.md): four sessions of a live server on the wall clock
 def test_finished_sessions_leave_nothing_alive_without_a_garbage_collection(tmp_path, monkeypatch,
                                                                             no_automatic_gc):
     refs = _tracking(monkeypatch)
