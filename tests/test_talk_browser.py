@@ -12,6 +12,8 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
+import time
 from pathlib import Path
 from typing import Any
 
@@ -43,6 +45,10 @@ def question_wav(tmp_path_factory) -> Path:
     sf.write(path, audio, 24000, subtype="PCM_16")
     return path
 
+
+#: errors nobody caught on the page, from here on (window.kameRejections)
+REJECTIONS = ("window.kameRejections = []; window.addEventListener('unhandledrejection', function (e) {"
+              " window.kameRejections.push(String(e.reason && e.reason.message || e.reason)); });")
 
 #: the Talk tab's latency table as the page shows it: per turn, its step names, their cells and its requests' lines
 TABLE = ("JSON.stringify(Array.from(document.querySelectorAll('#kame-talk-latency .kame-talk-latency-turn'))"
@@ -99,7 +105,8 @@ def test_talk_plays_the_answer_shows_the_streams_and_opens_the_session(question_
 
     sessions = tmp_path / "sessions"
     scenarios = tmp_path / "scenarios"
-    scenarios.mkdir()
+    scenarios.mkdir()  # one bundled scenario: the Timeline has a figure drawn before Talk opens the new session
+    shutil.copy(REPO / "scenarios" / "01-knowledge-capital-of-france.kame", scenarios)
     flags = ("--use-fake-ui-for-media-stream", "--use-fake-device-for-media-stream",
              f"--use-file-for-fake-audio-capture={question_wav}")
     env = {"KAME_SESSIONS_DIR": str(sessions)}
@@ -115,6 +122,7 @@ def test_talk_plays_the_answer_shows_the_streams_and_opens_the_session(question_
         browser = Chromium(width=1600, height=1000, extra_args=flags)
         try:
             browser.goto(url)
+            browser.evaluate(REJECTIONS)
             browser.wait_for("!!document.getElementById('kame-talk-start') || "
                              "!!Array.from(document.querySelectorAll('button[role=tab]'))"
                              ".find(function (b) { return b.textContent.trim() === 'Talk'; })", timeout=120)
@@ -190,6 +198,14 @@ def test_talk_plays_the_answer_shows_the_streams_and_opens_the_session(question_
                 "Array.from(document.querySelectorAll('button[role=tab]')).find(function (b) {"
                 " return b.getAttribute('aria-selected') === 'true'; }).textContent.trim()")
             made = browser.wait_for("(document.querySelector('#kame-made input') || {value: ''}).value", timeout=20)
+            # the session's figure keeps its height once drawn: read for 2 s (it went to 0 px after Talk -> Stop)
+            plot_heights = []
+            for _ in range(9):
+                plot_heights.append(browser.evaluate(
+                    "(function (gd) { return gd ? gd.getBoundingClientRect().height : -1; })"
+                    "(document.querySelector('#kame-plot-timeline .kame-figure'))"))
+                time.sleep(0.25)
+            rejected = json.loads(browser.evaluate("JSON.stringify(window.kameRejections)"))
             browser.screenshot(_artifacts(tmp_path) / f"talk_saved_timeline{suffix}.png")
         finally:
             browser.close()
@@ -222,6 +238,8 @@ def test_talk_plays_the_answer_shows_the_streams_and_opens_the_session(question_
     assert seen["words"].strip(), seen
     assert "rev " in shown, shown
     assert timeline_selected == "Timeline"
+    assert min(plot_heights) >= 300, plot_heights  # never a blank Timeline (issue 44)
+    assert not [r for r in rejected if "Resize must be passed" in r], rejected  # hidden copies are not resized
     scenario = load_scenario(sessions / f"{session_id}.kame")
     trace = scenario.runs["kame"]
     # the live table ends as the saved session reads; no revision is left at "hint …"

@@ -168,6 +168,10 @@
     var kept = before && same(before.runs, m.runs) && before.duration === m.duration && same(before.lanes, m.lanes);
     delete lay.width;
     lay.autosize = true;
+    // the figure's box gets the figure's height: Plotly's resize drops layout.height when the width is automatic
+    // and then sizes a responsive figure from its box, which had no height of its own -- 0 px after a redraw
+    // while the tab was hidden (Talk -> Stop -> Timeline)
+    if (lay.height > 0) v.figure.style.height = lay.height + 'px';
     lay.dragmode = v.mode === 'zoom' ? 'zoom' : false;
     if (kept && range) { lay.xaxis = Object.assign({}, lay.xaxis, {range: range, autorange: false}); }
     lay.shapes = (lay.shapes || []).filter(function (s) { return s.name !== 'selection'; });
@@ -690,21 +694,40 @@
     }
   });
 
-  // a figure drawn while its tab was hidden takes its box's width when the tab shows it
+  // a figure drawn while its tab was hidden takes its box's width when the tab shows it (on the next frame: resizing
+  // inside the observer's callback would make the browser report a ResizeObserver loop as an error)
   var sized = new ResizeObserver(function (entries) {
     entries.forEach(function (entry) {
       var v = viewOf(entry.target);
       if (v && v.gd && window.Plotly && entry.contentRect.width > 0) {
-        // a new width is a new zoom in px per second: the labels are laid out again for it
-        Promise.resolve(window.Plotly.Plots.resize(v.gd)).then(function () {
-          applyLabels(v);
-          drawOverview(v);
+        requestAnimationFrame(function () {
+          // a new width is a new zoom in px per second: the labels are laid out again for it
+          Promise.resolve(window.Plotly.Plots.resize(v.gd)).then(function () {
+            applyLabels(v);
+            drawOverview(v);
+          });
         });
       }
     });
   });
+
+  // Gradio resizes its own copy of each figure, which the page keeps hidden (hideSource): Plotly refuses a hidden
+  // div with an error nobody catches, one per resize -- there is nothing to lay out, so that copy is left as it is
+  function quietSourceResize() {
+    var plots = window.Plotly && window.Plotly.Plots;
+    if (!plots || plots.resize.kameQuiet) return;
+    var resize = plots.resize;
+    var quiet = function (gd) {
+      if (gd && gd.classList && gd.classList.contains('kame-source')) return Promise.resolve(gd);
+      return resize.apply(this, arguments);
+    };
+    quiet.kameQuiet = true;
+    plots.resize = quiet;
+  }
+
   var watched = new WeakSet();
   setInterval(function () {
+    quietSourceResize();
     scan();
     VIEWS.forEach(function (name) {
       var v = state[name];
