@@ -157,6 +157,9 @@ def test_opening_y_after_acting_on_x_shows_what_opening_y_directly_shows(tmp_pat
             assert _snapshot(after) != acted, "acting changed what the tabs show"
             _pick(after, Y)
             seen_after = _snapshot(after)
+            # the address bar follows the view (issue 44): copying it shares Y, not the address first opened
+            query = "?" + (seen_after["link"] or "?").split("?", 1)[1]
+            address = after.wait_for(f"location.search === {json.dumps(query)} && location.href", timeout=5)
             direct.goto(url + f"?open={Y}")
             direct.wait_for("!!(window.kameTimeline && window.kameTimeline.views.timeline && "
                             "window.kameTimeline.views.timeline.gd)", timeout=180)
@@ -167,6 +170,7 @@ def test_opening_y_after_acting_on_x_shows_what_opening_y_directly_shows(tmp_pat
             after.close()
     assert Y.split("-", 1)[1].replace("-", " ")[:8] in (seen_direct["status"] or "").lower() or seen_direct["status"]
     assert seen_direct["timeline"] and seen_direct["compare"] and seen_direct["evolution"], seen_direct
+    assert f"open={Y}" in address and address.startswith(url), address
     for key in seen_direct:
         if key == "link":  # the same view: only the page's address differs (one opened with ?open=)
             assert (seen_after[key] or "").split("?")[1] == (seen_direct[key] or "").split("?")[1]

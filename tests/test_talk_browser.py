@@ -206,6 +206,10 @@ def test_talk_plays_the_answer_shows_the_streams_and_opens_the_session(question_
                     "(document.querySelector('#kame-plot-timeline .kame-figure'))"))
                 time.sleep(0.25)
             rejected = json.loads(browser.evaluate("JSON.stringify(window.kameRejections)"))
+            # the address bar follows the view, without the session's claim (the link box keeps it)
+            address = browser.wait_for("location.search.indexOf('open=') >= 0 && location.href", timeout=10)
+            link = browser.evaluate("(document.querySelector('#kame-link textarea, #kame-link input') || "
+                                    "{value: ''}).value")
             browser.screenshot(_artifacts(tmp_path) / f"talk_saved_timeline{suffix}.png")
         finally:
             browser.close()
@@ -240,6 +244,8 @@ def test_talk_plays_the_answer_shows_the_streams_and_opens_the_session(question_
     assert timeline_selected == "Timeline"
     assert min(plot_heights) >= 300, plot_heights  # never a blank Timeline (issue 44)
     assert not [r for r in rejected if "Resize must be passed" in r], rejected  # hidden copies are not resized
+    assert f"open={session_id}" in address and "claim=" not in address and "token=" not in address, address
+    assert f"open={session_id}" in link and "claim=" in link, link
     scenario = load_scenario(sessions / f"{session_id}.kame")
     trace = scenario.runs["kame"]
     # the live table ends as the saved session reads; no revision is left at "hint …"

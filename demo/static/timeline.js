@@ -725,9 +725,31 @@
     plots.resize = quiet;
   }
 
+  // the address bar is the view: it follows "Link to this view" (its query; replaced, not pushed -- the page does not
+  // go back to a view on Back), so a copied address shares what the page shows. A Talk session's claim (its secret)
+  // stays out of it, as the page's token does: the history list and a shared screen would show it; the link box
+  // still has it for the person who made the session
+  var linked = null;
+  function followLink() {
+    var box = document.querySelector('#kame-link textarea, #kame-link input');
+    var value = box ? box.value.trim() : '';
+    if (!value || value === linked || !window.history || !history.replaceState) return;
+    linked = value;
+    var search;
+    try { search = new URL(value, location.href).search; } catch { return; }
+    var kept = search.replace(/^\?/, '').split('&').filter(function (part) {
+      return part && part.split('=')[0] !== 'claim';
+    });
+    var query = kept.length ? '?' + kept.join('&') : '';
+    if (query && query !== location.search) {
+      history.replaceState(history.state, '', location.pathname + query + location.hash);
+    }
+  }
+
   var watched = new WeakSet();
   setInterval(function () {
     quietSourceResize();
+    followLink();
     scan();
     VIEWS.forEach(function (name) {
       var v = state[name];
