@@ -15,6 +15,8 @@ from kame_core.clock import FRAME_SECONDS, frame_of
 from kame_core.record.trace import PROVENANCE_KINDS, SessionTrace
 from kame_core.scenario import Scenario
 
+from .timeline import STAND_IN_TOKEN_NOTE, is_stand_in_run
+
 
 def run_summary_rows(scenario: Scenario) -> list[list[Any]]:
     """One row per run: run id, mode, front-end provenance, onset latency, Full-Duplex-Bench timing,
@@ -110,10 +112,15 @@ def frame_details(trace: SessionTrace, t: float) -> str:
     at = revision_at(trace, i)
     user_rms = float(np.sqrt(np.mean(trace.user_frame(i).astype(np.float64) ** 2))) if trace.user_audio.size else 0.0
     out_rms = float(np.sqrt(np.mean(trace.output_frame(i).astype(np.float64) ** 2))) if trace.output_audio.size else 0.0
-    piece = "(padding)" if f.text_is_padding else f"“{f.text_piece.strip() or '␣'}” (token {f.text_token})"
+    stand_in = is_stand_in_run(trace)  # its ids are hashes of whole words, not a vocabulary's: not printed
+
+    def token(value: int | None) -> str:
+        return STAND_IN_TOKEN_NOTE if stand_in else f"token {value}"
+
+    piece = "(padding)" if f.text_is_padding else f"“{f.text_piece.strip() or '␣'}” ({token(f.text_token)})"
     oracle = ("(padding)" if f.oracle.is_padding else
               f"start token of rev {f.oracle.revision}" if f.oracle.is_start else
-              f"“{f.oracle.piece.strip()}” (rev {f.oracle.revision}, token {f.oracle.token})")
+              f"“{f.oracle.piece.strip()}” (rev {f.oracle.revision}, {token(f.oracle.token)})")
     return (f"**{t:.2f} s · frame {i}** ({i * FRAME_SECONDS:.2f}–{(i + 1) * FRAME_SECONDS:.2f} s)"
             f"{' · held by the forced delay' if f.held else ''}\n\n"
             f"- user audio: RMS {user_rms:.3f}\n- inner monologue: {piece}; recent: “{said}”\n"

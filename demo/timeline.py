@@ -322,7 +322,7 @@ STAND_IN_TOKEN_NOTE = "stand-in word, no token id"
 _CASCADE_WORD = "TTS word"
 
 
-def _is_stand_in(trace: SessionTrace) -> bool:
+def is_stand_in_run(trace: SessionTrace) -> bool:
     """Whether the run's front-end is the CPU stand-in (its provenance says so; never guessed from ids)."""
     front = trace.provenance.get("front_end")
     return front is not None and front.kind == "cpu-stand-in"
@@ -332,7 +332,7 @@ def _token_lines(trace: SessionTrace, tokens: Sequence[int | None], column: int)
     """The hover line of each piece's token id (``customdata[column]``): none where a piece has no token, the
     stand-in's note for a stand-in run (its ids are word hashes, meaningless to a reader); one template when
     every piece says the same, else one per piece."""
-    if _is_stand_in(trace):
+    if is_stand_in_run(trace):
         return f"<br>{STAND_IN_TOKEN_NOTE}"
     line = f"<br>token id %{{customdata[{column}]}}"
     known = [t is not None for t in tokens]

@@ -646,6 +646,25 @@ def test_the_stand_ins_word_hashes_are_not_shown_as_token_ids_but_real_ids_are(b
     assert "token id" not in cascade.hovertemplate and STAND_IN_TOKEN_NOTE not in cascade.hovertemplate
 
 
+def test_the_inspector_prints_real_token_ids_and_never_the_stand_ins_word_hashes(bundled):
+    """Inspect time's text (issue 44: it printed a stand-in hash, 1807565628, as a token id)."""
+    from demo.inspector import frame_details
+
+    trace = bundled["01-knowledge-capital-of-france"].runs["kame"]
+    word = next(i for i, f in enumerate(trace.frames) if not f.text_is_padding)
+    oracle = next(i for i, f in enumerate(trace.frames) if not f.oracle.is_padding and not f.oracle.is_start)
+    for i in (word, oracle):
+        shown = frame_details(trace, (i + 0.5) * FRAME_SECONDS)
+        assert STAND_IN_TOKEN_NOTE in shown and "(token " not in shown and ", token " not in shown, shown
+        hashes = {trace.frames[i].text_token, trace.frames[i].oracle.token} - {None}
+        assert hashes and not any(str(h) in shown for h in hashes), (hashes, shown)
+    neural = with_front_end(trace, "neural-kame", "SakanaAI/kame")
+    shown = frame_details(neural, (word + 0.5) * FRAME_SECONDS)
+    assert f"(token {neural.frames[word].text_token})" in shown and STAND_IN_TOKEN_NOTE not in shown, shown
+    shown = frame_details(neural, (oracle + 0.5) * FRAME_SECONDS)
+    assert f"token {neural.frames[oracle].oracle.token})" in shown, shown
+
+
 def test_compare_badges_sit_in_their_header_row_clear_of_the_tick_labels_above(bundled):
     for scenario in bundled.values():
         runs = {"KAME": scenario.runs["kame"], "Moshi mode": scenario.runs["moshi"],
