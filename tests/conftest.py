@@ -38,7 +38,8 @@ WALL_CLOCK_FILES = frozenset({
 def pytest_configure(config) -> None:
     config.stash[_BUDGET] = _budget()  # a bad setting stops the run here, before any test
     config.addinivalue_line("markers", "wall_clock: holds real-time deadlines (the files of WALL_CLOCK_FILES): make "
-                                       "test runs these alone, one at a time, after the others ran in parallel")
+                                       "test runs these one at a time at normal priority, the others beside them at "
+                                       "idle priority (tests/suite.sh)")
     config.addinivalue_line("markers", "slow: loads Whisper, SmolLM2, Piper, the embeddings or a browser; runs a "
                                        "benchmark, a subprocess app, the real-time clock or seconds of a neural model "
                                        "(skipped by make test-fast)")

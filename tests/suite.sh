@@ -3,7 +3,8 @@
 #   tests/suite.sh "EXPR" [pytest options...]
 # EXPR is empty or the start of a -m expression ("not slow and").
 #   1. The files that hold real-time deadlines (tests/conftest.py's WALL_CLOCK_FILES, marked wall_clock), one at a
-#      time in one process, with nothing else running: beside other work on 2 cores they miss deadlines.
+#      time in one process at normal priority (beside other work at the same priority, on 2 cores, they missed
+#      deadlines).
 #   2. Every other test on pytest-xdist workers (PARALLEL, default one per core), each file's tests on one worker;
 #      SUITE_LINT, if set, is a command (make lint) run beside them.
 # A test not marked slow that takes over 5 s fails (tests/conftest.py, KAME_TEST_BUDGET_S): 5 s of wall clock, or of
