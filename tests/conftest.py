@@ -21,7 +21,8 @@ if os.environ.get("PYTEST_XDIST_WORKER"):
 #: the xdist group of the tests that need the wall clock to themselves: run one at a time, on one worker
 WALL_CLOCK_GROUP = "wall-clock"
 #: test files whose tests hold real-time deadlines (a live server or session on the wall clock, a browser playing
-#: audio, a worker's deadlines waited out): two of them never run at once, so a missed frame is the code's
+#: audio, a worker's deadlines waited out): two of them never run at once, so a missed frame is the code's --
+#: except one of :data:`WAITING_FILES` beside one of the others (tests/suite.sh)
 WALL_CLOCK_FILES = frozenset({
     # headless Chromium: pages that play audio and redraw on the page's own clock
     "test_app_panels_browser.py", "test_app_server.py", "test_talk_browser.py", "test_talk_page.py",
@@ -33,6 +34,14 @@ WALL_CLOCK_FILES = frozenset({
     # deadlines of the oracle worker, measured in seconds; the suite's own time budget
     "test_llm_process_watchdog.py", "test_suite_budget.py",
 })
+#: the files of :data:`WALL_CLOCK_FILES` that mostly wait out timeouts and faults, with little CPU of their own at
+#: normal priority (alone on 2 cores the machine was 1-10 % busy during them; the oracle worker's children that
+#: the watchdog tests start run 10 steps nicer): marked ``wall_clock_waits`` too, they run one at a time beside the
+#: other real-time files, and take from them only the little CPU they use
+WAITING_FILES = frozenset({
+    "test_server_faults.py", "test_live_limits.py", "test_http_timeouts.py", "test_live_session.py",
+    "test_session_memory.py", "test_llm_process_watchdog.py",
+})
 
 
 def pytest_configure(config) -> None:
@@ -40,6 +49,9 @@ def pytest_configure(config) -> None:
     config.addinivalue_line("markers", "wall_clock: holds real-time deadlines (the files of WALL_CLOCK_FILES): make "
                                        "test runs these one at a time at normal priority, the others beside them at "
                                        "idle priority (tests/suite.sh)")
+    config.addinivalue_line("markers", "wall_clock_waits: of the wall_clock files, those that mostly wait (the files "
+                                       "of WAITING_FILES): make test runs these one at a time beside the other "
+                                       "wall_clock files, both at normal priority (tests/suite.sh)")
     config.addinivalue_line("markers", "slow: loads Whisper, SmolLM2, Piper, the embeddings or a browser; runs a "
                                        "benchmark, a subprocess app, the real-time clock or seconds of a neural model "
                                        "(skipped by make test-fast)")
@@ -48,12 +60,14 @@ def pytest_configure(config) -> None:
 @pytest.hookimpl(tryfirst=True)  # before xdist reads the groups (its own hook names each test by its group)
 def pytest_collection_modifyitems(config, items) -> None:
     """Every test gets an xdist group: :data:`WALL_CLOCK_GROUP` for the files of :data:`WALL_CLOCK_FILES`, which
-    are also marked ``wall_clock``, else its own file (a module's fixtures, an app or a model loaded once, are then
-    set up on one worker only)."""
+    are also marked ``wall_clock`` (those of :data:`WAITING_FILES` ``wall_clock_waits`` too), else its own file (a
+    module's fixtures, an app or a model loaded once, are then set up on one worker only)."""
     for item in items:
         name = item.path.name
         if name in WALL_CLOCK_FILES:
             item.add_marker(pytest.mark.wall_clock)
+        if name in WAITING_FILES:
+            item.add_marker(pytest.mark.wall_clock_waits)
         item.add_marker(pytest.mark.xdist_group(WALL_CLOCK_GROUP if name in WALL_CLOCK_FILES else name))
 
 

@@ -4,7 +4,8 @@
 # EXPR is empty or the start of a -m expression ("not slow and").
 #   1. The files that hold real-time deadlines (tests/conftest.py's WALL_CLOCK_FILES, marked wall_clock), one at a
 #      time in one process at normal priority (beside other work at the same priority, on 2 cores, they missed
-#      deadlines).
+#      deadlines); beside it, in a second process at normal priority, those of them that mostly wait out timeouts
+#      and faults (WAITING_FILES, marked wall_clock_waits: little CPU), one at a time.
 #   2. Every other test on pytest-xdist workers (PARALLEL, default one per core), each file's tests on one worker;
 #      SUITE_LINT, if set, is a command (make lint) run beside them.
 # A test not marked slow that takes over 5 s fails (tests/conftest.py, KAME_TEST_BUDGET_S): 5 s of wall clock, or of
@@ -21,7 +22,8 @@ py="${PY:-.venv/bin/python}"
 parallel="${PARALLEL--n auto --dist loadgroup}"
 others_log="$(mktemp)"
 lint_log="$(mktemp)"
-trap 'rm -f "$others_log" "$lint_log"' EXIT
+waits_log="$(mktemp)"
+trap 'rm -f "$others_log" "$lint_log" "$waits_log"' EXIT
 
 start_others() {
   if [ -n "${SUITE_LINT:-}" ]; then
@@ -43,9 +45,16 @@ if [ "$overlap" = 1 ]; then
   echo "== the other tests (and the lint) beside them, under $low_others"
   start_others "$@"
 fi
-echo "== the tests with real-time deadlines, one at a time"
-HF_HUB_OFFLINE=1 "$py" -m pytest -q -p no:cacheprovider -m "$expr wall_clock" "$@" tests
+echo "== the tests with real-time deadlines, one at a time (those that mostly wait beside them)"
+# the waiting files in their own process, at normal priority too
+HF_HUB_OFFLINE=1 "$py" -m pytest -q -p no:cacheprovider -m "$expr wall_clock_waits" "$@" tests >"$waits_log" 2>&1 &
+waits=$!
+HF_HUB_OFFLINE=1 "$py" -m pytest -q -p no:cacheprovider -m "$expr wall_clock and not wall_clock_waits" "$@" tests
 wall_rc=$?
+wait "$waits"
+waits_rc=$?
+echo "== the tests with real-time deadlines that mostly wait (beside the ones above)"
+cat "$waits_log"
 if [ "$overlap" != 1 ]; then
   low_others="" low_lint="nice -n 19" budget_clock=wall  # the lint beside the other tests
   start_others "$@"
@@ -61,8 +70,9 @@ if [ -n "${SUITE_LINT:-}" ]; then
   echo "== $SUITE_LINT (beside the other tests, under $low_lint): exit $lint_rc"
   cat "$lint_log"
 fi
-for rc in wall_rc others_rc; do  # pytest's 5: no test selected (an empty stage passes)
+for rc in wall_rc waits_rc others_rc; do  # pytest's 5: no test selected (an empty stage passes)
   [ "${!rc}" -eq 5 ] && printf -v "$rc" 0
 done
 worst=$(( wall_rc > others_rc ? wall_rc : others_rc ))
+worst=$(( worst > waits_rc ? worst : waits_rc ))
 exit $(( worst > lint_rc ? worst : lint_rc ))

@@ -338,6 +338,32 @@ def test_a_link_opens_its_view_on_page_load_and_the_page_shows_its_link(app_url)
 
 
 @browser
+def test_the_side_column_stacks_its_panels_and_scrolls_in_a_short_window(app_url):
+    """Issue 44: a side column taller than the window (a session of several turns, or a short window) wrapped its
+    last panels (the inspector, latency per turn) into a second column off-screen; it scrolls instead."""
+    chrome = Chromium(1600, 560)
+    try:
+        chrome.goto(app_url + f"?open={NAMES[1]}&t=1.5")
+        chrome.wait_for(f"{LANE_TEXT}.length >= {len(LANES)}", timeout=120)
+        side = json.loads(chrome.wait_for("""(() => {
+          const details = document.querySelector('#kame-details');
+          if (!details || !/end of user speech/.test(details.innerText)) return false;
+          const side = details.closest('.kame-side');
+          const scrolls = box => box.scrollHeight > box.clientHeight
+                                 && /auto|scroll/.test(getComputedStyle(box).overflowY);
+          return JSON.stringify({side: side.clientHeight, scrolls: scrolls(side) || scrolls(details),
+                                 lefts: Array.from(side.children).filter(k => k.offsetHeight)
+                                   .map(k => Math.round(k.getBoundingClientRect().left)),
+                                 right: Math.round(details.getBoundingClientRect().right), window: innerWidth});
+        })()""", timeout=60))
+        assert len(side["lefts"]) >= 3 and len(set(side["lefts"])) == 1, side  # one column: no panel wrapped aside
+        assert side["right"] <= side["window"], side  # the inspector is on the page, not past its right edge
+        assert side["side"] <= 560 and side["scrolls"], side  # taller than the window, the column scrolls
+    finally:
+        chrome.close()
+
+
+@browser
 def test_a_live_upload_opens_in_timeline_and_compare_and_the_picker_says_so(app_url, tmp_path):
     """What a user makes opens everywhere: the Live upload's scenario becomes the open one in every tab."""
     import soundfile as sf

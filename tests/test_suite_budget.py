@@ -86,3 +86,11 @@ def test_a_bad_budget_setting_is_refused_before_any_test_runs(tmp_path: Path, se
     out = run.stdout + run.stderr
     assert run.returncode != 0 and "KAME_TEST_BUDGET_S=" in out and "0: no budget" in out, out
     assert "passed" not in out and "failed" not in out, out
+
+
+def test_the_waiting_files_are_real_time_files_that_exist() -> None:
+    """tests/suite.sh runs the files of WAITING_FILES beside the other real-time files: each must be one of them."""
+    from tests.conftest import WAITING_FILES, WALL_CLOCK_FILES
+
+    assert WAITING_FILES < WALL_CLOCK_FILES
+    assert sorted(n for n in WALL_CLOCK_FILES if not (TESTS / n).is_file()) == []
