@@ -139,3 +139,55 @@ def test_a_whole_answer_is_generated_once_per_question_and_a_failure_is_not_kept
         with pytest.raises(LLMError):
             backend.complete("Name a colour.", max_new_tokens=3)
     assert runs[-2:] == [3, 3]
+
+
+def test_on_the_virtual_clock_a_whole_streamed_answer_is_replayed_and_in_real_time_generated_again(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """stream() keeps whole answers for the virtual clock, where a chunk's time is modelled, never measured: the
+    same messages give the same pieces at the same session times without generating; in real time (where the
+    time to generate is what a session waits) each answer is generated. A stream its consumer stopped, or one
+    that failed, is not kept."""
+    backend = LocalSmolLM(max_new_tokens=8)
+    runs: list[int] = []
+    real_run = backend._run
+
+    def counted(messages, max_new_tokens, emit, stop) -> None:
+        runs.append(max_new_tokens)
+        real_run(messages, max_new_tokens, emit, stop)
+
+    monkeypatch.setattr(backend, "_run", counted)
+    first = collect(backend, clock=VirtualClock())
+    assert first and collect(backend, clock=VirtualClock()) == first and runs == [8]
+    assert "".join(c for _, c in collect(backend)) == "".join(c for _, c in first) and runs == [8, 8]
+    backend.max_new_tokens = 4  # another length: another answer
+    collect(backend, clock=VirtualClock())
+    assert runs == [8, 8, 4]
+
+    story = [ChatMessage("user", "Tell me a long story about a dragon.")]
+
+    def two_pieces() -> list[str]:
+        clock = VirtualClock()
+
+        async def main() -> list[str]:
+            got: list[str] = []
+            async for piece in backend.stream(story, clock):
+                got.append(piece)
+                if len(got) == 2:
+                    break
+            return got
+
+        return clock.run(main)
+
+    assert len(two_pieces()) == 2 and runs == [8, 8, 4, 4]
+    whole = collect(backend, story, VirtualClock())  # the stopped one was not kept: generated in full
+    assert runs == [8, 8, 4, 4, 4] and collect(backend, story, VirtualClock()) == whole and len(runs) == 5
+
+    def failing(messages, max_new_tokens, emit, stop) -> None:
+        runs.append(max_new_tokens)
+        raise LLMError("the worker process stopped")
+
+    monkeypatch.setattr(backend, "_run", failing)
+    for _ in range(2):
+        with pytest.raises(LLMError):
+            collect(backend, [ChatMessage("user", "Name a colour.")], VirtualClock())
+    assert len(runs) == 7

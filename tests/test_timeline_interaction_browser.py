@@ -181,3 +181,40 @@ def test_a_click_on_a_token_snaps_to_its_frame(page):
     frame_t = where["frame"] * FRAME
     page.wait_for(f"Math.abs({VIEW}.t - {frame_t}) < 1e-6", timeout=5)
     assert _state(page)["audio"] == pytest.approx(frame_t, abs=0.01)
+
+
+def test_the_answer_to_an_inspect_time_the_cursor_has_left_does_not_pull_it_back(page):
+    """Issue 44: in the app each move sends Inspect time to the server, whose figure comes back with its playhead
+    there; an answer arriving after further key presses moved the cursor back (10 presses moved 5 frames; End then
+    Home left it at the end). Here the server's answer is played by redrawing Gradio's copy of the figure."""
+    def answer(t: float) -> None:  # what the app's server sends back: the figure, its playhead at t
+        page.evaluate(f"""(() => {{
+          const gd = document.getElementById('source'), lay = Object.assign({{}}, gd.layout);
+          lay.shapes = gd.layout.shapes.map(s => s.name === 'playhead' ? Object.assign({{}}, s, {{x0: {t}, x1: {t},
+            opacity: 1}}) : s);
+          return Plotly.react(gd, gd.data, lay).then(() => true);
+        }})()""")
+        time.sleep(0.6)  # the page looks at its figures every 0.2 s
+
+    _zoom(page, 0, 20)
+    page.evaluate(f"{K}.seek('timeline', 2.0)")
+    page.wait_for("document.querySelector('#kame-inspect-time input').value === '2.00'", timeout=5)
+    _key(page, "ArrowRight")
+    sent = page.evaluate(f"{VIEW}.t")
+    page.wait_for(f"document.querySelector('#kame-inspect-time input').value === '{sent:.2f}'", timeout=5)  # sent
+    _key(page, "ArrowRight")
+    moved = page.evaluate(f"{VIEW}.t")
+    assert moved > sent > 2.0
+    answer(2.0)  # the answers to 2.00 and to the first press arrive after the second press
+    answer(sent)
+    s = _state(page)
+    assert s["t"] == pytest.approx(moved) and s["head"] == pytest.approx(moved)
+    assert s["audio"] == pytest.approx(moved, abs=0.01)
+    _key(page, "End")
+    page.wait_for("document.querySelector('#kame-inspect-time input').value === '120.00'", timeout=5)
+    _key(page, "Home")
+    answer(120.0)  # End's answer, after Home
+    assert _state(page)["t"] == 0
+    answer(7.5)  # a time this page never asked for (typed into Inspect time, a link's): the cursor goes there
+    s = _state(page)
+    assert s["t"] == pytest.approx(7.5) and s["audio"] == pytest.approx(7.5, abs=0.01)

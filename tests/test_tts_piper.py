@@ -86,3 +86,33 @@ def test_make_tts_prefers_piper() -> None:
     assert isinstance(make_tts("auto"), PiperTTS)
     with pytest.raises(ValueError):
         make_tts("festival")
+
+
+def test_a_sentence_spoken_again_is_not_synthesized_again_and_each_caller_gets_its_own_copy(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    from kame_core.tts import piper_tts
+
+    monkeypatch.setattr(piper_tts, "KEPT_SENTENCES", 2)
+    tts = PiperTTS()
+    made: list[str] = []
+    synthesize = tts.voice.synthesize
+
+    def counted(text, *args, **kwargs):
+        made.append(text)
+        return synthesize(text, *args, **kwargs)
+
+    monkeypatch.setattr(tts.voice, "synthesize", counted)
+    first = tts.synthesize("Paris is the capital. It is in France.")
+    first.audio[:] = 0.0  # a caller that writes into its audio changes nobody else's
+    again = tts.synthesize("Paris is the capital. It is in France.")
+    assert made == ["Paris is the capital.", "It is in France."]  # each sentence synthesized once
+    assert np.abs(again.audio).max() > 0.05 and again.words == tts.synthesize("Paris is the capital. It is in "
+                                                                               "France.").words
+    tts.synthesize("A third sentence.")  # two kept: the oldest ("Paris is the capital.") goes
+    tts.synthesize("Paris is the capital.")
+    assert made == ["Paris is the capital.", "It is in France.", "A third sentence.", "Paris is the capital."]
+    noisy = PiperTTS(deterministic=False)  # it samples noise: each time anew, nothing kept
+    monkeypatch.setattr(noisy.voice, "synthesize", counted)
+    noisy.synthesize("It is in France.")
+    noisy.synthesize("It is in France.")
+    assert made[-2:] == ["It is in France.", "It is in France."]

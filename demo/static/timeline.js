@@ -144,7 +144,10 @@
       if (v.gd && next && next.key && next.key === meta(v).key) {  // the same figure, its playhead moved
         var head = (source.layout.shapes || []).find(function (s) { return s.name === 'playhead'; });
         hideSource(source);
-        if (head && head.opacity > 0 && Math.abs(head.x0 - v.t) > 1e-6) seekPlayers(v, head.x0);  // Inspect time
+        var shown = head && head.opacity > 0;
+        if (shown && !answered(v, head.x0) && Math.abs(head.x0 - v.t) > 1e-6) {
+          seekPlayers(v, head.x0);  // Inspect time typed, or a link's
+        }
         return;
       }
       draw(v, source);
@@ -410,6 +413,20 @@
     movePlayhead(v, t);
   }
 
+  // The times this page sent to Inspect time, oldest first, their answers not yet in. An answer (the figure with its
+  // playhead there) that comes back after the cursor moved on is not a seek: keys pressed while it was on its way
+  // were lost to it, and End then Home left the cursor at the end.
+  function asked(v, t) {
+    v.asked = (v.asked || []).concat([t]).slice(-32);
+  }
+  // whether a playhead at t answers one of those times (it, and every older one, is then in)
+  function answered(v, t) {
+    var i = (v.asked || []).findIndex(function (a) { return Math.abs(a - t) < 0.006; });
+    if (i < 0) return false;
+    v.asked.splice(0, i + 1);
+    return true;
+  }
+
   var inspectTimer = null;
   function seekView(v, t) {
     t = Math.max(0, Math.min(duration(v) || t, t));
@@ -419,6 +436,7 @@
     if (inspect) {  // the inspector follows, a moment after the last move (keys repeat)
       clearTimeout(inspectTimer);
       inspectTimer = setTimeout(function () {
+        asked(v, t);
         inspect.value = t.toFixed(2);
         inspect.dispatchEvent(new Event('input', {bubbles: true}));
         inspect.dispatchEvent(new KeyboardEvent('keypress', {key: 'Enter', code: 'Enter', bubbles: true}));

@@ -44,7 +44,8 @@ SMALL_MODEL_SYSTEM_PROMPT = ("You are a helpful voice assistant. Answer the ques
                              "spoken sentences.")
 #: greedy decoding of a tiny model falls into loops; generation stops once a phrase this long repeats
 LOOP_NGRAM = 5
-#: answers :meth:`LocalSmolLM.complete` keeps (a few hundred short texts)
+#: answers :meth:`LocalSmolLM.complete` keeps, and streamed answers :meth:`LocalSmolLM.stream` keeps for the
+#: virtual clock (a few hundred short texts each)
 KEPT_ANSWERS = 256
 _END = object()
 
@@ -134,6 +135,12 @@ def _generate(messages: Sequence[ChatMessage], max_new_tokens: int, emit: Callab
                        pad_token_id=tokenizer.eos_token_id)
 
 
+async def _replayed(pieces: Sequence[str]) -> AsyncIterator[str]:
+    """A kept answer's pieces, as the generation streamed them."""
+    for piece in pieces:
+        yield piece
+
+
 def repeats_phrase(text: str, n: int = LOOP_NGRAM) -> bool:
     """True when the last ``n`` words of ``text`` already occurred earlier in it (a greedy-decoding loop)."""
     words = text.lower().split()
@@ -175,6 +182,10 @@ class LocalSmolLM:
         #: :meth:`complete`'s answers by (prompt, system, max new tokens), newest last: greedy decoding answers
         #: the same input the same way, and re-runs (forced delays, Compare) ask the same transcripts again
         self._answers: OrderedDict[tuple[str, str | None, int], str] = OrderedDict()
+        #: :meth:`stream`'s whole answers as their pieces, by the messages asked: on the virtual clock a chunk's time
+        #: is modelled, never measured, so an answer replayed is the answer generated (forced-delay sweeps and
+        #: Compare re-runs ask the same transcripts again); in real time each answer is generated
+        self._streams: OrderedDict[tuple[int, tuple[tuple[str, str], ...]], tuple[str, ...]] = OrderedDict()
         self._answers_lock = threading.Lock()
 
     def _with_system_prompt(self, messages: Sequence[ChatMessage]) -> list[ChatMessage]:
@@ -220,12 +231,28 @@ class LocalSmolLM:
         return answer
 
     async def stream(self, messages: Sequence[ChatMessage], clock: Clock) -> AsyncIterator[str]:
-        pieces = paced(self._pieces(messages), clock, self.first_chunk_s, self.per_chunk_s)
+        asked = self._with_system_prompt(messages)
+        key = (self.max_new_tokens, tuple((m.role, m.content) for m in asked)) if clock.is_virtual else None
+        with self._answers_lock:
+            kept = self._streams.get(key) if key is not None else None
+            if kept is not None:
+                self._streams.move_to_end(key)  # type: ignore[arg-type]
+        source = _replayed(kept) if kept is not None else self._pieces(asked, keep=key)
+        pieces = paced(source, clock, self.first_chunk_s, self.per_chunk_s)
         async with aclosing(pieces):
             async for piece in pieces:
                 yield piece
 
-    async def _pieces(self, messages: Sequence[ChatMessage]) -> AsyncIterator[str]:
+    def _keep_stream(self, key: tuple[int, tuple[tuple[str, str], ...]], pieces: list[str]) -> None:
+        with self._answers_lock:
+            self._streams[key] = tuple(pieces)
+            while len(self._streams) > KEPT_ANSWERS:
+                self._streams.popitem(last=False)
+
+    async def _pieces(self, messages: Sequence[ChatMessage],
+                      keep: tuple[int, tuple[tuple[str, str], ...]] | None = None) -> AsyncIterator[str]:
+        """``messages`` answered piece by piece, generated in a thread (or the worker process); a whole answer (not
+        one stopped by its consumer or failed) is kept under ``keep`` when given."""
         loop = asyncio.get_running_loop()
         queue: asyncio.Queue[object] = asyncio.Queue()
         stop = threading.Event()
@@ -240,19 +267,23 @@ class LocalSmolLM:
             try:
                 if self.process is None or not self.process.belongs_here():  # a worker has its own niceness
                     lower_thread_priority(self.niceness)
-                self._run(self._with_system_prompt(messages), self.max_new_tokens, put, stop)
+                self._run(messages, self.max_new_tokens, put, stop)
             except Exception as exc:  # noqa: BLE001 - handed to the consumer as an LLMError
                 put(exc)
             finally:
                 put(_END)
 
         threading.Thread(target=work, name="kame-local-llm", daemon=True).start()
+        said: list[str] = []
         try:
             while (item := await queue.get()) is not _END:
                 if isinstance(item, LLMError):
                     raise item
                 if isinstance(item, Exception):
                     raise LLMError(f"local SmolLM2 failed: {type(item).__name__}: {item}") from item
-                yield str(item)
+                said.append(str(item))
+                yield said[-1]
         finally:
             stop.set()
+        if keep is not None:  # the answer ended by itself, every piece taken
+            self._keep_stream(keep, said)

@@ -12,6 +12,8 @@ from __future__ import annotations
 import functools
 import json
 import logging
+import threading
+from collections import OrderedDict
 from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -29,6 +31,10 @@ if TYPE_CHECKING:
     from piper import PiperVoice
 
 log = logging.getLogger(__name__)
+
+#: sentences a deterministic :class:`PiperTTS` keeps (about 20 MB of 24 kHz audio at most): it speaks a sentence
+#: the same way every time, and re-runs (forced delays, Compare, an evaluation's modes and seeds) speak them again
+KEPT_SENTENCES = 64
 
 
 class PiperUnavailable(RuntimeError):
@@ -83,6 +89,9 @@ class PiperTTS:
         self._syn_config = (SynthesisConfig(length_scale=length_scale, noise_scale=0.0, noise_w_scale=0.0)
                             if deterministic else SynthesisConfig(length_scale=length_scale))
         self.sample_rate = self.voice.config.sample_rate
+        #: the last :data:`KEPT_SENTENCES` sentences spoken, newest last (none kept when synthesis samples noise)
+        self._kept: OrderedDict[str, Synthesis] | None = OrderedDict() if deterministic else None
+        self._kept_lock = threading.Lock()
         timing = "phoneme alignments" if self.aligned else "phoneme counts"
         self.provenance = Provenance(kind="tts", model_id=Path(model_path).stem,
                                      version=f"piper-tts {_version('piper-tts')}",
@@ -98,6 +107,22 @@ class PiperTTS:
             yield self._sentence(sentence)
 
     def _sentence(self, sentence: str) -> Synthesis:
+        """One sentence; a kept one again without synthesizing it (each caller gets its own copy)."""
+        if self._kept is None:
+            return self._synthesized(sentence)
+        with self._kept_lock:
+            kept = self._kept.get(sentence)
+            if kept is not None:
+                self._kept.move_to_end(sentence)
+        if kept is None:
+            kept = self._synthesized(sentence)
+            with self._kept_lock:
+                self._kept[sentence] = kept
+                while len(self._kept) > KEPT_SENTENCES:
+                    self._kept.popitem(last=False)
+        return Synthesis(kept.audio.copy(), list(kept.words))
+
+    def _synthesized(self, sentence: str) -> Synthesis:
         audio_parts: list[np.ndarray] = []
         timed: list[TimedPhoneme] = []
         offset = 0
