@@ -193,8 +193,18 @@ def _download_path(session: AppSession) -> str | None:
         return str(path)
     copy = folder / OFFERED / path.name
     copy.parent.mkdir(exist_ok=True)
-    shutil.copyfile(path, copy)
+    if not _same_file(copy, path):  # offered at every open and click: copied when it changed
+        shutil.copyfile(path, copy)
     return str(copy)
+
+
+def _same_file(copy: Path, source: Path) -> bool:
+    """Whether ``copy`` still holds ``source`` (same size, written after it)."""
+    try:
+        mine, theirs = copy.stat(), source.stat()
+    except OSError:
+        return False
+    return mine.st_size == theirs.st_size and mine.st_mtime_ns >= theirs.st_mtime_ns
 
 
 # ------------------------------------------------------------------------------------------ opening
@@ -366,14 +376,16 @@ def open_now_words(loaded: library.LoadedScenario) -> str:
 
 
 def _offered_file(session: AppSession) -> str | None:
-    """What Download offers at once: the open input's file when this session made it (its private folder, which
-    Gradio may serve); otherwise None, and the first click fetches the open input's file
-    (:func:`download_scenario`) — never the previous input's."""
-    loaded = session.loaded
-    if loaded is None or loaded.path is None or session.folder is None:
+    """What Download offers: the open input's file, in the session's private folder from the moment it opens
+    (copied there, or an imported dialogue written there: 0.07 s for a SpokenWOZ dialogue), so the first click on a
+    fresh page downloads it -- a button without a file only fetches one, and the browser saves nothing. None when
+    nothing is open or the file cannot be written (the click then tries again, :func:`download_scenario`)."""
+    if session.loaded is None:
         return None
-    path = Path(loaded.path)
-    return str(path) if path.is_relative_to(session.folder) else None
+    try:
+        return _download_path(session)
+    except (ScenarioError, OSError):
+        return None
 
 
 def bar(session: AppSession, settings: Settings) -> Bar:

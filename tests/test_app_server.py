@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import os
 import threading
+import time
 import urllib.error
 import urllib.request
 from pathlib import Path
@@ -359,6 +360,28 @@ def test_the_side_column_stacks_its_panels_and_scrolls_in_a_short_window(app_url
         assert len(side["lefts"]) >= 3 and len(set(side["lefts"])) == 1, side  # one column: no panel wrapped aside
         assert side["right"] <= side["window"], side  # the inspector is on the page, not past its right edge
         assert side["side"] <= 560 and side["scrolls"], side  # taller than the window, the column scrolls
+    finally:
+        chrome.close()
+
+
+@browser
+def test_the_first_click_on_download_saves_the_open_scenario(app_url, tmp_path):
+    """Issue 44: on a fresh page "Download this scenario (.kame)" did nothing on its first click (the button had
+    no file yet: that click only fetched one)."""
+    chrome = Chromium(1400, 1100)
+    try:
+        chrome.send("Browser.setDownloadBehavior", behavior="allow", downloadPath=str(tmp_path))
+        chrome.goto(app_url + f"?open={NAMES[0]}")
+        chrome.wait_for(f"{LANE_TEXT}.length >= {len(LANES)}", timeout=120)
+        chrome.wait_for(f"(document.querySelector('#kame-link textarea, #kame-link input') || {{}}).value"
+                        f"?.includes('open={NAMES[0]}')", timeout=60)  # the panels are in: the bar with them
+        chrome.evaluate("Array.from(document.querySelectorAll('button'))"
+                        ".find(b => b.textContent.includes('Download this scenario')).click()")
+        saved = tmp_path / f"{NAMES[0]}.kame"
+        deadline = time.monotonic() + 20
+        while not saved.exists() and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert saved.exists(), sorted(p.name for p in tmp_path.iterdir())
     finally:
         chrome.close()
 

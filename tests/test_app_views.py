@@ -129,6 +129,19 @@ def test_download_gives_the_opened_scenario_back(scenario_file):
     assert Path(path).read_bytes() == scenario_file.read_bytes()
 
 
+def test_download_offers_the_open_inputs_file_from_the_open_on_so_the_first_click_saves_it():
+    """A Download button without a file only fetches one on its first click (the browser saves nothing): the bar
+    offers the open input's file, copied into the session's private folder, as soon as it opens (issue 44)."""
+    settings = Settings.from_env({})
+    name = library.bundled_names(library.scenarios_dir(None))[0]
+    session = views.open_bundled(name, None, settings=settings).session
+    offered = views.bar(session, settings).download
+    assert offered and Path(offered).is_relative_to(session.folder)
+    assert Path(offered).read_bytes() == (library.scenarios_dir(None) / f"{name}.kame").read_bytes()
+    assert views.bar(session, settings).download == offered  # the next open of the same file: the same copy
+    assert views.download_scenario(session)[1] == offered
+
+
 @pytest.mark.skipif(not SHARED.is_dir(), reason="shared spokenwoz sample not present")
 def test_training_dialogue_opens_in_the_same_view_and_downloads():
     settings = Settings.from_env({"KAME_TRAINING_DIR": str(SHARED)})
