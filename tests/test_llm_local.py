@@ -105,12 +105,8 @@ def test_answers_are_generated_in_a_nicer_thread_than_the_frames():
     assert os.getpriority(os.PRIO_PROCESS, threading.get_native_id()) == before  # this thread is untouched
 
 
-def test_a_whole_answer_is_generated_once_per_question_and_a_failure_is_not_kept(
-        monkeypatch: pytest.MonkeyPatch) -> None:
-    """complete() keeps its last answers (greedy: the same question gets the same answer): a re-run asking the
-    same transcript again does not generate it again; another length or system prompt is another question; the
-    oldest answer goes past KEPT_ANSWERS; a generation that failed leaves nothing kept."""
-    backend = LocalSmolLM(max_new_tokens=8)
+def _count_generations(backend: LocalSmolLM, monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """The max_new_tokens of each generation ``backend`` runs from now on, in order (each still generated)."""
     runs: list[int] = []
     real_run = backend._run
 
@@ -119,6 +115,25 @@ def test_a_whole_answer_is_generated_once_per_question_and_a_failure_is_not_kept
         real_run(messages, max_new_tokens, emit, stop)
 
     monkeypatch.setattr(backend, "_run", counted)
+    return runs
+
+
+def _fail_generations(backend: LocalSmolLM, monkeypatch: pytest.MonkeyPatch, runs: list[int]) -> None:
+    """From now on each generation of ``backend`` fails (counted in ``runs`` too), as a stopped worker's does."""
+    def failing(messages, max_new_tokens, emit, stop) -> None:
+        runs.append(max_new_tokens)
+        raise LLMError("the worker process stopped")
+
+    monkeypatch.setattr(backend, "_run", failing)
+
+
+def test_a_whole_answer_is_generated_once_per_question_and_a_failure_is_not_kept(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """complete() keeps its last answers (greedy: the same question gets the same answer): a re-run asking the
+    same transcript again does not generate it again; another length or system prompt is another question; the
+    oldest answer goes past KEPT_ANSWERS; a generation that failed leaves nothing kept."""
+    backend = LocalSmolLM(max_new_tokens=8)
+    runs = _count_generations(backend, monkeypatch)
     first = backend.complete("What is the capital of France?", system="Answer in a few words.")
     assert first and backend.complete("What is the capital of France?", system="Answer in a few words.") == first
     assert runs == [8]
@@ -130,11 +145,7 @@ def test_a_whole_answer_is_generated_once_per_question_and_a_failure_is_not_kept
     backend.complete("What is the capital of France?", system="Answer in a few words.")
     assert runs == [8, 4, 8, 2, 8]
 
-    def failing(messages, max_new_tokens, emit, stop) -> None:
-        runs.append(max_new_tokens)
-        raise LLMError("the worker process stopped")
-
-    monkeypatch.setattr(backend, "_run", failing)
+    _fail_generations(backend, monkeypatch, runs)
     for _ in range(2):
         with pytest.raises(LLMError):
             backend.complete("Name a colour.", max_new_tokens=3)
@@ -148,14 +159,7 @@ def test_on_the_virtual_clock_a_whole_streamed_answer_is_replayed_and_in_real_ti
     time to generate is what a session waits) each answer is generated. A stream its consumer stopped, or one
     that failed, is not kept."""
     backend = LocalSmolLM(max_new_tokens=8)
-    runs: list[int] = []
-    real_run = backend._run
-
-    def counted(messages, max_new_tokens, emit, stop) -> None:
-        runs.append(max_new_tokens)
-        real_run(messages, max_new_tokens, emit, stop)
-
-    monkeypatch.setattr(backend, "_run", counted)
+    runs = _count_generations(backend, monkeypatch)
     first = collect(backend, clock=VirtualClock())
     assert first and collect(backend, clock=VirtualClock()) == first and runs == [8]
     assert "".join(c for _, c in collect(backend)) == "".join(c for _, c in first) and runs == [8, 8]
@@ -182,11 +186,7 @@ def test_on_the_virtual_clock_a_whole_streamed_answer_is_replayed_and_in_real_ti
     whole = collect(backend, story, VirtualClock())  # the stopped one was not kept: generated in full
     assert runs == [8, 8, 4, 4, 4] and collect(backend, story, VirtualClock()) == whole and len(runs) == 5
 
-    def failing(messages, max_new_tokens, emit, stop) -> None:
-        runs.append(max_new_tokens)
-        raise LLMError("the worker process stopped")
-
-    monkeypatch.setattr(backend, "_run", failing)
+    _fail_generations(backend, monkeypatch, runs)
     for _ in range(2):
         with pytest.raises(LLMError):
             collect(backend, [ChatMessage("user", "Name a colour.")], VirtualClock())

@@ -18,12 +18,12 @@ import os
 import shutil
 import tempfile
 import threading
-from collections import OrderedDict
 from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import aclosing
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ..kept import Kept
 from ..paths import default_cache_root
 from ..priority import lower_thread_priority
 from ..protocols import ChatMessage, LLMError
@@ -181,12 +181,11 @@ class LocalSmolLM:
                                      label=label)
         #: :meth:`complete`'s answers by (prompt, system, max new tokens), newest last: greedy decoding answers
         #: the same input the same way, and re-runs (forced delays, Compare) ask the same transcripts again
-        self._answers: OrderedDict[tuple[str, str | None, int], str] = OrderedDict()
+        self._answers: Kept[tuple[str, str | None, int], str] = Kept()
         #: :meth:`stream`'s whole answers as their pieces, by the messages asked: on the virtual clock a chunk's time
         #: is modelled, never measured, so an answer replayed is the answer generated (forced-delay sweeps and
         #: Compare re-runs ask the same transcripts again); in real time each answer is generated
-        self._streams: OrderedDict[tuple[int, tuple[tuple[str, str], ...]], tuple[str, ...]] = OrderedDict()
-        self._answers_lock = threading.Lock()
+        self._streams: Kept[tuple[int, tuple[tuple[str, str], ...]], tuple[str, ...]] = Kept()
 
     def _with_system_prompt(self, messages: Sequence[ChatMessage]) -> list[ChatMessage]:
         if self.system_prompt is None:
@@ -214,40 +213,26 @@ class LocalSmolLM:
         """Blocking, whole answer to one user ``prompt`` (for the stand-in's opener / Moshi-mode answers). The
         last :data:`KEPT_ANSWERS` answers are kept: the same question is answered again without generating."""
         key = (prompt, system, max_new_tokens or self.max_new_tokens)
-        with self._answers_lock:
-            if key in self._answers:
-                self._answers.move_to_end(key)
-                return self._answers[key]
+        if (kept := self._answers.get(key)) is not None:
+            return kept
         messages = ([ChatMessage("system", system)] if system else []) + [ChatMessage("user", prompt)]
         if not system:
             messages = self._with_system_prompt(messages)
         pieces: list[str] = []
         self._run(messages, key[2], pieces.append, threading.Event())
         answer = "".join(pieces).strip()
-        with self._answers_lock:
-            self._answers[key] = answer
-            while len(self._answers) > KEPT_ANSWERS:
-                self._answers.popitem(last=False)
+        self._answers.put(key, answer, KEPT_ANSWERS)
         return answer
 
     async def stream(self, messages: Sequence[ChatMessage], clock: Clock) -> AsyncIterator[str]:
         asked = self._with_system_prompt(messages)
         key = (self.max_new_tokens, tuple((m.role, m.content) for m in asked)) if clock.is_virtual else None
-        with self._answers_lock:
-            kept = self._streams.get(key) if key is not None else None
-            if kept is not None:
-                self._streams.move_to_end(key)  # type: ignore[arg-type]
+        kept = self._streams.get(key) if key is not None else None
         source = _replayed(kept) if kept is not None else self._pieces(asked, keep=key)
         pieces = paced(source, clock, self.first_chunk_s, self.per_chunk_s)
         async with aclosing(pieces):
             async for piece in pieces:
                 yield piece
-
-    def _keep_stream(self, key: tuple[int, tuple[tuple[str, str], ...]], pieces: list[str]) -> None:
-        with self._answers_lock:
-            self._streams[key] = tuple(pieces)
-            while len(self._streams) > KEPT_ANSWERS:
-                self._streams.popitem(last=False)
 
     async def _pieces(self, messages: Sequence[ChatMessage],
                       keep: tuple[int, tuple[tuple[str, str], ...]] | None = None) -> AsyncIterator[str]:
@@ -286,4 +271,4 @@ class LocalSmolLM:
         finally:
             stop.set()
         if keep is not None:  # the answer ended by itself, every piece taken
-            self._keep_stream(keep, said)
+            self._streams.put(keep, tuple(said), KEPT_ANSWERS)

@@ -12,8 +12,6 @@ from __future__ import annotations
 import functools
 import json
 import logging
-import threading
-from collections import OrderedDict
 from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -22,6 +20,7 @@ import numpy as np
 
 from ..audio_io import resample
 from ..clock import SAMPLE_RATE
+from ..kept import Kept
 from ..protocols import Synthesis
 from ..record.trace import Provenance
 from .onnx_alignment import AlignmentPatchError, add_alignment_output
@@ -90,8 +89,7 @@ class PiperTTS:
                             if deterministic else SynthesisConfig(length_scale=length_scale))
         self.sample_rate = self.voice.config.sample_rate
         #: the last :data:`KEPT_SENTENCES` sentences spoken, newest last (none kept when synthesis samples noise)
-        self._kept: OrderedDict[str, Synthesis] | None = OrderedDict() if deterministic else None
-        self._kept_lock = threading.Lock()
+        self._kept: Kept[str, Synthesis] | None = Kept() if deterministic else None
         timing = "phoneme alignments" if self.aligned else "phoneme counts"
         self.provenance = Provenance(kind="tts", model_id=Path(model_path).stem,
                                      version=f"piper-tts {_version('piper-tts')}",
@@ -110,16 +108,10 @@ class PiperTTS:
         """One sentence; a kept one again without synthesizing it (each caller gets its own copy)."""
         if self._kept is None:
             return self._synthesized(sentence)
-        with self._kept_lock:
-            kept = self._kept.get(sentence)
-            if kept is not None:
-                self._kept.move_to_end(sentence)
+        kept = self._kept.get(sentence)
         if kept is None:
             kept = self._synthesized(sentence)
-            with self._kept_lock:
-                self._kept[sentence] = kept
-                while len(self._kept) > KEPT_SENTENCES:
-                    self._kept.popitem(last=False)
+            self._kept.put(sentence, kept, KEPT_SENTENCES)
         return Synthesis(kept.audio.copy(), list(kept.words))
 
     def _synthesized(self, sentence: str) -> Synthesis:
