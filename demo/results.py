@@ -118,8 +118,9 @@ class Bar(NamedTuple):
 class Panels(NamedTuple):
     """Every panel that shows the open input (:func:`demo.tabs.panels`). ``delay`` and ``curve`` are the
     Forced-delay tab's results, which need an action: cleared (saying so) when they show another input, None
-    when they already show this one (kept as they are). ``link``: the address that opens this view
-    (:func:`demo.views.link_text`)."""
+    when they already show this one (kept as they are); ``live``, the Live tab's last run, the same way.
+    ``link``: the address that opens this view (:func:`demo.views.link_text`); ``shown``: the open input's
+    key, for the Talk page (it stops showing its last conversation when another input opens)."""
 
     session: Any
     timeline: TimelinePanel
@@ -129,3 +130,5 @@ class Panels(NamedTuple):
     curve: Plotted | None
     bar: Bar
     link: str
+    live: LiveRun | None
+    shown: str

@@ -41,6 +41,7 @@ TALK_ID_BOX = "kame-talk-id"
 TALK_OPEN_BUTTON = "kame-talk-open"
 TALK_TICKET_BOX = "kame-talk-ticket"
 TALK_TICKET_BUTTON = "kame-talk-ticket-ask"
+TALK_SHOWN_BOX = "kame-talk-shown"  # the app's open input (its key), filled at every open
 #: how long the page waits for its ticket (a busy app answers in well under a second)
 TICKET_WAIT_MS = 20000
 
@@ -48,11 +49,12 @@ TICKET_WAIT_MS = 20000
 def talk_config(*, app: bool = True, worklets: str | None = None) -> dict[str, Any]:
     """The Talk page's settings, given to ``talk.js`` with its markup: its colours (:data:`demo.palette.LIVE_COLOURS`),
     the worklets' address, and -- in the app (``app``) -- the hidden Gradio elements it gets its ticket from and
-    opens a saved session with; on the chat server's own page (``app=False``) both are None: it connects with the
-    token of its own address and says where the session was saved."""
+    opens a saved session with and reads the open input from (another input opened while no conversation runs:
+    the page stops showing the last one); on the chat server's own page (``app=False``) both are None: it connects
+    with the token of its own address and says where the session was saved."""
     return {"colours": dict(LIVE_COLOURS), "worklets": worklets or assets.url("talk-worklets.js"),
             "ticket": {"box": TALK_TICKET_BOX, "ask": TALK_TICKET_BUTTON, "wait_ms": TICKET_WAIT_MS} if app else None,
-            "open": {"box": TALK_ID_BOX, "button": TALK_OPEN_BUTTON} if app else None}
+            "open": {"box": TALK_ID_BOX, "button": TALK_OPEN_BUTTON, "shown": TALK_SHOWN_BOX} if app else None}
 
 
 def talk_html(config: dict[str, Any] | None = None) -> str:

@@ -78,6 +78,7 @@ class AppSession:
     upload: Reservation | None = None     # the memory the open upload holds
     made: list[MadeSession] = field(default_factory=list)  # made in this browser session, oldest first
     delay_tab_of: str | None = None       # the input (key) the Forced-delay tab's results or notes are about
+    live_tab_of: str | None = None        # the input (key) the Live tab's run (status, plot, file) made
     at: float = 0.0                       # the Timeline's Inspect time (s) on the shown run
     page: str = "/"                       # this page's own address, the base of its links (demo.links)
     claims: dict[str, str] = field(default_factory=dict)  # Talk session id -> the claim this page opened it with

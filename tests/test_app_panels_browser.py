@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from .app_server import REPO, running_app
+from .app_server import REPO, pick_scenario, running_app
 from .cdp import CHROMIUM, Chromium
 
 pytestmark = [pytest.mark.slow, pytest.mark.skipif(CHROMIUM is None, reason="Debian chromium is not installed")]
@@ -104,16 +104,6 @@ def _snapshot(page: Chromium) -> dict:
     return seen
 
 
-def _pick(page: Chromium, name: str) -> None:
-    page.evaluate("(i => { i.focus(); i.click(); i.dispatchEvent(new MouseEvent('mousedown', {bubbles: true})); })"
-                  "(document.querySelector('#kame-picker input'))")
-    page.wait_for(f"!!document.querySelector('ul.options li[aria-label={json.dumps(name)}]')", timeout=20)
-    page.evaluate(f"(li => {{ li.dispatchEvent(new MouseEvent('mousedown', {{bubbles: true}})); li.click(); }})"
-                  f"(document.querySelector('ul.options li[aria-label={json.dumps(name)}]'))")
-    page.wait_for(f"(document.querySelector('#kame-status').textContent || '').length > 0 && "
-                  f"document.querySelector('#kame-picker input').value === {json.dumps(name)}", timeout=60)
-
-
 def _click(page: Chromium, elem_id: str) -> None:
     page.evaluate(f"document.getElementById({json.dumps(elem_id)}).click()")
     _idle(page)
@@ -150,12 +140,12 @@ def test_opening_y_after_acting_on_x_shows_what_opening_y_directly_shows(tmp_pat
             after.goto(url)
             after.wait_for("!!(window.kameTimeline && window.kameTimeline.views.timeline && "
                            "window.kameTimeline.views.timeline.gd)", timeout=180)
-            _pick(after, X)
+            pick_scenario(after, X)
             _idle(after)
             acted = _snapshot(after)
             _act_everywhere(after)
             assert _snapshot(after) != acted, "acting changed what the tabs show"
-            _pick(after, Y)
+            pick_scenario(after, Y)
             seen_after = _snapshot(after)
             # the address bar follows the view (issue 44): copying it shares Y, not the address first opened
             query = "?" + (seen_after["link"] or "?").split("?", 1)[1]

@@ -264,11 +264,17 @@ def test_opening_after_another_input_shows_what_opening_it_directly_shows(make_p
     for step in ((live,) if then == (made_pick_first,) else then):
         step(direct)
     made_list = "Dropdown kame-made"
-    ignore = (made_list,) if first[0] in (live, talk) and then != (made_pick_first,) else ()
+    live_run = ("Markdown kame-live-status", "Markdown kame-live-components", "Plot kame-plot-live",
+                "File kame-live-file")
+    ignore: tuple[str, ...] = (made_list,) if first[0] in (live, talk) and then != (made_pick_first,) else ()
+    if then == (made_pick_first,):  # the direct page has just run it; here another input opened since
+        ignore = live_run
     assert_same_panels(page.panels(), direct.panels(), ignore)
-    if ignore:  # the list of what this browser session made keeps what it made; it selects nothing else
+    if made_list in ignore:  # the list of what this browser session made keeps what it made; it selects nothing else
         value, props = page.panels()[made_list]
         assert value is None and len(props["choices"]) == 1
+    if ignore == live_run:  # reopened from the made list, the Live tab stays as another input left it: empty
+        assert all(not page.panels()[name][0] for name in live_run)
 
 
 def test_a_forced_delay_and_its_curve_are_cleared_for_the_next_input_and_kept_on_a_refused_open(make_page,
@@ -299,6 +305,38 @@ def test_a_forced_delay_and_its_curve_are_cleared_for_the_next_input_and_kept_on
     assert_same_panels(after, direct.panels())
     assert after[forced[0]][0] == DELAY_NOT_RUN and after[forced[2]][0] == CURVE_NOT_RUN
     assert after[forced[1]][0] is None and after[forced[3]][0] is None
+
+
+def test_the_live_tab_shows_its_run_until_another_input_opens_and_a_refused_open_keeps_it(make_page, tmp_path):
+    """The reported defect: Live kept the previous session's status, plot and file after another input opened.
+    Its run stays while the input it made is open (a refused open included); another input clears it, as on a
+    fresh page; the session it made stays in the made list. The Talk page is told the open input's key."""
+    page = make_page()
+    tab = {name: page.find(kind, elem_id=name) for kind, name in (
+        (gr.Markdown, "kame-live-status"), (gr.Markdown, "kame-live-components"), (gr.Plot, "kame-plot-live"),
+        (gr.File, "kame-live-file"))}
+    shown_key = page.find(gr.Textbox, elem_id="kame-talk-shown")
+
+    def live_tab() -> dict[str, Any]:
+        return {name: page.values[c._id] for name, c in tab.items()}
+
+    fresh = live_tab()
+    live(page)
+    ran = live_tab()
+    assert ran["kame-live-status"] == "done: KAME" and ran["kame-live-components"] == "test"  # fake_live_upload's
+    assert str(ran["kame-live-file"]).endswith(f"{LIVE_ID}.kame")
+    assert page.values[shown_key._id] == f"live:{LIVE_ID}"
+    act_on_everything(page)
+    bad = tmp_path / "bad.kame"
+    bad.write_text("not a zip")
+    page.fire(page.find(gr.UploadButton, elem_id="kame-upload"), "upload", page.uploaded(bad))
+    assert live_tab() == ran  # refused: the live session is still the open input
+    pick("05-two-turn-capitals")(page)
+    assert live_tab() == fresh == {"kame-live-status": "", "kame-live-components": "", "kame-plot-live": None,
+                                   "kame-live-file": None}
+    assert page.session.loaded is not None and page.values[shown_key._id] == page.session.loaded.key
+    assert page.values[shown_key._id].startswith("bundled:05")
+    assert [m.key for m in page.session.made] == [f"live:{LIVE_ID}"]
 
 
 # ----------------------------------------------------------------------------------- what each shows

@@ -26,7 +26,7 @@ from kame_core.analysis.trace_query import oracle_revisions, oracle_token_use
 from kame_core.record.trace import SessionTrace
 from kame_core.scenario import load_scenario
 
-from .app_server import REPO, running_app
+from .app_server import REPO, pick_scenario, running_app
 from .cdp import CHROMIUM, Chromium
 
 pytestmark = [pytest.mark.slow, pytest.mark.skipif(CHROMIUM is None, reason="Debian chromium is not installed")]
@@ -211,9 +211,18 @@ def test_talk_plays_the_answer_shows_the_streams_and_opens_the_session(question_
             link = browser.evaluate("(document.querySelector('#kame-link textarea, #kame-link input') || "
                                     "{value: ''}).value")
             browser.screenshot(_artifacts(tmp_path) / f"talk_saved_timeline{suffix}.png")
+            # another input opened: the Talk page stops showing this conversation and says where it is kept
+            pick_scenario(browser, "01-knowledge-capital-of-france")
+            after_other = json.loads(browser.wait_for(
+                "window.kameTalk.timeline.now === 0 && JSON.stringify({status: window.kameTalk.status, "
+                "revisions: window.kameTalk.order.length, words: document.getElementById('kame-talk-words')"
+                ".textContent, latency: document.getElementById('kame-talk-latency').textContent})", timeout=10))
         finally:
             browser.close()
     assert " · " in made and "kame" in made, made  # listed under "Made in this browser session", selected
+    assert after_other == {"status": f"Not connected. Your last conversation ({session_id}) is saved: reopen it "
+                           "from the list of sessions made here, above, or in Sessions.", "revisions": 0,
+                           "words": "", "latency": "after your first turn"}, after_other
     # the live latency breakdown: the Timeline's anchors, the turn's requests and their oracle tokens
     if latency:
         assert latency[0]["turn"] == 0 and latency[0]["steps"][0]["name"] == "end of user speech", latency
@@ -230,7 +239,8 @@ def test_talk_plays_the_answer_shows_the_streams_and_opens_the_session(question_
     if front_end == "cpu-stand-in-gate":
         holds = lane["floor"]
         assert holds[0]["held"] and all(h["floor"] == "gate" for h in holds), holds
-        assert any(not h["held"] and h["p"] is not None and h["p"] >= 0.06 for h in holds), holds  # a complete turn
+        complete = [h for h in holds if not h["held"] and h["p"] is not None and h["p"] >= 0.06]
+        assert complete, (holds, lane["eot"])  # a complete turn given the floor
         assert lane["eot"] and any("capital" in (e["text"] or "").lower() for e in lane["eot"]), lane["eot"]
         assert "floor: gate" in shown_front_end and "SmolLM2" in shown_front_end, shown_front_end
     else:

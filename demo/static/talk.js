@@ -54,6 +54,7 @@
     T.warnings = [];
     T.played = {rms: 0, max: 0, voiced: 0, samples: 0}; T.sent = 0; T.received = 0; T.inputLevel = 0;
     T.sessionId = null; T.replica = null; T.saved = null; T.error = ''; T.timeline = newTimeline();
+    T.frontEnd = null; T.components = '';
     var slider = $('kame-talk-scroll'); if (slider) slider.value = 1000;
     var pause = $('kame-talk-pause'); if (pause) pause.textContent = 'Pause view';
   }
@@ -350,7 +351,8 @@
         var l = (t.latency_s !== undefined) ? t.latency_s : t.delay_s;
         return '<div>turn ' + (t.turn + 1) + ': first assistant word ' + Math.abs(l).toFixed(2) + ' s ' +
           (l < 0 ? 'before' : 'after') + ' you stopped (as Timeline measures it)</div>'; }).join('');
-    if (T.latency.length) $('kame-talk-latency').innerHTML = T.latency.map(latencyTable).join('');
+    $('kame-talk-latency').innerHTML = T.latency.length ? T.latency.map(latencyTable).join('') :
+      '<i>after your first turn</i>';
     $('kame-talk-meter').textContent = 'sent ' + (T.sent * 0.08).toFixed(1) + ' s of microphone · player ran ' +
       (T.played.samples / 24000).toFixed(1) + ' s, RMS ' + T.played.rms.toFixed(3) + ', peak block RMS ' +
       T.played.max.toFixed(3) +
@@ -471,9 +473,29 @@
     scrollTo(Math.max(0, Math.min(1, (endNow - TL.span) / (TL.now - TL.span))));
     $('kame-talk-scroll').value = Math.round(1000 * Math.max(0, Math.min(1, (endNow - TL.span) / (TL.now - TL.span))));
   }, {capture: true, passive: false});
+  // Another input opened in the app while no conversation runs: the page stops showing the last one (a saved one
+  // stays in the bar's list of made sessions and in Sessions). The app writes the open input's key into a hidden
+  // box at every open; the page's own saved session opens as "live:ID".
+  var shownKey = null;
+  function followOpenInput() {
+    var open = config().open;
+    var box = open && open.shown && document.querySelector('#' + open.shown + ' textarea, #' + open.shown + ' input');
+    if (!box || box.value === shownKey) return;
+    var first = shownKey === null;
+    shownKey = box.value;
+    if (first || T.state !== 'idle' || (!T.timeline.now && !T.saved)) return;
+    if (T.saved && T.saved.id && shownKey === 'live:' + T.saved.id) return;
+    var saved = T.saved && T.saved.file ? T.saved.id : null;
+    reset(); render(); drawTimeline();
+    setStatus(saved ? 'Not connected. Your last conversation (' + saved + ') is saved: reopen it from the ' +
+      'list of sessions made here, above, or in Sessions.' :
+      'Not connected. Start asks for the microphone (use headphones; echo cancellation is on).');
+  }
+
   // redrawn 10 times a second while a session runs; otherwise only when the canvas changed size (tab shown)
   var drawnWidth = -1;
   setInterval(function () {
+    followOpenInput();
     var c = $('kame-talk-timeline'); if (!c) return;
     if (T.state === 'live' || T.state === 'stopping' || c.clientWidth !== drawnWidth) {
       drawnWidth = c.clientWidth; drawTimeline();

@@ -22,7 +22,7 @@ from .. import views
 from ..client_files import ReceivedUploads
 from ..hardware import Hardware
 from ..results import Opened, Panels, TalkOpened
-from . import compare, delay, evolution, timeline
+from . import compare, delay, evolution, live, timeline
 
 __all__ = ["Wiring", "panels"]
 
@@ -51,10 +51,11 @@ class Wiring:
 def panels(state: Any = None, *, settings: Settings | None = None) -> Panels:
     """Every panel that shows the open input, as opening it leaves them. Every open path (a scenario of the
     folder, an upload, a training dialogue, a Live upload, a microphone or Talk session, a pick from the made
-    list) ends here, so no panel keeps the previous input's numbers; the Forced-delay tab's results, which need
-    an action, are cleared with a line saying so unless they are about this very input already (a refused open
-    keeps them). ``settings.content`` names the scenarios folder the picker lists."""
+    list) ends here, so no panel keeps the previous input's numbers; the Forced-delay tab's results and the
+    Live tab's run, which need an action, are cleared unless they are about this very input already (a refused
+    open keeps them). ``settings.content`` names the scenarios folder the picker lists."""
     session = views.session_of(state)
     cleared, curve_cleared = delay.cleared(session)
     return Panels(session, timeline.panel(session), compare.compare(session), evolution.evolution(session),
-                  cleared, curve_cleared, views.bar(session, settings or Settings()), views.link_text(session))
+                  cleared, curve_cleared, views.bar(session, settings or Settings()), views.link_text(session),
+                  live.cleared(session), session.loaded.key if session.loaded is not None else "")

@@ -68,10 +68,10 @@ def build() -> LiveTab:
                 "streams every 0.5 s; the timeline redraws as it grows). When you stop, the cascade (if "
                 "ticked) runs on the same recording, and the session becomes a scenario file.")
     mic = gr.Audio(sources=["microphone"], type="numpy", streaming=True, label="Microphone (live)")
-    status = gr.Markdown()
-    components = gr.Markdown()
+    status = gr.Markdown(elem_id="kame-live-status")
+    components = gr.Markdown(elem_id="kame-live-components")
     plot = gr.Plot(label="Live session", show_label=False, elem_id="kame-plot-live")
-    file = gr.File(label="This session as a scenario file (.kame)")
+    file = gr.File(label="This session as a scenario file (.kame)", elem_id="kame-live-file")
     return LiveTab(recording, modes, run, mic, status, components, plot, file)
 
 
@@ -98,11 +98,15 @@ def wire(tab: LiveTab, wiring: Wiring) -> None:
         except ClientFileRefused as err:
             yield LiveRun(views.session_of(st), views.refusal("Cannot run this input", err), None, "", None)
             return
-        yield from live_fn(file, modes, st)
+        for step in live_fn(file, modes, st):
+            yield shown_here(step)
+
+    def on_stop(modes, st):
+        return shown_here(mic_stop(modes, st))
 
     wiring.opens(tab.run.click(on_run, [tab.recording, tab.modes, state], ran, api_name="live_upload")
                  .then(on_made, state, shown, api_visibility="private"))
-    wiring.opens(tab.mic.stop_recording(mic_stop, [tab.modes, state], ran, api_name="mic_stop")
+    wiring.opens(tab.mic.stop_recording(on_stop, [tab.modes, state], ran, api_name="mic_stop")
                  .then(on_made, state, shown, api_visibility="private"))
 
     def on_mic(chunk, st):
@@ -112,6 +116,24 @@ def wire(tab: LiveTab, wiring: Wiring) -> None:
     tab.mic.stream(on_mic, [tab.mic, state], [state, tab.status, tab.plot], stream_every=0.5, time_limit=310,
                    concurrency_limit=None, api_visibility="private")
 
+
+
+def shown_here(run: LiveRun) -> LiveRun:
+    """``run``, its session noting that the tab shows the input it made (when it made one): an open of another
+    input clears the tab (:func:`cleared`)."""
+    if run.file is not None and run.session.loaded is not None:
+        run.session.live_tab_of = run.session.loaded.key
+    return run
+
+
+def cleared(session: views.AppSession) -> LiveRun | None:
+    """The tab as an open leaves it: None (kept as it is) while it shows this very input's run or a microphone
+    session runs; else empty, as on a fresh page (what it made stays in the bar's list of made sessions)."""
+    shown = session.loaded.key if session.loaded is not None else None
+    if session.mic is not None or (shown is not None and session.live_tab_of == shown):
+        return None
+    session.live_tab_of = None
+    return LiveRun(session, "", None, "", None)
 
 
 def live_upload(file: str | None, modes: list[str] | None, state: Any = None, *, stack: Any = None,

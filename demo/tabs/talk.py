@@ -12,7 +12,7 @@ import gradio as gr
 from kame_core.tickets import TicketBook, TicketRefused
 
 from .. import views
-from ..talk import TALK_ID_BOX, TALK_OPEN_BUTTON, TALK_TICKET_BOX, TALK_TICKET_BUTTON, talk_html
+from ..talk import TALK_ID_BOX, TALK_OPEN_BUTTON, TALK_SHOWN_BOX, TALK_TICKET_BOX, TALK_TICKET_BUTTON, talk_html
 
 if TYPE_CHECKING:
     from . import Wiring
@@ -23,12 +23,13 @@ log = logging.getLogger("kame.app")
 @dataclass(frozen=True)
 class TalkTab:
     """The Talk tab's hidden components: the session to open ("ID CLAIM") and its button, the ticket and its
-    button."""
+    button, the open input's key (filled by every open, read by the page)."""
 
     session_id: gr.Textbox
     open: gr.Button
     ticket: gr.Textbox
     ask_ticket: gr.Button
+    shown: gr.Textbox
 
 
 def build() -> TalkTab:
@@ -45,7 +46,9 @@ def build() -> TalkTab:
     open_button = gr.Button("open talk session", elem_id=TALK_OPEN_BUTTON, elem_classes=["kame-hidden"])
     ticket = gr.Textbox(elem_id=TALK_TICKET_BOX, elem_classes=["kame-hidden"], show_label=False, container=False)
     ask_ticket = gr.Button("ticket", elem_id=TALK_TICKET_BUTTON, elem_classes=["kame-hidden"])
-    return TalkTab(session_id, open_button, ticket, ask_ticket)
+    shown = gr.Textbox(elem_id=TALK_SHOWN_BOX, elem_classes=["kame-hidden"], show_label=False, container=False,
+                       interactive=False)
+    return TalkTab(session_id, open_button, ticket, ask_ticket, shown)
 
 
 def wire(tab: TalkTab, wiring: Wiring) -> None:
