@@ -202,7 +202,8 @@ def build_app(gpu: Callable[[Callable], Callable] | None = None, hardware: hw.Ha
 
 def launch_options() -> dict:
     """Page options for ``Blocks.launch`` / ``gr.mount_gradio_app`` (Gradio 6 takes the page's JS and CSS there):
-    the scripts and styles of ``demo/static/`` (:mod:`demo.assets`; :func:`demo.server.create_app` serves them).
+    the scripts and styles of ``demo/static/`` (:mod:`demo.assets`; :func:`demo.server.create_app` serves them),
+    and the Sessions table's pinned columns (:func:`demo.tabs.sessions.pinned_css`).
 
     No ``allowed_paths``: session files are served by :mod:`demo.server`'s token route only."""
-    return dict(head=assets.page_head(), css=assets.page_css())
+    return dict(head=assets.page_head(), css=assets.page_css() + "\n" + sessions.pinned_css())

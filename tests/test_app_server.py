@@ -470,6 +470,21 @@ def test_the_sessions_tab_lists_every_run_and_a_click_opens_one_in_timeline(app_
         status = chrome.wait_for("(s => / rows from /.test(s) && s)(document.querySelector('#kame-sessions-status')"
                                  ".textContent)", timeout=60)
         assert status.strip().startswith(f"{len(NAMES) * 3} rows from {len(NAMES)} sessions"), status  # 3 modes each
+        # scrolled to the last measure, a row still says which session and run it is (issue 44: none was pinned)
+        pinned = json.loads(chrome.wait_for("""(() => {
+          const row = document.querySelector('#kame-sessions .virtual-row');
+          let box = row;
+          while (box && box.scrollWidth <= box.clientWidth + 1) box = box.parentElement;
+          if (!box) return false;
+          box.scrollLeft = box.scrollWidth;
+          const view = box.getBoundingClientRect(), cells = row.querySelectorAll('.body-cell');
+          const shows = i => { const b = cells[i].getBoundingClientRect();
+                               return b.left >= view.left - 1 && b.right <= view.right + 1; };
+          return JSON.stringify({scrolled: box.scrollLeft, where: shows(0), open: shows(1), run: shows(2),
+                                 last: shows(cells.length - 1)});
+        })()""", timeout=30))
+        assert pinned["scrolled"] > 0 and pinned["where"] and pinned["open"] and pinned["run"] and pinned["last"], \
+            pinned
         where = json.loads(chrome.wait_for("""(() => {
           const rows = Array.from(document.querySelectorAll('#kame-sessions .virtual-row'));
           const row = rows.find(r => r.querySelectorAll('.body-cell')[2].textContent.trim() !== 'kame');

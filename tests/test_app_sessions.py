@@ -5,6 +5,9 @@ from __future__ import annotations
 
 import csv
 
+import gradio as gr
+import pytest
+
 from demo import library, views
 from demo.tabs import sessions
 from kame_core.export.corpus import COLUMNS, RowCache, scan
@@ -76,3 +79,48 @@ def test_a_full_disk_lists_the_sessions_without_their_csv(monkeypatch):
     session, rows, status, csv_path = sessions.listing(views.AppSession(), settings=Settings(), cache=RowCache())
     assert rows and csv_path is None
     assert "no CSV: no space left on the device" in status and "/" not in status.split("no CSV:")[1]
+
+
+def test_the_filter_keeps_the_rows_holding_every_word_and_the_csv_holds_those_rows_without_server_paths():
+    session = views.AppSession()
+    _, every, _, _ = sessions.listing(session, settings=Settings(), cache=RowCache())
+    _, rows, status, csv_path = sessions.listing(session, "  Cascade   CAPITAL ", settings=Settings(),
+                                                 cache=RowCache())
+    expected = [r for r in every if r[2] == "cascade" and "capital" in " ".join(map(str, r)).lower()]
+    assert rows == expected and 0 < len(rows) < len(every)
+    assert status.startswith(f"{len(rows)} of {len(every)} rows hold “cascade capital” from")
+    with open(csv_path, newline="", encoding="utf-8") as f:
+        written = list(csv.DictReader(f))
+    assert [(w["open_id"], w["run"]) for w in written] == [(r[1], r[2]) for r in rows]
+    assert all(w["source"] == f"{sessions.WHERE['bundled']}/{w['open_id']}.kame" for w in written)
+    assert str(library.scenarios_dir()) not in open(csv_path, encoding="utf-8").read()
+    _, none, status, csv_path = sessions.listing(session, "no-such-word", settings=Settings(), cache=RowCache())
+    assert none == [] and csv_path is None and status.startswith(f"0 of {len(every)} rows hold")
+
+
+def test_a_filter_that_is_not_text_or_too_long_is_refused_before_any_work():
+    for bad, words in (("x" * (sessions.MAX_FILTER + 1), f"{sessions.MAX_FILTER + 1} characters"),
+                       (["cascade"], "text expected, not list")):
+        with pytest.raises(sessions.FilterRefused, match=words):
+            sessions.listing(views.AppSession(), bad, settings=Settings(), cache=RowCache())
+
+
+def test_the_tab_filters_as_you_type_and_a_refused_filter_leaves_the_list_as_it_was():
+    from demo.ui import build_app
+
+    from .test_app_stale_panels import Page
+
+    page = Page(build_app(settings=Settings()))
+    try:
+        box = page.find(gr.Textbox, elem_id="kame-sessions-filter")
+        table, status, csv_button = (page.find(gr.Dataframe, elem_id="kame-sessions"),
+                                     page.find(gr.Markdown, elem_id="kame-sessions-status"),
+                                     page.find(gr.DownloadButton, elem_id="kame-sessions-csv"))
+        page.fire(box, "input", "spider")
+        rows, csv_path = page.values[table._id], page.values[csv_button._id]
+        assert rows and all(r[1] == "03-stem-spider-legs" for r in rows) and csv_path
+        page.fire(box, "input", "x" * 1000)
+        assert page.values[status._id].startswith("Filter refused: 1000 characters")
+        assert page.values[table._id] == rows and page.values[csv_button._id] == csv_path
+    finally:
+        page.close()

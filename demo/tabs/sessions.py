@@ -1,8 +1,10 @@
 """The Sessions tab: every session this page can open, one row per session and run, with its provenance and
 measures (:mod:`kame_core.export.corpus`, the table ``python -m kame_core.export --table`` writes) -- the bundled
 scenarios, the training dialogues of ``KAME_TRAINING_DIR`` and what this browser session made (Live uploads,
-microphone and Talk sessions). Sortable by any column (click its header), filterable (the search box), downloadable
-as CSV; a click on a row opens that session and run in Timeline, as its link would.
+microphone and Talk sessions). Filterable (the filter box: rows whose cells hold every word), sortable by any column
+(its header's menu), the columns that say which session a row is (where, open, run) kept in view while the measures
+scroll; downloadable as CSV (the rows listed, every column, no server paths); a click on a row opens that session
+and run in Timeline, as its link would.
 
 Sessions saved by other browser sessions are not listed: a Talk session opens only with the claim of the page that
 made it. Rows come from one row cache per app (:class:`kame_core.export.corpus.RowCache`): a file read once is not
@@ -10,6 +12,7 @@ read again until it changes.
 """
 from __future__ import annotations
 
+import dataclasses
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -32,6 +35,27 @@ HEADERS = ["where", "open", "run", "title", "front-end / pipeline", "duration (s
            "onset p90 (s)", "revisions", "hint levels", "self-corrections", "oracle adherence", "FDB takeover",
            "FDB latency (s)"]
 WHERE = {"bundled": "scenarios folder", "training": "training dialogue", "made": "made in this browser"}
+#: the first columns, which say which session a row is: they stay in view while the others scroll
+PINNED = 3
+#: the columns' widths (px): the pinned ones fit their usual content, the measures are narrow
+COLUMN_WIDTHS = [150, 250, 90, 260, 220] + [128] * (len(HEADERS) - 5)
+#: the longest filter taken (characters)
+MAX_FILTER = 200
+
+
+def pinned_css() -> str:
+    """The page's style that keeps the first :data:`PINNED` columns of the table in view while the others scroll
+    (Gradio 6.17's table takes ``pinned_columns`` but does not pin): each header and cell of those columns sticks
+    at the left edge plus the widths of the columns before it, over an opaque background."""
+    def column(col: int) -> str:
+        return f"#kame-sessions .body-cell[data-col='{col}'], #kame-sessions .header-cell[data-heading='{col}']"
+
+    rules, left = [], 0
+    for col in range(PINNED):
+        rules.append(f"{column(col)} {{ position: sticky; left: {left}px; z-index: 3; "
+                     "background: var(--table-even-background-fill, var(--background-fill-primary, white)); }")
+        left += COLUMN_WIDTHS[col]
+    return "\n".join(rules + [f"{column(PINNED - 1)} {{ box-shadow: 2px 0 3px -1px rgba(0, 0, 0, 0.18); }}"])
 
 
 @dataclass(frozen=True)
@@ -40,33 +64,43 @@ class SessionsTab:
 
     refresh: gr.Button
     status: gr.Markdown
+    filter: gr.Textbox
     table: gr.Dataframe
     csv: gr.DownloadButton
 
 
 def build() -> SessionsTab:
     """The tab's layout, inside the current ``gr.Tab``."""
-    gr.Markdown("Every session this page can open, one row per session and run: sort by a column (click its "
-                "header), filter with the search box, click a row to open it in Timeline. The same table as "
+    gr.Markdown("Every session this page can open, one row per session and run: filter them, sort by a column "
+                "(its header's ⋮ menu), click a row to open it in Timeline; where, open and run stay in view while "
+                "the measures scroll. The CSV holds the rows listed, with every column of "
                 "`python -m kame_core.export --table`.")
     with gr.Row():
         refresh = gr.Button("Refresh the list", scale=0, min_width=160, elem_id="kame-sessions-refresh")
         csv = gr.DownloadButton("Download as CSV", value=None, scale=0, min_width=160, elem_id="kame-sessions-csv")
         status = gr.Markdown(elem_id="kame-sessions-status")
-    table = gr.Dataframe(headers=HEADERS, value=[], interactive=False, wrap=False, show_search="filter",
-                         elem_id="kame-sessions", max_height=640)
-    return SessionsTab(refresh, status, table, csv)
+    row_filter = gr.Textbox(label="Filter: rows whose cells hold every word (any column, any case)", max_lines=1,
+                            placeholder="e.g. cascade capital", elem_id="kame-sessions-filter")
+    table = gr.Dataframe(headers=HEADERS, value=[], interactive=False, wrap=False, elem_id="kame-sessions",
+                         max_height=640, pinned_columns=PINNED, column_widths=COLUMN_WIDTHS)
+    return SessionsTab(refresh, status, row_filter, table, csv)
 
 
 def wire(tab: SessionsTab, wiring: Wiring, cache: RowCache, shown: Any) -> None:
     """Refresh (and ``shown``: the tab's own select) lists; a click on a row opens it, as every open path does."""
     state, settings = wiring.state, wiring.settings
 
-    def listed(st: Any) -> tuple[views.AppSession, list[list[Any]], str, str | None]:
-        return listing(st, settings=settings, cache=cache)
+    def listed(st: Any, words: Any) -> tuple:
+        try:
+            return listing(st, words, settings=settings, cache=cache)
+        except FilterRefused as err:  # the list and its CSV stay as they were
+            return views.session_of(st), gr.skip(), str(err), gr.skip()
 
-    tab.refresh.click(listed, state, [state, tab.table, tab.status, tab.csv], api_name="list_sessions")
-    shown.select(listed, state, [state, tab.table, tab.status, tab.csv], api_visibility="private")
+    outputs = [state, tab.table, tab.status, tab.csv]
+    tab.refresh.click(listed, [state, tab.filter], outputs, api_name="list_sessions")
+    shown.select(listed, [state, tab.filter], outputs, api_visibility="private")
+    tab.filter.input(listed, [state, tab.filter], outputs, api_visibility="private", trigger_mode="always_last",
+                     show_progress="hidden")
 
     def on_row(st: Any, evt: gr.SelectData) -> tuple:
         opened = open_row(list(evt.row_value or []), st, settings=settings)
@@ -85,23 +119,55 @@ def _sources(session: views.AppSession, settings: Settings) -> list[tuple[str, P
     return out
 
 
-def listing(state: Any = None, *, settings: Settings | None = None,
+class FilterRefused(ValueError):
+    """A filter the list does not take (its message says why)."""
+
+
+def filter_words(words: Any) -> list[str]:
+    """The words of a filter, lower-cased (:class:`FilterRefused` for one that is not text or too long)."""
+    if words is None:
+        return []
+    if not isinstance(words, str):
+        raise FilterRefused(f"Filter refused: text expected, not {type(words).__name__}")
+    if len(words) > MAX_FILTER:
+        raise FilterRefused(f"Filter refused: {len(words)} characters, at most {MAX_FILTER}; the list is as it was")
+    return words.lower().split()
+
+
+def listing(state: Any = None, words: Any = None, *, settings: Settings | None = None,
             cache: RowCache | None = None) -> tuple[views.AppSession, list[list[Any]], str, str | None]:
-    """The table for this browser session: (session, rows shown, a status line, the CSV of every column)."""
+    """The table for this browser session, only the rows whose cells hold every word of ``words`` (any case):
+    (session, rows shown, a status line, the CSV of those rows, every column). :class:`FilterRefused` before any
+    work for a filter it does not take."""
+    wanted = filter_words(words)
     session = views.session_of(state)
     started = time.perf_counter()
     found, table = listed_rows(session, settings=settings, cache=cache)
+    kept = [(row, cells) for row, cells in zip(_private(found.rows, table), table) if _holds(cells, wanted)]
     csv_path, unwritten = None, ""
-    if found.rows:
+    if kept:
         try:
-            csv_path = write_table(found.rows, session.files() / "sessions.csv")
+            csv_path = write_table([row for row, _ in kept], session.files() / "sessions.csv")
         except OSError as err:  # a full or read-only disk: the list shows, its CSV is not offered
             unwritten = f" · no CSV: {error_words(err)}"
     skipped = "" if not found.skipped else (f" · {len(found.skipped)} skipped — " + "; ".join(
         f"{Path(s.source).name}: {s.reason}" for s in found.skipped[:3]))
-    status = (f"{len(table)} rows from {found.read + found.cached} sessions ({found.cached} from the cache) in "
+    shown = f"{len(kept)} rows" if not wanted else f"{len(kept)} of {len(table)} rows hold “{' '.join(wanted)}”"
+    status = (f"{shown} from {found.read + found.cached} sessions ({found.cached} from the cache) in "
               f"{time.perf_counter() - started:.2f} s{unwritten}{skipped}")
-    return session, table, status, str(csv_path) if csv_path else None
+    return session, [cells for _, cells in kept], status, str(csv_path) if csv_path else None
+
+
+def _holds(cells: list[Any], words: list[str]) -> bool:
+    """Whether the row's cells, as text, hold every word."""
+    text = " ".join("" if c is None else str(c) for c in cells).lower()
+    return all(word in text for word in words)
+
+
+def _private(rows: list[CorpusRow], table: list[list[Any]]) -> list[CorpusRow]:
+    """The rows as the CSV gives them to the page's user: each source named by where it is and what opens it,
+    not by its path on the server."""
+    return [dataclasses.replace(row, source=f"{cells[0]}/{Path(row.source).name}") for row, cells in zip(rows, table)]
 
 
 def listed_rows(session: views.AppSession, *, settings: Settings | None = None,
