@@ -31,6 +31,9 @@ def test_the_shown_run_exports_in_three_formats_that_their_readers_open(tmp_path
     eaf = elan.Eaf(str(tmp_path / next(n for n in names if n.endswith(".eaf"))))
     assert set(TIER_NAMES) <= set(eaf.get_tier_names())
     assert eaf.media_descriptors and eaf.media_descriptors[0]["RELATIVE_MEDIA_URL"].endswith(".wav")
+    wav = eaf.media_descriptors[0]["RELATIVE_MEDIA_URL"][2:]  # the WAV beside it, and no folder of the server
+    assert eaf.media_descriptors[0]["MEDIA_URL"] == f"file:///{wav}" and (tmp_path / wav).is_file()
+    assert str(session.files()) not in (tmp_path / next(n for n in names if n.endswith(".eaf"))).read_text()
     with open(table, newline="", encoding="utf-8") as f:
         rows = list(csv.DictReader(f))
     assert rows and {"stream", "start", "end", "text"} <= set(rows[0])

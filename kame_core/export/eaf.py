@@ -3,14 +3,16 @@
 Empty gap intervals are not written (ELAN has no need of them); a point is a 1 ms annotation. The header's
 properties name the run (``kame-run``, ``kame-title``) and what produced it (``kame-provenance``). When the export has
 a WAV (``--audio``) the header links it: ``MEDIA_URL`` its absolute file URL, ``RELATIVE_MEDIA_URL`` ``./name.wav``
-(ELAN finds the file beside the document when the folder moves). Written with :mod:`xml.etree.ElementTree`, so
-every label is escaped as XML needs.
+(ELAN finds the file beside the document when the folder moves). A portable document (the app's download, unzipped
+on another machine) names no folder of the machine that wrote it: ``MEDIA_URL`` is ``file:///name.wav``, and ELAN
+finds the WAV beside it by its relative URL. Written with :mod:`xml.etree.ElementTree`, so every label is escaped as
+XML needs.
 """
 from __future__ import annotations
 
 import datetime as dt
 import xml.etree.ElementTree as ET
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 
 from ..files import write_bytes_atomic
 from .tiers import Annotations, IntervalTier, PointTier
@@ -33,15 +35,17 @@ def _ms(t: float) -> int:
 
 
 def eaf_element(doc: Annotations, *, media: Path | None = None, author: str = "KAME studio",
-                date: dt.datetime | None = None) -> ET.Element:
-    """The EAF document of ``doc``, its root element (``media``: the WAV beside it, if any)."""
+                date: dt.datetime | None = None, portable: bool = False) -> ET.Element:
+    """The EAF document of ``doc``, its root element (``media``: the WAV beside it, if any; ``portable``: linked
+    by its name only, see the module docstring)."""
     when = (date or dt.datetime.now(dt.timezone.utc)).isoformat(timespec="seconds")
     root = ET.Element("ANNOTATION_DOCUMENT", {
         "AUTHOR": author, "DATE": when, "FORMAT": "3.0", "VERSION": "3.0",
         "xmlns:xsi": "http://www.w3.org/2001/XMLSchema-instance", "xsi:noNamespaceSchemaLocation": SCHEMA})
     header = ET.SubElement(root, "HEADER", {"MEDIA_FILE": "", "TIME_UNITS": "milliseconds"})
     if media is not None:
-        ET.SubElement(header, "MEDIA_DESCRIPTOR", {"MEDIA_URL": media.resolve().as_uri(), "MIME_TYPE": "audio/x-wav",
+        url = PurePosixPath("/", media.name).as_uri() if portable else media.resolve().as_uri()
+        ET.SubElement(header, "MEDIA_DESCRIPTOR", {"MEDIA_URL": url, "MIME_TYPE": "audio/x-wav",
                                                    "RELATIVE_MEDIA_URL": f"./{media.name}"})
     spans: list[tuple[str, list[tuple[int, int, str]]]] = []
     for tier in doc.tiers:
@@ -77,9 +81,11 @@ def eaf_element(doc: Annotations, *, media: Path | None = None, author: str = "K
 
 
 def write_eaf(doc: Annotations, path: str | Path, *, media: Path | None = None,
-              date: dt.datetime | None = None) -> Path:
-    """Write ``doc`` as an EAF document (UTF-8) at ``path``; ``media``: the WAV to link."""
+              date: dt.datetime | None = None, portable: bool = False) -> Path:
+    """Write ``doc`` as an EAF document (UTF-8) at ``path``; ``media``: the WAV to link (``portable``: by its name
+    only)."""
     path = Path(path)
-    data = ET.tostring(eaf_element(doc, media=media, date=date), encoding="UTF-8", xml_declaration=True)
+    data = ET.tostring(eaf_element(doc, media=media, date=date, portable=portable), encoding="UTF-8",
+                       xml_declaration=True)
     write_bytes_atomic(path, data)
     return path
