@@ -271,3 +271,48 @@ def test_sub_word_pieces_are_one_word_over_their_frames(tmp_path: Path) -> None:
     (word,) = [e for e in tg.getTier("inner monologue").entries if e.label == "Canberra."]
     assert (word.start, word.end) == pytest.approx((i * FRAME_SECONDS, (i + 3) * FRAME_SECONDS))
     assert [e.label for e in tg.getTier("inner monologue").entries if e.label] == edited.spoken_text().split()
+
+
+def _labelled(doc, name: str) -> list[tuple[float, float, str]]:
+    tier = next(t for t in doc.tiers if t.name == name)
+    return [(i.start, i.end, i.text) for i in tier.intervals if i.text]
+
+
+def test_the_stt_latency_and_abandoned_word_tiers_say_what_the_timeline_shows() -> None:
+    """Issue 44: the exports were thinner than the Timeline. The STT's partials and finals as it listened, the
+    latency anchors (end of the user's speech → first audible output) and each self-correction's abandoned words,
+    read from the trace's own events and frames (not through the tiers' helpers)."""
+    from kame_core.export.tiers import annotate
+
+    corrected = load_scenario(REPO / "scenarios" / "06-self-correction-breathe-out.kame").runs["kame"]
+    doc = annotate(corrected)
+    said = [(e.t, e.kind, str(e.data["text"])) for e in corrected.events
+            if e.kind in (EventKind.STT_PARTIAL, EventKind.STT_FINAL) and str(e.data.get("text") or "").strip()]
+    stt = _labelled(doc, "user STT")
+    assert [text for _, _, text in stt] == [f"{'partial' if kind is EventKind.STT_PARTIAL else 'final'}: {text}"
+                                            for _, kind, text in said]
+    assert [start for start, _, _ in stt] == [round(t, 3) for t, _, _ in said]
+    assert stt[-1][2].startswith("final: ") and "breathe out" in stt[-1][2]
+    assert _labelled(doc, "latency") == [(2.176, 2.56, "turn 1: +0.38 s")]  # the Timeline's turn-1 onset, 06
+    corrections = [e for e in corrected.events if e.kind is EventKind.SELF_CORRECTION]
+    abandoned = _labelled(doc, "abandoned words")
+    assert len(abandoned) == len(corrections) == 1
+    frames = corrections[0].data["abandoned_frames"]
+    assert abandoned[0][:2] == (round(min(frames) * 0.08, 3), round((max(frames) + 1) * 0.08, 3))
+    assert abandoned[0][2].startswith(f"abandoned: {corrections[0].data['abandoned_text'].strip()} → rev ")
+
+    two = annotate(load_scenario(REPO / "scenarios" / "05-two-turn-capitals.kame").runs["kame"])
+    assert [text for _, _, text in _labelled(two, "latency")] == ["turn 1: +0.26 s", "turn 2: +0.21 s"]
+    assert _labelled(two, "abandoned words") == []
+
+
+def test_an_answer_that_starts_before_the_user_stops_is_a_negative_latency_over_the_overlap(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    import kame_core.export.tiers as tiers
+    from kame_core.analysis.metrics import turn_onsets
+
+    trace = load_scenario(REPO / "scenarios" / "05-two-turn-capitals.kame").runs["kame"]
+    first = turn_onsets(trace)[0]
+    monkeypatch.setattr(tiers, "turn_onsets", lambda _: [dataclasses.replace(first, audio_onset=first.user_end - 0.12)])
+    assert [(round(i.start, 3), round(i.end, 3), i.text) for i in tiers.latency(trace)] == [
+        (round(first.user_end - 0.12, 3), round(first.user_end, 3), "turn 1: −0.12 s, before the end")]

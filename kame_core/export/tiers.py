@@ -4,6 +4,8 @@
 seconds (rounded to the millisecond), each covering the whole session ``[0, duration]``:
 
 ``user words``       interval tier: the STT's final words with their audio times.
+``user STT``         interval tier: what the streaming STT said as it listened, each partial (``partial: …``) and
+                     final (``final: …``) transcript from when it came until the next one.
 ``inner monologue``  interval tier: the front-end's text pieces joined into words
                      (:func:`~kame_core.analysis.trace_query.join_words`), each from its first piece's frame to the
                      end of its last piece's frame. A cascade has no front-end: its tier holds the words its TTS
@@ -17,6 +19,12 @@ seconds (rounded to the millisecond), each covering the whole session ``[0, dura
                      (hint ``?`` where not known). A revision never fed has no interval (its reset is an event).
 ``turns``            interval tier: the user's turns (``user 1``) and the assistant's responses from their onset
                      (:func:`~kame_core.analysis.metrics.turn_onsets`) to their last active frame (``KAME 1``).
+``latency``          interval tier: per answered user turn, from the end of the user's speech to the first audible
+                     output (``turn 1: +0.33 s``), the Timeline's latency anchors; an answer that began before the
+                     user stopped runs from its onset to that end (``turn 1: −0.12 s, before the end``). Where no
+                     output was audible, the first text (``… (text)``).
+``abandoned words``  interval tier: each self-correction's abandoned words over the frames they were said in
+                     (``abandoned: <words> → rev 3``).
 ``events``           point tier: LLM requests started / finished / cancelled / failed, oracle resets,
                      self-corrections, forced-delay holds.
 
@@ -47,10 +55,11 @@ from ..provenance import describe_run
 from ..record import events as ev
 from ..record.trace import Event, EventKind, SessionTrace
 
-USER_WORDS, MONOLOGUE, SPEECH, ORACLE, TURNS, EVENTS = (
-    "user words", "inner monologue", "KAME speech", "oracle", "turns", "events")
+USER_WORDS, USER_STT, MONOLOGUE, SPEECH, ORACLE, TURNS, LATENCY, ABANDONED, EVENTS = (
+    "user words", "user STT", "inner monologue", "KAME speech", "oracle", "turns", "latency", "abandoned words",
+    "events")
 #: every tier, in the order the exports write them (the last one is the point tier)
-TIER_NAMES: tuple[str, ...] = (USER_WORDS, MONOLOGUE, SPEECH, ORACLE, TURNS, EVENTS)
+TIER_NAMES: tuple[str, ...] = (USER_WORDS, USER_STT, MONOLOGUE, SPEECH, ORACLE, TURNS, LATENCY, ABANDONED, EVENTS)
 #: front-end provenance kinds whose output audio of a word starts in the frame of its text piece (the stand-in
 #: speaks through :class:`kame_core.frontends.speech.Speaker`; an imported dialogue puts a word at its start)
 AUDIO_ALIGNED = frozenset({"cpu-stand-in", "imported-training-dialogue"})
@@ -283,6 +292,50 @@ def turns(trace: SessionTrace) -> list[Interval]:
     return out
 
 
+def user_stt(trace: SessionTrace) -> list[Interval]:
+    """The streaming STT's partial and final transcripts, each from when it came until the next one."""
+    said = sorted([(e.t, "partial", p.text) for e, p in ev.payloads(trace, ev.SttPartial, lenient=True)]
+                  + [(e.t, "final", p.text) for e, p in ev.payloads(trace, ev.SttFinal, lenient=True)],
+                  key=lambda s: s[0])
+    ends = [t for t, _, _ in said[1:]] + [trace.duration]
+    return [Interval(t, end, f"{kind}: {text}") for (t, kind, text), end in zip(said, ends)
+            if str(text or "").strip()]
+
+
+def _signed(seconds: float) -> str:
+    return f"{'+' if seconds >= 0 else '−'}{abs(seconds):.2f} s"
+
+
+def latency(trace: SessionTrace) -> list[Interval]:
+    """Per answered user turn: from the end of the user's speech to the first audible output (else the first
+    text), or from an earlier onset to that end."""
+    out = []
+    for o in turn_onsets(trace):
+        heard = o.audio_onset is not None
+        onset = o.audio_onset if heard else o.text_onset
+        if onset is None:
+            continue
+        label = f"turn {o.turn + 1}: {_signed(onset - o.user_end)}" + ("" if heard else " (text)")
+        if onset >= o.user_end:
+            out.append(Interval(o.user_end, onset, label))
+        else:
+            out.append(Interval(onset, o.user_end, label + ", before the end"))
+    return out
+
+
+def abandoned(trace: SessionTrace) -> list[Interval]:
+    """Each self-correction's abandoned words over the frames they were said in."""
+    F = FRAME_SECONDS
+    out = []
+    for c in self_corrections(trace):
+        if not c.abandoned_frames or not c.abandoned_text.strip():
+            continue
+        to = f" → rev {c.revision}" if c.revision is not None else ""
+        out.append(Interval(min(c.abandoned_frames) * F, (max(c.abandoned_frames) + 1) * F,
+                            f"abandoned: {c.abandoned_text.strip()}{to}", revision=c.revision))
+    return out
+
+
 def events(trace: SessionTrace) -> list[Point]:
     """LLM requests (started, and how they ended), oracle resets, self-corrections, forced-delay holds."""
     out = []
@@ -325,10 +378,13 @@ def annotate(trace: SessionTrace, run: str = "", title: str = "") -> Annotations
     words = front_end_words(trace)
     tiers: tuple[Tier, ...] = (
         cover(USER_WORDS, user_words(trace), duration),
+        cover(USER_STT, user_stt(trace), duration),
         cover(MONOLOGUE, monologue(trace, words), duration),
         cover(SPEECH, kame_speech(trace, words), duration),
         cover(ORACLE, oracle(trace), duration),
         cover(TURNS, turns(trace), duration),
+        cover(LATENCY, latency(trace), duration),
+        cover(ABANDONED, abandoned(trace), duration),
         spread(EVENTS, events(trace), duration),
     )
     return Annotations(duration=_ms(duration), tiers=tiers, run=run, title=title or trace.title,
