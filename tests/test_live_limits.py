@@ -14,6 +14,8 @@ import numpy as np
 import pytest
 from starlette.datastructures import QueryParams
 
+from demo.server import create_app
+from demo.ui import build_app
 from kame_core.access import LOOPBACK_HOSTS, Access
 from kame_core.serve import ChatServer, Limits, standalone_app
 from kame_core.serve import notices as N
@@ -357,9 +359,6 @@ def test_refused_clients_are_closed_before_any_session_and_a_ticket_admits_once(
 def test_the_apps_talk_tab_connects_with_a_ticket_of_its_gradio_session(tmp_path):
     """The app's wiring without a browser: the Talk tab's hidden ticket event, triggered through Gradio's queue as
     the page does, returns a ticket of the chat server's book, which admits one websocket despite the token."""
-    from demo.server import create_app
-    from demo.ui import build_app
-
     chat = ChatServer(lambda: served_stack(_doubles("hello")), max_sessions=1, sessions_dir=tmp_path,
                       access=Access(token="s3cret").bound_to("127.0.0.1"))
     chat.preload()
