@@ -19,8 +19,8 @@ SPECTROGRAM_LANES: tuple[str, ...] = ("user spectrogram", "output spectrogram")
 ALL_LANES: tuple[str, ...] = ("events", "user audio", "user spectrogram", "floor", "inner monologue", "output audio",
                               "output spectrogram", "oracle stream", "oracle adherence")
 #: the height of each lane (lane units)
-LANE_HEIGHTS = {"events": 1.32, "user audio": 0.9, "user spectrogram": 0.85, "inner monologue": 1.1,
-                "output audio": 0.8, "output spectrogram": 0.85, "oracle stream": 1.5, "oracle adherence": 0.95,
+LANE_HEIGHTS = {"events": 1.32, "user audio": 0.9, "user spectrogram": 1.4, "inner monologue": 1.1,
+                "output audio": 0.8, "output spectrogram": 1.4, "oracle stream": 1.5, "oracle adherence": 0.95,
                 "floor": 0.8}
 #: room above the top lane (the onset labels) and under the bottom one
 TOP_ROOM, BOTTOM_ROOM = 0.28, 0.04

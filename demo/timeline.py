@@ -152,6 +152,8 @@ _SPAN = (0.1, 1.44)                                                    # revisio
 _CLOSE_ZOOM_PX_PER_S = 400.0
 #: px per lane unit: the five default lanes (and their room) make a 370 px panel
 _PX_PER_UNIT = 370 / 5.94
+#: the spacing of a spectrogram lane's frequency ticks
+SPECTROGRAM_TICK_HZ = 2000.0
 #: the plot width (px) the static text layout assumes; text that would collide at that width is left to
 #: hover (and to the "all pieces" legend toggle) rather than printed over its neighbours
 _REF_PLOT_PX = 900.0
@@ -612,7 +614,7 @@ class _RunBuilder:
 
     def _spectrograms(self) -> None:
         """Each shown spectrogram lane: the image of :func:`demo.spectrogram.spectrogram` stretched over the lane
-        (named ``"spectrogram:<run>:<lane>"``), its frequency range written at the lane's right end."""
+        (named ``"spectrogram:<run>:<lane>"``), its frequencies ticked at the lane's right end every 2 kHz."""
         for lane, audio in (("user spectrogram", self.trace.user_audio),
                             ("output spectrogram", self.trace.output_audio)):
             if not self.lanes.shows(lane):
@@ -626,9 +628,15 @@ class _RunBuilder:
             self.images.append(dict(source=image.data_uri(), xref=self.ax.x, yref=self.ax.y, x=0.0, y=hi - 0.02,
                                     sizex=image.duration, sizey=hi - lo - 0.04, sizing="stretch", xanchor="left",
                                     yanchor="top", layer="below", name=f"spectrogram:{self.run}:{lane}"))
-            self.notes.append(dict(text=f"0–{image.max_hz / 1000:.0f} kHz", xref=self.ax.x_domain, yref=self.ax.y,
-                                   x=1.0, y=lo + 0.04, xanchor="left", yanchor="bottom", xshift=6, showarrow=False,
-                                   font=dict(size=9.5, color=MUTED)))
+            bottom, height = lo + 0.02, hi - lo - 0.04  # the image's own extent
+            for hz in np.arange(0.0, image.max_hz + 1.0, SPECTROGRAM_TICK_HZ):
+                y = bottom + height * hz / image.max_hz
+                self.shapes.append(dict(type="line", xref=self.ax.x_domain, yref=self.ax.y, x0=1.0, x1=1.006, y0=y,
+                                        y1=y, line=dict(color=MUTED, width=1)))
+                top = hz + SPECTROGRAM_TICK_HZ > image.max_hz
+                self.notes.append(dict(text=f"{hz / 1000:.0f}{' kHz' if top else ''}", xref=self.ax.x_domain,
+                                       yref=self.ax.y, x=1.006, y=y, xanchor="left", yanchor="middle", xshift=2,
+                                       showarrow=False, font=dict(size=9, color=MUTED)))
 
     def _user_words(self) -> None:
         """The STT's final words with their audio times, under the user waveform: a tick per word (hover gives

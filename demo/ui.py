@@ -174,6 +174,15 @@ def build_app(gpu: Callable[[Callable], Callable] | None = None, hardware: hw.Ha
                     p.link, gr.update(value=list(p.session.lanes.order)), *timeline.export_files(p.session),
                     *(live_kept if p.live is None else p.live[1:]), p.shown)
 
+        def show_lanes(st):
+            """The figures that draw the lanes (Timeline's, Compare's) and the link: what a change of lanes changes
+            (a 2-minute session's every panel took seconds to redraw)."""
+            session = views.session_of(st)
+            return timeline.panel(session).figure, compare.compare(session).figure, views.link_text(session)
+
+        def lanes_changed(event):
+            return event.then(show_lanes, state, [tl.plot, cmp.plot, tl.link], api_visibility="private")
+
         def opens(event):
             """Every open path ends with this: the panels that show the open input, drawn afresh, so none keeps
             the previous input's numbers."""
@@ -188,7 +197,8 @@ def build_app(gpu: Callable[[Callable], Callable] | None = None, hardware: hw.Ha
         download.click(views.download_scenario, state, [state, download], api_name="download_scenario")
 
         wiring = Wiring(state=state, settings=settings, hardware=hardware, tickets=tickets, gpu=gpu, download=download,
-                        tabs=tabs, opened=outs, show=_opened_outputs, opens=opens, received=received)
+                        tabs=tabs, opened=outs, show=_opened_outputs, opens=opens, lanes_changed=lanes_changed,
+                        received=received)
         timeline.wire(tl, wiring)
         rows = RowCache()  # one row cache per app (Sessions and Compare's picks): a file is read once
         compare.wire(cmp, wiring, rows, compare_shown)

@@ -153,13 +153,20 @@ def test_a_time_reads_back_as_the_same_float(t):
     assert links.parse(dict(parse_qsl(links.query(link)))) == link
 
 
-def test_the_lanes_chosen_travel_in_the_link_and_redraw_timeline_and_compare(pages):
+def test_the_lanes_chosen_travel_in_the_link_and_redraw_timeline_and_compare(pages, monkeypatch):
     """Lanes hidden and reordered in the Lanes box: every panel that draws lanes shows them, in that order, the
-    link carries them, and the link opens the same view in a new tab."""
+    link carries them, and the link opens the same view in a new tab. Only those panels are redrawn (every tab's
+    took seconds on a 2-minute session)."""
+    import demo.ui
+
     ui = pages(request_for(""))
     pick("07-interruption-eiffel-tower")(ui)
     order = ["oracle stream", "user spectrogram", "inner monologue", "events"]
-    ui.fire(ui.find(gr.Dropdown, elem_id="kame-lanes"), "input", order)
+    every_panel: list[int] = []
+    with monkeypatch.context() as patched:
+        patched.setattr(demo.ui, "panels", lambda *a, **k: every_panel.append(1))
+        ui.fire(ui.find(gr.Dropdown, elem_id="kame-lanes"), "input", order)
+    assert not every_panel
     shown = ui.panels()
     for plot in ("Plot kame-plot-timeline", "Plot kame-plot-compare"):
         assert json.loads(shown[plot][0])["layout"]["yaxis"]["ticktext"] == order, plot

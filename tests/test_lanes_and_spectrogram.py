@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import base64
 import io
+import math
 
 import numpy as np
 import pytest
@@ -71,6 +72,19 @@ def test_a_figure_shows_the_lanes_asked_for_in_that_order():
     assert fig["layout"]["meta"]["kame_timeline"]["lanes"] == list(order)
     default = timeline_figure(trace).to_plotly_json()
     assert tuple(default["layout"]["yaxis"]["ticktext"]) == LANES and not default["layout"].get("images")
+
+
+def test_a_spectrogram_lane_is_ticked_every_2_khz_over_its_image():
+    """Issue 44: the spectrogram lanes were ~40 px with only "0–8 kHz" written beside them."""
+    layout = LaneLayout(("events", "user spectrogram", "oracle stream"))
+    fig = timeline_figure(mountain_session(), lanes=layout).to_plotly_json()["layout"]
+    image = next(im for im in fig["images"] if im["name"].endswith("user spectrogram"))
+    lo, hi = layout.band("user spectrogram")
+    labels = [(a["text"], a["y"]) for a in fig["annotations"] if a.get("xref") == "x domain" and a.get("x") == 1.006]
+    assert [text for text, _ in labels] == ["0", "2", "4", "6", "8 kHz"]
+    bottom, top = image["y"] - image["sizey"], image["y"]  # the image hangs from its top
+    assert lo <= bottom and top <= hi and math.isclose(labels[0][1], bottom) and math.isclose(labels[-1][1], top)
+    assert (hi - lo) * 370 / 5.94 >= 80  # px at the reference height: tall enough to read its formants
 
 
 def test_every_lane_of_a_long_session_keeps_the_figure_within_its_budget():

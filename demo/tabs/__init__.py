@@ -33,7 +33,8 @@ class Wiring:
     (``settings``, ``hardware``, the chat server's ``tickets``, the ``gpu`` wrapper), the bar's Download and the
     tab set, and the open paths' machinery: ``opened`` (an open's own outputs: the session, the status and the
     Timeline's figure, runs table, player and run picker), ``show`` (an open's result as those outputs) and
-    ``opens`` (ends an open path's event with redrawing every panel of every tab)."""
+    ``opens`` (ends an open path's event with redrawing every panel of every tab); ``lanes_changed`` ends an event
+    that changed the lanes with redrawing the panels that draw them."""
 
     state: gr.State
     settings: Settings
@@ -45,6 +46,7 @@ class Wiring:
     opened: tuple[Any, ...]
     show: Callable[[Opened | TalkOpened], tuple]
     opens: Callable[[Any], Any]
+    lanes_changed: Callable[[Any], Any]
     received: ReceivedUploads  # every file a client names goes through its ``accept`` (:mod:`demo.client_files`)
 
 

@@ -78,8 +78,8 @@ def wire(tab: TimelineTab, wiring: Wiring) -> None:
         export_files, state, list(tab.exports), api_visibility="private")
     tab.at.submit(seek, [tab.at, state], [state, tab.plot, tab.details], api_name="seek").then(
         views.link_text, state, tab.link, api_visibility="private")
-    # other lanes redraw every panel that draws them (Timeline and Compare), and the link
-    wiring.opens(tab.lanes.input(set_lanes, [tab.lanes, state], [state, tab.lanes], api_name="set_lanes"))
+    # other lanes redraw the panels that draw them (Timeline and Compare) and the link, and nothing else
+    wiring.lanes_changed(tab.lanes.input(set_lanes, [tab.lanes, state], [state, tab.lanes], api_name="set_lanes"))
 
 
 def set_lanes(lanes: list[str] | None, state: Any = None) -> tuple[views.AppSession, Any]:
