@@ -27,6 +27,9 @@ from .timeline import format_latency
 #: the delays of the latency–quality curve (seconds)
 DELAYS_S: tuple[float, ...] = (0.0, 0.5, 1.0, 1.5, 2.0, 2.5, 3.0)
 MAX_DELAY_S = 3.0
+#: each user turn's line on the curve (Okabe-Ito blue, vermillion, green) and marker
+_TURN_COLOURS = ("#0072B2", "#D55E00", "#009E73")
+_TURN_SYMBOLS = ("circle", "square", "triangle-up")
 #: quoted from the KAME paper (arXiv 2510.02327), spoken MT-Bench judge scores: (label, onset s, score)
 PAPER_POINTS: tuple[tuple[str, float | None, float], ...] = (
     ("KAME + gpt-4.1", 0.0, 6.43), ("cascaded Unmute", 2.1, 7.70), ("Moshi", None, 2.05))
@@ -42,37 +45,89 @@ class OracleAtStart:
     full_text: str      # the whole revision as the back-end wrote it
 
 
-@dataclass
-class DelayOutcome:
-    """One forced-delay run of one input (``trace`` is the re-run; ``score`` None when no reference)."""
+@dataclass(frozen=True)
+class TurnOutcome:
+    """One user turn of a forced-delay run: its onset latency, the oracle when the answer began, what was said in
+    reply (up to the next user turn) and its score (None when no reference)."""
 
-    delay_s: float
-    trace: SessionTrace
+    turn: int                       # 0 = the first user turn
     onset_latency_s: float | None
     oracle: OracleAtStart | None
     answer: str
     score: AnswerScore | None
 
 
-def first_answer(trace: SessionTrace) -> str:
-    """What the assistant said in reply to the first user turn (up to the next user turn)."""
+@dataclass(frozen=True)
+class DelayOutcome:
+    """One forced-delay run of one input: ``trace`` is the re-run, ``turns`` each user turn's outcome (the first
+    turn's are also its ``onset_latency_s``, ``oracle``, ``answer`` and ``score``)."""
+
+    delay_s: float
+    trace: SessionTrace
+    turns: tuple[TurnOutcome, ...]
+
+    @property
+    def first(self) -> TurnOutcome:
+        return self.turns[0] if self.turns else TurnOutcome(0, None, None, self.trace.spoken_text(), None)
+
+    @property
+    def onset_latency_s(self) -> float | None:
+        return self.first.onset_latency_s
+
+    @property
+    def oracle(self) -> OracleAtStart | None:
+        return self.first.oracle
+
+    @property
+    def answer(self) -> str:
+        return self.first.answer
+
+    @property
+    def score(self) -> AnswerScore | None:
+        return self.first.score
+
+
+def answer_to(trace: SessionTrace, turn: int = 0) -> str:
+    """What the assistant said in reply to user turn ``turn`` (from its start up to the next user turn); the
+    whole run's words when it has no user turn."""
     turns = user_turns(trace)
     if not turns:
         return trace.spoken_text()
-    end = int(round(turns[1].start / FRAME_SECONDS)) if len(turns) > 1 else None
-    return trace.spoken_text(int(round(turns[0].start / FRAME_SECONDS)), end)
+    if turn >= len(turns):
+        return ""
+    end = int(round(turns[turn + 1].start / FRAME_SECONDS)) if turn + 1 < len(turns) else None
+    return trace.spoken_text(int(round(turns[turn].start / FRAME_SECONDS)), end)
+
+
+def first_answer(trace: SessionTrace) -> str:
+    """What the assistant said in reply to the first user turn (up to the next user turn)."""
+    return answer_to(trace, 0)
+
+
+def oracle_at(trace: SessionTrace, onset_s: float | None) -> OracleAtStart | None:
+    """The oracle the front-end had been fed at ``onset_s`` (None: none yet, or no onset)."""
+    if onset_s is None:
+        return None
+    at = revision_at(trace, int(round(onset_s / FRAME_SECONDS)))
+    if at is None:
+        return None
+    return OracleAtStart(revision=at.revision.revision, hint_level=at.revision.hint_level, known_text=at.fed_text,
+                         full_text=at.revision.text)
 
 
 def oracle_at_onset(trace: SessionTrace) -> OracleAtStart | None:
     """The oracle the front-end had when its first answer began (None: it started before any oracle)."""
     onsets = turn_onsets(trace)
-    if not onsets or onsets[0].text_onset is None:
-        return None
-    at = revision_at(trace, int(round(onsets[0].text_onset / FRAME_SECONDS)))
-    if at is None:
-        return None
-    return OracleAtStart(revision=at.revision.revision, hint_level=at.revision.hint_level, known_text=at.fed_text,
-                         full_text=at.revision.text)
+    return oracle_at(trace, onsets[0].text_onset) if onsets else None
+
+
+def turn_references(references: Sequence[str], n_turns: int) -> list[list[str]]:
+    """The references each of ``n_turns`` user turns is scored against: one each when there is one per turn (a
+    multi-turn scenario's), else all of them for every turn."""
+    refs = list(references)
+    if n_turns > 1 and len(refs) == n_turns:
+        return [[r] for r in refs]
+    return [refs] * n_turns
 
 
 def reference_answers(references: Sequence[str], kame: SessionTrace) -> tuple[list[str], str]:
@@ -98,12 +153,16 @@ def run_delay(kame: SessionTrace, delay_s: float, make_front_end: Callable[[], F
     if cache is not None and key in cache:
         return cache[key]
     trace = rerun_front_end(kame, make_front_end, forced_delay_ms=ms)
-    onsets = turn_onsets(trace)
-    answer = first_answer(trace)
-    score = score_answer(answer, references, judge) if references else None
-    outcome = DelayOutcome(delay_s=ms / 1000, trace=trace,
-                           onset_latency_s=onsets[0].latency_s if onsets else None,
-                           oracle=oracle_at_onset(trace), answer=answer, score=score)
+    onsets = {o.turn: o for o in turn_onsets(trace)}
+    n_turns = max(1, len(user_turns(trace)))
+    turns = []
+    for k, refs in enumerate(turn_references(references, n_turns)):
+        onset = onsets.get(k)
+        answer = answer_to(trace, k)
+        turns.append(TurnOutcome(turn=k, onset_latency_s=None if onset is None else onset.latency_s,
+                                 oracle=None if onset is None else oracle_at(trace, onset.text_onset),
+                                 answer=answer, score=score_answer(answer, refs, judge) if refs else None))
+    outcome = DelayOutcome(delay_s=ms / 1000, trace=trace, turns=tuple(turns))
     if cache is not None:
         cache[key] = outcome
     return outcome
@@ -138,35 +197,55 @@ def front_end_difference(recorded: SessionTrace, rerun: SessionTrace) -> str:
 
 
 def describe_outcome(o: DelayOutcome, reference_note: str) -> str:
-    """Markdown: onset latency, the oracle at the start, the spoken answer and its score."""
-    latency = "no response" if o.onset_latency_s is None else format_latency(o.onset_latency_s)
-    if o.oracle is None:
+    """Markdown: per user turn, onset latency, the oracle at the start, the spoken answer and its score (one turn:
+    as one paragraph; several: one heading each)."""
+    parts = [_describe_turn(t, reference_note) for t in o.turns] or [_describe_turn(o.first, reference_note)]
+    if len(parts) == 1:
+        return f"**Forced delay {o.delay_s:.1f} s** → {parts[0]}"
+    return f"**Forced delay {o.delay_s:.1f} s**, {len(parts)} user turns\n\n" + "\n\n".join(
+        f"**Turn {t.turn + 1}** → {part}" for t, part in zip(o.turns, parts))
+
+
+def _describe_turn(t: TurnOutcome, reference_note: str) -> str:
+    latency = "no response" if t.onset_latency_s is None else format_latency(t.onset_latency_s)
+    if t.oracle is None:
         oracle = "none yet — it started on its own opener, before the first oracle arrived"
     else:
-        hint = "" if o.oracle.hint_level is None else f", hint level {o.oracle.hint_level}"
-        oracle = (f"revision {o.oracle.revision}{hint}: “{o.oracle.known_text or '(start token only)'}”"
-                  + (f" (whole revision: “{o.oracle.full_text}”)" if o.oracle.full_text
-                     and o.oracle.full_text != o.oracle.known_text else ""))
-    score = ("no score (" + reference_note + ")" if o.score is None
-             else f"**{o.score.score:.2f}** / 10 — {o.score.label}; against {reference_note}")
-    return (f"**Forced delay {o.delay_s:.1f} s** → onset latency **{latency}**\n\n"
-            f"- oracle when it started: {oracle}\n- spoken answer: “{o.answer or '(nothing)'}”\n"
+        hint = "" if t.oracle.hint_level is None else f", hint level {t.oracle.hint_level}"
+        oracle = (f"revision {t.oracle.revision}{hint}: “{t.oracle.known_text or '(start token only)'}”"
+                  + (f" (whole revision: “{t.oracle.full_text}”)" if t.oracle.full_text
+                     and t.oracle.full_text != t.oracle.known_text else ""))
+    score = ("no score (" + reference_note + ")" if t.score is None
+             else f"**{t.score.score:.2f}** / 10 — {t.score.label}; against {reference_note}")
+    return (f"onset latency **{latency}**\n\n"
+            f"- oracle when it started: {oracle}\n- spoken answer: “{t.answer or '(nothing)'}”\n"
             f"- score: {score}")
 
 
 def curve_figure(outcomes: Sequence[DelayOutcome], reference_note: str, title: str = "") -> go.Figure:
-    """Onset latency (x) against answer score (y), one point per delay, with the paper's quoted points."""
-    pts = [o for o in sorted(outcomes, key=lambda o: o.delay_s) if o.onset_latency_s is not None and o.score]
+    """Onset latency (x) against answer score (y), one point per delay and one line per user turn, with the
+    paper's quoted points."""
+    ordered = sorted(outcomes, key=lambda o: o.delay_s)
+    n_turns = max((len(o.turns) for o in ordered), default=1)
     fig = go.Figure()
-    label = pts[0].score.label if pts else "offline proxy score"  # type: ignore[union-attr]
-    fig.add_trace(go.Scatter(
-        x=[o.onset_latency_s for o in pts], y=[o.score.score for o in pts],  # type: ignore[union-attr]
-        mode="lines+markers+text", text=[f"{o.delay_s:.1f} s" for o in pts], textposition="top center",
-        marker=dict(size=10, color="#0072B2"), line=dict(color="#56B4E9"),
-        customdata=[[o.delay_s, o.answer[:120]] for o in pts],
-        hovertemplate="forced delay %{customdata[0]:.1f} s<br>onset %{x:+.2f} s<br>score %{y:.2f}"
-                      "<br>“%{customdata[1]}”<extra>this input, re-run</extra>",
-        name=f"this input, forced delay 0–3 s ({label})"))
+    label, delays = "offline proxy score", list[float]()
+    for k in range(n_turns):
+        pts = [(o, t) for o in ordered for t in o.turns[k:k + 1] if t.onset_latency_s is not None and t.score]
+        if not pts:
+            continue
+        label = pts[0][1].score.label  # type: ignore[union-attr]
+        delays = delays or [o.delay_s for o, _ in pts]
+        which = "this input" if n_turns == 1 else f"turn {k + 1}"
+        fig.add_trace(go.Scatter(
+            x=[t.onset_latency_s for _, t in pts], y=[t.score.score for _, t in pts],  # type: ignore[union-attr]
+            mode="lines+markers+text", text=[f"{o.delay_s:.1f} s" for o, _ in pts],
+            textposition="top center" if k % 2 == 0 else "bottom center",
+            marker=dict(size=10, color=_TURN_COLOURS[k % len(_TURN_COLOURS)], symbol=_TURN_SYMBOLS[k % 3]),
+            line=dict(color=_TURN_COLOURS[k % len(_TURN_COLOURS)], dash="solid" if k == 0 else "dot"),
+            customdata=[[o.delay_s, t.answer[:120]] for o, t in pts],
+            hovertemplate="forced delay %{customdata[0]:.1f} s<br>onset %{x:+.2f} s<br>score %{y:.2f}"
+                          f"<br>“%{{customdata[1]}}”<extra>{which}, re-run</extra>",
+            name=f"{which}, forced delay 0–3 s ({label})"))
     fig.add_trace(go.Scatter(
         x=[p[1] for p in PAPER_POINTS if p[1] is not None], y=[p[2] for p in PAPER_POINTS if p[1] is not None],
         mode="markers+text", text=[p[0] for p in PAPER_POINTS if p[1] is not None], textposition="bottom center",
@@ -178,5 +257,5 @@ def curve_figure(outcomes: Sequence[DelayOutcome], reference_note: str, title: s
                    subtitle=dict(text=f"score: {label} · references: {reference_note}")),
         xaxis=dict(title="response onset latency (s, negative = before the user finished)", zeroline=True),
         yaxis=dict(title="answer score (1–10)", range=[0.5, 10.5]),
-        legend=dict(orientation="h", y=-0.25), meta={"kame_curve": {"delays": [o.delay_s for o in pts]}})
+        legend=dict(orientation="h", y=-0.25), meta={"kame_curve": {"delays": delays, "turns": n_turns}})
     return fig

@@ -34,6 +34,27 @@ def _hover(p: EvolutionPoint) -> str:
             + (" · it corrected itself to it" if p.switched else "") + f"<br>“{html.escape(p.text[:160])}”")
 
 
+#: the marker shapes: what the front-end did with a revision (the legend's second group, in grey)
+SHAPES = (("diamond", "the front-end spoke from it (larger: corrected itself to it)"),
+          ("circle", "reached the front-end, nothing said from it"),
+          ("circle-open", "never reached the front-end"))
+
+
+def _legend(fig: go.Figure, points: Sequence[EvolutionPoint]) -> None:
+    """The legend in two groups that do not mix: each hint level present as a square of its colour (the colour of
+    the markers), then the three shapes in grey (what the front-end did with the revision)."""
+    for level in HINT_LEVELS:
+        if any(p.hint_level == level for p in points):
+            fig.add_trace(go.Scatter(x=[None], y=[None], mode="markers", name=f"hint level {hint_name(level)}",
+                                     legendgroup=f"level{level}", legendrank=100 + level, hoverinfo="skip",
+                                     marker=dict(symbol="square", size=11, color=hint_colour(level))), row=1, col=1)
+    for k, (symbol, meaning) in enumerate(SHAPES):
+        fig.add_trace(go.Scatter(x=[None], y=[None], mode="markers", name=meaning, legendgroup="shape",
+                                 legendrank=200 + k, hoverinfo="skip",
+                                 marker=dict(symbol=symbol, size=10, color="#6b7280",
+                                             line=dict(width=1.2, color="#6b7280"))), row=1, col=1)
+
+
 def evolution_figure(points: Sequence[EvolutionPoint], title: str) -> go.Figure:
     """Spoken ratio (x) vs similarity to the final oracle / the reference (y); marker colour = hint level,
     ◆ = the front-end spoke from it (larger: it corrected itself to it), ● = reached it but said nothing from it,
@@ -43,6 +64,7 @@ def evolution_figure(points: Sequence[EvolutionPoint], title: str) -> go.Figure:
                         subplot_titles=["similarity to the turn's final oracle"]
                         + (["similarity to the reference answer"] if with_ref else []))
     panels = [("to_final", 1)] + ([("to_reference", 2)] if with_ref else [])
+    _legend(fig, points)
     for attr, col in panels:
         for level in HINT_LEVELS:
             mine = [p for p in points if p.hint_level == level and p.spoken_ratio is not None
@@ -51,7 +73,7 @@ def evolution_figure(points: Sequence[EvolutionPoint], title: str) -> go.Figure:
                 continue
             fig.add_trace(go.Scatter(
                 x=[p.spoken_ratio for p in mine], y=[getattr(p, attr) for p in mine], mode="markers",
-                name=f"hint level {hint_name(level)}", legendgroup=f"level{level}", showlegend=col == 1,
+                name=f"hint level {hint_name(level)}", legendgroup=f"level{level}", showlegend=False,
                 marker=dict(color=hint_colour(level), size=[14 if p.switched else 11 if p.spoke else 9 for p in mine],
                             opacity=0.85, symbol=["diamond" if p.spoke else "circle" if p.reached_t is not None
                                                   else "circle-open" for p in mine],

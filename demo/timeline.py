@@ -955,9 +955,8 @@ class _RunBuilder:
         """End of user speech -> response onset per turn, with the latency written between them."""
         onsets = turn_onsets(self.trace)
         # "turn k · onset −0.40 s" when every such label fits beside its neighbours, else "onset −0.40 s"
-        centres = [o.user_end if o.text_onset is None else (o.user_end + o.text_onset) / 2 for o in onsets]
-        half = _text_width_s("turn 10 · onset −0.00 s", 11, self.px_per_s) / 2
-        numbered = len(onsets) > 1 and all(b - a >= 2 * half for a, b in zip(centres, centres[1:]))
+        spans = [_onset_label_span(o, f"turn {o.turn + 1} · onset", self.px_per_s) for o in onsets]
+        numbered = len(onsets) > 1 and all(a[1] <= b[0] for a, b in zip(spans, spans[1:]))
         for o in onsets:
             self.notes.extend(_onset_marks(o, f"turn {o.turn + 1} · onset" if numbered else "onset",
                                            self.ax, self.shapes, self.lanes))
@@ -1074,6 +1073,20 @@ def _latency_chain(tl: TurnLatency) -> str:
     return f"<br><br>turn {tl.turn + 1}, from the end of user speech:<br>" + "<br>".join(lines) + note + delay
 
 
+def _onset_label_span(o: TurnOnset, prefix: str, px_per_s: float) -> tuple[float, float]:
+    """Where :func:`_onset_marks`' label of ``o`` lies on the time axis at ``px_per_s`` (s): centred between the
+    end of speech and the onset, or from the end of speech on ("no response", anchored there)."""
+    if o.text_onset is None or o.latency_s is None:
+        width = _text_width_s(prefix.replace("onset", "no response"), 11, px_per_s)
+        return o.user_end, o.user_end + width + _NO_RESPONSE_SHIFT_PX / px_per_s
+    half = _text_width_s(f"{prefix} {format_latency(o.latency_s)}", 11, px_per_s) / 2 + 3 / px_per_s  # its border
+    centre = (o.user_end + o.text_onset) / 2
+    return centre - half, centre + half
+
+
+_NO_RESPONSE_SHIFT_PX = 4
+
+
 def _onset_marks(o: TurnOnset, prefix: str, ax: _Axes, shapes: list[dict[str, Any]],
                  lanes: LaneLayout) -> list[dict[str, Any]]:
     """Vertical lines at the end of user speech and the response onset, joined, labelled with the latency."""
@@ -1083,7 +1096,7 @@ def _onset_marks(o: TurnOnset, prefix: str, ax: _Axes, shapes: list[dict[str, An
     if o.text_onset is None or o.latency_s is None:
         text = prefix.replace("onset", "no response")
         return [dict(text=text, name=f"onset:{o.turn}", xref=ax.x, yref=ax.y, x=o.user_end, y=onset_y,
-                     xanchor="left", xshift=4, showarrow=False, font=dict(size=11, color=BLUE))]
+                     xanchor="left", xshift=_NO_RESPONSE_SHIFT_PX, showarrow=False, font=dict(size=11, color=BLUE))]
     shapes.append(dict(type="line", xref=ax.x, yref=ax.y, x0=o.text_onset, x1=o.text_onset, y0=bottom,
                        y1=onset_y, line=dict(color=GREEN, width=2), name="response onset"))
     shapes.append(dict(type="line", xref=ax.x, yref=ax.y, x0=o.user_end, x1=o.text_onset, y0=onset_y,

@@ -266,3 +266,24 @@ def test_a_live_upload_waiting_for_the_gpu_model_is_told_so(tmp_path, speech):
     steps.close()
     held.release()
     assert gate.active == 0 and gate.waiting == 0
+
+
+def test_a_two_turn_input_reports_each_turn_and_draws_a_line_per_turn(stand_in):
+    """Issue 44: scenario 05 has two questions; the re-run's text and the curve told only the first."""
+    session = views.open_bundled("05-two-turn-capitals").session
+    text = forced_delay(1.0, session, front_end=stand_in).text
+    outcome = session.delay_cache[(session.loaded.key, 1000)]
+    assert [t.turn for t in outcome.turns] == [0, 1]
+    assert "Rome" in outcome.turns[0].answer and "Madrid" in outcome.turns[1].answer  # each turn's own reply
+    assert all(t.onset_latency_s is not None and t.onset_latency_s >= 0.9 for t in outcome.turns)
+    assert outcome.turns[1].oracle is not None and "Spain" in outcome.turns[1].oracle.full_text
+    assert "2 user turns" in text and "**Turn 1**" in text and "**Turn 2**" in text and "Madrid" in text
+    assert outcome.answer == outcome.turns[0].answer and outcome.score == outcome.turns[0].score
+    curve = delay_curve(session, front_end=stand_in)
+    lines = [t for t in curve.figure.data if t.name.startswith("turn ")]
+    assert [t.name.split(",")[0] for t in lines] == ["turn 1", "turn 2"]
+    assert all(len(t.x) == len(DELAYS_S) for t in lines)
+    assert "| 3.0 s | 2 |" in curve.text
+    outcomes = [session.delay_cache[(session.loaded.key, round(d * 1000))] for d in DELAYS_S]
+    same = all(len({o.turns[k].answer.strip() for o in outcomes}) == 1 for k in (0, 1))
+    assert ("the delay moves when the answer begins, not what it says" in curve.text) == same  # why it is flat

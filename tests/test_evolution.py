@@ -4,7 +4,7 @@ from __future__ import annotations
 import pytest
 
 from demo import views
-from demo.evolution import evolution_figure
+from demo.evolution import SHAPES, evolution_figure
 from demo.palette import hint_colour, hint_name
 from demo.tabs.evolution import evolution, evolution_bundled
 from kame_core.analysis.evolution import evolution_points, level_table_markdown, per_level, similarity
@@ -58,8 +58,16 @@ def test_figure_colours_levels_and_draws_the_means(run) -> None:
     fig = evolution_figure(points, "t")
     names = {t.name for t in fig.data}
     assert "mean per level" in names and f"hint level {hint_name(5)}" in names
-    five = next(t for t in fig.data if t.name == f"hint level {hint_name(5)}")
+    five = next(t for t in fig.data if t.name == f"hint level {hint_name(5)}" and t.hovertext)
     assert five.marker.color == hint_colour(5) and "to reference" in five.hovertext[0]
+    # the legend: each level a square of its colour, then the shapes in grey; no entry mixes the two (issue 44)
+    legend = [t for t in fig.data if t.showlegend is not False]
+    levels = [t for t in legend if t.name.startswith("hint level")]
+    assert levels and all(t.marker.symbol == "square" and t.x == (None,) for t in levels)
+    assert [t.marker.symbol for t in legend if t.legendgroup == "shape"] == ["diamond", "circle", "circle-open"]
+    assert {t.marker.color for t in legend if t.legendgroup == "shape"} == {"#6b7280"}
+    assert {t.name for t in legend} - {t.name for t in levels} - {"mean per level"} == {
+        meaning for _, meaning in SHAPES}
     no_ref = evolution_figure(evolution_points(run, (), run="kame"), "t")
     assert len(no_ref.layout.annotations) == 1  # one panel without references
 

@@ -848,3 +848,14 @@ def test_span_hovers_keep_a_two_minute_session_within_the_size_goal(two_minutes)
     (tokens,) = traces_named(fig, "oracle token")
     assert list(tokens.meta) == list(bars.hovertext), "each revision's label once, named by its ticks"
     assert len(fig.to_json().encode()) <= 2_000_000
+
+
+def test_a_no_response_label_is_not_drawn_under_the_next_turns_onset_label():
+    """Issue 44: Compare's "turn 1 · no respon…" ran under "turn 2 · onset" (07's cascade: no answer to turn 1, turn
+    2 answered before it ended). A no-response label is anchored at the end of speech and runs right; the turns are
+    numbered only when no two labels meet, as laid out at the figure's reference zoom."""
+    runs = load_scenario(SCENARIOS / "07-interruption-eiffel-tower.kame").runs
+    fig = compare_figure({"KAME": runs["kame"], "cascade": runs["cascade"]}).to_plotly_json()
+    labels = [a["text"] for a in fig["layout"]["annotations"] if str(a.get("name", "")).startswith("onset:")]
+    assert labels[:2] == ["<b>turn 1 · onset +0.53 s</b>", "<b>turn 2 · onset +0.40 s</b>"]  # room: numbered
+    assert labels[2:] == ["no response", "<b>onset −1.20 s</b>"]  # not numbered: numbered, the two would meet

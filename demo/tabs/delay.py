@@ -15,7 +15,15 @@ from kame_core.record.trace import SessionTrace
 from kame_core.settings import Settings
 
 from .. import views
-from ..delay_sweep import DELAYS_S, curve_figure, describe_outcome, front_end_difference, reference_answers, run_delay
+from ..delay_sweep import (
+    DELAYS_S,
+    DelayOutcome,
+    curve_figure,
+    describe_outcome,
+    front_end_difference,
+    reference_answers,
+    run_delay,
+)
 from ..results import Plotted
 from ..scoring import MTBenchJudge, judge_for
 from ..stacks import rerun_front_end
@@ -142,6 +150,19 @@ def forced_delay(delay_s: float, state: Any = None, *, front_end: Any = None,
     return Plotted(session, fig, text)
 
 
+def same_words(outcomes: list[DelayOutcome]) -> str:
+    """A line when every delay said the same words in reply to each user turn (its curve is flat for that): the
+    delay moved when the answers began, not what they said. "" otherwise."""
+    turns = {len(o.turns) for o in outcomes}
+    if len(outcomes) < 2 or len(turns) != 1:
+        return ""
+    for k in range(turns.pop()):
+        if len({o.turns[k].answer.strip() for o in outcomes}) != 1:
+            return ""
+    return ("*At every forced delay each user turn got the same words: on this input the delay moves when the "
+            "answer begins, not what it says (a flat curve).*\n\n")
+
+
 def delay_curve(state: Any = None, *, front_end: Any = None, settings: Settings | None = None) -> Plotted:
     """The latency–quality curve of the opened input over :data:`DELAYS_S`: (session, figure, markdown)."""
     settings = settings or Settings()
@@ -160,10 +181,16 @@ def delay_curve(state: Any = None, *, front_end: Any = None, settings: Settings 
         return Plotted(session, None, views.refusal("Cannot draw the curve", err))
     fig = curve_figure(outcomes, note, session.loaded.title)  # type: ignore[union-attr]
     differs = front_end_difference(kame, outcomes[0].trace) if outcomes else ""
-    rows = "\n".join(f"| {o.delay_s:.1f} s | {'n/a' if o.onset_latency_s is None else f'{o.onset_latency_s:+.2f} s'}"
-                     f" | {'—' if o.score is None else f'{o.score.score:.2f}'} | {o.answer[:90]} |" for o in outcomes)
+    several = any(len(o.turns) > 1 for o in outcomes)
+    rows = "\n".join(
+        f"| {o.delay_s:.1f} s |" + (f" {t.turn + 1} |" if several else "")
+        + f" {'n/a' if t.onset_latency_s is None else f'{t.onset_latency_s:+.2f} s'}"
+        f" | {'—' if t.score is None else f'{t.score.score:.2f}'} | {t.answer[:90]} |"
+        for o in outcomes for t in (o.turns or (o.first,)))
     label = outcomes[0].score.label if outcomes and outcomes[0].score else "score"
-    text = (f"Scores: **{label}**; references: {note}.\n\n| forced delay | onset latency | score | spoken answer |\n"
-            f"|---|---|---|---|\n{rows}\n\n" + (f"**{differs}**\n\n" if differs else "")
+    head = ("| forced delay | turn | onset latency | score | spoken answer |\n|---|---|---|---|---|" if several
+            else "| forced delay | onset latency | score | spoken answer |\n|---|---|---|---|")
+    text = (f"Scores: **{label}**; references: {note}.\n\n{head}\n{rows}\n\n" + same_words(outcomes)
+            + (f"**{differs}**\n\n" if differs else "")
             + f"<small>{REPLAY_LABEL}; front-end: {factory.description}.</small>")
     return Plotted(session, fig, text)
