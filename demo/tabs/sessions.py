@@ -38,7 +38,7 @@ WHERE = {"bundled": "scenarios folder", "training": "training dialogue", "made":
 #: the first columns, which say which session a row is: they stay in view while the others scroll
 PINNED = 3
 #: the columns' widths (px): the pinned ones fit their usual content, the measures are narrow
-COLUMN_WIDTHS = [150, 250, 90, 260, 220] + [128] * (len(HEADERS) - 5)
+COLUMN_WIDTHS: tuple[int, ...] = (150, 250, 90, 260, 220, *[128] * (len(HEADERS) - 5))
 #: the longest filter taken (characters)
 MAX_FILTER = 200
 
@@ -82,7 +82,7 @@ def build() -> SessionsTab:
     row_filter = gr.Textbox(label="Filter: rows whose cells hold every word (any column, any case)", max_lines=1,
                             placeholder="e.g. cascade capital", elem_id="kame-sessions-filter")
     table = gr.Dataframe(headers=HEADERS, value=[], interactive=False, wrap=False, elem_id="kame-sessions",
-                         max_height=640, pinned_columns=PINNED, column_widths=COLUMN_WIDTHS)
+                         max_height=640, pinned_columns=PINNED, column_widths=[f"{w}px" for w in COLUMN_WIDTHS])
     return SessionsTab(refresh, status, row_filter, table, csv)
 
 
