@@ -15,10 +15,14 @@ textgrid = pytest.importorskip("praatio.textgrid")
 elan = pytest.importorskip("pympi.Elan")
 
 
-def test_the_shown_run_exports_in_three_formats_that_their_readers_open(tmp_path):
+def test_the_shown_run_exports_in_every_format_that_their_readers_open(tmp_path):
     session = views.open_bundled("07-interruption-eiffel-tower").session
-    grid, bundle, table = timeline.export_files(session)
-    assert grid and bundle and table
+    grid, bundle, table, rttm, labels = timeline.export_files(session)
+    assert grid and bundle and table and rttm and labels
+    assert rttm.endswith("-kame.rttm") and labels.endswith("-kame.txt")
+    speakers = {line.split()[7] for line in open(rttm, encoding="utf-8")}
+    assert speakers == {"user", "KAME"}  # who spoke when (the readers: tests/test_export.py)
+    assert any(line.split("\t")[2].startswith("user: ") for line in open(labels, encoding="utf-8"))
     assert grid.endswith("07-interruption-eiffel-tower-kame.TextGrid")
     tg = textgrid.openTextgrid(grid, includeEmptyIntervals=True)
     assert set(TIER_NAMES) <= set(tg.tierNames)
@@ -39,11 +43,11 @@ def test_the_shown_run_exports_in_three_formats_that_their_readers_open(tmp_path
     assert rows and {"stream", "start", "end", "text"} <= set(rows[0])
     # written once: the same files again; another run, other files
     again = timeline.export_files(session)
-    assert again == (grid, bundle, table)
+    assert again == (grid, bundle, table, rttm, labels)
     session.run_id = "cascade"
     cascade = timeline.export_files(session)
     assert cascade[0] and cascade[0].endswith("-cascade.TextGrid") and cascade[0] != grid
 
 
 def test_nothing_open_offers_nothing():
-    assert timeline.export_files(views.AppSession()) == (None, None, None)
+    assert timeline.export_files(views.AppSession()) == (None,) * len(timeline.EXPORT_BUTTONS)

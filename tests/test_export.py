@@ -316,3 +316,58 @@ def test_an_answer_that_starts_before_the_user_stops_is_a_negative_latency_over_
     monkeypatch.setattr(tiers, "turn_onsets", lambda _: [dataclasses.replace(first, audio_onset=first.user_end - 0.12)])
     assert [(round(i.start, 3), round(i.end, 3), i.text) for i in tiers.latency(trace)] == [
         (round(first.user_end - 0.12, 3), round(first.user_end, 3), "turn 1: −0.12 s, before the end")]
+
+
+def _read_rttm(path: Path) -> list[tuple[str, float, float, str]]:
+    """RTTM as its specification reads (NIST RT-09, the layout pyannote writes): ten space-separated fields, type
+    SPEAKER, channel 1, onset and duration in seconds, <NA> where not used; (file, onset, end, speaker) per line."""
+    turns = []
+    for line in path.read_text(encoding="utf-8").splitlines():
+        fields = line.split(" ")
+        assert len(fields) == 10 and fields[0] == "SPEAKER" and fields[2] == "1", line
+        assert fields[5] == fields[6] == fields[8] == fields[9] == "<NA>", line
+        onset, duration = float(fields[3]), float(fields[4])
+        assert onset >= 0 and duration > 0, line
+        turns.append((fields[1], onset, onset + duration, fields[7]))
+    return turns
+
+
+def _read_audacity(path: Path) -> list[tuple[float, float, str]]:
+    """An Audacity label track as Audacity reads it: start TAB end TAB label, seconds, one label a line."""
+    labels = []
+    for line in path.read_text(encoding="utf-8").splitlines():
+        start, end, text = line.split("\t")
+        assert 0 <= float(start) <= float(end), line
+        labels.append((float(start), float(end), text))
+    return labels
+
+
+def test_rttm_says_who_spoke_when_overlaps_kept(tmp_path: Path) -> None:
+    """07's KAME run: the user's two turns and KAME's two responses, as the trace's voice activity and the turns
+    tier's responses say; the user's second turn ("Sorry, how...") starts while KAME still speaks: both lines keep the
+    overlap (RTTM allows it; the TextGrid's turns tier clips it)."""
+    from kame_core.analysis.metrics import user_turns
+    from kame_core.export.tiers import turns
+
+    path = REPO / "scenarios" / "07-interruption-eiffel-tower.kame"
+    trace = load_scenario(path).runs["kame"]
+    read = _read_rttm(_export(path, "kame", "rttm", tmp_path / "07.rttm"))
+    assert {uri for uri, *_ in read} == {"07"}
+    users = [(round(a, 3), round(b, 3)) for _, a, b, who in read if who == "user"]
+    assert users == [(round(t.start, 3), round(t.end, 3)) for t in user_turns(trace)]
+    kame = [(a, round(b, 3)) for _, a, b, who in read if who == "KAME"]
+    expected = [(round(i.start, 3), round(i.end, 3)) for i in turns(trace) if i.text.startswith("KAME")]
+    assert kame == sorted(expected) and len(kame) == 2
+    assert any(a < ue and ua < b for a, b in kame for ua, ue in users), "the interruption overlaps"
+    assert [a for _, a, _, _ in read] == sorted(a for _, a, _, _ in read)
+
+
+def test_the_audacity_labels_are_the_users_and_kames_words_in_time_order(tmp_path: Path) -> None:
+    path = REPO / "scenarios" / "01-knowledge-capital-of-france.kame"
+    trace = load_scenario(path).runs["kame"]
+    labels = _read_audacity(_export(path, "kame", "audacity", tmp_path / "01.txt"))
+    assert [start for start, _, _ in labels] == sorted(start for start, _, _ in labels)
+    user = [text.removeprefix("user: ") for _, _, text in labels if text.startswith("user: ")]
+    assert user == [word for word, _ in _trace_user_words(trace)]
+    said = " ".join(text.removeprefix("KAME: ") for _, _, text in labels if text.startswith("KAME: "))
+    assert "Paris" in said and all(text.startswith(("user: ", "KAME: ")) for _, _, text in labels)

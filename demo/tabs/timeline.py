@@ -40,7 +40,7 @@ class TimelineTab:
     details: gr.Markdown
     table: gr.Dataframe
     #: the shown run as a Praat TextGrid, an ELAN EAF with its WAV (zip) and a CSV (:func:`export_files`)
-    exports: tuple[gr.DownloadButton, gr.DownloadButton, gr.DownloadButton]
+    exports: tuple[gr.DownloadButton, ...]
 
 
 def build() -> TimelineTab:
@@ -107,17 +107,19 @@ def panel(session: views.AppSession) -> TimelinePanel:
 
 
 #: the export buttons beside the plot: (format, label)
-EXPORT_BUTTONS = (("textgrid", "Praat TextGrid"), ("eaf", "ELAN EAF + WAV"), ("csv", "CSV"))
+EXPORT_BUTTONS = (("textgrid", "Praat TextGrid"), ("eaf", "ELAN EAF + WAV"), ("csv", "CSV"),
+                  ("rttm", "RTTM (who spoke when)"), ("audacity", "Audacity labels"))
 
 
-def export_files(state: Any = None) -> tuple[str | None, str | None, str | None]:
-    """The shown run of the open input as a Praat TextGrid, an ELAN EAF with its stereo WAV (one zip) and a CSV
-    (:mod:`kame_core.export`), written once per input and run into the user's private folder (None each when
-    nothing is open, or the run cannot be exported: the buttons then offer nothing)."""
+def export_files(state: Any = None) -> tuple[str | None, ...]:
+    """The shown run of the open input in each format of :data:`EXPORT_BUTTONS` -- a Praat TextGrid, an ELAN EAF
+    with its stereo WAV (one zip), a CSV, RTTM, an Audacity label track (:mod:`kame_core.export`) -- written once per
+    input and run into the user's private folder (None each when nothing is open, or the run cannot be exported:
+    the buttons then offer nothing)."""
     session = views.session_of(state)
     loaded = session.loaded
     if loaded is None:
-        return None, None, None
+        return (None,) * len(EXPORT_BUTTONS)
     runs = loaded.scenario.runs
     run = session.run_id if session.run_id in runs else views.default_run(loaded)
     trace = runs[run]
@@ -136,7 +138,7 @@ def export_files(state: Any = None) -> tuple[str | None, str | None, str | None]
             out.append(str(path))
         except (ValueError, OSError):
             out.append(None)
-    return out[0], out[1], out[2]
+    return tuple(out)
 
 
 def _file_stem(name: str) -> str:

@@ -1,9 +1,11 @@
-"""Exports that researchers' tools open: Praat TextGrid, ELAN EAF, CSV, and the run's audio as a stereo WAV.
+"""Exports that researchers' tools open: Praat TextGrid, ELAN EAF, CSV, RTTM, an Audacity label track, and the run's
+audio as a stereo WAV.
 
-``python -m kame_core.export FILE.kame [--run KIND] --format textgrid|eaf|csv --out PATH [--audio]``
+``python -m kame_core.export FILE.kame [--run KIND] --format textgrid|eaf|csv|rttm|audacity --out PATH [--audio]``
 
 * :mod:`.tiers`    -- a run's annotation tiers (:func:`~.tiers.annotate`): what every format writes;
 * :mod:`.textgrid` -- Praat TextGrid (long text format); :mod:`.eaf` -- ELAN EAF 3.0; :mod:`.table` -- CSV;
+* :mod:`.speakers` -- who spoke when: RTTM (diarization tools) and an Audacity label track of the words;
 * :mod:`.audio`    -- the user (left) and KAME (right) as one 16-bit WAV;
 * :mod:`.write`    -- one run in one format (:func:`~.write.write_run`), for the command line and the app;
 * :mod:`.cli`      -- the command line.

@@ -1,4 +1,5 @@
-"""Command line: ``python -m kame_core.export FILE [--run KIND] --format textgrid|eaf|csv --out PATH [--audio]``,
+"""Command line: ``python -m kame_core.export FILE [--run KIND] --format textgrid|eaf|csv|rttm|audacity --out PATH
+[--audio]``,
 or ``python -m kame_core.export --table SOURCE... --out sessions.csv [--cache FILE | --no-cache]``.
 
 ``FILE`` is a ``.kame`` scenario file or a zipped official KAME server log folder. ``--run`` picks the run (default
@@ -42,12 +43,13 @@ class _Parser(argparse.ArgumentParser):
 
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="python -m kame_core.export",
-                     description="Export one run of a KAME session as a Praat TextGrid, an ELAN EAF or a CSV; or, "
+                     description="Export one run of a KAME session as a Praat TextGrid, an ELAN EAF, a CSV, RTTM "
+                                 "(who spoke when) or an Audacity label track; or, "
                                  "with --table, one CSV row per session and run over folders of sessions.")
     parser.add_argument("file", type=Path, nargs="?",
                         help="a .kame scenario file, or a zipped official KAME server log")
     parser.add_argument("--run", help=f"which run (default: {DEFAULT_RUN} if present, else the first)")
-    parser.add_argument("--format", help="textgrid, eaf or csv")
+    parser.add_argument("--format", help="textgrid, eaf, csv, rttm or audacity")
     parser.add_argument("--out", type=Path, required=True, help="the file to write")
     parser.add_argument("--audio", action="store_true",
                         help="also write the user (left) and KAME (right) as a stereo WAV beside --out")

@@ -8,12 +8,13 @@ from ..files import open_atomic
 from ..record.trace import SessionTrace
 from .audio import write_wav
 from .eaf import write_eaf
+from .speakers import write_audacity, write_rttm
 from .table import write_csv
 from .textgrid import write_textgrid
 from .tiers import annotate
 
 #: the export formats and the suffix of the file each writes
-SUFFIXES = {"textgrid": ".TextGrid", "eaf": ".eaf", "csv": ".csv"}
+SUFFIXES = {"textgrid": ".TextGrid", "eaf": ".eaf", "csv": ".csv", "rttm": ".rttm", "audacity": ".txt"}
 
 
 def write_run(trace: SessionTrace, fmt: str, out: Path, *, run: str = "", title: str = "",
@@ -31,6 +32,10 @@ def write_run(trace: SessionTrace, fmt: str, out: Path, *, run: str = "", title:
         written.append(write_textgrid(doc, out))
     elif fmt == "eaf":
         written.append(write_eaf(doc, out, media=wav, portable=portable))
+    elif fmt == "rttm":
+        written.append(write_rttm(trace, out, uri=out.stem))
+    elif fmt == "audacity":
+        written.append(write_audacity(doc, out))
     else:
         written.append(write_csv(doc, out))
     return written
