@@ -478,6 +478,7 @@
   // box at every open; the page's own saved session opens as "live:ID".
   var shownKey = null;
   function followOpenInput() {
+    if (!$('kame-talk')) return;  // the Talk tab not shown yet: no page to reset, no config to read
     var open = config().open;
     var box = open && open.shown && document.querySelector('#' + open.shown + ' textarea, #' + open.shown + ' input');
     if (!box || box.value === shownKey) return;
