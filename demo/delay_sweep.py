@@ -99,11 +99,6 @@ def answer_to(trace: SessionTrace, turn: int = 0) -> str:
     return trace.spoken_text(int(round(turns[turn].start / FRAME_SECONDS)), end)
 
 
-def first_answer(trace: SessionTrace) -> str:
-    """What the assistant said in reply to the first user turn (up to the next user turn)."""
-    return answer_to(trace, 0)
-
-
 def oracle_at(trace: SessionTrace, onset_s: float | None) -> OracleAtStart | None:
     """The oracle the front-end had been fed at ``onset_s`` (None: none yet, or no onset)."""
     if onset_s is None:
@@ -113,12 +108,6 @@ def oracle_at(trace: SessionTrace, onset_s: float | None) -> OracleAtStart | Non
         return None
     return OracleAtStart(revision=at.revision.revision, hint_level=at.revision.hint_level, known_text=at.fed_text,
                          full_text=at.revision.text)
-
-
-def oracle_at_onset(trace: SessionTrace) -> OracleAtStart | None:
-    """The oracle the front-end had when its first answer began (None: it started before any oracle)."""
-    onsets = turn_onsets(trace)
-    return oracle_at(trace, onsets[0].text_onset) if onsets else None
 
 
 def turn_references(references: Sequence[str], n_turns: int) -> list[list[str]]:

@@ -119,8 +119,7 @@ class Panels(NamedTuple):
     """Every panel that shows the open input (:func:`demo.tabs.panels`). ``delay`` and ``curve`` are the
     Forced-delay tab's results, which need an action: cleared (saying so) when they show another input, None
     when they already show this one (kept as they are); ``live``, the Live tab's last run, the same way.
-    ``link``: the address that opens this view (:func:`demo.views.link_text`); ``shown``: the open input's
-    key, for the Talk page (it stops showing its last conversation when another input opens)."""
+    ``link``: the address that opens this view (:func:`demo.views.link_text`)."""
 
     session: Any
     timeline: TimelinePanel
@@ -131,4 +130,3 @@ class Panels(NamedTuple):
     bar: Bar
     link: str
     live: LiveRun | None
-    shown: str

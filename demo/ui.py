@@ -172,7 +172,8 @@ def build_app(gpu: Callable[[Callable], Callable] | None = None, hardware: hw.Ha
                     gr.update(choices=b.picker_choices, value=b.picker, label=b.picker_label),
                     gr.update(value=b.dialogue), gr.update(choices=b.made, value=b.made_value), b.download,
                     p.link, gr.update(value=list(p.session.lanes.order)), *timeline.export_files(p.session),
-                    *(live_kept if p.live is None else p.live[1:]), p.shown)
+                    *(live_kept if p.live is None else p.live[1:]),
+                    p.session.loaded.key if p.session.loaded is not None else "")  # for the Talk page
 
         def show_lanes(st):
             """The figures that draw the lanes (Timeline's, Compare's) and the link: what a change of lanes changes

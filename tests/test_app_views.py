@@ -10,13 +10,14 @@ import pytest
 import soundfile as sf
 
 from demo import library, views
-from demo.delay_sweep import DELAYS_S, oracle_at_onset
+from demo.delay_sweep import DELAYS_S, oracle_at
 from demo.library import LoadedScenario
 from demo.scoring import score_answer
 from demo.tabs.delay import delay_curve, forced_delay
 from demo.tabs.live import live_upload
 from demo.timeline import LANES
 from demo.uploads import MAX_SECONDS, UploadError, decode_upload
+from kame_core.analysis.metrics import turn_onsets
 from kame_core.clock import SAMPLE_RATE
 from kame_core.frontends import StandInFrontEnd
 from kame_core.session import SessionGate
@@ -191,7 +192,7 @@ def test_latency_quality_curve_over_the_delays(scenario_file, stand_in):
 
 def test_oracle_at_onset_of_the_recorded_run(scenario_file):
     kame = library.open_file(scenario_file).scenario.runs["kame"]
-    oracle = oracle_at_onset(kame)
+    oracle = oracle_at(kame, turn_onsets(kame)[0].text_onset)  # when its first answer began
     assert oracle is not None and oracle.revision >= 1
 
 

@@ -60,4 +60,4 @@ def panels(state: Any = None, *, settings: Settings | None = None) -> Panels:
     cleared, curve_cleared = delay.cleared(session)
     return Panels(session, timeline.panel(session), compare.compare(session), evolution.evolution(session),
                   cleared, curve_cleared, views.bar(session, settings or Settings()), views.link_text(session),
-                  live.cleared(session), session.loaded.key if session.loaded is not None else "")
+                  live.cleared(session))

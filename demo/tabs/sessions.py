@@ -143,11 +143,11 @@ def listing(state: Any = None, words: Any = None, *, settings: Settings | None =
     session = views.session_of(state)
     started = time.perf_counter()
     found, table = listed_rows(session, settings=settings, cache=cache)
-    kept = [(row, cells) for row, cells in zip(_private(found.rows, table), table) if _holds(cells, wanted)]
+    kept = [(row, cells) for row, cells in zip(found.rows, table) if _holds(cells, wanted)]
     csv_path, unwritten = None, ""
     if kept:
         try:
-            csv_path = write_table([row for row, _ in kept], session.files() / "sessions.csv")
+            csv_path = write_table([_private(row, cells) for row, cells in kept], session.files() / "sessions.csv")
         except OSError as err:  # a full or read-only disk: the list shows, its CSV is not offered
             unwritten = f" · no CSV: {error_words(err)}"
     skipped = "" if not found.skipped else (f" · {len(found.skipped)} skipped — " + "; ".join(
@@ -164,10 +164,10 @@ def _holds(cells: list[Any], words: list[str]) -> bool:
     return all(word in text for word in words)
 
 
-def _private(rows: list[CorpusRow], table: list[list[Any]]) -> list[CorpusRow]:
-    """The rows as the CSV gives them to the page's user: each source named by where it is and what opens it,
-    not by its path on the server."""
-    return [dataclasses.replace(row, source=f"{cells[0]}/{Path(row.source).name}") for row, cells in zip(rows, table)]
+def _private(row: CorpusRow, cells: list[Any]) -> CorpusRow:
+    """The row as the CSV gives it to the page's user: its source named by where it is (``cells``: the row as the
+    table shows it) and its file's name, not by its path on the server."""
+    return dataclasses.replace(row, source=f"{cells[0]}/{Path(row.source).name}")
 
 
 def listed_rows(session: views.AppSession, *, settings: Settings | None = None,

@@ -19,7 +19,7 @@ from ..record.trace import SessionTrace
 from .tiers import ASSISTANT, SPEECH, USER_WORDS, Annotations, IntervalTier, turns
 
 USER = "user"
-_UNSAFE = re.compile(r"[\s]+")
+_UNSAFE = re.compile(r"\s+")
 
 
 def _safe(name: str) -> str:
