@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import asyncio
+import math
 import time
 
 import pytest
@@ -110,11 +111,15 @@ def test_a_frame_origin_puts_session_time_zero_on_its_frame_boundaries():
 
         return clock.run(main)
 
+    began = time.monotonic()
     first_zero, first_now = start_instant()
     time.sleep(0.037)
     second_zero, second_now = start_instant()
+    took = time.monotonic() - began
     for zero, now in ((first_zero, first_now), (second_zero, second_now)):
         frames = (zero - origin) / FRAME_SECONDS
         assert abs(frames - round(frames)) < 0.02  # a boundary of the origin's (within 1.6 ms)
         assert 0.0 <= now < FRAME_SECONDS + 0.01  # started at most one frame early
-    assert round((second_zero - first_zero) / FRAME_SECONDS) in (0, 1)
+    # the second session starts on the same boundary or a later one, never further on than the time that passed
+    # between the two starts (37 ms unless the machine held this process back: once 160 ms, at idle priority)
+    assert 0 <= round((second_zero - first_zero) / FRAME_SECONDS) <= math.ceil(took / FRAME_SECONDS)
