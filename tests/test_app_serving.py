@@ -64,7 +64,7 @@ def test_sigterm_removes_the_process_folder():
     root = proc.stdout.readline().strip()
     assert os.path.isdir(root)
     proc.send_signal(signal.SIGTERM)
-    proc.wait(timeout=20)
+    proc.wait(timeout=60)  # at idle priority beside the real-time tests it once needed more than 20 s
     assert not os.path.exists(root)
 
 

@@ -91,7 +91,9 @@ def test_a_child_killed_mid_answer_fails_that_answer_and_the_next_starts_a_new_o
             pieces.append(piece)
 
         story = [ChatMessage("user", "Write a long story about a dragon who learns to sing.")]
-        with pytest.raises(SmolLMProcessError, match="worker process exited"):
+        # its reader sees the pipe close ("worker process exited") or, on a loaded machine first, its watchdog sees the
+        # process gone ("not answering (it exited (code -9))"): the request fails either way, naming the exit
+        with pytest.raises(SmolLMProcessError, match=r"worker process exited|it exited \(code -9\)"):
             worker.generate(story, 400, kill_at_the_first_piece, threading.Event())
         assert isinstance(SmolLMProcessError("x"), LLMError)  # what a session's oracle catches
         answer = "".join(c for _, c in collect(LocalSmolLM(max_new_tokens=12, process=worker), QUESTION))
