@@ -56,11 +56,13 @@ MISSED_GOAL = 1.0
 LEAD_S = 0.3
 
 
-async def _round(url: str, audios: list[np.ndarray], tail_s: float, stagger_s: float = 0.0) -> list[TalkResult]:
-    """Every client at once (client ``k`` connects ``k * stagger_s`` later: sessions at other frame phases)."""
+async def _round(url: str, audios: list[np.ndarray], tail_s: float, stagger_s: float = 0.0,
+                 pcm: bool = False) -> list[TalkResult]:
+    """Every client at once (client ``k`` connects ``k * stagger_s`` later: sessions at other frame phases);
+    ``pcm``: raw PCM both ways instead of Opus."""
     async def client(k: int, audio: np.ndarray) -> TalkResult:
         await asyncio.sleep(k * stagger_s)
-        return await talk(url, audio, tail_s=tail_s, lead_s=LEAD_S * k)
+        return await talk(url, audio, tail_s=tail_s, lead_s=LEAD_S * k, pcm=pcm)
 
     return await asyncio.gather(*(client(k, a) for k, a in enumerate(audios)))
 
@@ -69,15 +71,16 @@ def _shifted(words: list[Word], by_s: float) -> list[Word]:
     return [Word(w.text, w.start + by_s, w.end + by_s) for w in words]
 
 
-def _round_here(url: str, audios: list[np.ndarray], tail_s: float, stagger_s: float) -> list[TalkResult]:
-    return asyncio.run(_round(url, audios, tail_s, stagger_s))
+def _round_here(url: str, audios: list[np.ndarray], tail_s: float, stagger_s: float, pcm: bool) -> list[TalkResult]:
+    return asyncio.run(_round(url, audios, tail_s, stagger_s, pcm))
 
 
-def clients_apart(url: str, audios: list[np.ndarray], tail_s: float, stagger_s: float = 0.0) -> list[TalkResult]:
+def clients_apart(url: str, audios: list[np.ndarray], tail_s: float, stagger_s: float = 0.0,
+                  pcm: bool = False) -> list[TalkResult]:
     """:func:`_round` in a process of its own, as real clients are: in the server's process the clients' Opus
     and websocket work would hold the server's GIL (they still share its cores)."""
     with ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn")) as clients:
-        return clients.submit(_round_here, url, audios, tail_s, stagger_s).result()
+        return clients.submit(_round_here, url, audios, tail_s, stagger_s, pcm).result()
 
 
 def main() -> None:
@@ -124,7 +127,7 @@ def main() -> None:
 
 
 def measure_round(url: str, n: int, audios: list[np.ndarray], tail_s: float, pool,
-                  stagger_s: float = 0.0, words: list[list[Word]] | None = None) -> dict[str, Any]:
+                  stagger_s: float = 0.0, words: list[list[Word]] | None = None, pcm: bool = False) -> dict[str, Any]:
     """N clients at once (``stagger_s`` apart): frames, missed deadlines, onsets after the question, (with a
     pool) its steps, and (with the questions' ``words``) the STT lag: the end of a word's audio to the first live
     partial or final containing it, over every word of every client."""
@@ -133,7 +136,7 @@ def measure_round(url: str, n: int, audios: list[np.ndarray], tail_s: float, poo
         pool.step_log.clear()
         pool.arrival_log.clear()
         pool.turnaround_log.clear()
-    results = clients_apart(url, [audios[k % len(audios)] for k in range(n)], tail_s, stagger_s)
+    results = clients_apart(url, [audios[k % len(audios)] for k in range(n)], tail_s, stagger_s, pcm)
     frames = sum(int(saved["frames"]) if (saved := r.saved()) else 0 for r in results)
     missed = sum(r.missed_deadlines() for r in results)
     onsets = [o for o in (r.onset_after_question() for r in results) if o is not None]

@@ -39,9 +39,9 @@ def test_live_server_variants_are_checked_before_any_model_loads() -> None:
     from benchmarks.device.live_server import parse_variants
 
     assert parse_variants("") == [{}]
-    assert parse_variants("gather_s=0.03;torch_threads=1, switch_ms=1") == [
-        {"gather_s": 0.03}, {"torch_threads": 1.0, "switch_ms": 1.0}]
+    assert parse_variants("gather_s=0.03;torch_threads=1, switch_ms=1;pcm=1") == [
+        {"gather_s": 0.03}, {"torch_threads": 1.0, "switch_ms": 1.0}, {"pcm": 1.0}]
     for bad in ("gather_s=abc", "nope=1", "torch_threads=0", "torch_threads=inf", "torch_threads=1.5",
-                "switch_ms=nan", "gather_s=1e308", "gather_s"):
-        with pytest.raises(ValueError, match="expected one of gather_s"):
+                "switch_ms=nan", "gather_s=1e308", "gather_s", "pcm=0.5", "pcm=2"):
+        with pytest.raises(ValueError, match="expected one of pcm, gather_s"):
             parse_variants(bad)

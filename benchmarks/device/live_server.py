@@ -48,7 +48,8 @@ def scripted_stack(choice: FrontEndChoice) -> Stack:
 
 
 #: the settings ``--variants`` may change, each with the check its value must pass
-VARIANT_SETTINGS = {"gather_s": lambda v: 0 <= v <= 1, "torch_threads": lambda v: 1 <= v <= 256 and v == int(v),
+VARIANT_SETTINGS = {"pcm": lambda v: v in (0, 1), "gather_s": lambda v: 0 <= v <= 1,
+                    "torch_threads": lambda v: 1 <= v <= 256 and v == int(v),
                     "switch_ms": lambda v: 0 < v <= 100}
 
 
@@ -66,7 +67,7 @@ def parse_variants(text: str) -> list[dict[str, float]]:
                 number = float("nan")
             if key not in VARIANT_SETTINGS or not VARIANT_SETTINGS[key](number):
                 raise ValueError(f"{item!r}: expected one of {', '.join(VARIANT_SETTINGS)} with a value in range "
-                                 "(gather_s 0-1 s, torch_threads 1-256, switch_ms over 0 up to 100)")
+                                 "(pcm 0 or 1, gather_s 0-1 s, torch_threads 1-256, switch_ms over 0 up to 100)")
             settings[key] = number
         variants.append(settings)
     return variants
@@ -74,7 +75,8 @@ def parse_variants(text: str) -> list[dict[str, float]]:
 
 def apply_variant(settings: dict[str, float], pool: Any) -> dict[str, Any]:
     """Apply one parsed ``--variants`` entry (the pool's gathering window, torch's intra-op threads, the
-    interpreter's thread switch interval); what the round then runs under."""
+    interpreter's thread switch interval); what the round then runs under (``pcm``: the clients ask for raw PCM
+    both ways, no Opus in the server)."""
     import sys
 
     import torch
@@ -85,7 +87,7 @@ def apply_variant(settings: dict[str, float], pool: Any) -> dict[str, Any]:
         torch.set_num_threads(int(settings["torch_threads"]))
     if "switch_ms" in settings:
         sys.setswitchinterval(settings["switch_ms"] / 1000)
-    return {"gather_s": pool.gather_s, "torch_threads": torch.get_num_threads(),
+    return {"pcm": bool(settings.get("pcm")), "gather_s": pool.gather_s, "torch_threads": torch.get_num_threads(),
             "switch_ms": round(sys.getswitchinterval() * 1000, 2)}
 
 
@@ -128,7 +130,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--compare-unaligned", action="store_true",
                         help="before each round, the same round with every session framed on its own start")
     parser.add_argument("--variants", default="",
-                        help="';'-separated settings to run every N under, each 'gather_s=S,torch_threads=T,"
+                        help="';'-separated settings to run every N under, each 'pcm=0|1,gather_s=S,torch_threads=T,"
                              "switch_ms=M' (any of them; default: as loaded)")
     parser.add_argument("--json", type=Path, default=None)
     parser.set_defaults(pool_size=0)
@@ -164,12 +166,14 @@ def main(argv: list[str] | None = None) -> int:
             setting = apply_variant(variant, pool)
             if args.compare_unaligned:
                 origin, pool.frame_origin = pool.frame_origin, None
-                row = measure_round(url, n, [audio], args.tail_s, pool, args.stagger_s) | {"aligned": False}
+                row = measure_round(url, n, [audio], args.tail_s, pool, args.stagger_s, pcm=setting["pcm"]) | \
+                    {"aligned": False}
                 pool.frame_origin = origin
                 report["rounds"].append(row)
                 print(json.dumps(row), flush=True)
             with GilProbe() as probe:
-                row = measure_round(url, n, [audio], args.tail_s, pool, args.stagger_s) | {"aligned": True}
+                row = measure_round(url, n, [audio], args.tail_s, pool, args.stagger_s, pcm=setting["pcm"]) | \
+                    {"aligned": True}
             row |= setting | probe.summary()
             report["rounds"].append(row)
             print(json.dumps(row), flush=True)
