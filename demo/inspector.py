@@ -33,13 +33,16 @@ def run_summary_rows(scenario: Scenario) -> list[list[Any]]:
 
 def duplex_text(d: DuplexSummary) -> str:
     """Full-Duplex-Bench timing in one line: takeovers, turn-taking latency signed and clipped (with its
-    denominator), stop latency when the user interrupted."""
+    denominator), the latency heard in the audio, stop latency when the user interrupted."""
     if not d.turns:
         return "no user turn"
     parts = [f"takeover {d.takeovers}/{len(d.turns)}"]
     if d.mean_latency_s is not None and d.mean_clipped_latency_s is not None:
         parts.append(f"turn-taking {d.mean_latency_s:+.2f} s (clipped {d.mean_clipped_latency_s:.2f} s, "
                      f"n={d.takeovers})")
+    if d.heard.median_s is not None:
+        parts.append(f"heard {d.heard.median_s:+.2f} s (median by the audio, n={d.heard.n}"
+                     + (f", {d.heard.early} early" if d.heard.early else "") + ")")
     if d.interruptions:
         stop = "n/a" if d.mean_stop_latency_s is None else f"{d.mean_stop_latency_s:.2f} s"
         parts.append(f"stop {stop} ({len(d.interruptions)} interruption(s)"

@@ -48,6 +48,7 @@ def _expected(trace: SessionTrace) -> dict[str, object]:
             "revisions": metrics.oracle_revisions, "hint_levels": ",".join(map(str, levels)),
             "self_corrections": metrics.self_corrections, "fdb_takeover_rate": fdb["takeover_rate"],
             "fdb_latency_signed_s": fdb["latency_signed_s"], "fdb_latency_clipped_s": fdb["latency_clipped_s"],
+            "fdb_heard_latency_median_s": fdb["heard_latency_median_s"],
             "fdb_interruptions": fdb["interruptions"], "fdb_stop_latency_s": fdb["stop_latency_s"],
             "mode": trace.mode, "score": None, "adherence_share": _r3(oracle_adherence(trace).spoken_share)}
 

@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 from kame_core.analysis.duplex_metrics import duplex_metrics, model_speech_segments, pool
-from kame_core.clock import FRAME_SECONDS, SAMPLES_PER_FRAME
+from kame_core.clock import FRAME_SECONDS, SAMPLE_RATE, SAMPLES_PER_FRAME
 from kame_core.record.events import UserSpeechEnd, UserSpeechStart
 from kame_core.record.trace import FrameRecord, SessionTrace
 
@@ -86,3 +86,21 @@ def test_pooling_runs_averages_over_turns() -> None:
     b = duplex_metrics(build(8.0, [(0.5, 3.0)], [], []))
     both = pool([a, b])
     assert both.takeover_rate == 0.5 and both.to_json()["turns"] == 2
+
+
+def test_the_heard_latency_follows_the_sound_not_the_text() -> None:
+    """Text from 3.2 s, but the voice starts 60 ms into the 3.6 s frame: the words' latency is +0.2 s, what a
+    listener waits +0.66 s (the first 20 ms window above -60 dBFS)."""
+    words = [(3.2 + 0.24 * k, f" w{k}") for k in range(8)]
+    trace = build(8.0, [(0.5, 3.0)], words, [(3.6, 5.6)])
+    start = frame(3.6) * SAMPLES_PER_FRAME
+    trace.output_audio[start: start + int(0.06 * SAMPLE_RATE)] = 0.0
+    m = duplex_metrics(trace)
+    (turn,) = m.turns
+    assert turn.latency_s == pytest.approx(0.2) and turn.heard_latency_s == pytest.approx(0.66)
+    assert (m.heard.n, m.heard.early) == (1, 0) and m.to_json()["heard_latency_median_s"] == 0.66
+    early = duplex_metrics(build(8.0, [(0.5, 3.0)], [(2.4 + 0.24 * k, f" w{k}") for k in range(8)], [(2.4, 4.4)]))
+    assert early.turns[0].heard_latency_s == pytest.approx(-0.6) and early.heard.early == 1
+    silent = duplex_metrics(build(8.0, [(0.5, 3.0)], words, []))  # words without a sound: nothing heard
+    assert silent.turns[0].takeover and silent.turns[0].heard_latency_s is None and silent.heard.n == 0
+    assert silent.to_json()["heard_latency_median_s"] is None

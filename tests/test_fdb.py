@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 import soundfile as sf
 
+from kame_core.analysis.heard import first_heard
 from kame_core.clock import SAMPLE_RATE, SAMPLES_PER_FRAME
 from kame_core.eval import fdb
 from kame_core.eval.cli import main
@@ -204,6 +205,9 @@ def test_the_command_answers_writes_and_scores_a_made_up_benchmark_folder(tmp_pa
                                   fdb.score_sample(fdb.Sample(pause), tmp_path))}
     assert scores["smooth_turn_taking"].takeover  # the stand-in answers the question
     assert scores["smooth_turn_taking"].latency_s is not None and scores["smooth_turn_taking"].latency_s < 2.0
+    heard = scores["smooth_turn_taking"].heard_latency_s  # by the output audio: after the question, as it sounds
+    assert heard == pytest.approx(first_heard(fdb.read_input(smooth / fdb.OUTPUT_WAV), SAMPLE_RATE) - end)
+    assert 0.0 < heard < 2.0 and f"| {heard:+.3f} s [p10 {heard:+.3f}, p90 {heard:+.3f}], 0 early (n=1) |" in printed
     assert "| smooth_turn_taking | 1 | 1.000 |" in printed
     assert "outputs made by: cpu-stand-in" in printed and "not the trained model" in printed  # provenance
     summary = json.loads((tmp_path / fdb.SUMMARY).read_text())
@@ -258,7 +262,7 @@ def test_each_floor_policy_answers_its_own_copy_beside_the_quoted_leaderboard(tm
     assert [r.split(" | ")[0] for r in rows] == ["| kame · floor model · cpu-stand-in",
                                                  "| kame · floor gate · cpu-stand-in"]
     assert all(r.endswith("| measured here |") for r in rows)
-    assert "| Moshi | 0.985 | — | 0.265 s | quoted: Full-Duplex-Bench v1 leaderboard |" in printed
+    assert "| Moshi | 0.985 | — | 0.265 s | — | quoted: Full-Duplex-Bench v1 leaderboard |" in printed
     # outputs of one policy are not silently scored as another's
     assert main(["fdb", "--root", str(out / "gate"), "--floor", "model", "--no-progress"]) == 2
     assert "made with the 'gate' floor, not 'model'" in capsys.readouterr().err

@@ -8,6 +8,10 @@ Full-Duplex-Bench's definitions (facts in ``../shared/KAME_OFFICIAL_SERVER.md``)
 * **Turn-taking latency** (per takeover turn): start of the model's first output word minus the end of the
   user's turn. Reported signed (KAME may start early) and, as FD-Bench reports it, with negative values
   clipped to 0 -- its mean is over takeover turns only, and that denominator is reported with it.
+* **Heard latency** (per takeover turn; ours, beside theirs): when the response is first heard -- its first loud
+  output frame, refined to the first 20 ms window above -60 dBFS (:mod:`.heard`) -- minus the end of the user's
+  turn; median, p10, p90 and early starts. The text onset can lead the sound (a front-end's padding, a TTS's
+  lead-in), and an ASR's word timestamps lead it too; the listener hears this one.
 * **Stop latency** (per user turn that begins while the model is speaking -- the user interrupts): from the
   onset of the user's overlapping speech to the model going silent (the end of the model's speech segment
   that the onset fell into).
@@ -27,9 +31,10 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..clock import FRAME_SECONDS, SAMPLES_PER_FRAME
+from ..clock import FRAME_SECONDS, SAMPLE_RATE, SAMPLES_PER_FRAME
 from ..record.trace import SessionTrace
 from ..turns import TurnConfig
+from .heard import HeardLatency, first_heard
 from .metrics import SILENCE_RMS, turn_onsets
 from .trace_query import user_turns
 
@@ -59,6 +64,8 @@ class TurnTaking:
     #: end of its last output frame with speech or text before the next turn
     response_end: float | None
     words: int
+    #: when the response is first heard: its first loud output frame, to the 20 ms window (:mod:`.heard`)
+    heard_start: float | None = None
 
     @property
     def duration_s(self) -> float:
@@ -80,6 +87,11 @@ class TurnTaking:
     def clipped_latency_s(self) -> float | None:
         """Turn-taking latency as FD-Bench reports it: negative values clipped to 0."""
         return None if self.latency_s is None else max(0.0, self.latency_s)
+
+    @property
+    def heard_latency_s(self) -> float | None:
+        """Signed latency by the audio (what a listener waits; None without a takeover or without sound)."""
+        return None if not self.takeover or self.heard_start is None else self.heard_start - self.user_end
 
 
 @dataclass(frozen=True)
@@ -126,6 +138,11 @@ class DuplexSummary:
         return _mean([t.clipped_latency_s for t in self.turns if t.clipped_latency_s is not None])
 
     @property
+    def heard(self) -> HeardLatency:
+        """Heard latency over the takeover turns that made a sound: median, p10, p90, early starts."""
+        return HeardLatency.of([t.heard_latency_s for t in self.turns if t.heard_latency_s is not None])
+
+    @property
     def mean_stop_latency_s(self) -> float | None:
         return _mean([i.stop_latency_s for i in self.interruptions if i.stop_latency_s is not None])
 
@@ -139,7 +156,7 @@ class DuplexSummary:
             return None if value is None else round(value, 3)
         return {"turns": len(self.turns), "takeovers": self.takeovers, "takeover_rate": r(self.takeover_rate),
                 "latency_signed_s": r(self.mean_latency_s), "latency_clipped_s": r(self.mean_clipped_latency_s),
-                "latency_n": self.takeovers, "interruptions": len(self.interruptions),
+                "latency_n": self.takeovers, **self.heard.to_json(), "interruptions": len(self.interruptions),
                 "stop_latency_s": r(self.mean_stop_latency_s), "never_stopped": self.never_stopped}
 
 
@@ -186,7 +203,9 @@ def duplex_metrics(trace: SessionTrace, turn_gap_s: float = TurnConfig.turn_gap_
         lo = int(round(start / FRAME_SECONDS))
         last = np.flatnonzero(active[lo:hi])
         end = (lo + int(last[-1]) + 1) * FRAME_SECONDS if last.size else start + FRAME_SECONDS
-        summary.turns.append(TurnTaking(k, onset.user_end, start, end, _words_from(trace, lo, hi)))
+        heard = None if onset.audio_onset is None else \
+            first_heard(trace.output_audio[: n * SAMPLES_PER_FRAME], SAMPLE_RATE, from_s=onset.audio_onset)
+        summary.turns.append(TurnTaking(k, onset.user_end, start, end, _words_from(trace, lo, hi), heard))
     segments = model_speech_segments(trace, speech_gap_s)
     for k, turn in enumerate(turns):
         inside = next((s for s in segments if s[0] < turn.start < s[1]), None)

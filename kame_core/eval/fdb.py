@@ -36,6 +36,7 @@ import numpy as np
 import soundfile as sf
 
 from ..analysis.duplex_metrics import is_takeover
+from ..analysis.heard import HeardLatency, first_heard
 from ..audio_io import resample
 from ..clock import SAMPLE_RATE, SAMPLES_PER_FRAME
 from ..files import write_bytes_atomic
@@ -225,15 +226,20 @@ class SampleScore:
     words: int = 0
     #: what made the output (``output.json``'s ``kame_studio.front_end``); "" for files made elsewhere
     made_by: str = ""
+    #: the first output audio above -60 dBFS (20 ms windows of ``output.wav``) minus the end of the user's turn:
+    #: what a listener waits (smooth turn-taking only; signed; None: no output.wav, or nothing heard)
+    heard_latency_s: float | None = None
 
     def to_json(self) -> dict[str, Any]:
-        return {"key": self.key, "task": self.task, "takeover": self.takeover,
-                "latency_s": None if self.latency_s is None else round(self.latency_s, 3), "words": self.words,
-                "made_by": self.made_by}
+        def r(value: float | None) -> float | None:
+            return None if value is None else round(value, 3)
+        return {"key": self.key, "task": self.task, "takeover": self.takeover, "latency_s": r(self.latency_s),
+                "heard_latency_s": r(self.heard_latency_s), "words": self.words, "made_by": self.made_by}
 
 
 def score_sample(sample: Sample, root: Path) -> SampleScore:
-    """Takeover (and, for smooth turn-taking, latency) from ``output.json`` and the task's annotation."""
+    """Takeover (and, for smooth turn-taking, the latency by the words and by the audio) from ``output.json``,
+    ``output.wav`` and the task's annotation."""
     try:
         doc = json.loads((sample.folder / OUTPUT_JSON).read_text(encoding="utf-8"))
         chunks = doc["chunks"]
@@ -243,17 +249,26 @@ def score_sample(sample: Sample, root: Path) -> SampleScore:
     except (OSError, ValueError, KeyError, TypeError, IndexError) as exc:
         raise FDBError(f"{sample.folder / OUTPUT_JSON}: not a Full-Duplex-Bench output.json ({exc})") from None
     took = bool(times) and is_takeover(times[-1][1] - times[0][0], len(times))
-    latency = None
-    if took and sample.task == "smooth_turn_taking":
-        annotation = sample.folder / "turn_taking.json"
-        try:
-            end = float(json.loads(annotation.read_text(encoding="utf-8"))[0]["timestamp"][0])
-        except (OSError, ValueError, KeyError, TypeError, IndexError) as exc:
-            raise FDBError(f"{annotation}: not a Full-Duplex-Bench turn_taking.json ({exc})") from None
-        if not math.isfinite(end):
-            raise FDBError(f"{annotation}: the turn's end time is not a finite number")
-        latency = times[0][0] - end
-    return SampleScore(sample.key(root), sample.task, took, latency, len(times), str(made_by))
+    latency = heard = None
+    if sample.task == "smooth_turn_taking":
+        end = _turn_end(sample.folder / "turn_taking.json")
+        latency = times[0][0] - end if took else None
+        output = sample.folder / OUTPUT_WAV
+        if output.is_file():
+            first = first_heard(read_input(output), SAMPLE_RATE)
+            heard = None if first is None else first - end
+    return SampleScore(sample.key(root), sample.task, took, latency, len(times), str(made_by), heard)
+
+
+def _turn_end(annotation: Path) -> float:
+    """The end of the user's turn in a smooth turn-taking sample's ``turn_taking.json``."""
+    try:
+        end = float(json.loads(annotation.read_text(encoding="utf-8"))[0]["timestamp"][0])
+    except (OSError, ValueError, KeyError, TypeError, IndexError) as exc:
+        raise FDBError(f"{annotation}: not a Full-Duplex-Bench turn_taking.json ({exc})") from None
+    if not math.isfinite(end):
+        raise FDBError(f"{annotation}: the turn's end time is not a finite number")
+    return end
 
 
 @dataclass(frozen=True)
@@ -266,11 +281,13 @@ class TaskSummary:
     takeovers: int
     #: the same mean without clipping (negative: the answer began before the user's turn ended)
     latency_signed_s: float | None = None
+    #: by the audio, over the same takeover samples: what a listener waits (:mod:`kame_core.analysis.heard`)
+    heard: HeardLatency = HeardLatency.of(())
 
     def line(self) -> str:
         lat = "—" if self.latency_clipped_s is None else f"{self.latency_clipped_s:.3f} s (n={self.takeovers})"
         signed = "—" if self.latency_signed_s is None else f"{self.latency_signed_s:+.3f} s"
-        return f"| {self.task} | {self.samples} | {self.takeover_rate:.3f} | {lat} | {signed} |"
+        return f"| {self.task} | {self.samples} | {self.takeover_rate:.3f} | {lat} | {signed} | {self.heard.cell()} |"
 
 
 def summarize(scores: Iterable[SampleScore]) -> list[TaskSummary]:
@@ -282,14 +299,16 @@ def summarize(scores: Iterable[SampleScore]) -> list[TaskSummary]:
     for task, group in sorted(by_task.items()):
         signed = [s.latency_s for s in group if s.latency_s is not None]
         clipped = [max(0.0, v) for v in signed]
+        heard = [s.heard_latency_s for s in group if s.latency_s is not None and s.heard_latency_s is not None]
         out.append(TaskSummary(task, len(group), sum(s.takeover for s in group) / len(group),
                                statistics.fmean(clipped) if clipped else None, len(clipped),
-                               statistics.fmean(signed) if signed else None))
+                               statistics.fmean(signed) if signed else None, HeardLatency.of(heard)))
     return out
 
 
-TABLE_HEAD = ("| task | samples | takeover rate | turn-taking latency (clipped mean) | signed mean |\n"
-              "|---|---|---|---|---|")
+#: the benchmark's latency reads the ASR's first word (clipped at 0); "heard" reads the output audio itself
+TABLE_HEAD = ("| task | samples | takeover rate | turn-taking latency (ASR words, clipped mean) | signed mean | "
+              "heard latency (audio: median [p10, p90], early starts) |\n|---|---|---|---|---|---|")
 
 #: Full-Duplex-Bench v1's leaderboard, quoted (not measured here): system, pause-handling takeover rate,
 #: smooth turn-taking latency in seconds
@@ -297,8 +316,8 @@ LEADERBOARD_V1: tuple[tuple[str, float, float], ...] = (
     ("Moshi", 0.985, 0.265), ("GPT-Realtime", 0.010, 1.470), ("Gemini Live 2.0", 0.255, 1.301),
     ("PersonaPlex", 0.584, 0.070), ("Freeze-Omni", 0.642, 0.953))
 
-COMPARISON_HEAD = ("| system | pause takeover (lower is better) | smooth takeover | turn-taking latency | source |\n"
-                   "|---|---|---|---|---|")
+COMPARISON_HEAD = ("| system | pause takeover (lower is better) | smooth takeover | turn-taking latency (ASR words) | "
+                   "heard latency (audio, median) | source |\n|---|---|---|---|---|---|")
 
 
 def comparison_rows(by_system: dict[str, list[TaskSummary]]) -> list[str]:
@@ -312,8 +331,9 @@ def comparison_rows(by_system: dict[str, list[TaskSummary]]) -> list[str]:
         pause, smooth = tasks.get("pause_handling"), tasks.get("smooth_turn_taking")
         rows.append(f"| {system} | {cell(pause.takeover_rate if pause else None)} | "
                     f"{cell(smooth.takeover_rate if smooth else None)} | "
-                    f"{cell(smooth.latency_clipped_s if smooth else None, ' s')} | measured here |")
-    rows += [f"| {name} | {pause:.3f} | — | {latency:.3f} s | quoted: Full-Duplex-Bench v1 leaderboard |"
+                    f"{cell(smooth.latency_clipped_s if smooth else None, ' s')} | "
+                    f"{cell(smooth.heard.median_s if smooth else None, ' s')} | measured here |")
+    rows += [f"| {name} | {pause:.3f} | — | {latency:.3f} s | — | quoted: Full-Duplex-Bench v1 leaderboard |"
              for name, pause, latency in LEADERBOARD_V1]
     return rows
 

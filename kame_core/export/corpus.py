@@ -78,6 +78,9 @@ COLUMN_DOCS: dict[str, str] = {
     "fdb_takeover_rate": "Full-Duplex-Bench takeover rate (kame_core.analysis.duplex_metrics, to_json's takeover_rate)",
     "fdb_latency_signed_s": "FDB turn-taking latency, mean over takeover turns, signed (latency_signed_s)",
     "fdb_latency_clipped_s": "FDB turn-taking latency as FDB reports it, negatives clipped to 0 (latency_clipped_s)",
+    "fdb_heard_latency_median_s": "latency by the audio: median over takeover turns of the first 20 ms of output "
+                                  "above -60 dBFS minus the end of the user's turn, signed "
+                                  "(heard_latency_median_s; kame_core.analysis.heard)",
     "fdb_interruptions": "user turns begun while the model spoke (interruptions)",
     "fdb_stop_latency_s": "mean time from such an interruption to the model going silent (stop_latency_s)",
     "score": "an eval score recorded in the session; no session format records one yet, so always empty",
@@ -116,6 +119,7 @@ class CorpusRow:
     fdb_takeover_rate: float | None
     fdb_latency_signed_s: float | None
     fdb_latency_clipped_s: float | None
+    fdb_heard_latency_median_s: float | None
     fdb_interruptions: int
     fdb_stop_latency_s: float | None
     score: float | None
@@ -185,7 +189,7 @@ def _row(scenario: Scenario, run: str, trace: SessionTrace, *, source: str, open
         revisions=metrics.oracle_revisions, hint_levels=",".join(str(level) for level in levels),
         self_corrections=metrics.self_corrections, fdb_takeover_rate=_float(fdb["takeover_rate"]),
         fdb_latency_signed_s=_float(fdb["latency_signed_s"]), fdb_latency_clipped_s=_float(fdb["latency_clipped_s"]),
-        fdb_interruptions=len(duplex.interruptions),
+        fdb_heard_latency_median_s=_float(fdb["heard_latency_median_s"]), fdb_interruptions=len(duplex.interruptions),
         fdb_stop_latency_s=_float(fdb["stop_latency_s"]),
         score=None,  # no session format records an eval score (kame_core/eval writes its own result files)
         adherence_share=_ms(oracle_adherence(trace).spoken_share),
