@@ -835,14 +835,14 @@ class _RunBuilder:
                                    font=dict(size=11, color=MUTED)))
 
     def _floor(self) -> None:
-        """Who held the floor: the spans the floor policy held the front-end for the user, and (the ``gate``) the
-        end-of-turn probability of the transcript as it changed, on a log scale, with the threshold it gives the
-        floor at."""
+        """Who held the floor: the spans the floor policy held the front-end for the user, and the end-of-turn
+        probability it read -- of the transcript as it changed (``gate``; solid) or of the sound at each pause
+        (``smart-turn``; dashed) -- on a log scale, with the threshold it gives the floor at."""
         lane, F = "floor", FRAME_SECONDS
         lo, hi = self.lanes.band(lane)
         floor = str(self.trace.config.get("floor") or "model")
         marks = [e for e in self.trace.events_of(EventKind.HOLD_START, EventKind.HOLD_END) if e.data.get("floor")]
-        scores = [(e.t, float(e.data["p_end"]), str(e.data.get("text", "")))
+        scores = [(e.t, float(e.data["p_end"]), str(e.data.get("text", "")), e.data.get("by") == "audio")
                   for e in self.trace.events_of(EventKind.END_OF_TURN)
                   if isinstance(e.data.get("p_end"), (int, float))]
         self.notes.append(dict(text=f"floor: {_esc(floor)}", xref=self.ax.x_domain, yref=self.ax.y, x=0.0,
@@ -874,13 +874,21 @@ class _RunBuilder:
             log_p = min(0.0, max(P_LOG_FLOOR, math.log10(max(p, 10.0 ** P_LOG_FLOOR))))
             return bottom + (log_p - P_LOG_FLOOR) / -P_LOG_FLOOR * (top - bottom)
 
-        xs = [t for t, _, _ in scores] + [self.trace.n_frames * F]
-        ys = [y_of(p) for _, p, _ in scores] + [y_of(scores[-1][1])]
-        hover = [f"end-of-turn p {p:.1e} after “{_esc(_wrap(text, 60))}” ({t:.2f} s)" for t, p, text in scores]
-        self.traces.append(dict(type="scatter", mode="lines+markers", x=xs, y=ys, line=dict(shape="hv", width=1.4,
-                                color="#0072b2"), marker=dict(size=[5] * len(scores) + [0], color="#0072b2"),
-                                hovertext=hover + [""], hoverinfo="text",
-                                **self.legend("end-of-turn probability (log scale)"), **self.xy))
+        for audio, colour, name in ((False, "#0072b2", "end-of-turn probability (log scale)"),
+                                    (True, "#d55e00", "end-of-turn probability of the sound (log scale)")):
+            of = [(t, p, text) for t, p, text, by_audio in scores if by_audio is audio]
+            if not of:
+                continue
+            xs = [t for t, _, _ in of] + [self.trace.n_frames * F]
+            ys = [y_of(p) for _, p, _ in of] + [y_of(of[-1][1])]
+            hover = [f"end-of-turn p {p:.1e} by the sound of the pause (Smart Turn; words so far “"
+                     f"{_esc(_wrap(text, 60))}”, {t:.2f} s)" if audio else
+                     f"end-of-turn p {p:.1e} after “{_esc(_wrap(text, 60))}” ({t:.2f} s)" for t, p, text in of]
+            self.traces.append(dict(type="scatter", mode="lines+markers", x=xs, y=ys,
+                                    line=dict(shape="hv", width=1.4, color=colour, dash="dash" if audio else "solid"),
+                                    marker=dict(size=[5] * len(of) + [0], color=colour, symbol="diamond" if audio
+                                                else "circle"),
+                                    hovertext=hover + [""], hoverinfo="text", **self.legend(name), **self.xy))
         threshold = (self.trace.config.get("floor_settings") or {}).get("complete_p")
         if isinstance(threshold, (int, float)) and threshold > 0:
             y = y_of(float(threshold))

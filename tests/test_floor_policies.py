@@ -15,18 +15,19 @@ from kame_core.floor_policies import DEFAULT_FLOOR, FLOORS, FloorPolicy, check_f
 from kame_core.pipelines.tandem import SessionConfig, TandemPipeline, TandemRunner
 from kame_core.record import events as ev
 from kame_core.record.trace import EventKind, SessionTrace
+from kame_core.smart_turn import SmartTurn
 from kame_core.testing.doubles import EchoFrontEnd, ScriptedSTT, Word
 
 LEAD_S, PAUSE_S, TAIL_S = 0.3, 0.9, 2.5
 
 
 def test_the_registry_names_every_policy_and_refuses_others() -> None:
-    assert list(FLOORS) == ["model", "stand-in", "gate"] and DEFAULT_FLOOR == "model"
+    assert list(FLOORS) == ["model", "stand-in", "gate", "smart-turn"] and DEFAULT_FLOOR == "model"
     for name, factory in FLOORS.items():
         assert factory.description and factory.policy.name == name
     assert isinstance(make_floor("model"), FloorPolicy) and not make_floor("model").holds(5.0, "hello?")
     for bad in ("Gate", "", None, 3, "../gate"):
-        with pytest.raises(ValueError, match="expected one of model, stand-in, gate"):
+        with pytest.raises(ValueError, match="expected one of model, stand-in, gate, smart-turn"):
             check_floor(bad)
 
 
@@ -145,10 +146,11 @@ def test_a_stack_names_its_floor_and_the_gate_its_end_of_turn_detector() -> None
     detector = SmolLMEndOfTurn()  # not loaded: its provenance is known without the model
     for floor in FLOORS:
         stack = Stack(make_stt=never, make_front_end=never, llm=llm, tts=tts, components={"stt": "whisper"},
-                      end_of_turn=detector, floor=floor)
+                      end_of_turn=detector, end_of_turn_audio=SmartTurn(), floor=floor)
         described = stack.described()
         assert described["stt"] == "whisper" and described["floor"].startswith(f"{floor} (")
         assert ("SmolLM2-135M-Instruct" in described["floor"]) == (floor == "gate"), described
+        assert ("smart-turn-v3.2-cpu.onnx (pipecat-ai 1.14.0)" in described["floor"]) == (floor == "smart-turn")
         assert stack.summary().startswith("stt: whisper · floor: " + floor)
 
 

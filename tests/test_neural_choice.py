@@ -84,6 +84,19 @@ def test_missing_weights_are_one_clear_error(tmp_path):
         FrontEndChoice(weights=str(tmp_path), device="cpu").load()
 
 
+@pytest.mark.slow  # a fresh load, its warm-up and one more: 5-7 s when it is the module's first load (tracing)
+def test_warm_up_steps_may_outlast_the_pools_step_timeout_which_holds_again_after(tiny):
+    """A fresh pool's first step traces and allocates: on a starved CPU it took over the pool's 30 s step timeout
+    (once, under the suite's idle-priority lane). Warm-up steps get WARM_STEP_TIMEOUT_S; live steps the pool's own."""
+    with FrontEndChoice(weights=str(tiny), device="cpu", pool_size=1).load() as models:
+        models.kame.step_timeout_s = 1e-4  # a step takes milliseconds: any step waits longer than this
+        models.warm(frames=1)
+        assert models.kame.step_timeout_s == 1e-4 and models.free_slots() == 1
+        slot = models.join("kame")
+        with pytest.raises(TimeoutError, match="no batched step within 0.0001 s"):
+            slot.step(np.zeros(1920, np.float32), None)
+
+
 def test_pools_hand_out_slots_and_moshi_mode_says_what_it_is(tiny):
     with FrontEndChoice(weights=str(tiny), device="cpu", pool_size=2).load() as models:
         assert models.free_slots() == 2  # the warm-up slot was given back

@@ -142,7 +142,7 @@
       case 'hold_start': case 'hold_end':  // the floor policy's holds (a forced delay's carry no floor)
         if (d.floor) TL.floor.push({t: o.t, held: o.kind === 'hold_start', floor: d.floor, p: d.p_end});
         break;
-      case 'end_of_turn': TL.endOfTurn.push({t: o.t, p: d.p_end, text: d.text}); break;
+      case 'end_of_turn': TL.endOfTurn.push({t: o.t, p: d.p_end, text: d.text, bySound: d.by === 'audio'}); break;
     }
   }
 
@@ -217,17 +217,22 @@
       g.fillRect(x(h.t), flb[0] + 2, Math.max(2, x(t1) - x(h.t)), flb[1] - 4); g.globalAlpha = 1;
     });
     function pY(p) { return flb[0] + flb[1] - 3 - (Math.min(0, Math.max(-12, Math.log10(Math.max(p, 1e-12)))) + 12) / 12 * (flb[1] - 6); }
-    if (TL.endOfTurn.length) {
-      g.strokeStyle = colours().user; g.beginPath();
-      TL.endOfTurn.forEach(function (e, i) {
-        var t1 = i + 1 < TL.endOfTurn.length ? TL.endOfTurn[i + 1].t : TL.now;
+    // one step line per source: the words' probability solid, the sound's (smart-turn) dashed
+    [false, true].forEach(function (bySound) {
+      var scores = TL.endOfTurn.filter(function (e) { return e.bySound === bySound; });
+      if (!scores.length) return;
+      g.strokeStyle = colours().user; g.setLineDash(bySound ? [4, 3] : []); g.beginPath();
+      scores.forEach(function (e, i) {
+        var t1 = i + 1 < scores.length ? scores[i + 1].t : TL.now;
         if (i === 0) g.moveTo(x(e.t), pY(e.p)); else g.lineTo(x(e.t), pY(e.p));
         g.lineTo(x(t1), pY(e.p));
       });
-      g.stroke();
-      var last = TL.endOfTurn[TL.endOfTurn.length - 1];
-      g.fillStyle = colours().muted; g.fillText('p ' + last.p.toExponential(0), Math.min(x(TL.now), left + plotW) - 40, flb[0] + 8);
-    }
+      g.stroke(); g.setLineDash([]);
+      var last = scores[scores.length - 1];
+      g.fillStyle = colours().muted;
+      g.fillText('p ' + last.p.toExponential(0) + (bySound ? ' (sound)' : ''),
+                 Math.min(x(TL.now), left + plotW) - (bySound ? 80 : 40), flb[0] + (bySound ? 18 : 8));
+    });
     // inner monologue words: each at its frame; a word with no room is drawn as a short mark
     var ib = y.inner_monologue, lastX = -1e9; g.fillStyle = colours().ink;
     TL.lanes.inner_monologue.forEach(function (w) {

@@ -354,7 +354,8 @@ def events(trace: SessionTrace) -> list[Point]:
     for e in trace.events_of(EventKind.HOLD_START, EventKind.HOLD_END):
         out.append(Point(e.t, _hold_label(e)))
     for e in trace.events_of(EventKind.END_OF_TURN):
-        out.append(Point(e.t, f"end of turn p {float(e.data['p_end']):.2f}"))
+        by = " (by the sound)" if e.data.get("by") == "audio" else ""
+        out.append(Point(e.t, f"end of turn p {float(e.data['p_end']):.2f}{by}"))
     return out
 
 

@@ -14,10 +14,11 @@ from dataclasses import dataclass
 from .base import FloorPolicy
 from .gate import GateFloor
 from .model import ModelFloor
+from .smart_turn import SmartTurnFloor
 from .stand_in import StandInFloor
 
-__all__ = ["DEFAULT_FLOOR", "FLOORS", "FloorFactory", "FloorPolicy", "GateFloor", "ModelFloor", "StandInFloor",
-           "check_floor", "make_floor"]
+__all__ = ["DEFAULT_FLOOR", "FLOORS", "FloorFactory", "FloorPolicy", "GateFloor", "ModelFloor", "SmartTurnFloor",
+           "StandInFloor", "check_floor", "make_floor"]
 
 
 @dataclass(frozen=True)
@@ -41,6 +42,8 @@ FLOORS: dict[str, FloorFactory] = {
                                            "or paused less than the transcript's ending calls for"),
     "gate": FloorFactory(GateFloor, "a semantic end-of-turn gate: held until SmolLM2 reads the transcript as "
                                     "complete after a short silence, or a long silence passed"),
+    "smart-turn": FloorFactory(SmartTurnFloor, "an acoustic end-of-turn gate: held until Smart Turn v3.2 hears the "
+                                               "pause's last 8 s of audio as complete, or a long silence passed"),
 }
 
 

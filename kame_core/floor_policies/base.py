@@ -20,6 +20,9 @@ class FloorPolicy(ABC):
     name: ClassVar[str]
     #: the policy reads the end-of-turn detector's probability of the transcript (the pipeline scores it)
     scores_transcripts: ClassVar[bool] = False
+    #: the policy reads the audio end-of-turn detector's probability of the user's recent audio (the pipeline
+    #: scores it)
+    scores_audio: ClassVar[bool] = False
 
     def hear(self, user_frame: np.ndarray, frame_end_s: float) -> None:  # noqa: B027 - most policies listen
         """The user's frame that ends at ``frame_end_s`` (session time); called every frame, before :meth:`holds`."""
@@ -30,6 +33,14 @@ class FloorPolicy(ABC):
 
     def scored(self, text: str, p_end: float) -> None:  # noqa: B027 - only policies that score keep it
         """The end-of-turn probability of ``text`` (as :meth:`to_score` gave it) is ``p_end``."""
+
+    def audio_to_score(self) -> tuple[float, np.ndarray] | None:
+        """After :meth:`hear`: (the session time the user's pause began, their recent 16 kHz audio) when this policy
+        wants that pause's audio scored, once per pause; None otherwise."""
+        return None
+
+    def audio_scored(self, pause_s: float, p_end: float) -> None:  # noqa: B027 - only policies that score keep it
+        """The audio end-of-turn probability of the pause that began at ``pause_s`` is ``p_end``."""
 
     @abstractmethod
     def holds(self, now_s: float, transcript: str) -> bool:

@@ -50,8 +50,7 @@ class GateFloor(FloorPolicy):
 
     def silence_s(self, now_s: float) -> float | None:
         """Seconds since the user last stopped speaking (None while they speak or before they spoke)."""
-        voice = self.listener.voice
-        return None if voice.speaking or voice.last_end is None else max(0.0, now_s - voice.last_end)
+        return self.listener.silence_s(now_s)
 
     def holds(self, now_s: float, transcript: str) -> bool:
         return gate_holds(self.listener.voice.speaking, self.silence_s(now_s), self.p_end(transcript), self.config)

@@ -22,24 +22,39 @@ VAD_RATE = 16000
 
 
 class UserFloor:
-    """Follows the user's voice frame by frame (one instance per session)."""
+    """Follows the user's voice frame by frame (one instance per session). ``keep_s``: also keep the last that
+    many seconds of the user's audio as heard (16 kHz, :meth:`recent`), for a policy that scores the sound."""
 
-    def __init__(self, config: TurnConfig | None = None) -> None:
+    def __init__(self, config: TurnConfig | None = None, keep_s: float = 0.0) -> None:
         from ..stt.vad import StreamingSileroVAD, VadConfig
 
         self.voice = UserTurnTracker(config or TurnConfig())
         self._thresholds = VadConfig()
         self._vad = StreamingSileroVAD()
         self._resampler = StreamResampler(SAMPLE_RATE, VAD_RATE)
+        self._keep = max(0, int(keep_s * VAD_RATE))
+        self._recent = np.zeros(0, np.float32)
+
+    def recent(self) -> np.ndarray:
+        """The last ``keep_s`` of the user's audio heard so far, at 16 kHz (a copy)."""
+        return self._recent.copy()
 
     def hear(self, user_frame: np.ndarray, frame_end_s: float) -> None:
         """Feed the user's frame that ends at ``frame_end_s`` (session time)."""
         vad, voice = self._thresholds, self.voice
-        for p in self._vad.push(self._resampler.push(user_frame)):
+        audio = self._resampler.push(user_frame)
+        if self._keep:
+            self._recent = np.concatenate([self._recent, audio])[-self._keep:]
+        for p in self._vad.push(audio):
             if p >= vad.threshold and not voice.speaking:
                 voice.on_event(STTEvent("speech_start", start=frame_end_s))
             elif p < vad.neg_threshold and voice.speaking:
                 voice.on_event(STTEvent("speech_end", end=frame_end_s))
+
+    def silence_s(self, now_s: float) -> float | None:
+        """Seconds since the user last stopped speaking (None while they speak or before they spoke)."""
+        voice = self.voice
+        return None if voice.speaking or voice.last_end is None else max(0.0, now_s - voice.last_end)
 
     def user_holds_floor(self, now_s: float, transcript: str) -> bool:
         """True while the user speaks, or has paused for less than the transcript's ending calls for."""

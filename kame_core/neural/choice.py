@@ -25,6 +25,9 @@ from ..protocols import PoolFull
 from ..record.trace import Provenance
 from .kv_settings import DEFAULT_GROW_FRAMES, KV_DTYPES, KVCacheSettings
 
+#: how long each warm-up step of a freshly loaded pool may take (the first one traces and allocates)
+WARM_STEP_TIMEOUT_S = 300.0
+
 #: the label of Moshi mode on the KAME checkpoint (no ``--moshi-weights``)
 ORACLE_OFF_LABEL = "KAME front-end, oracle off — not the Moshi baseline"
 DEVICES = ("cuda", "cpu")
@@ -169,17 +172,21 @@ class NeuralModels:
 
     def warm(self, frames: int = 3) -> None:
         """Step each pool a few frames in a slot of its own, then free it: the first batched step costs
-        seconds (allocations, kernel selection), and a live session must not pay it."""
+        seconds (allocations, kernel selection, torch's tracing), and a live session must not pay it. These steps
+        may take up to :data:`WARM_STEP_TIMEOUT_S` each (a starved CPU took over the pool's 30 s for the first);
+        the pool's own step timeout holds again afterwards."""
         import numpy as np
 
         for pool in (self.kame, self.moshi):
             if pool is None:
                 continue
             slot = pool.join()
+            timeout, pool.step_timeout_s = pool.step_timeout_s, max(pool.step_timeout_s, WARM_STEP_TIMEOUT_S)
             try:
                 for _ in range(frames):
                     slot.step(np.zeros(pool.mimi.frame_size, np.float32), None)
             finally:
+                pool.step_timeout_s = timeout
                 slot.close()
 
     def pool(self, mode: NeuralMode) -> Any:

@@ -20,7 +20,7 @@ from __future__ import annotations
 import dataclasses
 
 from ..clock import Clock, VirtualClock
-from ..protocols import TTS, EndOfTurnDetector, FrontEnd, StreamingLLM, StreamingSTT
+from ..protocols import TTS, AudioEndOfTurnDetector, EndOfTurnDetector, FrontEnd, StreamingLLM, StreamingSTT
 from ..session import SessionDriver
 from .cascade import CascadeConfig, CascadePipeline, CascadeRunner
 from .run_kinds import MODES, RUN_KINDS, Mode, RunKind, run_label
@@ -32,10 +32,12 @@ __all__ = ["MODES", "RUN_KINDS", "CascadeConfig", "CascadePipeline", "CascadeRun
 def make_runner(mode: Mode, *, stt: StreamingSTT, llm: StreamingLLM | None = None,
                 tts: TTS | None = None, front_end: FrontEnd | None = None, clock: Clock | None = None,
                 session: SessionConfig | None = None, cascade: CascadeConfig | None = None,
-                end_of_turn: EndOfTurnDetector | None = None) -> SessionDriver:
+                end_of_turn: EndOfTurnDetector | None = None,
+                end_of_turn_audio: AudioEndOfTurnDetector | None = None) -> SessionDriver:
     """A runner for ``mode``: ``kame`` needs a front-end and an LLM, ``moshi`` a front-end, ``cascade`` an
     LLM and a TTS. ``session`` configures tandem / Moshi sessions (its mode is set from ``mode``);
-    ``end_of_turn`` is the detector its ``gate`` floor reads (:class:`kame_core.end_of_turn.SmolLMEndOfTurn`)."""
+    ``end_of_turn`` is the detector its ``gate`` floor reads (:class:`kame_core.end_of_turn.SmolLMEndOfTurn`),
+    ``end_of_turn_audio`` the one its ``smart-turn`` floor reads (:class:`kame_core.smart_turn.SmartTurn`)."""
     clock = clock or VirtualClock()
     if mode == "cascade":
         if llm is None or tts is None:
@@ -46,4 +48,5 @@ def make_runner(mode: Mode, *, stt: StreamingSTT, llm: StreamingLLM | None = Non
     if front_end is None:
         raise ValueError(f"{mode} mode needs a front-end (without weights: kame_core.frontends.StandInFrontEnd)")
     config = dataclasses.replace(session or SessionConfig(), mode=mode)
-    return TandemRunner(front_end, stt, llm if mode == "kame" else None, config, clock, end_of_turn=end_of_turn)
+    return TandemRunner(front_end, stt, llm if mode == "kame" else None, config, clock, end_of_turn=end_of_turn,
+                        end_of_turn_audio=end_of_turn_audio)

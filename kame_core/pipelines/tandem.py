@@ -27,6 +27,7 @@ from ..floor_policies import DEFAULT_FLOOR, FLOORS, FloorPolicy, ModelFloor, che
 from ..oracle.config import OracleConfig
 from ..oracle.manager import OracleManager, OracleStream
 from ..protocols import (
+    AudioEndOfTurnDetector,
     EndOfTurnDetector,
     FrontEnd,
     ListeningFrontEnd,
@@ -87,7 +88,8 @@ class TandemPipeline:
     """
 
     def __init__(self, front_end: FrontEnd, llm: StreamingLLM | None, config: SessionConfig | None = None,
-                 turn_config: TurnConfig | None = None, end_of_turn: EndOfTurnDetector | None = None) -> None:
+                 turn_config: TurnConfig | None = None, end_of_turn: EndOfTurnDetector | None = None,
+                 end_of_turn_audio: AudioEndOfTurnDetector | None = None) -> None:
         self.config = config or SessionConfig()
         if self.config.mode not in ("kame", "moshi"):
             raise ValueError(f"unknown mode {self.config.mode!r}: expected 'kame' or 'moshi'")
@@ -97,6 +99,11 @@ class TandemPipeline:
         if FLOORS[self.config.floor].policy.scores_transcripts and end_of_turn is None:
             raise ValueError(f"the {self.config.floor!r} floor needs an end-of-turn detector "
                              "(kame_core.end_of_turn.SmolLMEndOfTurn; the CPU stack has one)")
+        #: the audio end-of-turn detector an acoustic floor policy reads (``probability(audio16k)``)
+        self.end_of_turn_audio = end_of_turn_audio
+        if FLOORS[self.config.floor].policy.scores_audio and end_of_turn_audio is None:
+            raise ValueError(f"the {self.config.floor!r} floor needs an audio end-of-turn detector "
+                             "(kame_core.smart_turn.SmartTurn; the CPU stack has one)")
         if self.config.mode == "kame" and llm is None:
             raise ValueError("KAME mode needs a streaming STT and an LLM (mode='moshi' runs without the oracle)")
         self.mode = self.config.mode
@@ -126,6 +133,9 @@ class TandemPipeline:
         if self._floor.scores_transcripts:
             assert self.end_of_turn is not None  # checked when the pipeline was made
             trace.provenance["end_of_turn"] = self.end_of_turn.provenance
+        if self._floor.scores_audio:
+            assert self.end_of_turn_audio is not None  # checked when the pipeline was made
+            trace.provenance["end_of_turn_audio"] = self.end_of_turn_audio.provenance
         self._stream, self._manager = None, None
         if self.llm is not None:
             trace.provenance["llm"] = self.llm.provenance
@@ -155,6 +165,16 @@ class TandemPipeline:
         floor.scored(text, p_end)
         session.trace.record(session.clock.now(), ev.EndOfTurn(p_end=float(f"{float(p_end):.3g}"), text=text))
 
+    async def _score_turn_audio(self, session: Session, floor: FloorPolicy, pause_s: float,
+                                audio: np.ndarray) -> None:
+        """The audio end-of-turn probability of the pause that began at ``pause_s``, off the frame loop."""
+        assert self.end_of_turn_audio is not None  # a floor that scores audio has one
+        p_end = await session.clock.compute(self.end_of_turn_audio.probability, audio)
+        floor.audio_scored(pause_s, p_end)
+        session.trace.record(session.clock.now(), ev.EndOfTurn(p_end=float(f"{float(p_end):.3g}"),
+                                                               text=session.user.transcript(), by="audio",
+                                                               pause_s=round(pause_s, 3)))
+
     async def frame(self, session: Session, user_frame: np.ndarray) -> tuple[FrameRecord, np.ndarray]:
         clock, trace = session.clock, session.trace
         now = clock.now()
@@ -179,6 +199,9 @@ class TandemPipeline:
         heard_to = (session.frame + 1) * FRAME_SECONDS
         floor, transcript = self._floor, session.user.transcript()
         floor.hear(user_frame, heard_to)
+        asked = floor.audio_to_score()
+        if asked is not None:
+            session.spawn(self._score_turn_audio(session, floor, *asked))
         held = floor.holds(heard_to, transcript)
         if held != self._floor_held:
             basis = floor.detail(heard_to, transcript)
@@ -220,9 +243,11 @@ class TandemRunner(SessionDriver):
 
     def __init__(self, front_end: FrontEnd, stt: StreamingSTT | None = None, llm: StreamingLLM | None = None,
                  config: SessionConfig | None = None, clock: Clock | None = None,
-                 end_of_turn: EndOfTurnDetector | None = None) -> None:
+                 end_of_turn: EndOfTurnDetector | None = None,
+                 end_of_turn_audio: AudioEndOfTurnDetector | None = None) -> None:
         config = config or SessionConfig()
         if config.mode == "kame" and (stt is None or llm is None):
             raise ValueError("KAME mode needs a streaming STT and an LLM (mode='moshi' runs without the oracle)")
-        super().__init__(TandemPipeline(front_end, llm, config, end_of_turn=end_of_turn), stt, clock)
+        super().__init__(TandemPipeline(front_end, llm, config, end_of_turn=end_of_turn,
+                                        end_of_turn_audio=end_of_turn_audio), stt, clock)
         self.front_end = front_end

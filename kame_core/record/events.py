@@ -264,11 +264,14 @@ class HoldEnd(_Hold):
 @dataclass(frozen=True, kw_only=True)
 class EndOfTurn(Payload):
     """The end-of-turn detector's probability that the user's turn is complete after ``text`` (the transcript's
-    last words, as scored)."""
+    last words, as scored). ``by`` "audio": an audio detector scored the user's recent sound at the pause that
+    began at ``pause_s`` (``text`` is then the transcript as it stood); absent: the words were scored."""
 
     kind: ClassVar[EventKind] = EventKind.END_OF_TURN
     p_end: float = required(S.number)
     text: str = required(S.text)
+    by: str | None = absent_or(S.text)
+    pause_s: float | None = absent_or(S.time_s)
 
 
 @_payload

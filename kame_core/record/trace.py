@@ -114,6 +114,7 @@ PROVENANCE_KINDS: dict[str, str] = {
     "llm": "language model",
     "tts": "text-to-speech",
     "vad": "voice activity detection",
+    "end-of-turn": "end-of-turn detection",
     "test-double": "test double (tests only)",
 }
 

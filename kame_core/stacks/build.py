@@ -83,6 +83,7 @@ def cpu_stack(llm: str | StreamingLLM = "offline", tts: str | TTS = "auto", *, w
     from ..llm import make_llm
     from ..llm.smollm_process import SmolLMProcess
     from ..priority import STT_NICENESS, stt_threads_beside_frames
+    from ..smart_turn import SmartTurn
     from ..stt import SharedWhisper, WhisperStreamingSTT
     from ..tts import make_tts
 
@@ -108,7 +109,8 @@ def cpu_stack(llm: str | StreamingLLM = "offline", tts: str | TTS = "auto", *, w
         "tts": _describe(speech.provenance),
     }
     stack = Stack(make_stt=stt, make_front_end=front_end.make, llm=oracle_llm, tts=speech, components=components,
-                  end_of_turn=SmolLMEndOfTurn(cache_root=files.cache_root if files else None), llm_worker=process)
+                  end_of_turn=SmolLMEndOfTurn(cache_root=files.cache_root if files else None),
+                  end_of_turn_audio=SmartTurn(), llm_worker=process)
     return stack if worker is None else with_shared_stt(stack, worker)
 
 

@@ -78,6 +78,8 @@ def warm_stack(stack: Stack) -> None:
         warm()
     if FLOORS[stack.floor].policy.scores_transcripts and stack.end_of_turn is not None:
         stack.end_of_turn.load()  # the gate's detector answers the first session's first partial in time
+    if FLOORS[stack.floor].policy.scores_audio and stack.end_of_turn_audio is not None:
+        stack.end_of_turn_audio.load()
     stack.tts.synthesize("Hello.")
     with stack.session("kame") as runner:
         runner.run_sync(np.zeros(24000, np.float32))

@@ -17,7 +17,7 @@ from ..floor_policies import DEFAULT_FLOOR, FLOORS, check_floor
 from ..neural.choice import NeuralModels
 from ..pipelines import CascadeConfig, Mode, make_runner
 from ..pipelines.tandem import SessionConfig
-from ..protocols import TTS, EndOfTurnDetector, FrontEnd, StreamingLLM, StreamingSTT
+from ..protocols import TTS, AudioEndOfTurnDetector, EndOfTurnDetector, FrontEnd, StreamingLLM, StreamingSTT
 from ..session import SessionDriver
 from ..session.live import release, release_front_end
 
@@ -39,7 +39,8 @@ class Stack:
     ``llm_worker``: the :class:`~kame_core.llm.smollm_process.SmolLMProcess` SmolLM2 generates in, if any (its
     ``problem()``: whether it answers).
     ``end_of_turn``: the end-of-turn detector shared by every session whose floor policy is ``gate``
-    (:class:`kame_core.end_of_turn.SmolLMEndOfTurn`, loaded at its first use). ``floor``: the floor policy of its
+    (:class:`kame_core.end_of_turn.SmolLMEndOfTurn`, loaded at its first use); ``end_of_turn_audio`` the one of
+    ``smart-turn`` (:class:`kame_core.smart_turn.SmartTurn`, likewise). ``floor``: the floor policy of its
     sessions when a runner is not given a :class:`SessionConfig` (:data:`kame_core.floor_policies.FLOORS`)."""
 
     make_stt: Callable[[], StreamingSTT]
@@ -51,6 +52,7 @@ class Stack:
     stt_worker: SharedWhisper | None = None
     llm_worker: SmolLMProcess | None = None
     end_of_turn: EndOfTurnDetector | None = None
+    end_of_turn_audio: AudioEndOfTurnDetector | None = None
     floor: str = DEFAULT_FLOOR
 
     def __post_init__(self) -> None:
@@ -63,6 +65,9 @@ class Stack:
         prov = getattr(self.end_of_turn, "provenance", None)
         if factory.policy.scores_transcripts and prov is not None:
             floor += f"; end of turn by {prov.model_id}: {prov.label}"
+        heard = getattr(self.end_of_turn_audio, "provenance", None)
+        if factory.policy.scores_audio and heard is not None:
+            floor += f"; end of turn by {heard.model_id} ({heard.version}): {heard.label}"
         return {**self.components, "floor": floor}
 
     def summary(self) -> str:
@@ -84,7 +89,7 @@ class Stack:
             return make_runner(mode, stt=self.make_stt(), llm=self.llm, tts=self.tts, front_end=front_end,
                                clock=clock or VirtualClock(), session=session or self.session_config(),
                                cascade=cascade,
-                               end_of_turn=self.end_of_turn)
+                               end_of_turn=self.end_of_turn, end_of_turn_audio=self.end_of_turn_audio)
         except BaseException:
             release(front_end)
             raise

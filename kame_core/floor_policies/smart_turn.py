@@ -1,0 +1,61 @@
+"""``smart-turn``: the end of the turn by its sound. Silero VAD says when the user stops; at each pause Smart Turn
+v3.2 (:class:`kame_core.smart_turn.SmartTurn`, the model the pipecat-ai wheel ships) reads the last 8 s of their
+audio; the turn is over after a short silence when it sounds complete (p >= 0.5, the threshold the model is
+shipped with), after a long one whatever it says (:func:`kame_core.end_of_turn.turn_is_over`, the gate's rule).
+It needs no transcript: it can decide before the STT has caught up. A pause not scored yet counts as unfinished."""
+from __future__ import annotations
+
+import dataclasses
+import math
+
+import numpy as np
+
+from ..end_of_turn import EndOfTurnConfig
+from ..frontends.floor import UserFloor
+from ..smart_turn import WINDOW_S
+from .base import FloorPolicy, finite_or_none
+from .gate import gate_holds
+
+#: the model's own threshold (pipecat's LocalSmartTurnAnalyzerV3: complete when p > 0.5); the gate's long silence
+SMART_TURN_CONFIG = EndOfTurnConfig(complete_p=0.5)
+
+
+class SmartTurnFloor(FloorPolicy):
+    """Holds while the user speaks, and after they stop until the pause's audio sounds complete (or lasts long)."""
+
+    name = "smart-turn"
+    scores_audio = True
+
+    def __init__(self, config: EndOfTurnConfig | None = None) -> None:
+        self.config = config or SMART_TURN_CONFIG
+        self.listener = UserFloor(keep_s=WINDOW_S)
+        self._asked: float | None = None  # the pause whose audio went to be scored
+        self._p = math.nan  # its probability (NaN until scored)
+
+    def hear(self, user_frame: np.ndarray, frame_end_s: float) -> None:
+        self.listener.hear(user_frame, frame_end_s)
+
+    def audio_to_score(self) -> tuple[float, np.ndarray] | None:
+        voice = self.listener.voice
+        if voice.speaking or voice.last_end is None or voice.last_end == self._asked:
+            return None
+        self._asked, self._p = voice.last_end, math.nan
+        return voice.last_end, self.listener.recent()
+
+    def audio_scored(self, pause_s: float, p_end: float) -> None:
+        if pause_s == self._asked:  # a late answer for an earlier pause changes nothing
+            self._p = float(p_end)
+
+    def p_end(self) -> float:
+        """The current pause's probability (NaN until scored, or while the user speaks)."""
+        return math.nan if self.listener.voice.speaking else self._p
+
+    def holds(self, now_s: float, transcript: str) -> bool:
+        return gate_holds(self.listener.voice.speaking, self.listener.silence_s(now_s), self.p_end(), self.config)
+
+    def settings(self) -> dict[str, float]:
+        return dataclasses.asdict(self.config)
+
+    def detail(self, now_s: float, transcript: str) -> dict[str, float]:
+        out = {"p_end": finite_or_none(self.p_end()), "silence_s": finite_or_none(self.listener.silence_s(now_s))}
+        return {k: v for k, v in out.items() if v is not None}

@@ -1,0 +1,110 @@
+"""Smart Turn v3.2 (kame_core.smart_turn) read from the installed pipecat-ai wheel, and the ``smart-turn`` floor policy
+on Piper speech: held through a pause that sounds unfinished, released once the sentence sounds complete, from the
+audio alone (the scripted transcript is never scored)."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from kame_core.audio_io import resample
+from kame_core.clock import SAMPLE_RATE, VirtualClock
+from kame_core.floor_policies import FLOORS
+from kame_core.floor_policies.smart_turn import SMART_TURN_CONFIG
+from kame_core.pipelines.tandem import SessionConfig, TandemRunner
+from kame_core.record import events as ev
+from kame_core.record.trace import EventKind
+from kame_core.smart_turn import MODEL_RATE, WINDOW_S, SmartTurn, SmartTurnUnavailable, last_window, wheel_file
+from kame_core.testing.doubles import EchoFrontEnd, ScriptedSTT, Word
+
+pytestmark = pytest.mark.slow  # Piper, Silero VAD, the ONNX model
+
+LEAD_S, PAUSE_S, TAIL_S = 0.3, 1.2, 2.0
+
+
+@pytest.fixture(scope="module")
+def smart_turn() -> SmartTurn:
+    return SmartTurn().load()
+
+
+@pytest.fixture(scope="module")
+def piper():
+    from kame_core.tts import make_tts
+
+    return make_tts("piper")
+
+
+def _at_16k(audio: np.ndarray, silence_s: float = 0.2) -> np.ndarray:
+    return np.concatenate([resample(audio, SAMPLE_RATE, MODEL_RATE), np.zeros(int(silence_s * MODEL_RATE), np.float32)])
+
+
+def test_a_finished_question_sounds_complete_and_a_cut_off_phrase_does_not(smart_turn, piper):
+    finished = smart_turn.probability(_at_16k(piper.synthesize("What is the capital of France?").audio))
+    cut_off = smart_turn.probability(_at_16k(piper.synthesize("I was thinking about").audio))
+    assert finished >= SMART_TURN_CONFIG.complete_p > cut_off, (finished, cut_off)
+    assert 0.0 <= cut_off <= 1.0 and 0.0 <= finished <= 1.0
+    prov = smart_turn.provenance
+    assert prov.kind == "end-of-turn" and prov.model_id == "smart-turn-v3.2-cpu.onnx"
+    assert "pipecat-ai 1.14" in prov.version
+    with pytest.raises(ValueError, match="NaN or infinite"):
+        smart_turn.probability(np.array([0.0, np.nan], np.float32))
+
+
+def test_the_model_hears_the_last_8_s_silence_in_front_when_shorter():
+    n = int(WINDOW_S * MODEL_RATE)
+    short = np.ones(100, np.float32)
+    window = last_window(short)
+    assert len(window) == n and window[-100:].sum() == 100 and not window[:-100].any()
+    long = np.arange(n + 50, dtype=np.float32)
+    assert np.array_equal(last_window(long), long[50:])
+
+
+def test_a_missing_wheel_file_says_how_to_install_it():
+    with pytest.raises(SmartTurnUnavailable, match=r"no pipecat/nothing.onnx: install it with `pip install --no-deps "
+                                                   r"pipecat-ai==1.14.0`"):
+        wheel_file("pipecat/nothing.onnx")
+    assert wheel_file("pipecat/audio/turn/smart_turn/data/smart-turn-v3.2-cpu.onnx").stat().st_size > 8_000_000
+
+
+def test_the_smart_turn_floor_holds_through_an_unfinished_pause_and_lets_go_after_the_sentence(smart_turn, piper):
+    first, second = (piper.synthesize(text).audio for text in ("I was thinking about", "the weather in Paris."))
+    silence = [np.zeros(int(s * SAMPLE_RATE), np.float32) for s in (LEAD_S, PAUSE_S, TAIL_S)]
+    audio = np.concatenate([silence[0], first, silence[1], second, silence[2]]).astype(np.float32)
+    first_end = LEAD_S + len(first) / SAMPLE_RATE
+    end = first_end + PAUSE_S + len(second) / SAMPLE_RATE
+    words = [[Word("I was thinking about", LEAD_S, first_end)], [Word("the weather in Paris.", end - 1.0, end)]]
+    config = SessionConfig(mode="moshi", floor="smart-turn", max_tail_s=TAIL_S, title="floor smart-turn")
+    with pytest.raises(ValueError, match="needs an audio end-of-turn detector"):
+        TandemRunner(EchoFrontEnd(), ScriptedSTT(words), None, config, VirtualClock())
+    runner = TandemRunner(EchoFrontEnd(), ScriptedSTT(words), None, config, VirtualClock(),
+                          end_of_turn_audio=smart_turn)
+    trace = runner.run_sync(audio)
+
+    assert trace.config["floor"] == "smart-turn" and trace.config["floor_settings"]["complete_p"] == 0.5
+    assert trace.provenance["end_of_turn_audio"].model_id == "smart-turn-v3.2-cpu.onnx"
+    assert "end_of_turn" not in trace.provenance  # no transcript was scored
+    scores = [p for _, p in ev.payloads(trace, ev.EndOfTurn)]
+    assert len(scores) == 2 and all(p.by == "audio" and p.pause_s is not None for p in scores), scores
+    in_pause, at_end = scores
+    assert in_pause.pause_s < first_end + 0.5 and in_pause.p_end < 0.5 <= at_end.p_end, scores
+    holds = [(e.kind, e.t, e.data) for e in trace.events_of(EventKind.HOLD_START, EventKind.HOLD_END)]
+    released = [t for kind, t, _ in holds if kind is EventKind.HOLD_END]
+    assert released and all(not (first_end < t < end) for t in released), holds  # never in the pause
+    assert end < released[-1] < end + 0.6, (end, holds)  # given on the pause after the sentence, by its sound
+    assert holds[-1][2]["p_end"] >= 0.5 and holds[-1][2]["floor"] == "smart-turn"
+    assert set(FLOORS) >= {"smart-turn"} and FLOORS["smart-turn"].policy.scores_audio
+
+    # the Timeline's floor lane draws the sound's probability (dashed) and its threshold; the exports name it
+    from demo.lanes import LaneLayout
+    from demo.timeline import timeline_figure
+    from kame_core.export.tiers import events
+
+    lanes = LaneLayout(("user audio", "floor", "output audio"))
+    fig = timeline_figure(trace, lanes=lanes).to_plotly_json()
+    line = next(t for t in fig["data"] if t.get("name") == "end-of-turn probability of the sound (log scale)")
+    assert line["line"]["dash"] == "dash" and len(line["hovertext"]) == 3
+    assert "by the sound of the pause (Smart Turn" in line["hovertext"][0]
+    assert not any(t.get("name") == "end-of-turn probability (log scale)" for t in fig["data"])  # no words scored
+    texts = [a["text"] for a in fig["layout"]["annotations"]]
+    assert "floor: smart-turn" in texts and "gives the floor at p ≥ 0.5" in texts
+    labels = [p.text for p in events(trace)]
+    assert sum(label.endswith("(by the sound)") for label in labels) == 2, labels
