@@ -1,11 +1,15 @@
-"""Choose the end-of-turn gate's thresholds on the synthetic set's tuning half and measure them on its held-out half.
+"""Choose the end-of-turn floors' thresholds on the synthetic set's tuning half and measure them on its held-out half:
+the ``gate`` (the words), ``smart-turn`` (the sound) and ``fused`` (both).
 
 ``python -m kame_core.eval fdb-synth --out SET`` writes the set (Piper speech in Full-Duplex-Bench's layout). Each
 input runs once through the real streaming STT (faster-whisper on the virtual clock; the front-end is silent, as
-only the user's side matters here); the gate's inputs are then replayed frame by frame -- Silero VAD on the user's
-frames, the transcript the session had at each frame, SmolLM2's end-of-turn probability of it -- and every
-:class:`~kame_core.end_of_turn.EndOfTurnConfig` of a grid decides, frame by frame, whether the user holds the floor
-(:func:`kame_core.floor_policies.gate.gate_holds`, the rule the gate runs). Per config, on each half:
+only the user's side matters here); the floors' inputs are then replayed frame by frame -- Silero VAD on the user's
+frames, the transcript the session had at each frame, SmolLM2's end-of-turn probability of it, Smart Turn v3.2's
+probability of the last 8 s of audio at each pause (at its onset, as the floor asks) -- and every config of each
+policy's grid decides, frame by frame, whether the user holds the floor (the rules the floors run:
+:func:`kame_core.floor_policies.gate.gate_holds` on the words' or the sound's probability,
+:func:`kame_core.floor_policies.fused.fused_holds` on both). Each score is read in the frame it was asked for (live
+it arrives a frame later, 80 ms, for both). Per config, on each half:
 
 * **pause release rate**: questions with a mid-sentence pause where the floor was given inside the pause (where a
   front-end would take the turn: Full-Duplex-Bench's pause takeover);
@@ -15,8 +19,8 @@ frames, the transcript the session had at each frame, SmolLM2's end-of-turn prob
   words: a front-end would cut in);
 * **backchannel release**: after a lone backchannel ("mm-hmm"), the floor given within 3 s.
 
-The config chosen on the tuning half is the one with the lowest mean latency among those whose pause and early
-release rates are at most 5 % and that give the floor within 1 s after at least 95 % of complete questions (see
+Per policy, the config chosen on the tuning half is the one with the lowest mean latency among those whose pause and
+early release rates are at most 5 % and that give the floor within 1 s after at least 95 % of complete questions (see
 :func:`choose`); it is then measured on the held-out half, beside the stand-in's heuristic (``stand-in`` floor)
 replayed the same way.
 
@@ -39,18 +43,30 @@ from kame_core.clock import FRAME_SECONDS, SAMPLES_PER_FRAME, VirtualClock
 from kame_core.end_of_turn import EndOfTurnConfig, SmolLMEndOfTurn, spoken_words
 from kame_core.eval import fdb
 from kame_core.files import write_bytes_atomic
-from kame_core.floor_policies import StandInFloor
+from kame_core.floor_policies import FusedConfig, StandInFloor
+from kame_core.floor_policies.fused import fused_holds
 from kame_core.floor_policies.gate import gate_holds
+from kame_core.floor_policies.smart_turn import SMART_TURN_CONFIG
 from kame_core.frontends.floor import UserFloor
 from kame_core.pipelines.tandem import SessionConfig, TandemRunner
 from kame_core.protocols import STTEvent
 from kame_core.record.trace import EventKind
+from kame_core.smart_turn import WINDOW_S, SmartTurn
 from kame_core.testing.doubles import EchoFrontEnd
 from kame_core.turns import UserTurnTracker
 
 GRID = {"complete_p": (1e-3, 3e-3, 0.01, 0.03, 0.06, 0.1, 0.2, 0.3),
         "after_complete_s": (0.0, 0.08, 0.16, 0.24, 0.32),
         "any_turn_s": (1.2, 1.6, 2.0, 2.4)}
+#: smart-turn: the same rule on the sound's probability
+SMART_GRID = {"complete_p": (0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9),
+              "after_complete_s": (0.0, 0.08, 0.16, 0.24),
+              "any_turn_s": (1.2, 1.6, 2.0, 2.4)}
+FUSED_GRID: dict[str, tuple[Any, ...]] = {
+    "text_p": (3e-3, 0.01, 0.03, 0.06, 0.1, 0.2), "audio_p": (0.2, 0.3, 0.5, 0.7, 0.9), "combine": ("and", "or"),
+    "after_complete_s": (0.0, 0.08), "any_turn_s": (1.6, 2.0, 2.4)}
+#: a policy's config in the replay: (policy, its config); ("stand-in", None) is the stand-in's heuristic
+Policy = tuple[str, Any]
 
 
 @dataclass
@@ -64,17 +80,22 @@ class Replay:
     p_end: list[float]
     stand_in_holds: list[bool]
     texts: list[str]
+    #: Smart Turn's probability of the current pause's audio (NaN while the user speaks, or before any pause)
+    p_audio: list[float]
 
 
-def record(item: fdb.Sample, root: Path, make_stt: Any, detector: SmolLMEndOfTurn) -> Replay:
-    """Run ``item`` once through the STT and replay the gate's inputs."""
+def record(item: fdb.Sample, root: Path, make_stt: Any, detector: SmolLMEndOfTurn,
+           smart_turn: SmartTurn) -> Replay:
+    """Run ``item`` once through the STT and replay the floors' inputs."""
     audio = fdb.read_input(item.input)
     config = SessionConfig(mode="moshi", max_tail_s=0.5, quiet_after_s=0.5, title=item.key(root))
     trace = TandemRunner(EchoFrontEnd(), make_stt(), None, config, VirtualClock()).run_sync(audio)
-    listener, stand_in, tracker = UserFloor(), StandInFloor(), UserTurnTracker()
+    listener, stand_in, tracker = UserFloor(keep_s=WINDOW_S), StandInFloor(), UserTurnTracker()
     events = [e for e in trace.events if e.kind in (EventKind.STT_PARTIAL, EventKind.STT_FINAL,
                                                     EventKind.USER_SPEECH_START, EventKind.USER_SPEECH_END)]
-    speaking, silence, p_end, stand_in_holds, texts = [], [], [], [], []
+    speaking, silence, p_end, stand_in_holds, texts, p_audio = [], [], [], [], [], []
+    pause: float | None = None
+    pause_p = math.nan
     for i in range(len(audio) // SAMPLES_PER_FRAME):
         t = (i + 1) * FRAME_SECONDS
         while events and events[0].t <= t + 1e-9:
@@ -88,8 +109,11 @@ def record(item: fdb.Sample, root: Path, make_stt: Any, detector: SmolLMEndOfTur
         p_end.append(detector.probability(text) if spoken_words(text) else 0.0)
         stand_in_holds.append(stand_in.holds(t, text))
         texts.append(text)
+        if not voice.speaking and voice.last_end is not None and voice.last_end != pause:  # as the floor asks
+            pause, pause_p = voice.last_end, smart_turn.probability(listener.recent())
+        p_audio.append(pause_p if not voice.speaking and voice.last_end == pause else math.nan)
     annotation = _annotation(item)
-    return Replay(item.task, annotation, speaking, silence, p_end, stand_in_holds, texts)
+    return Replay(item.task, annotation, speaking, silence, p_end, stand_in_holds, texts, p_audio)
 
 
 def _stt_event(event: Any) -> STTEvent:
@@ -112,15 +136,20 @@ def _annotation(item: fdb.Sample) -> tuple[float, float]:
     raise ValueError(f"{item.folder}: no annotation")
 
 
-def holds_under(replay: Replay, config: EndOfTurnConfig | None) -> list[bool]:
-    """Frame by frame, whether the user holds the floor (the gate with ``config``; None: the stand-in rule)."""
-    if config is None:
+def holds_under(replay: Replay, policy: Policy) -> list[bool]:
+    """Frame by frame, whether the user holds the floor under ``policy``."""
+    kind, config = policy
+    if kind == "stand-in":
         return replay.stand_in_holds
-    return [gate_holds(s, q, p, config) for s, q, p in zip(replay.speaking, replay.silence, replay.p_end)]
+    if kind == "fused":
+        return [fused_holds(s, q, p, a, config) for s, q, p, a in
+                zip(replay.speaking, replay.silence, replay.p_end, replay.p_audio)]
+    probabilities = replay.p_audio if kind == "smart-turn" else replay.p_end
+    return [gate_holds(s, q, p, config) for s, q, p in zip(replay.speaking, replay.silence, probabilities)]
 
 
-def measure(replays: list[Replay], config: EndOfTurnConfig | None) -> dict[str, Any]:
-    """The half's figures under ``config`` (see the module docstring)."""
+def measure(replays: list[Replay], config: Policy) -> dict[str, Any]:
+    """The half's figures under the policy ``config`` (see the module docstring)."""
     pause_released, latencies, backchannel_released, early = [], [], [], []
     for r in replays:
         held = holds_under(r, config)
@@ -152,11 +181,11 @@ def _rate(flags: list[bool]) -> float | None:
     return round(sum(flags) / len(flags), 3) if flags else None
 
 
-def choose(rows: list[tuple[EndOfTurnConfig, dict[str, Any]]]) -> tuple[EndOfTurnConfig, dict[str, Any]] | None:
+def choose(rows: list[tuple[Any, dict[str, Any]]], threshold: str = "complete_p") -> tuple[Any, dict[str, Any]] | None:
     """Among configs with pause and early release <= 5 % and >= 95 % of questions given the floor within 1 s, those
     within 10 ms of the lowest mean latency; of them the longest ``any_turn_s`` (pauses longer than the tuning
-    set's), the ``complete_p`` in the log-middle of the rest (as far as the data allow from both classes), the
-    shortest ``after_complete_s``."""
+    set's), the ``threshold`` in the log-middle of the rest (as far as the data allow from both classes), the
+    shortest ``after_complete_s`` (then the first in grid order)."""
     ok = [(c, m) for c, m in rows if (m["pause_release_rate"] or 0) <= 0.05 and (m["early_release_rate"] or 0) <= 0.05
           and (m["smooth_within_1s"] or 0) >= 0.95]
     if not ok:
@@ -165,10 +194,33 @@ def choose(rows: list[tuple[EndOfTurnConfig, dict[str, Any]]]) -> tuple[EndOfTur
     near = [(c, m) for c, m in ok if m["smooth_latency_mean_s"] <= best + 0.01]
     longest = max(c.any_turn_s for c, _ in near)
     near = [(c, m) for c, m in near if c.any_turn_s == longest]
-    ps = sorted({c.complete_p for c, _ in near})
+    ps = sorted({getattr(c, threshold) for c, _ in near})
     centre = math.sqrt(ps[0] * ps[-1])
     middle = min(ps, key=lambda p: abs(math.log(p / centre)))
-    return min(((c, m) for c, m in near if c.complete_p == middle), key=lambda row: row[0].after_complete_s)
+    return min(((c, m) for c, m in near if getattr(c, threshold) == middle), key=lambda row: row[0].after_complete_s)
+
+
+def _configs(policy: str) -> list[Any]:
+    if policy == "gate":
+        return [EndOfTurnConfig(*values) for values in itertools.product(*GRID.values())]
+    if policy == "smart-turn":
+        return [EndOfTurnConfig(*values) for values in itertools.product(*SMART_GRID.values())]
+    return [FusedConfig(**dict(zip(FUSED_GRID, values))) for values in itertools.product(*FUSED_GRID.values())]
+
+
+#: each policy's default (what its floor runs) and the threshold ``choose`` centres
+DEFAULTS: dict[str, tuple[Any, str]] = {"gate": (EndOfTurnConfig(), "complete_p"),
+                                        "smart-turn": (SMART_TURN_CONFIG, "complete_p"),
+                                        "fused": (FusedConfig(), "text_p")}
+
+
+def name(policy: str, c: Any) -> str:
+    if policy == "stand-in":
+        return "stand-in rule"
+    if isinstance(c, FusedConfig):
+        return (f"fused w>={c.text_p:g} {c.combine} s>={c.audio_p:g} +{c.after_complete_s}s | "
+                f"{c.any_turn_s}s")
+    return f"{policy} p>={c.complete_p:g} +{c.after_complete_s}s | {c.any_turn_s}s"
 
 
 def main() -> int:
@@ -178,53 +230,54 @@ def main() -> int:
     args = parser.parse_args()
     from kame_core.stt import WhisperStreamingSTT
 
-    detector = SmolLMEndOfTurn().load()
+    detector, smart_turn = SmolLMEndOfTurn().load(), SmartTurn().load()
     started = time.perf_counter()
     halves: dict[str, list[Replay]] = {}
     for half in ("tuning", "held_out"):
         root = args.set / half
-        halves[half] = [record(s, root, WhisperStreamingSTT, detector) for s in fdb.find_samples(root)]
+        halves[half] = [record(s, root, WhisperStreamingSTT, detector, smart_turn) for s in fdb.find_samples(root)]
     print(f"recorded {sum(map(len, halves.values()))} inputs in {time.perf_counter() - started:.0f} s "
-          f"(streaming faster-whisper on the virtual clock, Silero VAD, SmolLM2 end-of-turn)", flush=True)
-    grid = [EndOfTurnConfig(*values) for values in itertools.product(*GRID.values())]
-    rows = [(c, measure(halves["tuning"], c)) for c in grid]
-    chosen = choose(rows)
-    head = (f"{'config':<34} {'pause rel':>9} {'early':>6} {'in 1 s':>7} {'lat med':>8} {'lat p90':>8} "
+          f"(streaming faster-whisper on the virtual clock, Silero VAD, SmolLM2 end-of-turn, Smart Turn v3.2)",
+          flush=True)
+    head = (f"{'config':<44} {'pause rel':>9} {'early':>6} {'in 1 s':>7} {'lat med':>8} {'lat p90':>8} "
             f"{'lat mean':>9} {'bc rel':>7}")
 
-    def line(name: str, m: dict[str, Any]) -> str:
+    def line(label: str, m: dict[str, Any]) -> str:
         def f(v: Any) -> str:
             return "n/a" if v is None else f"{v:.3f}"
-        return (f"{name:<34} {f(m['pause_release_rate']):>9} {f(m['early_release_rate']):>6} "
+        return (f"{label:<44} {f(m['pause_release_rate']):>9} {f(m['early_release_rate']):>6} "
                 f"{f(m['smooth_within_1s']):>7} "
                 f"{f(m['smooth_latency_median_s']):>8} {f(m['smooth_latency_p90_s']):>8} "
                 f"{f(m['smooth_latency_mean_s']):>9} {f(m['backchannel_release_rate']):>7}")
 
-    def name(c: EndOfTurnConfig | None) -> str:
-        return "stand-in rule" if c is None else f"p>={c.complete_p:g} +{c.after_complete_s}s | {c.any_turn_s}s"
-
-    print("\ntuning half: the 12 lowest-latency configs with pause and early release <= 5 %, then the default and the "
-          "stand-in")
-    print(head)
-    ok = sorted((r for r in rows if (r[1]["pause_release_rate"] or 0) <= 0.05
-                 and (r[1]["early_release_rate"] or 0) <= 0.05), key=lambda r: r[1]["smooth_latency_mean_s"])
-    for c, m in ok[:12]:
-        print(line(name(c), m))
-    print(line("default " + name(EndOfTurnConfig()), measure(halves["tuning"], EndOfTurnConfig())))
-    print(line(name(None), measure(halves["tuning"], None)))
-    report: dict[str, Any] = {"grid": GRID, "tuning": {name(c): m for c, m in rows}}
-    if chosen is None:
-        print("\nno config meets pause and early release <= 5 % with >= 95 % of questions given the floor within 1 s")
-    else:
-        config = chosen[0]
-        print(f"\nchosen on the tuning half: {name(config)}\nheld-out half:")
+    report: dict[str, Any] = {"grids": {"gate": GRID, "smart-turn": SMART_GRID, "fused": FUSED_GRID}}
+    held: dict[str, dict[str, Any]] = {}
+    for policy, (default, threshold) in DEFAULTS.items():
+        rows = [(c, measure(halves["tuning"], (policy, c))) for c in _configs(policy)]
+        chosen = choose(rows, threshold)
+        print(f"\n{policy}, tuning half: the 8 lowest-latency configs with pause and early release <= 5 %, then "
+              "its default")
         print(head)
-        held = {name(config): measure(halves["held_out"], config),
-                "default " + name(EndOfTurnConfig()): measure(halves["held_out"], EndOfTurnConfig()),
-                name(None): measure(halves["held_out"], None)}
-        for label, m in held.items():
-            print(line(label, m))
-        report.update(chosen=asdict(config), held_out=held)
+        ok = sorted((r for r in rows if (r[1]["pause_release_rate"] or 0) <= 0.05
+                     and (r[1]["early_release_rate"] or 0) <= 0.05), key=lambda r: r[1]["smooth_latency_mean_s"])
+        for c, m in ok[:8]:
+            print(line(name(policy, c), m))
+        print(line("default " + name(policy, default), measure(halves["tuning"], (policy, default))))
+        report[policy] = {"tuning": {name(policy, c): m for c, m in rows},
+                          "chosen": None if chosen is None else asdict(chosen[0])}
+        held["default " + name(policy, default)] = measure(halves["held_out"], (policy, default))
+        if chosen is None:
+            print(f"no {policy} config meets pause and early release <= 5 % with >= 95 % of questions given the "
+                  "floor within 1 s")
+        else:
+            print(f"chosen: {name(policy, chosen[0])}")
+            held["chosen " + name(policy, chosen[0])] = measure(halves["held_out"], (policy, chosen[0]))
+    held[name("stand-in", None)] = measure(halves["held_out"], ("stand-in", None))
+    print("\nheld-out half:")
+    print(head)
+    for label, m in held.items():
+        print(line(label, m))
+    report["held_out"] = held
     if args.json:
         write_bytes_atomic(args.json, json.dumps(report, indent=1).encode())
     return 0

@@ -889,14 +889,21 @@ class _RunBuilder:
                                     marker=dict(size=[5] * len(of) + [0], color=colour, symbol="diamond" if audio
                                                 else "circle"),
                                     hovertext=hover + [""], hoverinfo="text", **self.legend(name), **self.xy))
-        threshold = (self.trace.config.get("floor_settings") or {}).get("complete_p")
-        if isinstance(threshold, (int, float)) and threshold > 0:
+        settings = self.trace.config.get("floor_settings") or {}
+        by_sound = floor == "smart-turn"  # its complete_p is the sound's
+        combine = f" ({settings.get('combine')} the other)" if settings.get("combine") in ("and", "or") else ""
+        for key, colour, what in (("complete_p", "#d55e00" if by_sound else "#0072b2", ""),
+                                  ("text_p", "#0072b2", f"words{combine}: "),
+                                  ("audio_p", "#d55e00", f"sound{combine}: ")):
+            threshold = settings.get(key)
+            if not isinstance(threshold, (int, float)) or threshold <= 0:
+                continue
             y = y_of(float(threshold))
             self.shapes.append(dict(type="line", xref=self.ax.x_domain, yref=self.ax.y, x0=0, x1=1, y0=y, y1=y,
-                                    line=dict(color="#0072b2", width=1, dash="dot"), layer="below"))
-            self.notes.append(dict(text=f"gives the floor at p ≥ {threshold:.2g}", xref=self.ax.x_domain,
+                                    line=dict(color=colour, width=1, dash="dot"), layer="below"))
+            self.notes.append(dict(text=f"{what}gives the floor at p ≥ {threshold:.2g}", xref=self.ax.x_domain,
                                    yref=self.ax.y, x=1.0, y=y, xanchor="right", yanchor="bottom", showarrow=False,
-                                   font=dict(size=9, color="#0072b2")))
+                                   font=dict(size=9, color=colour)))
 
     def _adherence(self) -> None:
         """Did it speak the hint? Per oracle revision (rows staggered), each fed word: a line from the time it was

@@ -22,12 +22,12 @@ LEAD_S, PAUSE_S, TAIL_S = 0.3, 0.9, 2.5
 
 
 def test_the_registry_names_every_policy_and_refuses_others() -> None:
-    assert list(FLOORS) == ["model", "stand-in", "gate", "smart-turn"] and DEFAULT_FLOOR == "model"
+    assert list(FLOORS) == ["model", "stand-in", "gate", "smart-turn", "fused"] and DEFAULT_FLOOR == "model"
     for name, factory in FLOORS.items():
         assert factory.description and factory.policy.name == name
     assert isinstance(make_floor("model"), FloorPolicy) and not make_floor("model").holds(5.0, "hello?")
     for bad in ("Gate", "", None, 3, "../gate"):
-        with pytest.raises(ValueError, match="expected one of model, stand-in, gate, smart-turn"):
+        with pytest.raises(ValueError, match="expected one of model, stand-in, gate, smart-turn, fused"):
             check_floor(bad)
 
 
@@ -149,8 +149,9 @@ def test_a_stack_names_its_floor_and_the_gate_its_end_of_turn_detector() -> None
                       end_of_turn=detector, end_of_turn_audio=SmartTurn(), floor=floor)
         described = stack.described()
         assert described["stt"] == "whisper" and described["floor"].startswith(f"{floor} (")
-        assert ("SmolLM2-135M-Instruct" in described["floor"]) == (floor == "gate"), described
-        assert ("smart-turn-v3.2-cpu.onnx (pipecat-ai 1.14.0)" in described["floor"]) == (floor == "smart-turn")
+        assert ("SmolLM2-135M-Instruct" in described["floor"]) == (floor in ("gate", "fused")), described
+        assert ("smart-turn-v3.2-cpu.onnx (pipecat-ai 1.14.0)" in described["floor"]) == (floor in ("smart-turn",
+                                                                                                     "fused"))
         assert stack.summary().startswith("stt: whisper · floor: " + floor)
 
 

@@ -83,14 +83,15 @@ def test_the_smart_turn_floor_holds_through_an_unfinished_pause_and_lets_go_afte
     assert trace.provenance["end_of_turn_audio"].model_id == "smart-turn-v3.2-cpu.onnx"
     assert "end_of_turn" not in trace.provenance  # no transcript was scored
     scores = [p for _, p in ev.payloads(trace, ev.EndOfTurn)]
-    assert len(scores) == 2 and all(p.by == "audio" and p.pause_s is not None for p in scores), scores
+    assert all(p.by == "audio" and p.audio_to_s is not None for p in scores), scores
+    assert len(scores) == 2, scores  # one score a pause, at its onset
     in_pause, at_end = scores
-    assert in_pause.pause_s < first_end + 0.5 and in_pause.p_end < 0.5 <= at_end.p_end, scores
+    assert in_pause.audio_to_s < first_end + 0.5 and in_pause.p_end < 0.5 <= at_end.p_end, scores
     holds = [(e.kind, e.t, e.data) for e in trace.events_of(EventKind.HOLD_START, EventKind.HOLD_END)]
     released = [t for kind, t, _ in holds if kind is EventKind.HOLD_END]
     assert released and all(not (first_end < t < end) for t in released), holds  # never in the pause
     assert end < released[-1] < end + 0.6, (end, holds)  # given on the pause after the sentence, by its sound
-    assert holds[-1][2]["p_end"] >= 0.5 and holds[-1][2]["floor"] == "smart-turn"
+    assert holds[-1][2]["p_end_audio"] >= 0.5 and holds[-1][2]["floor"] == "smart-turn"
     assert set(FLOORS) >= {"smart-turn"} and FLOORS["smart-turn"].policy.scores_audio
 
     # the Timeline's floor lane draws the sound's probability (dashed) and its threshold; the exports name it
@@ -101,10 +102,59 @@ def test_the_smart_turn_floor_holds_through_an_unfinished_pause_and_lets_go_afte
     lanes = LaneLayout(("user audio", "floor", "output audio"))
     fig = timeline_figure(trace, lanes=lanes).to_plotly_json()
     line = next(t for t in fig["data"] if t.get("name") == "end-of-turn probability of the sound (log scale)")
-    assert line["line"]["dash"] == "dash" and len(line["hovertext"]) == 3
+    assert line["line"]["dash"] == "dash" and len(line["hovertext"]) == len(scores) + 1
     assert "by the sound of the pause (Smart Turn" in line["hovertext"][0]
     assert not any(t.get("name") == "end-of-turn probability (log scale)" for t in fig["data"])  # no words scored
     texts = [a["text"] for a in fig["layout"]["annotations"]]
     assert "floor: smart-turn" in texts and "gives the floor at p ≥ 0.5" in texts
     labels = [p.text for p in events(trace)]
-    assert sum(label.endswith("(by the sound)") for label in labels) == 2, labels
+    assert sum(label.endswith("(by the sound)") for label in labels) == len(scores), labels
+
+
+def test_the_fused_rule_combines_words_and_sound_and_refuses_bad_settings():
+    from kame_core.floor_policies.fused import FusedConfig, FusedFloor, fused_holds, fused_is_over
+
+    both, either = FusedConfig(text_p=0.1, audio_p=0.5), FusedConfig(text_p=0.1, audio_p=0.5, combine="or")
+    nan = float("nan")
+    for p_text, p_audio, want_and, want_or in ((0.2, 0.9, True, True), (0.2, 0.1, False, True),
+                                               (0.01, 0.9, False, True), (0.01, 0.1, False, False),
+                                               (nan, 0.9, False, True), (nan, nan, False, False)):
+        assert fused_is_over(p_text, p_audio, 0.1, both) is want_and, (p_text, p_audio)
+        assert fused_is_over(p_text, p_audio, 0.1, either) is want_or, (p_text, p_audio)
+    assert fused_is_over(nan, nan, 2.4, both)  # a long silence ends the turn whatever they say
+    assert not fused_is_over(0.9, 0.9, 0.05, FusedConfig(after_complete_s=0.08))
+    assert fused_holds(True, None, 1.0, 1.0, either) and not fused_holds(False, None, 0.0, 0.0, either)
+    for bad in ({"text_p": float("nan")}, {"audio_p": 1.5}, {"combine": "xor"}, {"any_turn_s": -1.0}):
+        with pytest.raises(ValueError, match=next(iter(bad))):
+            FusedConfig(**bad)
+    floor = FusedFloor()
+    assert floor.words.listener is floor.sound.listener is floor.listener  # one VAD hears the user for both
+    assert floor.settings()["combine"] == "and" and FLOORS["fused"].policy is FusedFloor
+
+
+def test_the_fused_floor_reads_both_and_records_both(smart_turn, piper):
+    from kame_core.end_of_turn import SmolLMEndOfTurn
+
+    first, second = (piper.synthesize(text).audio for text in ("I was thinking about", "the weather in Paris."))
+    silence = [np.zeros(int(s * SAMPLE_RATE), np.float32) for s in (LEAD_S, PAUSE_S, TAIL_S)]
+    audio = np.concatenate([silence[0], first, silence[1], second, silence[2]]).astype(np.float32)
+    first_end = LEAD_S + len(first) / SAMPLE_RATE
+    end = first_end + PAUSE_S + len(second) / SAMPLE_RATE
+    step = (first_end - LEAD_S) / 4
+    words = [[Word(w, LEAD_S + step * i, LEAD_S + step * (i + 1))
+              for i, w in enumerate("I was thinking about".split())],
+             [Word(w, end - 1.0 + 0.25 * i, end - 0.75 + 0.25 * i)
+              for i, w in enumerate("the weather in Paris.".split())]]
+    config = SessionConfig(mode="moshi", floor="fused", max_tail_s=TAIL_S, title="floor fused")
+    runner = TandemRunner(EchoFrontEnd(), ScriptedSTT(words), None, config, VirtualClock(),
+                          end_of_turn=SmolLMEndOfTurn().load(), end_of_turn_audio=smart_turn)
+    trace = runner.run_sync(audio)
+    assert {"end_of_turn", "end_of_turn_audio"} <= set(trace.provenance)
+    scores = [p for _, p in ev.payloads(trace, ev.EndOfTurn)]
+    assert any(p.by == "audio" for p in scores) and any(p.by is None for p in scores)
+    assert trace.config["floor_settings"]["combine"] == "and"
+    holds = [(e.kind, e.t, e.data) for e in trace.events_of(EventKind.HOLD_START, EventKind.HOLD_END)]
+    released = [(t, d) for kind, t, d in holds if kind is EventKind.HOLD_END]
+    assert released and all(not (first_end < t < end) for t, _ in released), holds  # never in the pause
+    assert end < released[-1][0] < end + 0.6, holds
+    assert {"p_end", "p_end_audio"} <= set(released[-1][1]), released[-1]  # what the decision rested on

@@ -365,8 +365,9 @@ def _hold_label(event: Event) -> str:
     floor = event.data.get("floor")
     if not floor:
         return f"{what} (forced delay)"
-    p_end, silence = event.data.get("p_end"), event.data.get("silence_s")
+    p_end, sound, silence = (event.data.get(k) for k in ("p_end", "p_end_audio", "silence_s"))
     basis = ([f"p {p_end:.2f}"] if isinstance(p_end, (int, float)) else []) + \
+        ([f"sound p {sound:.2f}"] if isinstance(sound, (int, float)) else []) + \
         ([f"silence {silence:.2f} s"] if isinstance(silence, (int, float)) else [])
     return f"{what} (floor: {floor}{'; ' + ', '.join(basis) if basis else ''})"
 

@@ -12,13 +12,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from .base import FloorPolicy
+from .fused import FusedConfig, FusedFloor
 from .gate import GateFloor
 from .model import ModelFloor
 from .smart_turn import SmartTurnFloor
 from .stand_in import StandInFloor
 
-__all__ = ["DEFAULT_FLOOR", "FLOORS", "FloorFactory", "FloorPolicy", "GateFloor", "ModelFloor", "SmartTurnFloor",
-           "StandInFloor", "check_floor", "make_floor"]
+__all__ = ["DEFAULT_FLOOR", "FLOORS", "FloorFactory", "FloorPolicy", "FusedConfig", "FusedFloor", "GateFloor",
+           "ModelFloor", "SmartTurnFloor", "StandInFloor", "check_floor", "make_floor"]
 
 
 @dataclass(frozen=True)
@@ -44,6 +45,9 @@ FLOORS: dict[str, FloorFactory] = {
                                     "complete after a short silence, or a long silence passed"),
     "smart-turn": FloorFactory(SmartTurnFloor, "an acoustic end-of-turn gate: held until Smart Turn v3.2 hears the "
                                                "pause's last 8 s of audio as complete, or a long silence passed"),
+    "fused": FloorFactory(FusedFloor, "the words and the sound together: held until SmolLM2's reading of the "
+                                      "transcript and Smart Turn's of the pause's audio combine to complete "
+                                      "(FusedConfig), or a long silence passed"),
 }
 
 

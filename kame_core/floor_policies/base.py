@@ -35,12 +35,12 @@ class FloorPolicy(ABC):
         """The end-of-turn probability of ``text`` (as :meth:`to_score` gave it) is ``p_end``."""
 
     def audio_to_score(self) -> tuple[float, np.ndarray] | None:
-        """After :meth:`hear`: (the session time the user's pause began, their recent 16 kHz audio) when this policy
-        wants that pause's audio scored, once per pause; None otherwise."""
+        """After :meth:`hear`: (the session time the audio ends, the user's recent 16 kHz audio up to then) when this
+        policy wants it scored; None otherwise."""
         return None
 
-    def audio_scored(self, pause_s: float, p_end: float) -> None:  # noqa: B027 - only policies that score keep it
-        """The audio end-of-turn probability of the pause that began at ``pause_s`` is ``p_end``."""
+    def audio_scored(self, audio_to_s: float, p_end: float) -> None:  # noqa: B027 - only policies that score keep it
+        """The audio end-of-turn probability of the user's audio up to ``audio_to_s`` is ``p_end``."""
 
     @abstractmethod
     def holds(self, now_s: float, transcript: str) -> bool:
@@ -50,7 +50,7 @@ class FloorPolicy(ABC):
         """What the latest decision rested on, for the trace's hold events (probability, silence)."""
         return {}
 
-    def settings(self) -> dict[str, float]:
+    def settings(self) -> dict[str, float | str]:
         """The thresholds it decides with, as a trace records them (``config.floor_settings``; none: empty)."""
         return {}
 

@@ -55,7 +55,7 @@ class GateFloor(FloorPolicy):
     def holds(self, now_s: float, transcript: str) -> bool:
         return gate_holds(self.listener.voice.speaking, self.silence_s(now_s), self.p_end(transcript), self.config)
 
-    def settings(self) -> dict[str, float]:
+    def settings(self) -> dict[str, float | str]:
         return dataclasses.asdict(self.config)
 
     def detail(self, now_s: float, transcript: str) -> dict[str, float]:

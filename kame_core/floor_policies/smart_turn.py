@@ -1,8 +1,13 @@
 """``smart-turn``: the end of the turn by its sound. Silero VAD says when the user stops; at each pause Smart Turn
 v3.2 (:class:`kame_core.smart_turn.SmartTurn`, the model the pipecat-ai wheel ships) reads the last 8 s of their
-audio; the turn is over after a short silence when it sounds complete (p >= 0.5, the threshold the model is
-shipped with), after a long one whatever it says (:func:`kame_core.end_of_turn.turn_is_over`, the gate's rule).
-It needs no transcript: it can decide before the STT has caught up. A pause not scored yet counts as unfinished."""
+audio at the pause's onset (the VAD's first silent frame), and the turn is over when it sounds complete (p >= 0.5,
+the threshold the model is shipped with), after a long silence whatever it says
+(:func:`kame_core.end_of_turn.turn_is_over`, the gate's rule). It needs no transcript: it can decide before the STT
+has caught up. A pause not scored yet counts as unfinished.
+
+pipecat runs the model after 0.2 s of silence; scored 0.24 s into a pause it heard ``fdb-synth``'s cut phrases as
+finished (``benchmarks/eot_gate_tuning.py``: 5 of 8 mid-sentence pauses released at p >= 0.5 on the tuning half,
+7 of 8 held out), and the fused floor lost its veto and gained 0.3 s of latency: the onset it is."""
 from __future__ import annotations
 
 import dataclasses
@@ -29,33 +34,37 @@ class SmartTurnFloor(FloorPolicy):
     def __init__(self, config: EndOfTurnConfig | None = None) -> None:
         self.config = config or SMART_TURN_CONFIG
         self.listener = UserFloor(keep_s=WINDOW_S)
-        self._asked: float | None = None  # the pause whose audio went to be scored
+        self._heard_to = 0.0  # the end of the latest frame heard
+        self._pause: float | None = None  # the pause that went to be scored (when it began: the VAD's end of speech)
         self._p = math.nan  # its probability (NaN until scored)
 
     def hear(self, user_frame: np.ndarray, frame_end_s: float) -> None:
         self.listener.hear(user_frame, frame_end_s)
+        self._heard_to = frame_end_s
 
     def audio_to_score(self) -> tuple[float, np.ndarray] | None:
         voice = self.listener.voice
-        if voice.speaking or voice.last_end is None or voice.last_end == self._asked:
+        if voice.speaking or voice.last_end is None or voice.last_end == self._pause:
             return None
-        self._asked, self._p = voice.last_end, math.nan
-        return voice.last_end, self.listener.recent()
+        self._pause, self._p = voice.last_end, math.nan
+        return self._heard_to, self.listener.recent()
 
-    def audio_scored(self, pause_s: float, p_end: float) -> None:
-        if pause_s == self._asked:  # a late answer for an earlier pause changes nothing
+    def audio_scored(self, audio_to_s: float, p_end: float) -> None:
+        if self._pause is not None and audio_to_s >= self._pause:  # an earlier pause's answer changes nothing
             self._p = float(p_end)
 
     def p_end(self) -> float:
         """The current pause's probability (NaN until scored, or while the user speaks)."""
-        return math.nan if self.listener.voice.speaking else self._p
+        voice = self.listener.voice
+        return self._p if not voice.speaking and voice.last_end == self._pause else math.nan
 
     def holds(self, now_s: float, transcript: str) -> bool:
         return gate_holds(self.listener.voice.speaking, self.listener.silence_s(now_s), self.p_end(), self.config)
 
-    def settings(self) -> dict[str, float]:
+    def settings(self) -> dict[str, float | str]:
         return dataclasses.asdict(self.config)
 
     def detail(self, now_s: float, transcript: str) -> dict[str, float]:
-        out = {"p_end": finite_or_none(self.p_end()), "silence_s": finite_or_none(self.listener.silence_s(now_s))}
+        out = {"p_end_audio": finite_or_none(self.p_end()),
+               "silence_s": finite_or_none(self.listener.silence_s(now_s))}
         return {k: v for k, v in out.items() if v is not None}

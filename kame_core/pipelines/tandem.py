@@ -165,15 +165,15 @@ class TandemPipeline:
         floor.scored(text, p_end)
         session.trace.record(session.clock.now(), ev.EndOfTurn(p_end=float(f"{float(p_end):.3g}"), text=text))
 
-    async def _score_turn_audio(self, session: Session, floor: FloorPolicy, pause_s: float,
+    async def _score_turn_audio(self, session: Session, floor: FloorPolicy, audio_to_s: float,
                                 audio: np.ndarray) -> None:
-        """The audio end-of-turn probability of the pause that began at ``pause_s``, off the frame loop."""
+        """The audio end-of-turn probability of the user's audio up to ``audio_to_s``, off the frame loop."""
         assert self.end_of_turn_audio is not None  # a floor that scores audio has one
         p_end = await session.clock.compute(self.end_of_turn_audio.probability, audio)
-        floor.audio_scored(pause_s, p_end)
+        floor.audio_scored(audio_to_s, p_end)
         session.trace.record(session.clock.now(), ev.EndOfTurn(p_end=float(f"{float(p_end):.3g}"),
                                                                text=session.user.transcript(), by="audio",
-                                                               pause_s=round(pause_s, 3)))
+                                                               audio_to_s=round(audio_to_s, 3)))
 
     async def frame(self, session: Session, user_frame: np.ndarray) -> tuple[FrameRecord, np.ndarray]:
         clock, trace = session.clock, session.trace

@@ -234,12 +234,13 @@ class OracleAppend(Payload):
 @dataclass(frozen=True, kw_only=True)
 class _Hold(Payload):
     """What a hold's start and end carry: the forced delay's ``delay_ms``, or the floor policy ``floor``
-    (:mod:`kame_core.floor_policies`) and what its decision rested on: ``p_end``, the end-of-turn probability, and
-    ``silence_s``, the user's silence so far."""
+    (:mod:`kame_core.floor_policies`) and what its decision rested on: ``p_end``, the end-of-turn probability of
+    the words, ``p_end_audio``, that of the sound (Smart Turn), and ``silence_s``, the user's silence so far."""
 
     delay_ms: float | None = absent_or(S.number)
     floor: str | None = absent_or(S.text)
     p_end: float | None = absent_or(S.number)
+    p_end_audio: float | None = absent_or(S.number)
     silence_s: float | None = absent_or(S.number)
 
 
@@ -264,14 +265,14 @@ class HoldEnd(_Hold):
 @dataclass(frozen=True, kw_only=True)
 class EndOfTurn(Payload):
     """The end-of-turn detector's probability that the user's turn is complete after ``text`` (the transcript's
-    last words, as scored). ``by`` "audio": an audio detector scored the user's recent sound at the pause that
-    began at ``pause_s`` (``text`` is then the transcript as it stood); absent: the words were scored."""
+    last words, as scored). ``by`` "audio": an audio detector scored the user's recent sound up to ``audio_to_s``
+    (``text`` is then the transcript as it stood); absent: the words were scored."""
 
     kind: ClassVar[EventKind] = EventKind.END_OF_TURN
     p_end: float = required(S.number)
     text: str = required(S.text)
     by: str | None = absent_or(S.text)
-    pause_s: float | None = absent_or(S.time_s)
+    audio_to_s: float | None = absent_or(S.time_s)
 
 
 @_payload
