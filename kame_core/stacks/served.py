@@ -6,7 +6,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from ..clock import SAMPLE_RATE, Clock
+from ..clock import Clock
 from ..floor_policies import DEFAULT_FLOOR, FLOORS, check_floor
 from ..neural.choice import FrontEndChoice, NeuralModels
 from ..paths import ModelFiles
@@ -68,17 +68,9 @@ def served_stack(stack: Stack, gate: SessionGate | None = None) -> ServedStack:
                        gate=gate, neural=stack.neural, stt_worker=stack.stt_worker, llm_worker=stack.llm_worker)
 
 
-#: what the warm-up session hears: a question in the stack's own voice, between silences
-WARM_QUESTION = "What is the capital of France?"
-
-
 def warm_stack(stack: Stack) -> None:
-    """Load and run every path a first session takes, before it comes (a server answers ``/readyz`` after this): the
-    local oracle LLM and the floor's end-of-turn detectors loaded, then :data:`WARM_QUESTION` spoken by the stack's
-    TTS through a KAME session on the virtual clock -- VAD, Whisper decoding speech, partials and finals, the floor's
-    scoring of words and sound, the oracle LLM generating, the front-end's first words (a pool slot is taken and
-    given back). A session of silence warmed none of these, and the first caller paid for them (Full-Duplex-Bench's
-    passes against ``serve --floor gate``: the first answer heard 0.63 s after the user stopped, later ones 0.33 s)."""
+    """Load and warm every model before the first session: the local oracle LLM, the TTS (one word), and one
+    second of silence through a KAME session (STT, front-end; a pool slot is taken and given back)."""
     import numpy as np
 
     warm = getattr(stack.llm, "load", None)  # a local model loads on first use unless told now
@@ -88,10 +80,9 @@ def warm_stack(stack: Stack) -> None:
         stack.end_of_turn.load()  # the gate's detector answers the first session's first partial in time
     if FLOORS[stack.floor].policy.scores_audio and stack.end_of_turn_audio is not None:
         stack.end_of_turn_audio.load()
-    spoken = np.asarray(stack.tts.synthesize(WARM_QUESTION).audio, np.float32).reshape(-1)
-    audio = np.concatenate([np.zeros(SAMPLE_RATE // 4, np.float32), spoken, np.zeros(SAMPLE_RATE, np.float32)])
-    with stack.session("kame", session=stack.session_config(max_tail_s=2.0, title="warm-up")) as runner:
-        runner.run_sync(audio)
+    stack.tts.synthesize("Hello.")
+    with stack.session("kame") as runner:
+        runner.run_sync(np.zeros(24000, np.float32))
 
 
 def pool_gate(size: int) -> SessionGate:
