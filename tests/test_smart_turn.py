@@ -158,3 +158,48 @@ def test_the_fused_floor_reads_both_and_records_both(smart_turn, piper):
     assert released and all(not (first_end < t < end) for t, _ in released), holds  # never in the pause
     assert end < released[-1][0] < end + 0.6, holds
     assert {"p_end", "p_end_audio"} <= set(released[-1][1]), released[-1]  # what the decision rested on
+
+
+def test_a_served_stack_runs_every_path_of_a_first_session_before_it_comes(piper):
+    """served_stack (what a server does before /readyz answers) speaks a question through a KAME session: the floor
+    scores words and sound, the oracle LLM answers, the TTS speaks -- none of it is left for the first caller."""
+    from kame_core.protocols import Synthesis
+    from kame_core.record.trace import Provenance
+    from kame_core.stacks.served import WARM_QUESTION, served_stack
+    from kame_core.stacks.stack import Stack
+    from kame_core.testing.doubles import ScriptedLLM, words_at
+
+    class Recorded:
+        """An end-of-turn detector double that keeps what it was asked."""
+
+        provenance = Provenance(kind="test-double", model_id="recorded")
+
+        def __init__(self, p: float) -> None:
+            self.p, self.loaded = p, 0
+            self.asked: list[object] = []
+
+        def load(self) -> Recorded:
+            self.loaded += 1
+            return self
+
+        def probability(self, what) -> float:
+            self.asked.append(what)
+            return self.p
+
+    class SpokenTTS:
+        provenance, said = piper.provenance, []
+
+        def synthesize(self, text: str) -> Synthesis:
+            self.said.append(text)
+            return piper.synthesize(text)
+
+    words, sound, tts = Recorded(0.9), Recorded(0.9), SpokenTTS()
+    llm = ScriptedLLM(lambda _: "Paris is the capital of France.")
+    stack = Stack(make_stt=lambda: ScriptedSTT([words_at("what is the capital of france", 0.3)]),
+                  make_front_end=EchoFrontEnd, llm=llm, tts=tts, end_of_turn=words, end_of_turn_audio=sound,
+                  floor="fused")
+    served_stack(stack)
+    assert tts.said[0] == WARM_QUESTION and words.loaded == sound.loaded == 1
+    assert llm.requests, "the oracle LLM never generated"
+    assert words.asked and "france" in words.asked[-1].lower(), words.asked
+    assert sound.asked and max(map(len, sound.asked)) > 16_000  # the question's sound at 16 kHz (over 1 s)

@@ -6,11 +6,12 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from ..clock import Clock
+from ..clock import SAMPLE_RATE, Clock
 from ..floor_policies import DEFAULT_FLOOR, FLOORS, check_floor
 from ..neural.choice import FrontEndChoice, NeuralModels
 from ..paths import ModelFiles
 from ..session import SessionDriver, SessionGate
+from ..session.driver import FrameOut
 from ..settings import StackSettings
 from .build import build_stack
 from .stack import Stack
@@ -68,9 +69,18 @@ def served_stack(stack: Stack, gate: SessionGate | None = None) -> ServedStack:
                        gate=gate, neural=stack.neural, stt_worker=stack.stt_worker, llm_worker=stack.llm_worker)
 
 
+#: what the warm-up session hears: a question in the stack's own voice, between silences
+WARM_QUESTION = "Hello, who are you?"
+
+
 def warm_stack(stack: Stack) -> None:
-    """Load and warm every model before the first session: the local oracle LLM, the TTS (one word), and one
-    second of silence through a KAME session (STT, front-end; a pool slot is taken and given back)."""
+    """Load and run every path a first session takes, before it comes (a server answers ``/readyz`` after this): the
+    local oracle LLM and the floor's end-of-turn detectors loaded, then :data:`WARM_QUESTION` spoken by the stack's
+    TTS through a KAME session on the virtual clock -- VAD, Whisper decoding speech, partials and finals, the floor's
+    scoring of words and sound, the oracle LLM's first tokens reaching the front-end, which then stops the session
+    (waiting for the whole answer doubled the warm-up; a pool slot is taken and given back). A session of silence
+    warmed none of these, and the first caller paid for them (Full-Duplex-Bench's passes against
+    ``serve --floor gate``: the first answer heard 0.63 s after the user stopped, later ones 0.33 s)."""
     import numpy as np
 
     warm = getattr(stack.llm, "load", None)  # a local model loads on first use unless told now
@@ -80,9 +90,21 @@ def warm_stack(stack: Stack) -> None:
         stack.end_of_turn.load()  # the gate's detector answers the first session's first partial in time
     if FLOORS[stack.floor].policy.scores_audio and stack.end_of_turn_audio is not None:
         stack.end_of_turn_audio.load()
-    stack.tts.synthesize("Hello.")
-    with stack.session("kame") as runner:
-        runner.run_sync(np.zeros(24000, np.float32))
+    spoken = np.asarray(stack.tts.synthesize(WARM_QUESTION).audio, np.float32).reshape(-1)
+    audio = np.concatenate([np.zeros(SAMPLE_RATE // 4, np.float32), spoken, np.zeros(SAMPLE_RATE, np.float32)])
+    with stack.session("kame", session=stack.session_config(max_tail_s=2.0, title="warm-up")) as runner:
+        runner.run_sync(audio, _StopAtFirstOracleToken(runner))
+
+
+class _StopAtFirstOracleToken:
+    """A frame sink that ends its session at the first frame fed an oracle token (the LLM has answered)."""
+
+    def __init__(self, runner: SessionDriver) -> None:
+        self.runner = runner
+
+    def on_frame(self, frame: FrameOut) -> None:
+        if frame.record.oracle.token is not None:
+            self.runner.stop()
 
 
 def pool_gate(size: int) -> SessionGate:
