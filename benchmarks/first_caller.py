@@ -1,0 +1,66 @@
+"""The first caller against the later ones: a fresh live server (the CPU stack), sessions one after another, each the
+same Piper question over the live protocol in real time; per session the onset after the question on the wire (when
+the first voiced answer audio arrives after the last question frame was sent: what a listener waits).
+
+    python benchmarks/first_caller.py --floor gate --sessions 3
+
+Prints each session's onset and session 1 against the median of the others (goal: equal within a frame, 0.08 s).
+"""
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import statistics
+import tempfile
+import time
+from pathlib import Path
+
+from kame_core.floor_policies import FLOORS
+from kame_core.serve import ChatServer, standalone_app
+from kame_core.serve.client import talk
+from kame_core.stacks.served import stack_from_cpu
+from kame_core.testing.servers import serving
+
+QUESTION = "What is the capital city of France?"
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--floor", default="gate", choices=list(FLOORS))
+    parser.add_argument("--sessions", type=int, default=3)
+    parser.add_argument("--tail-s", type=float, default=4.0)
+    args = parser.parse_args()
+    if not 2 <= args.sessions <= 20:
+        parser.error("--sessions: 2 to 20")
+    from kame_core.tts import make_tts
+
+    question = make_tts("piper").synthesize(QUESTION).audio
+    with tempfile.TemporaryDirectory() as folder:
+        server = ChatServer(stack_from_cpu(floor=args.floor), max_sessions=1, sessions_dir=Path(folder))
+        started = time.perf_counter()
+        served = server.preload()
+        print(f"ready in {time.perf_counter() - started:.1f} s (floor {args.floor}; {os.cpu_count()} cores)",
+              flush=True)
+        try:
+            with serving(standalone_app(server), log_level="warning") as port:
+                url = f"ws://127.0.0.1:{port}/api/chat"
+                onsets = []
+                for k in range(args.sessions):
+                    result = asyncio.run(talk(url, question, tail_s=args.tail_s, lead_s=0.3))
+                    onset = result.onset_after_question()
+                    onsets.append(onset)
+                    print(f"session {k + 1}: onset after the question {onset if onset is None else round(onset, 3)} s",
+                          flush=True)
+        finally:
+            if served.llm_worker is not None:
+                served.llm_worker.close()
+    rest = [o for o in onsets[1:] if o is not None]
+    if onsets[0] is not None and rest:
+        print(f"first {onsets[0]:.3f} s, later median {statistics.median(rest):.3f} s: "
+              f"{onsets[0] - statistics.median(rest):+.3f} s")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
