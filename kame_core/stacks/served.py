@@ -80,7 +80,8 @@ def warm_stack(stack: Stack) -> None:
     scoring of words and sound, the oracle LLM's first tokens reaching the front-end, which then stops the session
     (waiting for the whole answer doubled the warm-up; a pool slot is taken and given back). A session of silence
     warmed none of these, and the first caller paid for them (Full-Duplex-Bench's passes against
-    ``serve --floor gate``: the first answer heard 0.63 s after the user stopped, later ones 0.33 s)."""
+    ``serve --floor gate``: the first answer heard 0.63 s after the user stopped, later ones 0.33 s); with this
+    warm-up the first caller waits as long as the later ones (``benchmarks/first_caller.py``: 0.49 -> 0.25 s)."""
     import numpy as np
 
     warm = getattr(stack.llm, "load", None)  # a local model loads on first use unless told now
