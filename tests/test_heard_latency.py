@@ -29,6 +29,8 @@ def test_the_first_window_above_minus_60_dbfs_is_when_it_is_heard():
     assert first_heard(audio, SAMPLE_RATE) == pytest.approx(2.34)
     assert first_heard(audio, SAMPLE_RATE, from_s=2.5) == pytest.approx(2.5)  # from the window holding from_s
     assert first_heard(audio, SAMPLE_RATE, from_s=9.0) is None
+    assert first_heard(audio, SAMPLE_RATE, until_s=2.34) is None  # no window starting before it is loud
+    assert first_heard(audio, SAMPLE_RATE, until_s=2.35) == pytest.approx(2.34)
     assert first_heard(np.zeros(SAMPLE_RATE, np.float32), SAMPLE_RATE) is None
     # the level is the analysis' silence: just under it is not heard, just over it is
     assert first_heard(_silence_then(1.0, 0.2, rms=0.9 * SILENCE_RMS), SAMPLE_RATE) is None
@@ -40,7 +42,8 @@ def test_the_first_window_above_minus_60_dbfs_is_when_it_is_heard():
     broken[int(0.5 * SAMPLE_RATE)] = np.nan
     assert first_heard(broken, SAMPLE_RATE) == pytest.approx(0.5, abs=WINDOW_S)  # a NaN is not silence
     for bad in ({"sample_rate": 0}, {"sample_rate": SAMPLE_RATE, "window_s": 0.0},
-                {"sample_rate": SAMPLE_RATE, "from_s": float("nan")}):
+                {"sample_rate": SAMPLE_RATE, "from_s": float("nan")},
+                {"sample_rate": SAMPLE_RATE, "until_s": float("nan")}):
         with pytest.raises(ValueError, match="first_heard"):
             first_heard(audio, **bad)
 

@@ -33,6 +33,23 @@ def piper():
     return make_tts("piper")
 
 
+@pytest.fixture(scope="module")
+def paused_sentence(piper) -> tuple[np.ndarray, list[list[Word]], float, float]:
+    """Piper saying "I was thinking about" ... (a pause) ... "the weather in Paris.", then silence; the words a
+    streaming STT would give; the end of the first part and of the sentence."""
+    first, second = (piper.synthesize(text).audio for text in ("I was thinking about", "the weather in Paris."))
+    silence = [np.zeros(int(s * SAMPLE_RATE), np.float32) for s in (LEAD_S, PAUSE_S, TAIL_S)]
+    audio = np.concatenate([silence[0], first, silence[1], second, silence[2]]).astype(np.float32)
+    first_end = LEAD_S + len(first) / SAMPLE_RATE
+    end = first_end + PAUSE_S + len(second) / SAMPLE_RATE
+    step = (first_end - LEAD_S) / 4
+    words = [[Word(w, LEAD_S + step * i, LEAD_S + step * (i + 1))
+              for i, w in enumerate("I was thinking about".split())],
+             [Word(w, end - 1.0 + 0.25 * i, end - 0.75 + 0.25 * i)
+              for i, w in enumerate("the weather in Paris.".split())]]
+    return audio, words, first_end, end
+
+
 def _at_16k(audio: np.ndarray, silence_s: float = 0.2) -> np.ndarray:
     return np.concatenate([resample(audio, SAMPLE_RATE, MODEL_RATE), np.zeros(int(silence_s * MODEL_RATE), np.float32)])
 
@@ -65,13 +82,9 @@ def test_a_missing_wheel_file_says_how_to_install_it():
     assert wheel_file("pipecat/audio/turn/smart_turn/data/smart-turn-v3.2-cpu.onnx").stat().st_size > 8_000_000
 
 
-def test_the_smart_turn_floor_holds_through_an_unfinished_pause_and_lets_go_after_the_sentence(smart_turn, piper):
-    first, second = (piper.synthesize(text).audio for text in ("I was thinking about", "the weather in Paris."))
-    silence = [np.zeros(int(s * SAMPLE_RATE), np.float32) for s in (LEAD_S, PAUSE_S, TAIL_S)]
-    audio = np.concatenate([silence[0], first, silence[1], second, silence[2]]).astype(np.float32)
-    first_end = LEAD_S + len(first) / SAMPLE_RATE
-    end = first_end + PAUSE_S + len(second) / SAMPLE_RATE
-    words = [[Word("I was thinking about", LEAD_S, first_end)], [Word("the weather in Paris.", end - 1.0, end)]]
+def test_the_smart_turn_floor_holds_through_an_unfinished_pause_and_lets_go_after_the_sentence(smart_turn,
+                                                                                            paused_sentence):
+    audio, words, first_end, end = paused_sentence
     config = SessionConfig(mode="moshi", floor="smart-turn", max_tail_s=TAIL_S, title="floor smart-turn")
     with pytest.raises(ValueError, match="needs an audio end-of-turn detector"):
         TandemRunner(EchoFrontEnd(), ScriptedSTT(words), None, config, VirtualClock())
@@ -132,19 +145,10 @@ def test_the_fused_rule_combines_words_and_sound_and_refuses_bad_settings():
     assert floor.settings()["combine"] == "and" and FLOORS["fused"].policy is FusedFloor
 
 
-def test_the_fused_floor_reads_both_and_records_both(smart_turn, piper):
+def test_the_fused_floor_reads_both_and_records_both(smart_turn, paused_sentence):
     from kame_core.end_of_turn import SmolLMEndOfTurn
 
-    first, second = (piper.synthesize(text).audio for text in ("I was thinking about", "the weather in Paris."))
-    silence = [np.zeros(int(s * SAMPLE_RATE), np.float32) for s in (LEAD_S, PAUSE_S, TAIL_S)]
-    audio = np.concatenate([silence[0], first, silence[1], second, silence[2]]).astype(np.float32)
-    first_end = LEAD_S + len(first) / SAMPLE_RATE
-    end = first_end + PAUSE_S + len(second) / SAMPLE_RATE
-    step = (first_end - LEAD_S) / 4
-    words = [[Word(w, LEAD_S + step * i, LEAD_S + step * (i + 1))
-              for i, w in enumerate("I was thinking about".split())],
-             [Word(w, end - 1.0 + 0.25 * i, end - 0.75 + 0.25 * i)
-              for i, w in enumerate("the weather in Paris.".split())]]
+    audio, words, first_end, end = paused_sentence
     config = SessionConfig(mode="moshi", floor="fused", max_tail_s=TAIL_S, title="floor fused")
     runner = TandemRunner(EchoFrontEnd(), ScriptedSTT(words), None, config, VirtualClock(),
                           end_of_turn=SmolLMEndOfTurn().load(), end_of_turn_audio=smart_turn)

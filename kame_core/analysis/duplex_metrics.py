@@ -203,8 +203,9 @@ def duplex_metrics(trace: SessionTrace, turn_gap_s: float = TurnConfig.turn_gap_
         lo = int(round(start / FRAME_SECONDS))
         last = np.flatnonzero(active[lo:hi])
         end = (lo + int(last[-1]) + 1) * FRAME_SECONDS if last.size else start + FRAME_SECONDS
-        heard = None if onset.audio_onset is None else \
-            first_heard(trace.output_audio[: n * SAMPLES_PER_FRAME], SAMPLE_RATE, from_s=onset.audio_onset)
+        heard = None if onset.audio_onset is None else first_heard(  # within the loud frame the onset names
+            trace.output_audio[: n * SAMPLES_PER_FRAME], SAMPLE_RATE, from_s=onset.audio_onset,
+            until_s=onset.audio_onset + FRAME_SECONDS)
         summary.turns.append(TurnTaking(k, onset.user_end, start, end, _words_from(trace, lo, hi), heard))
     segments = model_speech_segments(trace, speech_gap_s)
     for k, turn in enumerate(turns):

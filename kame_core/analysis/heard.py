@@ -7,6 +7,7 @@ level the rest of the analysis calls silence).
 """
 from __future__ import annotations
 
+import math
 import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -19,17 +20,20 @@ from .metrics import SILENCE_RMS
 WINDOW_S = 0.02
 
 
-def first_heard(audio: np.ndarray, sample_rate: int, *, from_s: float = 0.0, level: float = SILENCE_RMS,
-                window_s: float = WINDOW_S) -> float | None:
-    """Start (seconds) of the first ``window_s`` window at or after ``from_s`` whose RMS is above ``level``; None
-    if none is. Windows are on the grid of the audio's start; a NaN or infinite sample counts as loud."""
-    if sample_rate <= 0 or window_s <= 0 or not np.isfinite(from_s):
+def first_heard(audio: np.ndarray, sample_rate: int, *, from_s: float = 0.0, until_s: float = math.inf,
+                level: float = SILENCE_RMS, window_s: float = WINDOW_S) -> float | None:
+    """Start (seconds) of the first ``window_s`` window at or after ``from_s`` (and starting before ``until_s``)
+    whose RMS is above ``level``; None if none is. Windows are on the grid of the audio's start; a NaN or infinite
+    sample counts as loud."""
+    if sample_rate <= 0 or window_s <= 0 or not np.isfinite(from_s) or math.isnan(until_s):
         raise ValueError(f"first_heard: sample rate {sample_rate} and window {window_s} s must be positive, "
-                         f"from_s finite ({from_s})")
+                         f"from_s finite ({from_s}), until_s a number ({until_s})")
     samples = np.asarray(audio).reshape(-1)
     size = max(1, int(round(window_s * sample_rate)))
     start = max(0, int(from_s * sample_rate) // size)  # the window that holds from_s
     n = len(samples) // size
+    if until_s < math.inf:
+        n = min(n, max(0, math.ceil(until_s * sample_rate / size)))
     if start >= n:
         return None
     windows = samples[start * size: n * size].astype(np.float64).reshape(-1, size)

@@ -79,8 +79,8 @@ class FusedFloor(FloorPolicy):
     def __init__(self, config: FusedConfig | None = None) -> None:
         self.config = config or FusedConfig()
         self.sound = SmartTurnFloor()
-        self.words = GateFloor()
-        self.words.listener = self.listener = self.sound.listener  # one VAD hears the user for both
+        self.listener = self.sound.listener  # one VAD hears the user for both
+        self.words = GateFloor(listener=self.listener)
 
     def hear(self, user_frame: np.ndarray, frame_end_s: float) -> None:
         self.sound.hear(user_frame, frame_end_s)  # the shared listener hears it once

@@ -23,9 +23,9 @@ class GateFloor(FloorPolicy):
     name = "gate"
     scores_transcripts = True
 
-    def __init__(self, config: EndOfTurnConfig | None = None) -> None:
+    def __init__(self, config: EndOfTurnConfig | None = None, listener: UserFloor | None = None) -> None:
         self.config = config or EndOfTurnConfig()
-        self.listener = UserFloor()
+        self.listener = listener or UserFloor()
         self._p: dict[str, float] = {}
 
     def hear(self, user_frame: np.ndarray, frame_end_s: float) -> None:

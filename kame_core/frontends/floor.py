@@ -11,6 +11,8 @@ begun is finished). Audio the VAD never hears as speech (tones in tests, silence
 """
 from __future__ import annotations
 
+from collections import deque
+
 import numpy as np
 
 from ..audio_io import StreamResampler
@@ -33,18 +35,24 @@ class UserFloor:
         self._vad = StreamingSileroVAD()
         self._resampler = StreamResampler(SAMPLE_RATE, VAD_RATE)
         self._keep = max(0, int(keep_s * VAD_RATE))
-        self._recent = np.zeros(0, np.float32)
+        self._chunks: deque[np.ndarray] = deque()  # the audio heard, oldest first, at least ``keep_s`` when it can be
+        self._kept = 0
 
     def recent(self) -> np.ndarray:
         """The last ``keep_s`` of the user's audio heard so far, at 16 kHz (a copy)."""
-        return self._recent.copy()
+        if not self._chunks:
+            return np.zeros(0, np.float32)
+        return np.concatenate(self._chunks)[-self._keep:]
 
     def hear(self, user_frame: np.ndarray, frame_end_s: float) -> None:
         """Feed the user's frame that ends at ``frame_end_s`` (session time)."""
         vad, voice = self._thresholds, self.voice
         audio = self._resampler.push(user_frame)
-        if self._keep:
-            self._recent = np.concatenate([self._recent, audio])[-self._keep:]
+        if self._keep and len(audio):
+            self._chunks.append(audio)
+            self._kept += len(audio)
+            while self._kept - len(self._chunks[0]) >= self._keep:  # the oldest chunk is no longer needed
+                self._kept -= len(self._chunks.popleft())
         for p in self._vad.push(audio):
             if p >= vad.threshold and not voice.speaking:
                 voice.on_event(STTEvent("speech_start", start=frame_end_s))
