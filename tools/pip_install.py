@@ -21,10 +21,9 @@ OPTIONS = {"index-url": "--index-url", "extra-index-url": "--extra-index-url", "
            "constraint": "--constraint"}
 
 
-def pip_settings() -> dict[str, list[str]]:
-    """pip's configured values by setting name (``extra-index-url``: its URLs), later sources winning as in pip."""
-    listed = subprocess.run([sys.executable, "-m", "pip", "config", "list"], capture_output=True, text=True,
-                            check=False).stdout
+def pip_settings(listed: str) -> dict[str, list[str]]:
+    """pip's configured values by setting name (``extra-index-url``: its URLs) from ``pip config list``'s output
+    (``global.extra-index-url='a b'``), later lines winning as in pip."""
     settings: dict[str, list[str]] = {}
     for line in listed.splitlines():
         key, sep, value = line.partition("=")
@@ -52,7 +51,8 @@ def uv_binary() -> str | None:
 def main(arguments: list[str]) -> int:
     uv = uv_binary()
     if uv is not None:
-        settings = pip_settings()
+        settings = pip_settings(subprocess.run([sys.executable, "-m", "pip", "config", "list"], capture_output=True,
+                                               text=True, check=False).stdout)
         environment = dict(os.environ)
         if settings.get("cert"):
             environment["SSL_CERT_FILE"] = settings["cert"][0]

@@ -69,7 +69,11 @@ def load_piper_voice(model_path: str, config_path: str, alignments: bool = True)
                         model_path, exc)
     with open(config_path, encoding="utf-8") as f:
         config = PiperConfig.from_dict(json.load(f))
-    session = onnxruntime.InferenceSession(model, providers=["CPUExecutionProvider"])
+    options = onnxruntime.SessionOptions()
+    # its threads sleep between sentences instead of spinning: a quarter less CPU for the same audio in the same
+    # time (12 sentences on 2 cores: 2.01 -> 1.54 CPU-s), CPU that live frames and the STT beside it need
+    options.add_session_config_entry("session.intra_op.allow_spinning", "0")
+    session = onnxruntime.InferenceSession(model, sess_options=options, providers=["CPUExecutionProvider"])
     return PiperVoice(config=config, session=session), aligned
 
 
