@@ -8,6 +8,7 @@ from typing import Any
 
 import numpy as np
 
+from kame_core.analysis.acoustics import SILENCE_DB, AcousticsKept
 from kame_core.analysis.duplex_metrics import DuplexSummary, duplex_metrics
 from kame_core.analysis.metrics import latency_breakdown, request_token_use, session_metrics
 from kame_core.analysis.trace_query import oracle_token_use, revision_at
@@ -15,6 +16,7 @@ from kame_core.clock import FRAME_SECONDS, frame_of
 from kame_core.record.trace import PROVENANCE_KINDS, SessionTrace
 from kame_core.scenario import Scenario
 
+from .lanes import LaneLayout
 from .timeline import STAND_IN_TOKEN_NOTE, is_stand_in_run
 
 
@@ -104,11 +106,14 @@ def latency_markdown(trace: SessionTrace) -> str:
     return "\n\n".join(parts)
 
 
-def frame_details(trace: SessionTrace, t: float) -> str:
-    """Markdown: what the four streams held at session time ``t`` (the playhead), for one run."""
+def frame_details(trace: SessionTrace, t: float, lanes: LaneLayout | None = None,
+                  acoustics: AcousticsKept | None = None) -> str:
+    """Markdown: what the four streams held at session time ``t`` (the playhead), for one run; with ``lanes``
+    showing pitch or intensity, Praat's values at ``t`` too (kept in ``acoustics``)."""
     if trace.n_frames == 0:
         return "empty run"
     t = min(max(0.0, float(t)), trace.duration - 1e-9)
+    praat = acoustic_values(trace, t, lanes, acoustics or AcousticsKept()) if lanes is not None else ""
     i = frame_of(t)
     f = trace.frames[i]
     said = trace.spoken_text(max(0, i - 24), i + 1)
@@ -130,7 +135,32 @@ def frame_details(trace: SessionTrace, t: float) -> str:
             f"- output audio: RMS {out_rms:.3f}\n- oracle stream: {oracle}"
             + (f"; rev {at.revision.revision}"
                + (f" (hint level {at.revision.hint_level})" if at.revision.hint_level is not None else "")
-               + f" so far: “{at.fed_text}”" if at is not None else "; no oracle yet"))
+               + f" so far: “{at.fed_text}”" if at is not None else "; no oracle yet")
+            + praat)
+
+
+def acoustic_values(trace: SessionTrace, t: float, lanes: LaneLayout, acoustics: AcousticsKept) -> str:
+    """Markdown lines: Praat's pitch and intensity at ``t`` of each channel whose lane ``lanes`` shows (the values
+    Praat's own ``Get value at time`` gives on the same sound); empty when none shows."""
+    lines = []
+    for channel, audio in (("user", trace.user_audio), ("kame", trace.output_audio)):
+        wanted = [what for what in ("pitch", "intensity") if lanes.shows(f"{channel} {what}")]
+        if not wanted:
+            continue
+        made = acoustics.of(audio, trace.sample_rate)
+        if made is None:
+            lines.append(f"- {channel} (Praat): no audio it can analyse")
+            continue
+        parts = []
+        if "pitch" in wanted:
+            hz = made.pitch_at(t)
+            parts.append("pitch: unvoiced" if hz is None else f"pitch {hz:.2f} Hz")
+        if "intensity" in wanted:
+            db = made.intensity_at(t)
+            parts.append("intensity: —" if db is None else f"intensity {db:.2f} dB"
+                         + (" (digital silence: Praat's floor)" if db <= SILENCE_DB else ""))
+        lines.append(f"- {channel} at {t:.3f} s (Praat {made.praat_version}): {', '.join(parts)}")
+    return "\n" + "\n".join(lines) if lines else ""
 
 
 #: quoted from the KAME paper (arXiv 2510.02327), Table 2: spoken MT-Bench, not measured here

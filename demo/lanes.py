@@ -13,15 +13,18 @@ from dataclasses import dataclass
 LANES: tuple[str, ...] = ("events", "user audio", "inner monologue", "output audio", "oracle stream")
 #: the spectrograms of the user's and KAME's audio (Praat's view under the waveform)
 SPECTROGRAM_LANES: tuple[str, ...] = ("user spectrogram", "output spectrogram")
-#: every lane a panel can show, in the default order (each spectrogram under its waveform; the floor policy's
-#: decision, :mod:`kame_core.floor_policies`, under the user; the oracle's adherence,
+#: Praat's pitch and intensity of the user's and KAME's audio (:mod:`kame_core.analysis.acoustics`)
+ACOUSTIC_LANES: tuple[str, ...] = ("user pitch", "user intensity", "kame pitch", "kame intensity")
+#: every lane a panel can show, in the default order (each spectrogram, pitch and intensity under its waveform; the
+#: floor policy's decision, :mod:`kame_core.floor_policies`, under the user; the oracle's adherence,
 #: :mod:`kame_core.analysis.adherence`, under the oracle)
-ALL_LANES: tuple[str, ...] = ("events", "user audio", "user spectrogram", "floor", "inner monologue", "output audio",
-                              "output spectrogram", "oracle stream", "oracle adherence")
+ALL_LANES: tuple[str, ...] = ("events", "user audio", "user spectrogram", "user pitch", "user intensity", "floor",
+                              "inner monologue", "output audio", "output spectrogram", "kame pitch", "kame intensity",
+                              "oracle stream", "oracle adherence")
 #: the height of each lane (lane units)
 LANE_HEIGHTS = {"events": 1.32, "user audio": 0.9, "user spectrogram": 1.4, "inner monologue": 1.1,
                 "output audio": 0.8, "output spectrogram": 1.4, "oracle stream": 1.5, "oracle adherence": 0.95,
-                "floor": 0.8}
+                "floor": 0.8, "user pitch": 1.2, "user intensity": 1.0, "kame pitch": 1.2, "kame intensity": 1.0}
 #: room above the top lane (the onset labels) and under the bottom one
 TOP_ROOM, BOTTOM_ROOM = 0.28, 0.04
 #: the longest ``lanes=`` value a link may carry
@@ -58,6 +61,11 @@ class LaneLayout:
 
     def shows(self, lane: str) -> bool:
         return lane in self.order
+
+    @property
+    def acoustic(self) -> bool:
+        """Whether a pitch or intensity lane shows (Praat's analysis is wanted)."""
+        return any(lane in self.order for lane in ACOUSTIC_LANES)
 
     def band(self, lane: str) -> tuple[float, float]:
         """(bottom, top) of a shown lane."""

@@ -14,6 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from kame_core.analysis.acoustics import AcousticsKept
 from kame_core.scenario import SUFFIX, Scenario, ScenarioError, load_scenario, scenario_path
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
@@ -66,6 +67,8 @@ class LoadedScenario:
     questions: list[str] = field(default_factory=list)
     references: list[str] = field(default_factory=list)
     category: str = ""
+    #: Praat's pitch and intensity of its runs' audio, made once per array (the pitch and intensity lanes)
+    acoustics: AcousticsKept = field(default_factory=AcousticsKept, compare=False, repr=False)
 
     @property
     def title(self) -> str:

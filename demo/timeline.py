@@ -67,6 +67,7 @@ from typing import Any, TypeVar
 import numpy as np
 import plotly.graph_objects as go
 
+from kame_core.analysis.acoustics import INTENSITY_VIEW_DB, AcousticsKept, Track
 from kame_core.analysis.adherence import RevisionAdherence, oracle_adherence
 from kame_core.analysis.metrics import TurnLatency, TurnOnset, latency_breakdown, request_token_use, turn_onsets
 from kame_core.analysis.trace_query import (
@@ -154,6 +155,8 @@ _CLOSE_ZOOM_PX_PER_S = 400.0
 _PX_PER_UNIT = 370 / 5.94
 #: the spacing of a spectrogram lane's frequency ticks
 SPECTROGRAM_TICK_HZ = 2000.0
+#: the most points a pitch or intensity curve draws (a two-minute recording has 12,000 pitch frames)
+_CURVE_POINTS = 3000
 #: the plot width (px) the static text layout assumes; text that would collide at that width is left to
 #: hover (and to the "all pieces" legend toggle) rather than printed over its neighbours
 _REF_PLOT_PX = 900.0
@@ -403,11 +406,12 @@ class _RunBuilder:
     """Builds the traces, shapes and annotations of one run's panel."""
 
     def __init__(self, trace: SessionTrace, run: str, ax: _Axes, legend: _LegendOnce, px_per_s: float,
-                 recorded: bool, lanes: LaneLayout) -> None:
+                 recorded: bool, lanes: LaneLayout, acoustics: AcousticsKept) -> None:
         self.trace, self.run, self.ax, self.legend = trace, run, ax, legend
         self.px_per_s = px_per_s
         self.recorded = recorded
         self.lanes = lanes
+        self.acoustics = acoustics
         self.traces: list[dict[str, Any]] = []
         self.shapes: list[dict[str, Any]] = []
         self.notes: list[dict[str, Any]] = []
@@ -431,6 +435,8 @@ class _RunBuilder:
         self._holds()
         self._waveforms()
         self._spectrograms()
+        if self.lanes.acoustic:
+            self._acoustics()
         if shows("user audio"):
             self._user_words()
         if shows("inner monologue"):
@@ -637,6 +643,66 @@ class _RunBuilder:
                 self.notes.append(dict(text=f"{hz / 1000:.0f}{' kHz' if top else ''}", xref=self.ax.x_domain,
                                        yref=self.ax.y, x=1.006, y=y, xanchor="left", yanchor="middle", xshift=2,
                                        showarrow=False, font=dict(size=9, color=MUTED)))
+
+    def _acoustics(self) -> None:
+        """Each shown pitch and intensity lane: Praat's curve of that channel (:mod:`kame_core.analysis.acoustics`),
+        pitch from its floor (bottom) to its ceiling, intensity over Praat's 50-100 dB view (quieter frames, and
+        digital silence's -300 dB, are not drawn); the hover gives the value, the lane's corner Praat's settings."""
+        for channel, audio, colour in (("user", self.trace.user_audio, USER_WAVE),
+                                       ("kame", self.trace.output_audio, OUTPUT_WAVE)):
+            pitch_lane, intensity_lane = f"{channel} pitch", f"{channel} intensity"
+            if not (self.lanes.shows(pitch_lane) or self.lanes.shows(intensity_lane)):
+                continue
+            made = self.acoustics.of(audio, self.trace.sample_rate)
+            for lane in (pitch_lane, intensity_lane):
+                if not self.lanes.shows(lane):
+                    continue
+                lo, hi = self.lanes.band(lane)
+                if made is None:
+                    self.notes.append(dict(text="no audio Praat can analyse", xref=self.ax.x_domain, yref=self.ax.y,
+                                           x=0.5, y=(lo + hi) / 2, showarrow=False, font=dict(size=11, color=MUTED)))
+                    continue
+                settings = made.settings
+                if lane == pitch_lane:
+                    track, view = made.pitch_track(), (settings.pitch_floor_hz, settings.pitch_ceiling_hz)
+                    ticks = [view[0], *(hz for hz in range(200, int(view[1]), 200) if hz - view[0] >= 100), view[1]]
+                    what = (f"pitch (Praat {made.praat_version}, To Pitch (ac): floor {view[0]:g} Hz, ceiling "
+                            f"{view[1]:g} Hz)")
+                else:
+                    track, view = made.intensity_track(), INTENSITY_VIEW_DB
+                    ticks = [view[0], (view[0] + view[1]) / 2, view[1]]
+                    what = (f"intensity (Praat {made.praat_version}, To Intensity: minimum pitch "
+                            f"{settings.intensity_minimum_pitch_hz:g} Hz; view {view[0]:g}-{view[1]:g} dB)")
+                self._curve(lane, track, view, ticks, colour, what)
+
+    def _curve(self, lane: str, track: Track, view: tuple[float, float], ticks: Sequence[float], colour: str,
+               what: str) -> None:
+        """``track`` drawn in ``lane`` over ``view`` (values under it are gaps, over it at the top), at most
+        :data:`_CURVE_POINTS` points (every k-th frame of a long recording), ticked at the lane's right end."""
+        lo, hi = self.lanes.band(lane)
+        bottom, top = lo + 0.08, hi - 0.2
+        step = max(1, -(-len(track.times) // _CURVE_POINTS))
+        times, values = track.times[::step], track.values[::step]
+        shown = np.where(values >= view[0], np.minimum(values, view[1]), np.nan)
+        ys = np.round(bottom + (shown - view[0]) / (view[1] - view[0]) * (top - bottom), 4)
+        self.traces.append(dict(type="scatter", mode="lines", x=np.round(times, 3).tolist(),
+                                y=[None if math.isnan(y) else y for y in ys.tolist()],  # gaps: unvoiced, quiet
+                                customdata=[None if math.isnan(v) else v for v in np.round(values, 2).tolist()],
+                                connectgaps=False,
+                                line=dict(width=1.3, color=colour), showlegend=False, name=f"{self.run} · {lane}",
+                                hovertemplate=f"{lane} %{{customdata:.1f}} {track.unit} at %{{x:.2f}} s"
+                                              "<extra></extra>", **self.xy))
+        self.notes.append(dict(text=_esc(what), xref=self.ax.x_domain, yref=self.ax.y, x=0.0, y=hi - 0.02,
+                               xanchor="left", yanchor="top", xshift=3, showarrow=False,
+                               font=dict(size=9, color=MUTED)))
+        for value in ticks:
+            y = bottom + (value - view[0]) / (view[1] - view[0]) * (top - bottom)
+            self.shapes.append(dict(type="line", xref=self.ax.x_domain, yref=self.ax.y, x0=1.0, x1=1.006, y0=y, y1=y,
+                                    line=dict(color=MUTED, width=1)))
+            end = value in (view[0], view[1])
+            self.notes.append(dict(text=f"{value:g}{' ' + track.unit if end else ''}", xref=self.ax.x_domain,
+                                   yref=self.ax.y, x=1.006, y=y, xanchor="left", yanchor="middle", xshift=2,
+                                   showarrow=False, font=dict(size=9, color=MUTED)))
 
     def _user_words(self) -> None:
         """The STT's final words with their audio times, under the user waveform: a tick per word (hover gives
@@ -1210,14 +1276,17 @@ def _event_traces(trace: SessionTrace, ax: _Axes, legend: _LegendOnce, duration:
 
 # ------------------------------------------------------------------------------------------ the figures
 def compare_figure(traces: dict[str, SessionTrace], *, title: str | None = None, playhead_s: float | None = None,
-                   recorded: bool = False, lanes: LaneLayout | None = None) -> go.Figure:
+                   recorded: bool = False, lanes: LaneLayout | None = None,
+                   acoustics: AcousticsKept | None = None) -> go.Figure:
     """Several runs (e.g. ``{"KAME": ..., "Moshi mode": ..., "cascade": ...}``) stacked on one time axis.
 
     Every panel has the same lanes (``lanes``, default the five of :data:`LANES`) and its own provenance badge;
     the x axes are matched, so zooming or panning one panel moves them all. ``recorded=True`` says on each badge
-    that the runs were played back from a file rather than computed now.
+    that the runs were played back from a file rather than computed now. ``acoustics``: where the pitch and
+    intensity lanes' analyses are kept between redraws (the opened file's; default: made for this figure only).
     """
     lanes = lanes or LaneLayout(LANES)
+    acoustics = acoustics or AcousticsKept()
     if not traces:
         raise ValueError("compare_figure needs at least one run")
     legend = _LegendOnce()
@@ -1234,7 +1303,7 @@ def compare_figure(traces: dict[str, SessionTrace], *, title: str | None = None,
     built = []
     for k, (run, trace) in enumerate(traces.items()):
         ax = _Axes("x" if k == 0 else f"x{k + 1}", "y" if k == 0 else f"y{k + 1}")
-        builder = _RunBuilder(trace, run, ax, legend, px_per_s, recorded, lanes)
+        builder = _RunBuilder(trace, run, ax, legend, px_per_s, recorded, lanes, acoustics)
         built.append((k, ax, builder, builder.build()))
     # top to bottom, each run is a header row (its badge), its panel, then a gap holding the panel's x tick
     # labels; every header is as tall as the tallest badge, so a badge covers neither its own panel nor the
@@ -1361,11 +1430,12 @@ RUN_NAMES = {**{kind.id: kind.label for kind in RUN_KINDS.values()}, "imported":
 
 
 def timeline_figure(trace: SessionTrace, *, title: str | None = None, playhead_s: float | None = None,
-                    recorded: bool = False, lanes: LaneLayout | None = None) -> go.Figure:
+                    recorded: bool = False, lanes: LaneLayout | None = None,
+                    acoustics: AcousticsKept | None = None) -> go.Figure:
     """The four-stream timeline of one run (see the module docstring for the lanes and hooks)."""
     run = RUN_NAMES.get(trace.mode, trace.mode or "run")
     return compare_figure({run: trace}, title=title or trace.title or f"{run} run",
-                          playhead_s=playhead_s, recorded=recorded, lanes=lanes)
+                          playhead_s=playhead_s, recorded=recorded, lanes=lanes, acoustics=acoustics)
 
 
 # -------------------------------------------------------------------------------------------- playhead

@@ -217,7 +217,7 @@ def view_of(session: AppSession, loaded: library.LoadedScenario, run_id: str) ->
     anything is assigned, so a scenario that fails to render leaves the session as it was."""
     trace = loaded.scenario.runs[run_id]
     fig = timeline_figure(trace, title=f"{loaded.title} — {run_label(run_id, trace)}", recorded=loaded.recorded,
-                          lanes=session.lanes)
+                          lanes=session.lanes, acoustics=loaded.acoustics)
     rows = run_summary_rows(loaded.scenario)
     key = f"{loaded.key}:{run_id}:{trace.n_frames}"
     sound = player_html(write_mix(trace, session.files(), key), "timeline", TIMELINE_PLAYER)

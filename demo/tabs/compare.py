@@ -194,7 +194,8 @@ def _shown(session: views.AppSession, runs: list[tuple[str, str, SessionTrace, b
     beside them the players' names, what each said against the first, the oracle's changes and the latency."""
     traces = {label: trace for label, _, trace, _ in runs}
     fig = compare_figure(traces, title=f"{title} — {what}" if title else what[0].upper() + what[1:],
-                         lanes=session.lanes, recorded=all(recorded for *_, recorded in runs))
+                         lanes=session.lanes, recorded=all(recorded for *_, recorded in runs),
+                         acoustics=session.loaded.acoustics if session.loaded is not None else None)
     rows = []
     for label, _, t, recorded in runs:
         m = session_metrics(t)

@@ -103,7 +103,7 @@ def panel(session: views.AppSession) -> TimelinePanel:
     fig, rows, sound = views.view_of(session, loaded, run_id)
     at = session.at if run_id == session.run_id else 0.0
     return TimelinePanel(with_playhead(fig, at) if at else fig, rows, sound, list(runs), run_id,
-                         _details_with_latency(runs[run_id], at), at)
+                         _details_with_latency(session, runs[run_id], at), at)
 
 
 #: the export buttons beside the plot: (format, label)
@@ -157,15 +157,18 @@ def show_run(run_id: str | None, state: Any = None) -> RunShown:
     session.run_id, session.at = run_id, 0.0
     trace = session.loaded.scenario.runs[run_id]
     fig = timeline_figure(trace, title=f"{session.loaded.title} — {views.run_label(run_id, trace)}",
-                          recorded=session.loaded.recorded, lanes=session.lanes)
+                          recorded=session.loaded.recorded, lanes=session.lanes,
+                          acoustics=session.loaded.acoustics)
     return RunShown(session, fig, views.player(session, run_id, trace, "timeline", views.TIMELINE_PLAYER),
-                    _details_with_latency(trace, 0.0))
+                    _details_with_latency(session, trace, 0.0))
 
 
-def _details_with_latency(trace: SessionTrace, t: float) -> str:
-    """What the streams held at ``t``, then where the time went in each user turn."""
-    return f"{frame_details(trace, t)}\n\n**Latency per user turn** (after the end of the user's speech)\n\n" \
-           f"{latency_markdown(trace)}"
+def _details_with_latency(session: views.AppSession, trace: SessionTrace, t: float) -> str:
+    """What the streams held at ``t`` (Praat's pitch and intensity there when their lanes show), then where the
+    time went in each user turn."""
+    kept = session.loaded.acoustics if session.loaded is not None else None
+    return f"{frame_details(trace, t, session.lanes, kept)}\n\n**Latency per user turn** (after the end of the " \
+           f"user's speech)\n\n{latency_markdown(trace)}"
 
 
 def seek(t: float | None, state: Any = None) -> Seeked:
@@ -182,5 +185,6 @@ def seek(t: float | None, state: Any = None) -> Seeked:
         return Seeked(session, None, f"Not a time: {t!r}")
     t = session.at = min(max(t, 0.0), trace.duration)
     fig = timeline_figure(trace, title=f"{session.loaded.title} — {views.run_label(session.run_id or '', trace)}",
-                          recorded=session.loaded.recorded, lanes=session.lanes)
-    return Seeked(session, with_playhead(fig, t), _details_with_latency(trace, t))
+                          recorded=session.loaded.recorded, lanes=session.lanes,
+                          acoustics=session.loaded.acoustics)
+    return Seeked(session, with_playhead(fig, t), _details_with_latency(session, trace, t))
