@@ -157,7 +157,7 @@ def build_app(gpu: Callable[[Callable], Callable] | None = None, hardware: hw.Ha
         panel_outputs = [state, tl.plot, tl.table, tl.audio, tl.run, tl.details, tl.at,
                          cmp.plot, cmp.table, *cmp.slots, cmp.names, evo.plot, evo.text, evo.this_input,
                          evo.all_scenarios, fd.plot, fd.text, fd.curve_plot, fd.curve_text, choice, dialogue, made,
-                         download, tl.link, tl.lanes, *tl.exports, lv.status, lv.plot, lv.components, lv.file,
+                         download, tl.link, tl.lanes, tl.exports, lv.status, lv.plot, lv.components, lv.file,
                          tk.shown]
 
         def show_panels(st):
@@ -171,7 +171,7 @@ def build_app(gpu: Callable[[Callable], Callable] | None = None, hardware: hw.Ha
                     *(kept if p.delay is None else p.delay[1:]), *(kept if p.curve is None else p.curve[1:]),
                     gr.update(choices=b.picker_choices, value=b.picker, label=b.picker_label),
                     gr.update(value=b.dialogue), gr.update(choices=b.made, value=b.made_value), b.download,
-                    p.link, gr.update(value=list(p.session.lanes.order)), *timeline.export_files(p.session),
+                    p.link, gr.update(value=list(p.session.lanes.order)), timeline.export_links(p.session),
                     *(live_kept if p.live is None else p.live[1:]),
                     p.session.loaded.key if p.session.loaded is not None else "")  # for the Talk page
 

@@ -1,13 +1,16 @@
-"""The Timeline's export buttons (issue 30): the shown run of the open input as a Praat TextGrid, an ELAN EAF with
-its stereo WAV in one zip, and a CSV, read back with independent readers; written once per input and run."""
+"""The Timeline's exports (issue 30): the shown run of the open input as a Praat TextGrid, an ELAN EAF with its stereo
+WAV in one zip, a CSV, RTTM and Audacity labels, read back with independent readers; written once per input and
+run, offered as links the app's own route serves (issue 44)."""
 from __future__ import annotations
 
 import csv
+import re
 import zipfile
+from pathlib import Path
 
 import pytest
 
-from demo import views
+from demo import session_files, views
 from demo.tabs import timeline
 from kame_core.export import TIER_NAMES
 
@@ -51,3 +54,22 @@ def test_the_shown_run_exports_in_every_format_that_their_readers_open(tmp_path)
 
 def test_nothing_open_offers_nothing():
     assert timeline.export_files(views.AppSession()) == (None,) * len(timeline.EXPORT_BUTTONS)
+
+
+def test_the_links_are_served_by_the_apps_own_route_and_name_no_path_of_the_server():
+    """Issue 44: downloads went through Gradio's file route, whose URL names the server's temp folder."""
+    session = views.open_bundled("07-interruption-eiffel-tower").session
+    page = timeline.export_links(session)
+    links = re.findall(r'<a class="kame-export" id="kame-export-(\w+)" href="([^"]+)" download="([^"]+)"', page)
+    assert [fmt for fmt, _, _ in links] == [fmt for fmt, _ in timeline.EXPORT_BUTTONS]
+    stem = "07-interruption-eiffel-tower-kame"
+    assert [saved for *_, saved in links] == [f"{stem}.TextGrid", f"{stem}.eaf.zip", f"{stem}.csv", f"{stem}.rttm",
+                                              f"{stem}.txt"]
+    assert str(session.files()) not in page and "/tmp" not in page and "file=" not in page
+    for (fmt, href, saved), path in zip(links, timeline.export_files(session)):
+        assert href.startswith(session_files.ROUTE.lstrip("/") + "/"), href
+        token, name = href.split("/")[-2:]
+        assert session_files.resolve(token, name) == Path(path), fmt  # the route serves exactly that file
+        assert name.endswith(saved)
+    nothing = timeline.export_links(views.AppSession())
+    assert "href" not in nothing and nothing.count('aria-disabled="true"') == len(timeline.EXPORT_BUTTONS)

@@ -382,6 +382,16 @@ def test_the_first_click_on_download_saves_the_open_scenario(app_url, tmp_path):
         while not saved.exists() and time.monotonic() < deadline:
             time.sleep(0.2)
         assert saved.exists(), sorted(p.name for p in tmp_path.iterdir())
+        # the Timeline's exports come through the app's own route, saved under the scenario's and run's name
+        # (issue 44: Gradio's file route put the server's temp folder in the URL)
+        href = chrome.evaluate("document.querySelector('#kame-export-textgrid').getAttribute('href')")
+        assert href.startswith("kame/files/") and "/tmp" not in href, href
+        chrome.evaluate("document.querySelector('#kame-export-textgrid').click()")
+        grid = tmp_path / f"{NAMES[0]}-kame.TextGrid"
+        while not grid.exists() and time.monotonic() < deadline + 20:
+            time.sleep(0.2)
+        assert grid.exists() and grid.read_text(encoding="utf-8").startswith('File type = "ooTextFile"'), \
+            sorted(p.name for p in tmp_path.iterdir())
     finally:
         chrome.close()
 

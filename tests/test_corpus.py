@@ -242,6 +242,9 @@ def test_the_command_writes_the_table(tmp_path: Path, capsys) -> None:
     assert tuple(reader.fieldnames or ()) == COLUMNS
     runs = sum(len(load_scenario(p).runs) for p in BUNDLED[:3])
     assert len(back) == runs and {b["open_id"] for b in back} == {p.stem for p in BUNDLED[:3]}
+    # sources relative to what was scanned, named by it: no path of this machine in the table (issue 44)
+    assert {b["source"] for b in back} == {f"in/{p.name}" for p in BUNDLED[:2]} | {BUNDLED[2].name}
+    assert str(tmp_path) not in out.read_text(encoding="utf-8") and str(REPO) not in out.read_text(encoding="utf-8")
     assert (tmp_path / "cache" / "corpus-table.json").is_file()
     assert main(["--table", str(folder), str(BUNDLED[2]), "--out", str(out)], env=env) == 0
     assert "(4 from the cache)" in capsys.readouterr().out
@@ -276,3 +279,17 @@ def test_a_single_file_export_still_needs_its_format(tmp_path: Path) -> None:
     done = _cli(tmp_path / "cache", str(BUNDLED[0]), "--out", str(tmp_path / "x.csv"))
     assert done.returncode == 2 and "--format" in done.stderr and len(done.stderr.strip().splitlines()) == 1
     assert main([str(BUNDLED[0]), "--format", "csv", "--out", str(tmp_path / "x.csv"), "--no-cache"]) == 2
+
+
+def test_a_source_is_written_relative_to_the_scanned_root_it_was_found_under(tmp_path: Path) -> None:
+    from kame_core.export.corpus import portable_source
+
+    runs = tmp_path / "runs"
+    (runs / "day1").mkdir(parents=True)
+    file = runs / "day1" / "a.kame"
+    roots = [str(tmp_path / "other"), str(runs)]
+    assert portable_source(str(file.resolve()), roots) == "runs/day1/a.kame"
+    assert portable_source(str(file.resolve()), [str(file)]) == "a.kame"  # the file given itself
+    assert portable_source(str(runs.resolve() / "MUL0001"), [runs]) == "runs/MUL0001"  # a training dialogue
+    assert portable_source("/elsewhere/b.kame", roots) == "b.kame"  # under none: its name alone
+    assert portable_source(str(file.resolve()), [str(runs / ".." / "runs")]) == "runs/day1/a.kame"

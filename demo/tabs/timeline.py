@@ -7,8 +7,10 @@ order) are the open view's, shared with Compare and kept in the link (:mod:`demo
 from __future__ import annotations
 
 import hashlib
+import html
 import re
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import gradio as gr
@@ -21,6 +23,7 @@ from .. import views
 from ..inspector import RUN_SUMMARY_HEADERS, frame_details, latency_markdown
 from ..lanes import ALL_LANES, LaneLayout
 from ..results import RunShown, Seeked, TimelinePanel
+from ..session_files import url_of
 from ..timeline import timeline_figure, with_playhead
 
 if TYPE_CHECKING:
@@ -39,8 +42,9 @@ class TimelineTab:
     audio: gr.HTML
     details: gr.Markdown
     table: gr.Dataframe
-    #: the shown run as a Praat TextGrid, an ELAN EAF with its WAV (zip) and a CSV (:func:`export_files`)
-    exports: tuple[gr.DownloadButton, ...]
+    #: links to the shown run as a Praat TextGrid, an ELAN EAF with its WAV (zip), a CSV, RTTM and Audacity labels
+    #: (:func:`export_links`), served by the app's own route
+    exports: gr.HTML
 
 
 def build() -> TimelineTab:
@@ -60,10 +64,7 @@ def build() -> TimelineTab:
             plot = gr.Plot(label="Timeline", show_label=False, elem_id="kame-plot-timeline")
         with gr.Column(scale=1, min_width=300, elem_classes=["kame-side"]):
             audio = gr.HTML("")  # the native audio player (demo.player); its div carries the kame-audio-* id
-            with gr.Row(elem_classes=["kame-exports"]):
-                exports = tuple(gr.DownloadButton(label, value=None, size="sm", elem_id=f"kame-export-{fmt}",
-                                                  min_width=80)
-                                for fmt, label in EXPORT_BUTTONS)
+            exports = gr.HTML(export_links_html((None,) * len(EXPORT_BUTTONS)), elem_classes=["kame-exports"])
             details = gr.Markdown(elem_id="kame-details")
     table = gr.Dataframe(headers=RUN_SUMMARY_HEADERS, interactive=False, wrap=True, label="Runs",
                          elem_id="kame-runs", column_widths=["7%", "7%", "19%", "8%", "17%", "8%", "8%", "26%"])
@@ -75,7 +76,7 @@ def wire(tab: TimelineTab, wiring: Wiring) -> None:
     state = wiring.state
     tab.run.input(show_run, [tab.run, state], [state, tab.plot, tab.audio, tab.details], api_name="show_run").then(
         views.link_text, state, tab.link, api_visibility="private").then(
-        export_files, state, list(tab.exports), api_visibility="private")
+        export_links, state, tab.exports, api_visibility="private")
     tab.at.submit(seek, [tab.at, state], [state, tab.plot, tab.details], api_name="seek").then(
         views.link_text, state, tab.link, api_visibility="private")
     # other lanes redraw the panels that draw them (Timeline and Compare) and the link, and nothing else
@@ -114,8 +115,8 @@ EXPORT_BUTTONS = (("textgrid", "Praat TextGrid"), ("eaf", "ELAN EAF + WAV"), ("c
 def export_files(state: Any = None) -> tuple[str | None, ...]:
     """The shown run of the open input in each format of :data:`EXPORT_BUTTONS` -- a Praat TextGrid, an ELAN EAF
     with its stereo WAV (one zip), a CSV, RTTM, an Audacity label track (:mod:`kame_core.export`) -- written once per
-    input and run into the user's private folder (None each when nothing is open, or the run cannot be exported:
-    the buttons then offer nothing)."""
+    input and run into the user's private folder, each named ``<input and run's hash>~<scenario>-<run><suffix>``
+    (None each when nothing is open, or the run cannot be exported: the links then offer nothing)."""
     session = views.session_of(state)
     loaded = session.loaded
     if loaded is None:
@@ -123,12 +124,11 @@ def export_files(state: Any = None) -> tuple[str | None, ...]:
     runs = loaded.scenario.runs
     run = session.run_id if session.run_id in runs else views.default_run(loaded)
     trace = runs[run]
-    stem = f"{_file_stem(loaded.scenario.name or 'session')}-{_file_stem(run)}"
-    folder = session.files() / ("export-" + hashlib.sha1(f"{loaded.key}|{run}".encode()).hexdigest()[:12])
-    folder.mkdir(exist_ok=True)
+    stem = f"{_file_stem(loaded.scenario.name or 'session')}-{_file_stem(run)}"[:100]
+    folder, key = session.files(), hashlib.sha1(f"{loaded.key}|{run}".encode()).hexdigest()[:12]
     out: list[str | None] = []
     for fmt, _ in EXPORT_BUTTONS:
-        path = folder / (f"{stem}.eaf.zip" if fmt == "eaf" else f"{stem}{SUFFIXES[fmt]}")
+        path = folder / (f"{key}{_EXPORT_SEP}{stem}" + (".eaf.zip" if fmt == "eaf" else SUFFIXES[fmt]))
         try:
             if not path.is_file():
                 if fmt == "eaf":
@@ -139,6 +139,33 @@ def export_files(state: Any = None) -> tuple[str | None, ...]:
         except (ValueError, OSError):
             out.append(None)
     return tuple(out)
+
+
+#: between an export's hash and the name the browser saves it as (session_files' names allow ``.``, ``-``, ``_``)
+_EXPORT_SEP = "_"
+
+
+def export_links(state: Any = None) -> str:
+    """The links of :func:`export_files`' files, for the side column."""
+    return export_links_html(export_files(state))
+
+
+def export_links_html(paths: tuple[str | None, ...]) -> str:
+    """One link per format of :data:`EXPORT_BUTTONS`, served by the app's own route (``/kame/files/<token>/<name>``,
+    :mod:`demo.session_files`: no path of the server in the page) and saved under the scenario's and run's name; a
+    format with no file is shown disabled."""
+    parts = []
+    for (fmt, label), path in zip(EXPORT_BUTTONS, paths):
+        if path is None:
+            parts.append(f'<span class="kame-export kame-export-off" id="kame-export-{fmt}" aria-disabled="true" '
+                         f'title="open a session to export it">{html.escape(label)}</span>')
+            continue
+        name = Path(path).name
+        saved_as = name.split(_EXPORT_SEP, 1)[1]
+        parts.append(f'<a class="kame-export" id="kame-export-{fmt}" href="{html.escape(url_of(Path(path)), True)}" '
+                     f'download="{html.escape(saved_as, True)}" title="download {html.escape(saved_as, True)}">'
+                     f'{html.escape(label)}</a>')
+    return f'<div class="kame-export-links">{"".join(parts)}</div>'
 
 
 def _file_stem(name: str) -> str:

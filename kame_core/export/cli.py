@@ -92,7 +92,7 @@ def writable(out: Path) -> None:
 
 def table(args: argparse.Namespace, env: Mapping[str, str]) -> str:
     """Write the corpus table ``args`` asks for; returns the summary line to print."""
-    from .corpus import SUFFIX, RowCache, default_cache_file, scan, write_table
+    from .corpus import SUFFIX, RowCache, default_cache_file, portable_rows, scan, write_table
 
     out: Path = args.out
     writable(out)
@@ -109,7 +109,7 @@ def table(args: argparse.Namespace, env: Mapping[str, str]) -> str:
     started = time.perf_counter()
     cache = RowCache.load(cache_file) if cache_file is not None else None
     found = scan(args.table, cache)
-    write_table(found.rows, out)
+    write_table(portable_rows(found.rows, args.table), out)  # sources relative to what was scanned
     elapsed = time.perf_counter() - started
     note = ""
     if cache is not None and cache_file is not None:

@@ -46,7 +46,7 @@ from ..scenario import SUFFIX, Scenario, load_scenario
 from ..spreadsheet import csv_cells
 
 __all__ = ["CACHE_LIMIT", "CACHE_VERSION", "COLUMNS", "COLUMN_DOCS", "CorpusRow", "CorpusScan", "RowCache", "Skipped",
-           "default_cache_file", "rows_of", "scan", "write_table"]
+           "default_cache_file", "portable_rows", "portable_source", "rows_of", "scan", "write_table"]
 
 #: bump when a change alters what a row holds: a cache of another version is not used
 CACHE_VERSION = 2
@@ -55,7 +55,9 @@ CACHE_LIMIT = 256 * 2**20
 
 #: every column of the table, in order, and what it holds (docs/file-formats.md, "The corpus table")
 COLUMN_DOCS: dict[str, str] = {
-    "source": "the .kame file (absolute path); a training dialogue: <training root>/<dialogue id>",
+    "source": "where the input is, relative to the scanned source it was found under and named by that source's "
+              "own name: <folder>/<path of the .kame file in it>, a .kame file given itself: its name; a training "
+              "dialogue: <training root's name>/<dialogue id> (no absolute path: the table travels)",
     "open_id": "what the app's deep link /?open=ID&run=RUN takes: the file name without .kame (a bundled "
                "scenario's name, a saved session's id), a training dialogue's id",
     "title": "the scenario's title (its name when it has none)",
@@ -404,6 +406,28 @@ def _scan_one(item: _Input, cache: RowCache | None, result: CorpusScan) -> None:
     result.rows.extend(rows)
     if why is not None:
         result.skipped.append(Skipped(item.key, why))
+
+
+def portable_source(source: str, roots: Sequence[str | os.PathLike[str]]) -> str:
+    """``source`` (a row's absolute key) as the table writes it: relative to the first of ``roots`` (the scanned
+    sources) that holds it, named by that root's own name (``runs/day1/a.kame``); a root that is the file itself
+    gives its name; a source under none of them, its file name alone (no absolute path leaves the machine)."""
+    path = Path(source)
+    for given in roots:
+        root = Path(given).expanduser().resolve()
+        if root == path:
+            return root.name
+        try:
+            inside = path.relative_to(root)
+        except ValueError:
+            continue
+        return (Path(root.name) / inside).as_posix()
+    return path.name
+
+
+def portable_rows(rows: Iterable[CorpusRow], roots: Sequence[str | os.PathLike[str]]) -> list[CorpusRow]:
+    """``rows`` with their sources as :func:`portable_source` writes them."""
+    return [dataclasses.replace(row, source=portable_source(row.source, roots)) for row in rows]
 
 
 # -------------------------------------------------------------------------------------------------- CSV
