@@ -1,10 +1,11 @@
-"""Deep links to the open view: ``/?open=ID&run=KIND&t=SECONDS&lanes=LANE,...`` (and ``&claim=CLAIM`` for a Talk
-session).
+"""Deep links to the open view: ``/?open=ID&run=KIND&t=SECONDS&lanes=LANE,...&regions=START-END:NAME;...`` (and
+``&claim=CLAIM`` for a Talk session).
 
 ``open`` names a bundled scenario (its file name without ``.kame``), else a training dialogue's id, else a Talk
 session saved in the sessions folder (which opens only with its claim, as the Talk tab's own open does); ``run``
 a run of it; ``t`` the Inspect time in seconds; ``lanes`` the timeline's lanes, top to bottom
-(:meth:`demo.lanes.LaneLayout.parse`; left out for the default five). This module reads and writes the query
+(:meth:`demo.lanes.LaneLayout.parse`; left out for the default five); ``regions`` the Timeline's named regions
+(:func:`demo.regions.parse_link`; left out when there are none). This module reads and writes the query
 only; what it opens, and the refusals that need the input (an unknown id or run, a time past the run's end), are
 :func:`demo.views.open_link`'s.
 """
@@ -16,9 +17,10 @@ from dataclasses import dataclass
 from urllib.parse import urlencode, urlsplit, urlunsplit
 
 from .lanes import LANES, LaneLayout
+from .regions import Region, link_value, parse_link
 
 #: the query parameters a link may carry (others, e.g. Gradio's ``__theme``, are left to their owners)
-PARAMS = ("open", "run", "t", "claim", "lanes")
+PARAMS = ("open", "run", "t", "claim", "lanes", "regions")
 #: where Gradio's own routes start: what follows it in a request's URL is not the page's
 GRADIO_PREFIX = "/gradio_api"
 
@@ -30,13 +32,14 @@ class LinkError(ValueError):
 @dataclass(frozen=True)
 class Link:
     """What a link asks for: the input's id, its run (None: the default run), the Inspect time (None: 0 s), a
-    Talk session's claim and the timeline's lanes (None: the default five)."""
+    Talk session's claim, the timeline's lanes (None: the default five) and its named regions."""
 
     open: str
     run: str | None = None
     t: float | None = None
     claim: str | None = None
     lanes: LaneLayout | None = None
+    regions: tuple[Region, ...] = ()
 
 
 def parse(query: Mapping[str, str]) -> Link | None:
@@ -62,7 +65,13 @@ def parse(query: Mapping[str, str]) -> Link | None:
             lanes = LaneLayout.parse(given["lanes"])
         except ValueError as err:
             raise LinkError(str(err)) from None
-    return Link(given["open"], given.get("run") or None, t, given.get("claim") or None, lanes)
+    regions: tuple[Region, ...] = ()
+    if "regions" in given:
+        try:
+            regions = parse_link(given["regions"])
+        except ValueError as err:
+            raise LinkError(str(err)) from None
+    return Link(given["open"], given.get("run") or None, t, given.get("claim") or None, lanes, regions)
 
 
 def query(link: Link) -> str:
@@ -76,7 +85,9 @@ def query(link: Link) -> str:
         pairs.append(("claim", link.claim))
     if link.lanes is not None and link.lanes.order != LANES:
         pairs.append(("lanes", link.lanes.link_value()))
-    return urlencode(pairs, safe=",")
+    if link.regions:
+        pairs.append(("regions", link_value(link.regions)))
+    return urlencode(pairs, safe=",:;")
 
 
 def page_base(url: str | None, referer: str | None = None) -> str:

@@ -25,7 +25,7 @@ from kame_core.export.corpus import RowCache  # noqa: E402
 from kame_core.settings import Settings  # noqa: E402
 from kame_core.tickets import TicketBook  # noqa: E402
 
-from . import assets, library, links, views  # noqa: E402
+from . import assets, library, links, regions, views  # noqa: E402
 from . import hardware as hw  # noqa: E402
 from .client_files import ClientFileRefused, ReceivedUploads  # noqa: E402
 from .results import Opened, TalkOpened  # noqa: E402
@@ -157,8 +157,8 @@ def build_app(gpu: Callable[[Callable], Callable] | None = None, hardware: hw.Ha
         panel_outputs = [state, tl.plot, tl.table, tl.audio, tl.run, tl.details, tl.at,
                          cmp.plot, cmp.table, *cmp.slots, cmp.names, evo.plot, evo.text, evo.this_input,
                          evo.all_scenarios, fd.plot, fd.text, fd.curve_plot, fd.curve_text, choice, dialogue, made,
-                         download, tl.link, tl.lanes, tl.exports, lv.status, lv.plot, lv.components, lv.file,
-                         tk.shown]
+                         download, tl.link, tl.lanes, tl.exports, tl.regions, lv.status, lv.plot, lv.components,
+                         lv.file, tk.shown]
 
         def show_panels(st):
             """Every panel from :func:`demo.tabs.panels` (one function for every open path)."""
@@ -172,6 +172,7 @@ def build_app(gpu: Callable[[Callable], Callable] | None = None, hardware: hw.Ha
                     gr.update(choices=b.picker_choices, value=b.picker, label=b.picker_label),
                     gr.update(value=b.dialogue), gr.update(choices=b.made, value=b.made_value), b.download,
                     p.link, gr.update(value=list(p.session.lanes.order)), timeline.export_links(p.session),
+                    regions.to_page(p.session.regions),
                     *(live_kept if p.live is None else p.live[1:]),
                     p.session.loaded.key if p.session.loaded is not None else "")  # for the Talk page
 

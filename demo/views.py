@@ -33,6 +33,7 @@ from .lanes import LaneLayout
 from .mic import MicSession
 from .player import player_html, write_mix
 from .provenance_badge import provenance_badge
+from .regions import Region
 from .results import Bar, Opened, TalkOpened
 from .timeline import RUN_NAMES, timeline_figure
 from .upload_budget import Reservation
@@ -83,6 +84,7 @@ class AppSession:
     page: str = "/"                       # this page's own address, the base of its links (demo.links)
     claims: dict[str, str] = field(default_factory=dict)  # Talk session id -> the claim this page opened it with
     lanes: LaneLayout = field(default_factory=LaneLayout.default)  # the Timeline's and Compare's lanes, in order
+    regions: tuple[Region, ...] = ()      # the Timeline's named regions on the open input (demo.regions)
 
     def show(self, loaded: library.LoadedScenario, run_id: str) -> None:
         """Make ``loaded`` the open scenario: re-runs of another scenario and the memory booked for an upload
@@ -90,6 +92,7 @@ class AppSession:
         sessions) is remembered in :attr:`made` to reopen."""
         if self.loaded is None or self.loaded.key != loaded.key:
             self.delay_cache.clear()
+            self.regions = ()  # another input: the regions were of the one before
         if self.loaded is not loaded:
             self.drop_upload()
         self.loaded, self.run_id, self.at = loaded, run_id, 0.0
@@ -430,7 +433,7 @@ def view_link(state: Any = None) -> links.Link | None:
             return None
     if ident is None:
         return None
-    return links.Link(ident, run, session.at or None, claim, session.lanes)
+    return links.Link(ident, run, session.at or None, claim, session.lanes, session.regions)
 
 
 def link_text(state: Any = None) -> str:
@@ -488,7 +491,7 @@ def _open_linked(session: AppSession, link: links.Link, settings: Settings) -> O
         session.lanes = link.lanes
     fig, rows, sound = view_of(session, loaded, run)
     session.show(loaded, run)
-    session.at = t
+    session.at, session.regions = t, link.regions
     return Opened(session, status_markdown(loaded), fig, rows, sound, list(runs), run)
 
 

@@ -12,6 +12,7 @@ import threading
 import time
 import urllib.error
 import urllib.request
+import zipfile
 from pathlib import Path
 
 import numpy as np
@@ -513,5 +514,41 @@ def test_the_sessions_tab_lists_every_run_and_a_click_opens_one_in_timeline(app_
         selected = chrome.evaluate("Array.from(document.querySelectorAll('button[role=tab]'))"
                                    ".find(b => b.getAttribute('aria-selected') === 'true').textContent.trim()")
         assert selected == "Timeline"
+    finally:
+        chrome.close()
+
+
+@browser
+def test_named_regions_travel_in_the_link_reach_the_exports_and_a_selection_downloads(app_url, tmp_path):
+    """Issue 44: a link's regions are drawn and listed; one added on the page reaches the link; "Export selection"
+    downloads the selection's WAV and tiers (the regions among them), cut to it."""
+    chrome = Chromium(1600, 1000)
+    k = "window.kameTimeline"
+    try:
+        chrome.send("Browser.setDownloadBehavior", behavior="allow", downloadPath=str(tmp_path))
+        chrome.goto(app_url + f"?open={NAMES[0]}&regions=0.4-1.2:greeting")
+        chrome.wait_for(f"{LANE_TEXT}.length >= {len(LANES)}", timeout=120)
+        chrome.wait_for(f"JSON.stringify({k}.regions('timeline')) === "
+                        "JSON.stringify([{name: 'greeting', start: 0.4, end: 1.2}])", timeout=30)
+        chrome.wait_for(f"{k}.views.timeline.gd.layout.shapes.filter(s => s.name === 'kame-region').length === 1",
+                        timeout=10)
+        assert chrome.evaluate("document.querySelector('.kame-region input').value") == "greeting"
+        chrome.evaluate(f"{k}.addRegion('timeline', 2.0, 3.04, 'answer')")
+        chrome.wait_for("(document.querySelector('#kame-link textarea, #kame-link input') || {}).value"
+                        "?.includes('regions=0.4-1.2:greeting;2-3.04:answer')", timeout=30)
+        assert chrome.evaluate("document.querySelectorAll('.kame-region').length") == 2
+        chrome.evaluate(f"{k}.setRegion('timeline', 1.0, 2.0)")
+        chrome.evaluate("Array.from(document.querySelectorAll('.kame-toolbar button'))"
+                        ".find(b => b.textContent === 'Export selection').click()")
+        saved = tmp_path / f"{NAMES[0]}-kame-1.00-2.00s.zip"
+        deadline = time.monotonic() + 30
+        while not saved.exists() and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert saved.exists(), sorted(p.name for p in tmp_path.iterdir())
+        with zipfile.ZipFile(saved) as z:
+            stem = saved.name[:-4]
+            assert sorted(z.namelist()) == sorted(f"{stem}{s}" for s in (".wav", ".TextGrid", ".eaf", ".csv", ".txt"))
+            grid = z.read(f"{stem}.TextGrid").decode("utf-8")
+        assert 'name = "regions"' in grid and 'text = "greeting"' in grid and "xmax = 1.0 " in grid
     finally:
         chrome.close()

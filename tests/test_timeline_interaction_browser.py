@@ -146,6 +146,8 @@ def test_a_drag_selects_a_region_that_plays_once_or_loops(page):
               button="left", clickCount=1)
     region = _state(page)["region"]
     assert region["start"] == pytest.approx(2.0, abs=0.02) and region["end"] == pytest.approx(2.8, abs=0.02)
+    for end in (region["start"], region["end"]):  # snapped to the 80 ms frames (issue 44: "Snap" is on by default)
+        assert end == pytest.approx(round(end / FRAME) * FRAME, abs=1e-9), region
     shape = json.loads(page.evaluate(f"JSON.stringify({VIEW}.gd.layout.shapes.find(s => s.name === 'selection'))"))
     assert shape["visible"] and shape["x0"] == pytest.approx(region["start"])
     # loop on: the player stays inside the region and comes back to its start

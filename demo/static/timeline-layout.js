@@ -77,6 +77,29 @@
     return end - start >= FRAME ? {start: start, end: end} : null;
   }
 
+  // a region with both ends on the 80 ms frame grid (the nearest boundary; at least one frame, within
+  // [0, duration]): what a drag selects while "Snap" is on; null for null
+  function snapRegion(sel, duration) {
+    if (!sel) return null;
+    var last = Math.floor(duration / FRAME + 1e-6);
+    var a = Math.min(Math.round(sel.start / FRAME), last), b = Math.min(Math.round(sel.end / FRAME), last);
+    if (b <= a) {  // under a frame: the frame that holds its start
+      a = Math.min(Math.floor(sel.start / FRAME + 1e-6), last - 1);
+      b = a + 1;
+    }
+    if (a < 0) return null;
+    return {start: Math.round(a * FRAME * 1000) / 1000, end: Math.round(b * FRAME * 1000) / 1000};
+  }
+
+  // the named regions in time order, each {name, start, end} with a name (default "region N") and ms times; the
+  // JSON the page sends the server (demo/regions.py reads it)
+  function regionList(regions) {
+    return (regions || []).filter(function (r) { return r && r.end > r.start; }).map(function (r, i) {
+      return {name: String(r.name || '').trim() || 'region ' + (i + 1),
+        start: Math.round(r.start * 1000) / 1000, end: Math.round(r.end * 1000) / 1000};
+    }).sort(function (x, y) { return x.start - y.start || x.end - y.end; });
+  }
+
   // what a player playing a region does at time t: go on, jump back to its start (looping), or stop at its end
   function regionStep(t, sel, loop) {
     if (!sel || t < sel.end) return {action: 'continue'};
@@ -84,7 +107,7 @@
   }
 
   var api = {FRAME: FRAME, textWidthPx: textWidthPx, layoutLabels: layoutLabels, fitText: fitText, hiddenNote: hiddenNote,
-    stepTime: stepTime, region: region, regionStep: regionStep};
+    stepTime: stepTime, region: region, regionStep: regionStep, snapRegion: snapRegion, regionList: regionList};
   if (typeof module === 'object' && module.exports) module.exports = api;
   else root.kameLayout = api;
 })(this);

@@ -12,7 +12,12 @@
 //  * a click on a token snaps to its frame;
 //  * an overview strip of the whole session (both waveforms) with the visible window: click or drag it to move
 //    the window;
-//  * word labels laid out again at every zoom (timeline-layout.js), so a word that fits is printed.
+//  * word labels laid out again at every zoom (timeline-layout.js), so a word that fits is printed;
+//  * (Timeline) named regions: "+ Region" keeps the selection as one, listed under the toolbar (rename, select,
+//    delete), drawn on the plot, sent whole to the server after each change (the hidden #kame-regions box: the
+//    link's regions= and the exports' regions tier carry them) and read back from it when an input opens;
+//    selections snap to the 80 ms frames unless "Snap" is off; "Export selection" asks the server for the
+//    selection's WAV and tiers (the hidden #kame-selection box) and follows the link it answers with.
 // Each redraw's time is kept in window.kameTimeline.redraws (ms; tests and the benchmark read it).
 //
 // kameSetPlayhead(root, t) moves the playhead of every timeline under root (an element or document) to t
@@ -111,14 +116,32 @@
     });
     v.readout = document.createElement('span');
     v.readout.className = 'kame-readout';
-    bar.append(v.modeButton, v.playButton, v.loopButton, zoomSel, all, v.readout);
+    bar.append(v.modeButton, v.playButton, v.loopButton, zoomSel, all);
+    v.regions = [];
+    v.snap = name === 'timeline';
+    if (name === 'timeline') {
+      v.snapButton = button('Snap: 80 ms', 'selections snap to the 80 ms frames of the streams (click: to the pointer)',
+        function (b) {
+          v.snap = !v.snap; b.textContent = v.snap ? 'Snap: 80 ms' : 'Snap: off'; b.classList.toggle('on', v.snap);
+        });
+      v.snapButton.classList.add('on');
+      var keep = button('+ Region', 'keep the selection as a named region (listed under this bar; the link and the ' +
+        'exports keep them)', function () { addRegion(v); });
+      var cut = button('Export selection', 'the selection on its own: its stereo WAV and every tier cut to it, one zip',
+        function () { exportSelection(v); });
+      bar.append(v.snapButton, keep, cut);
+    }
+    bar.append(v.readout);
     v.overview = document.createElement('canvas');
     v.overview.className = 'kame-overview';
     v.overview.height = 30;
     v.overview.title = 'the whole session: the box is the visible window (click or drag to move it)';
     v.figure = document.createElement('div');
     v.figure.className = 'kame-figure';
-    box.append(bar, v.overview, v.figure);
+    v.regionList = document.createElement('div');
+    v.regionList.className = 'kame-regions';
+    v.regionList.style.display = 'none';
+    box.append(bar, v.regionList, v.overview, v.figure);
     host.prepend(box);
     wireOverview(v);
     wireMouse(v);
@@ -133,6 +156,8 @@
       if (!host) return;
       var v = state[name];
       if (!v || v.host !== host || !host.contains(v.figure)) v = build(name, host);
+      // the server's regions reach the page apart from the figure (an open, a link's regions=)
+      if (name === 'timeline' && v.gd && !v.drawing && regionsFromBox(v, false)) drawRegions(v);
       var source = Array.from(host.querySelectorAll('.js-plotly-plot')).find(function (gd) {
         return gd !== v.gd && !(v.figure && v.figure.contains(gd));
       });
@@ -177,7 +202,9 @@
     if (lay.height > 0) v.figure.style.height = lay.height + 'px';
     lay.dragmode = v.mode === 'zoom' ? 'zoom' : false;
     if (kept && range) { lay.xaxis = Object.assign({}, lay.xaxis, {range: range, autorange: false}); }
-    lay.shapes = (lay.shapes || []).filter(function (s) { return s.name !== 'selection'; });
+    if (v.name === 'timeline') regionsFromBox(v, !kept);
+    lay.shapes = (lay.shapes || []).filter(function (s) { return s.name !== 'selection' && s.name !== 'kame-region'; })
+      .concat(regionShapes(v));
     lay.shapes.push({type: 'rect', name: 'selection', xref: 'x', yref: 'paper', x0: 0, x1: 0, y0: 0, y1: 1,
       fillcolor: 'rgba(250, 204, 21, 0.22)', line: {color: 'rgba(202, 138, 4, 0.9)', width: 1}, layer: 'above',
       visible: false});
@@ -536,6 +563,93 @@
     if (r) { upd['shapes[' + i + '].x0'] = r.start; upd['shapes[' + i + '].x1'] = r.end; }
     window.Plotly.relayout(v.gd, upd);
   }
+  // ------------------------------------------------------------------------------------ named regions
+  function hiddenBox(id) { return document.querySelector('#' + id + ' textarea, #' + id + ' input'); }
+  function tell(box, value, submit) {  // as a user typing: Gradio hears input (and Enter: submit)
+    box.value = value;
+    box.dispatchEvent(new Event('input', {bubbles: true}));
+    if (submit) box.dispatchEvent(new KeyboardEvent('keypress', {key: 'Enter', code: 'Enter', bubbles: true}));
+  }
+  // the regions the server holds, when they are not what this page last sent (an input opened, a link's regions=);
+  // whether they were taken
+  function regionsFromBox(v, opened) {
+    var box = hiddenBox('kame-regions');
+    if (!box || (!opened && box.value === v.regionsSent)) return false;
+    var given;
+    try { given = JSON.parse(box.value || '[]'); } catch { given = []; }
+    v.regions = layout().regionList(Array.isArray(given) ? given : []);
+    v.regionsSent = box.value;
+    renderRegions(v);
+    return true;
+  }
+  function regionsChanged(v) {
+    v.regions = layout().regionList(v.regions);
+    var box = hiddenBox('kame-regions');
+    if (box) { v.regionsSent = JSON.stringify(v.regions); tell(box, v.regionsSent, true); }
+    renderRegions(v);
+    drawRegions(v);
+  }
+  function addRegion(v) {
+    if (!v.region) { v.readout.textContent = 'select a span first (drag on the plot), then + Region'; return; }
+    v.regions.push({name: 'region ' + (v.regions.length + 1), start: v.region.start, end: v.region.end});
+    regionsChanged(v);
+  }
+  K.addRegion = function (name, a, b, label) {  // for tests: what a drag and "+ Region" do
+    var v = state[name];
+    if (!v) return;
+    v.regions.push({name: label || '', start: a, end: b});
+    regionsChanged(v);
+  };
+  K.regions = function (name) { return state[name] ? layout().regionList(state[name].regions) : []; };
+  function renderRegions(v) {
+    var list = v.regionList;
+    if (!list) return;
+    list.textContent = '';
+    v.regions.forEach(function (r, i) {
+      var row = document.createElement('span');
+      row.className = 'kame-region';
+      var name = document.createElement('input');
+      name.value = r.name;
+      name.title = 'its name (the exports\' regions tier, the link)';
+      name.addEventListener('change', function () { r.name = name.value; regionsChanged(v); });
+      var span = button(r.start.toFixed(2) + '–' + r.end.toFixed(2) + ' s', 'select it', function () {
+        setRegion(v, {start: r.start, end: r.end});
+      });
+      var drop = button('✕', 'delete this region', function () { v.regions.splice(i, 1); regionsChanged(v); });
+      row.append(name, span, drop);
+      list.append(row);
+    });
+    list.style.display = v.regions.length ? '' : 'none';
+  }
+  function regionShapes(v) {
+    return (v.regions || []).map(function (r) {
+      return {type: 'rect', name: 'kame-region', xref: 'x', yref: 'y domain', x0: r.start, x1: r.end, y0: 0, y1: 1,
+        fillcolor: 'rgba(0, 114, 178, 0.06)', line: {color: 'rgba(0, 114, 178, 0.55)', width: 1, dash: 'dot'},
+        layer: 'below', label: {text: r.name, textposition: 'top left', font: {size: 10, color: '#0072B2'}}};
+    });
+  }
+  function drawRegions(v) {
+    if (!v.gd || !window.Plotly || !v.gd.layout) return;
+    var shapes = (v.gd.layout.shapes || []).filter(function (s) { return s.name !== 'kame-region'; })
+      .concat(regionShapes(v));
+    window.Plotly.relayout(v.gd, {shapes: shapes});
+  }
+  // "Export selection": the server writes the zip and answers with a link whose data-ask is this request's
+  function exportSelection(v) {
+    var box = hiddenBox('kame-selection');
+    if (!box) return;
+    if (!v.region) { v.readout.textContent = 'select a span first (drag on the plot), then Export selection'; return; }
+    v.asks = (v.asks || 0) + 1;
+    var ask = 'ask-' + v.asks + '-' + Date.now();
+    tell(box, JSON.stringify({start: v.region.start, end: v.region.end, ask: ask}), true);
+    var tries = 0;
+    (function follow() {
+      var link = document.querySelector('#kame-export-selection[data-ask="' + ask + '"]');
+      if (link) { link.click(); return; }
+      if (++tries < 300) setTimeout(follow, 100);
+    })();
+  }
+
   function readout(v) {
     if (!v.readout) return;
     var r = v.region;
@@ -572,7 +686,8 @@
       down.dragging = true;
       var t = timeAt(v.gd, e.clientX, down.y);
       if (t === null) return;
-      setRegion(v, layout().region(down.t, t, duration(v)));
+      var sel = layout().region(down.t, t, duration(v));
+      setRegion(v, v.snap ? layout().snapRegion(sel, duration(v)) : sel);
     }, true);
     window.addEventListener('mouseup', function (e) {
       var d = down;

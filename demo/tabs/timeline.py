@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import html
+import json
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -17,9 +18,10 @@ import gradio as gr
 import numpy as np
 
 from kame_core.export import SUFFIXES, write_eaf_bundle, write_run
+from kame_core.export.selection import span_of, write_selection
 from kame_core.record.trace import SessionTrace
 
-from .. import views
+from .. import regions, views
 from ..inspector import RUN_SUMMARY_HEADERS, frame_details, latency_markdown
 from ..lanes import ALL_LANES, LaneLayout
 from ..results import RunShown, Seeked, TimelinePanel
@@ -45,6 +47,10 @@ class TimelineTab:
     #: links to the shown run as a Praat TextGrid, an ELAN EAF with its WAV (zip), a CSV, RTTM and Audacity labels
     #: (:func:`export_links`), served by the app's own route
     exports: gr.HTML
+    #: the named regions, as the page's script and the server pass them (:mod:`demo.regions`; not shown)
+    regions: gr.Textbox
+    #: the span the page asks to export on its own (``{"start", "end", "ask"}``; not shown)
+    selection: gr.Textbox
 
 
 def build() -> TimelineTab:
@@ -66,9 +72,15 @@ def build() -> TimelineTab:
             audio = gr.HTML("")  # the native audio player (demo.player); its div carries the kame-audio-* id
             exports = gr.HTML(export_links_html((None,) * len(EXPORT_BUTTONS)), elem_classes=["kame-exports"])
             details = gr.Markdown(elem_id="kame-details")
+    # the page's script writes these (demo/static/timeline.js): not for the eye
+    regions = gr.Textbox("[]", show_label=False, container=False, elem_id="kame-regions",
+                         elem_classes=["kame-hidden"])
+    selection = gr.Textbox("", show_label=False, container=False, elem_id="kame-selection",
+                           elem_classes=["kame-hidden"])
     table = gr.Dataframe(headers=RUN_SUMMARY_HEADERS, interactive=False, wrap=True, label="Runs",
                          elem_id="kame-runs", column_widths=["7%", "7%", "19%", "8%", "17%", "8%", "8%", "26%"])
-    return TimelineTab(run, at, lanes, link, plot, audio, details, table, exports)  # type: ignore[arg-type]
+    return TimelineTab(run, at, lanes, link, plot, audio, details, table, exports,  # type: ignore[arg-type]
+                       regions, selection)
 
 
 def wire(tab: TimelineTab, wiring: Wiring) -> None:
@@ -79,6 +91,9 @@ def wire(tab: TimelineTab, wiring: Wiring) -> None:
         export_links, state, tab.exports, api_visibility="private")
     tab.at.submit(seek, [tab.at, state], [state, tab.plot, tab.details], api_name="seek").then(
         views.link_text, state, tab.link, api_visibility="private")
+    # the page's regions: the link and the exports carry them; a selection exported on its own
+    tab.regions.submit(set_regions, [tab.regions, state], [state, tab.link, tab.exports], api_name="set_regions")
+    tab.selection.submit(export_selection, [tab.selection, state], tab.exports, api_name="export_selection")
     # other lanes redraw the panels that draw them (Timeline and Compare) and the link, and nothing else
     wiring.lanes_changed(tab.lanes.input(set_lanes, [tab.lanes, state], [state, tab.lanes], api_name="set_lanes"))
 
@@ -92,6 +107,53 @@ def set_lanes(lanes: list[str] | None, state: Any = None) -> tuple[views.AppSess
     except (TypeError, ValueError) as err:
         gr.Warning(f"Lanes not changed: {err}.")
     return session, gr.update(value=list(session.lanes.order))
+
+
+def set_regions(text: str | None, state: Any = None) -> tuple[views.AppSession, str, str]:
+    """Keep the page's named regions (:func:`demo.regions.from_page`): (session, the link, the exports, now with a
+    regions tier). Refused whole (the regions kept stay, and a notice says why): anything but a list of named
+    spans."""
+    session = views.session_of(state)
+    try:
+        session.regions = regions.from_page(text if isinstance(text, str) else "")
+    except ValueError as err:
+        gr.Warning(f"Regions not kept: {err}.")
+    return session, views.link_text(session), export_links(session)
+
+
+def export_selection(text: str | None, state: Any = None) -> str:
+    """The span the page asks for (``{"start", "end", "ask"}``) as one zip of its stereo WAV and every tier cut
+    to it (:func:`kame_core.export.selection.write_selection`): the export links with one more, ``selection``,
+    which the page follows (its ``data-ask`` is the request's); a refusal is shown there instead."""
+    session = views.session_of(state)
+    loaded = session.loaded
+    paths = export_files(session)
+    try:
+        if loaded is None:
+            raise ValueError("open a session first")
+        asked = json.loads(text or "")
+        if not isinstance(asked, dict):
+            raise ValueError("not a selection")
+        runs = loaded.scenario.runs
+        run = session.run_id if session.run_id in runs else views.default_run(loaded)
+        a, b = span_of(runs[run], asked.get("start"), asked.get("end"))
+        stem = f"{_file_stem(loaded.scenario.name or 'session')}-{_file_stem(run)}"[:80] + f"-{a:.2f}-{b:.2f}s"
+        key = hashlib.sha1(f"{loaded.key}|{run}|{_regions_key(session)}".encode()).hexdigest()[:12]
+        path = session.files() / f"{key}{_EXPORT_SEP}{stem}.zip"
+        write_selection(runs[run], path, a, b, run=run, title=loaded.title, regions=_region_spans(session), stem=stem)
+    except (ValueError, OSError) as err:
+        reason = "the selection is not a span" if isinstance(err, json.JSONDecodeError) else str(err)
+        return export_links_html(paths, note=f"Selection not exported: {reason}.")
+    return export_links_html(paths, selection=(str(path), str(asked.get("ask", ""))[:64]))
+
+
+def _region_spans(session: views.AppSession) -> list[tuple[str, float, float]]:
+    return [(r.name, r.start, r.end) for r in session.regions]
+
+
+def _regions_key(session: views.AppSession) -> str:
+    """What the exports' names say about the regions in them (another list: other files)."""
+    return regions.link_value(session.regions)
 
 
 def panel(session: views.AppSession) -> TimelinePanel:
@@ -125,16 +187,17 @@ def export_files(state: Any = None) -> tuple[str | None, ...]:
     run = session.run_id if session.run_id in runs else views.default_run(loaded)
     trace = runs[run]
     stem = f"{_file_stem(loaded.scenario.name or 'session')}-{_file_stem(run)}"[:100]
-    folder, key = session.files(), hashlib.sha1(f"{loaded.key}|{run}".encode()).hexdigest()[:12]
+    folder = session.files()
+    key = hashlib.sha1(f"{loaded.key}|{run}|{_regions_key(session)}".encode()).hexdigest()[:12]
     out: list[str | None] = []
     for fmt, _ in EXPORT_BUTTONS:
         path = folder / (f"{key}{_EXPORT_SEP}{stem}" + (".eaf.zip" if fmt == "eaf" else SUFFIXES[fmt]))
         try:
             if not path.is_file():
                 if fmt == "eaf":
-                    write_eaf_bundle(trace, path, run=run, title=loaded.title)
+                    write_eaf_bundle(trace, path, run=run, title=loaded.title, regions=_region_spans(session))
                 else:
-                    write_run(trace, fmt, path, run=run, title=loaded.title)
+                    write_run(trace, fmt, path, run=run, title=loaded.title, regions=_region_spans(session))
             out.append(str(path))
         except (ValueError, OSError):
             out.append(None)
@@ -150,10 +213,12 @@ def export_links(state: Any = None) -> str:
     return export_links_html(export_files(state))
 
 
-def export_links_html(paths: tuple[str | None, ...]) -> str:
+def export_links_html(paths: tuple[str | None, ...], *, selection: tuple[str, str] | None = None,
+                      note: str = "") -> str:
     """One link per format of :data:`EXPORT_BUTTONS`, served by the app's own route (``/kame/files/<token>/<name>``,
     :mod:`demo.session_files`: no path of the server in the page) and saved under the scenario's and run's name; a
-    format with no file is shown disabled."""
+    format with no file is shown disabled. ``selection``: (its zip, the page's request) one more link, which the
+    page follows; ``note``: a line under them (why a selection was not exported)."""
     parts = []
     for (fmt, label), path in zip(EXPORT_BUTTONS, paths):
         if path is None:
@@ -165,6 +230,15 @@ def export_links_html(paths: tuple[str | None, ...]) -> str:
         parts.append(f'<a class="kame-export" id="kame-export-{fmt}" href="{html.escape(url_of(Path(path)), True)}" '
                      f'download="{html.escape(saved_as, True)}" title="download {html.escape(saved_as, True)}">'
                      f'{html.escape(label)}</a>')
+    if selection is not None:
+        path, ask = selection
+        saved_as = Path(path).name.split(_EXPORT_SEP, 1)[1]
+        href = html.escape(url_of(Path(path)), True)
+        parts.append(f'<a class="kame-export" id="kame-export-selection" href="{href}" '
+                     f'download="{html.escape(saved_as, True)}" data-ask="{html.escape(ask, True)}" '
+                     f'title="the selection: its WAV and every tier cut to it">Selection (.zip)</a>')
+    if note:
+        parts.append(f'<span class="kame-export-note">{html.escape(note)}</span>')
     return f'<div class="kame-export-links">{"".join(parts)}</div>'
 
 

@@ -16,7 +16,7 @@ from pathlib import Path
 
 from ..files import write_bytes_atomic
 from ..record.trace import SessionTrace
-from .tiers import ASSISTANT, SPEECH, USER_WORDS, Annotations, IntervalTier, turns
+from .tiers import ASSISTANT, REGIONS, SPEECH, USER_WORDS, Annotations, IntervalTier, turns
 
 USER = "user"
 _UNSAFE = re.compile(r"\s+")
@@ -47,11 +47,12 @@ def write_rttm(trace: SessionTrace, path: str | Path, uri: str) -> Path:
 
 
 def audacity_text(doc: Annotations) -> str:
-    """The Audacity label track of ``doc``: the user's and KAME's words, in time order."""
+    """The Audacity label track of ``doc``: the named regions (``region: NAME``), the user's and KAME's words, in
+    time order."""
     labels = []
     for tier in doc.tiers:
-        if isinstance(tier, IntervalTier) and tier.name in (USER_WORDS, SPEECH):
-            who = USER if tier.name == USER_WORDS else ASSISTANT
+        if isinstance(tier, IntervalTier) and tier.name in (USER_WORDS, SPEECH, REGIONS):
+            who = {USER_WORDS: USER, SPEECH: ASSISTANT, REGIONS: "region"}[tier.name]
             labels += [(i.start, i.end, f"{who}: {' '.join(i.text.split())}") for i in tier.intervals if i.text]
     labels.sort(key=lambda label: (label[0], label[1]))
     return "".join(f"{start:.6f}\t{end:.6f}\t{text}\n" for start, end, text in labels)

@@ -59,6 +59,8 @@ USER_WORDS, USER_STT, MONOLOGUE, SPEECH, ORACLE, TURNS, LATENCY, ABANDONED, EVEN
     "user words", "user STT", "inner monologue", "KAME speech", "oracle", "turns", "latency", "abandoned words",
     "events")
 #: every tier, in the order the exports write them (the last one is the point tier)
+#: the tier of the Timeline's named regions, when a run is exported with them (after :data:`TIER_NAMES`)
+REGIONS = "regions"
 TIER_NAMES: tuple[str, ...] = (USER_WORDS, USER_STT, MONOLOGUE, SPEECH, ORACLE, TURNS, LATENCY, ABANDONED, EVENTS)
 #: front-end provenance kinds whose output audio of a word starts in the frame of its text piece (the stand-in
 #: speaks through :class:`kame_core.frontends.speech.Speaker`; an imported dialogue puts a word at its start)
@@ -372,8 +374,11 @@ def _hold_label(event: Event) -> str:
     return f"{what} (floor: {floor}{'; ' + ', '.join(basis) if basis else ''})"
 
 
-def annotate(trace: SessionTrace, run: str = "", title: str = "") -> Annotations:
-    """Every tier of ``trace`` (:data:`TIER_NAMES`); a run without frames is refused (``ValueError``)."""
+def annotate(trace: SessionTrace, run: str = "", title: str = "",
+             regions: Sequence[tuple[str, float, float]] = ()) -> Annotations:
+    """Every tier of ``trace`` (:data:`TIER_NAMES`), and with ``regions`` (name, start, end: the Timeline's named
+    regions) a :data:`REGIONS` tier of them last (where two overlap, the earlier ends where the next starts); a run
+    without frames is refused (``ValueError``)."""
     if trace.n_frames == 0:
         raise ValueError("the run has no frames (nothing to annotate)")
     duration = trace.duration
@@ -389,5 +394,7 @@ def annotate(trace: SessionTrace, run: str = "", title: str = "") -> Annotations
         cover(ABANDONED, abandoned(trace), duration),
         spread(EVENTS, events(trace), duration),
     )
+    if regions:
+        tiers += (cover(REGIONS, (Interval(a, b, name) for name, a, b in regions), duration),)
     return Annotations(duration=_ms(duration), tiers=tiers, run=run, title=title or trace.title,
                        provenance=describe_run(trace).headline)

@@ -107,3 +107,16 @@ test('a revision\'s line is cut to its span, and whole once the span is wide eno
   assert.equal(L.fitText(text, 0.5, 10, 1000), text);
   assert.equal(L.fitText(text, 0.01, 10, 100), '');
 });
+
+test('a snapped region has both ends on the 80 ms grid, at least a frame, within the session', () => {
+  assert.deepEqual(L.snapRegion({start: 1.03, end: 2.17}, 10), {start: 1.04, end: 2.16});
+  assert.deepEqual(L.snapRegion({start: 1.0, end: 1.02}, 10), {start: 0.96, end: 1.04}, 'one frame at least');
+  assert.deepEqual(L.snapRegion({start: 9.9, end: 10}, 10), {start: 9.92, end: 10}, 'the last whole frame');
+  assert.equal(L.snapRegion(null, 10), null);
+});
+
+test('the region list is named, in time order, in milliseconds, without empty spans', () => {
+  assert.deepEqual(L.regionList([{name: ' b ', start: 3.00049, end: 4}, {name: '', start: 1, end: 2},
+    {name: 'empty', start: 5, end: 5}]), [{name: 'region 2', start: 1, end: 2}, {name: 'b', start: 3, end: 4}]);
+  assert.deepEqual(L.regionList(null), []);
+});
