@@ -1,8 +1,9 @@
 """Make the app's screenshots in docs/ at 1600x1000: ``python docs/screenshots.py`` (needs Debian's chromium and
 Piper; about two minutes). It runs the app on the bundled scenarios, as a user would:
 
-* ``timeline_spectrogram_region.png`` -- the Timeline with both spectrogram lanes (a link with ``lanes=``) and a
-  region selected (as a drag selects it), the player and the inspector pinned beside the plot;
+* ``timeline_spectrogram_region.png`` -- the Timeline with both spectrogram lanes and the user's pitch by Praat (a
+  link with ``lanes=``), two named regions (``regions=``) and a span selected (as a drag selects it), the player, the
+  export links and the inspector (Praat's values at the cursor) pinned beside the plot;
 * ``compare_pinned_players.png`` -- Compare scrolled to its lanes, the three players beside the plot;
 * ``talk_live.png`` -- Talk mid-conversation: a spoken question (Piper) as the microphone, the live timeline with
   an oracle revision, the inner monologue and the latency per turn.
@@ -25,7 +26,9 @@ from kame_core.tts import make_tts  # noqa: E402
 from tests.app_server import running_app  # noqa: E402
 from tests.cdp import Chromium  # noqa: E402
 
-LANES = "events,user-audio,user-spectrogram,inner-monologue,output-audio,output-spectrogram,oracle-stream"
+LANES = ("events,user-audio,user-spectrogram,user-pitch,inner-monologue,output-audio,output-spectrogram,"
+         "oracle-stream")
+REGIONS = "0.5-3.3:the question;3.3-6:the interruption"
 READY = "!!(window.kameTimeline && window.kameTimeline.views.timeline && window.kameTimeline.views.timeline.gd)"
 
 
@@ -38,9 +41,10 @@ def _tab(page: Chromium, name: str) -> None:
 def timeline_and_compare(url: str) -> None:
     page = Chromium(1600, 1000)
     try:
-        page.goto(f"{url}?open=07-interruption-eiffel-tower&run=kame&t=3.2&lanes={LANES}")
+        page.goto(f"{url}?open=07-interruption-eiffel-tower&run=kame&t=3.2&lanes={LANES}&regions={REGIONS}")
         page.wait_for(READY, timeout=180)
         page.wait_for("window.kameTimeline.views.timeline.gd.layout.images.length === 2", timeout=60)
+        page.wait_for("window.kameTimeline.regions('timeline').length === 2", timeout=60)
         page.evaluate("window.kameTimeline.setRegion('timeline', 2.4, 4.1)")
         page.evaluate("window.kameTimeline.seek('timeline', 3.2)")
         page.evaluate("document.querySelector('#kame-plot-timeline').scrollIntoView({block: 'start'})")
