@@ -24,7 +24,8 @@ early release rates are at most 5 % and that give the floor within 1 s after at 
 :func:`choose`); it is then measured on the held-out half, beside the stand-in's heuristic (``stand-in`` floor)
 replayed the same way.
 
-Usage: ``python benchmarks/eot_gate_tuning.py --set SET [--json OUT.json]``
+The replay and the figures are :mod:`kame_core.eval.eot`'s (``python -m kame_core.eval eot`` draws each policy's
+curve from the same replay). Usage: ``python benchmarks/eot_gate_tuning.py --set SET [--json OUT.json]``
 """
 from __future__ import annotations
 
@@ -32,28 +33,19 @@ import argparse
 import itertools
 import json
 import math
-import statistics
 import sys
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from kame_core.clock import FRAME_SECONDS, SAMPLES_PER_FRAME, VirtualClock
-from kame_core.end_of_turn import EndOfTurnConfig, SmolLMEndOfTurn, spoken_words
+from kame_core.end_of_turn import EndOfTurnConfig, SmolLMEndOfTurn
 from kame_core.eval import fdb
+from kame_core.eval.eot import Replay, measure, record
 from kame_core.files import write_bytes_atomic
-from kame_core.floor_policies import FusedConfig, StandInFloor
-from kame_core.floor_policies.fused import fused_holds
-from kame_core.floor_policies.gate import gate_holds
+from kame_core.floor_policies import FusedConfig
 from kame_core.floor_policies.smart_turn import SMART_TURN_CONFIG
-from kame_core.frontends.floor import UserFloor
-from kame_core.pipelines.tandem import SessionConfig, TandemRunner
-from kame_core.protocols import STTEvent
-from kame_core.record.trace import EventKind
-from kame_core.smart_turn import WINDOW_S, SmartTurn
-from kame_core.testing.doubles import EchoFrontEnd
-from kame_core.turns import UserTurnTracker
+from kame_core.smart_turn import SmartTurn
 
 GRID = {"complete_p": (1e-3, 3e-3, 0.01, 0.03, 0.06, 0.1, 0.2, 0.3),
         "after_complete_s": (0.0, 0.08, 0.16, 0.24, 0.32),
@@ -65,122 +57,6 @@ SMART_GRID = {"complete_p": (0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9),
 FUSED_GRID: dict[str, tuple[Any, ...]] = {
     "text_p": (3e-3, 0.01, 0.03, 0.06, 0.1, 0.2), "audio_p": (0.2, 0.3, 0.5, 0.7, 0.9), "combine": ("and", "or"),
     "after_complete_s": (0.0, 0.08), "any_turn_s": (1.6, 2.0, 2.4)}
-#: a policy's config in the replay: (policy, its config); ("stand-in", None) is the stand-in's heuristic
-Policy = tuple[str, Any]
-
-
-@dataclass
-class Replay:
-    """One input's gate inputs, frame by frame (handled at ``(i + 1) x 80 ms``)."""
-
-    task: str
-    annotation: tuple[float, float]
-    speaking: list[bool]
-    silence: list[float | None]
-    p_end: list[float]
-    stand_in_holds: list[bool]
-    texts: list[str]
-    #: Smart Turn's probability of the current pause's audio (NaN while the user speaks, or before any pause)
-    p_audio: list[float]
-
-
-def record(item: fdb.Sample, root: Path, make_stt: Any, detector: SmolLMEndOfTurn,
-           smart_turn: SmartTurn) -> Replay:
-    """Run ``item`` once through the STT and replay the floors' inputs."""
-    audio = fdb.read_input(item.input)
-    config = SessionConfig(mode="moshi", max_tail_s=0.5, quiet_after_s=0.5, title=item.key(root))
-    trace = TandemRunner(EchoFrontEnd(), make_stt(), None, config, VirtualClock()).run_sync(audio)
-    listener, stand_in, tracker = UserFloor(keep_s=WINDOW_S), StandInFloor(), UserTurnTracker()
-    events = [e for e in trace.events if e.kind in (EventKind.STT_PARTIAL, EventKind.STT_FINAL,
-                                                    EventKind.USER_SPEECH_START, EventKind.USER_SPEECH_END)]
-    speaking, silence, p_end, stand_in_holds, texts, p_audio = [], [], [], [], [], []
-    pause: float | None = None
-    pause_p = math.nan
-    for i in range(len(audio) // SAMPLES_PER_FRAME):
-        t = (i + 1) * FRAME_SECONDS
-        while events and events[0].t <= t + 1e-9:
-            tracker.on_event(_stt_event(events.pop(0)))
-        frame = audio[i * SAMPLES_PER_FRAME:(i + 1) * SAMPLES_PER_FRAME]
-        listener.hear(frame, t)
-        stand_in.hear(frame, t)
-        voice, text = listener.voice, tracker.transcript()
-        speaking.append(voice.speaking)
-        silence.append(None if voice.speaking or voice.last_end is None else max(0.0, t - voice.last_end))
-        p_end.append(detector.probability(text) if spoken_words(text) else 0.0)
-        stand_in_holds.append(stand_in.holds(t, text))
-        texts.append(text)
-        if not voice.speaking and voice.last_end is not None and voice.last_end != pause:  # as the floor asks
-            pause, pause_p = voice.last_end, smart_turn.probability(listener.recent())
-        p_audio.append(pause_p if not voice.speaking and voice.last_end == pause else math.nan)
-    annotation = _annotation(item)
-    return Replay(item.task, annotation, speaking, silence, p_end, stand_in_holds, texts, p_audio)
-
-
-def _stt_event(event: Any) -> STTEvent:
-    data = event.data
-    if event.kind is EventKind.STT_PARTIAL:
-        return STTEvent("partial", text=data["text"])
-    if event.kind is EventKind.STT_FINAL:
-        return STTEvent("final", text=data["text"])
-    if event.kind is EventKind.USER_SPEECH_START:
-        return STTEvent("speech_start", start=float(data.get("audio_t") or event.t))
-    return STTEvent("speech_end", end=float(data.get("audio_t") or event.t))
-
-
-def _annotation(item: fdb.Sample) -> tuple[float, float]:
-    for name in ("turn_taking.json", "pause.json", "backchannel.json"):
-        path = item.folder / name
-        if path.is_file():
-            stamp = json.loads(path.read_text())[0]["timestamp"]
-            return float(stamp[0]), float(stamp[1])
-    raise ValueError(f"{item.folder}: no annotation")
-
-
-def holds_under(replay: Replay, policy: Policy) -> list[bool]:
-    """Frame by frame, whether the user holds the floor under ``policy``."""
-    kind, config = policy
-    if kind == "stand-in":
-        return replay.stand_in_holds
-    if kind == "fused":
-        return [fused_holds(s, q, p, a, config) for s, q, p, a in
-                zip(replay.speaking, replay.silence, replay.p_end, replay.p_audio)]
-    probabilities = replay.p_audio if kind == "smart-turn" else replay.p_end
-    return [gate_holds(s, q, p, config) for s, q, p in zip(replay.speaking, replay.silence, probabilities)]
-
-
-def measure(replays: list[Replay], config: Policy) -> dict[str, Any]:
-    """The half's figures under the policy ``config`` (see the module docstring)."""
-    pause_released, latencies, backchannel_released, early = [], [], [], []
-    for r in replays:
-        held = holds_under(r, config)
-        times = [(i + 1) * FRAME_SECONDS for i in range(len(held))]
-        start, end = r.annotation
-        if r.task == "pause_handling":
-            pause_released.append(any(not h for t, h in zip(times, held) if start < t <= end))
-        elif r.task == "smooth_turn_taking":
-            given = [t for t, h in zip(times, held) if t >= start and not h]
-            latencies.append(given[0] - start if given else float("inf"))
-            first_held = next((t for t, h in zip(times, held) if h), None)
-            early.append(first_held is not None and any(not h for t, h in zip(times, held)
-                                                        if first_held < t < start))
-        elif r.task == "backchannel":
-            backchannel_released.append(any(not h for t, h in zip(times, held) if end < t <= end + 3.0))
-    finite = sorted(v for v in latencies if v != float("inf"))
-    return {"pause_release_rate": _rate(pause_released), "pause_items": len(pause_released),
-            "early_release_rate": _rate(early),
-            "smooth_within_1s": _rate([v <= 1.0 for v in latencies]), "smooth_items": len(latencies),
-            "smooth_latency_median_s": round(statistics.median(finite), 3) if finite else None,
-            "smooth_latency_p90_s": round(finite[min(len(finite) - 1, int(0.9 * len(finite)))], 3) if finite
-            else None,
-            "smooth_latency_mean_s": round(statistics.fmean(min(v, 3.0) for v in latencies), 3) if latencies
-            else None,
-            "backchannel_release_rate": _rate(backchannel_released)}
-
-
-def _rate(flags: list[bool]) -> float | None:
-    return round(sum(flags) / len(flags), 3) if flags else None
-
-
 def choose(rows: list[tuple[Any, dict[str, Any]]], threshold: str = "complete_p") -> tuple[Any, dict[str, Any]] | None:
     """Among configs with pause and early release <= 5 % and >= 95 % of questions given the floor within 1 s, those
     within 10 ms of the lowest mean latency; of them the longest ``any_turn_s`` (pauses longer than the tuning

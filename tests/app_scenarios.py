@@ -6,7 +6,11 @@ with Piper, the cascade speaks with Piper. Manifests carry ``questions`` / ``ref
 """
 from __future__ import annotations
 
+import fcntl
 import json
+import os
+import shutil
+import tempfile
 import zipfile
 from functools import lru_cache
 from pathlib import Path
@@ -59,8 +63,29 @@ def add_manifest_fields(path: Path, **fields: object) -> None:
             zf.writestr(name, data)
 
 
+#: a folder the processes of one suite run share (``tests/suite.sh`` sets it): a question recorded by one of them is
+#: copied by the others (the recording is deterministic: scripted STT and LLM, Piper, the CPU stand-in)
+RUN_DIR = "KAME_TEST_RUN_DIR"
+
+
 def record_question(folder: Path, name: str, *, lead_s: float = 0.5) -> Path:
-    """Record ``QUESTIONS[name]`` in KAME, Moshi and cascade mode into ``folder/<name>.kame``."""
+    """Record ``QUESTIONS[name]`` in KAME, Moshi and cascade mode into ``folder/<name>.kame`` (with
+    :data:`RUN_DIR` set: once per suite run, then copied)."""
+    shared = os.environ.get(RUN_DIR)
+    if not shared or not Path(shared).is_dir():
+        return _record(folder, name, lead_s)
+    kept = Path(shared) / f"recorded-{name}-{lead_s:g}"
+    with open(Path(shared) / f".recording-{name}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # one process records it; the others wait and copy
+        if not (kept / f"{name}.kame").is_file():
+            making = Path(tempfile.mkdtemp(prefix=f".{name}-", dir=shared))
+            _record(making, name, lead_s)
+            making.rename(kept)
+    folder.mkdir(parents=True, exist_ok=True)
+    return Path(shutil.copyfile(kept / f"{name}.kame", folder / f"{name}.kame"))
+
+
+def _record(folder: Path, name: str, lead_s: float) -> Path:
     question, reference = QUESTIONS[name]
     tts = piper()
     speech = tts.synthesize(question)

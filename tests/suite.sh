@@ -23,7 +23,10 @@ parallel="${PARALLEL--n auto --dist loadgroup}"
 others_log="$(mktemp)"
 lint_log="$(mktemp)"
 waits_log="$(mktemp)"
-trap 'rm -f "$others_log" "$lint_log" "$waits_log"' EXIT
+# what the run's processes share (tests/app_scenarios.py: each test question recorded once per run)
+KAME_TEST_RUN_DIR="$(mktemp -d)"
+export KAME_TEST_RUN_DIR
+trap 'rm -f "$others_log" "$lint_log" "$waits_log"; rm -rf "$KAME_TEST_RUN_DIR"' EXIT
 
 start_others() {
   if [ -n "${SUITE_LINT:-}" ]; then

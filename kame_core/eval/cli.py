@@ -44,7 +44,7 @@ from ..paths import ModelFiles
 from ..pipelines import MODES, Mode
 from ..settings import Settings, SettingsError, StackSettings
 from ..stacks.stack import Stack
-from . import fdb_cli, fdb_synth
+from . import eot, fdb_cli, fdb_synth
 from .cache import ResultCache
 from .fdb import FDBError
 from .harness import (
@@ -154,6 +154,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--no-progress", action="store_true", help="no progress bars")
     fdb_cli.add_parser(sub)
     fdb_synth.add_parser(sub)
+    eot.add_parser(sub)
     return parser
 
 
@@ -407,6 +408,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return 0
         if args.command == "fdb-synth":
             return fdb_synth.run(args)
+        if args.command == "eot":
+            return eot.run(args)
         return run_mtbench(args, settings)
     except (CommandError, FDBError) as exc:
         print(f"error: {exc}", file=sys.stderr)
