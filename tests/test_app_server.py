@@ -365,6 +365,15 @@ def test_the_side_column_stacks_its_panels_and_scrolls_in_a_short_window(app_url
         chrome.close()
 
 
+def _downloaded(path: Path, timeout_s: float) -> Path:
+    """``path`` once the browser has saved it there (what the folder holds, if it never comes)."""
+    deadline = time.monotonic() + timeout_s
+    while not path.exists() and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert path.exists(), sorted(p.name for p in path.parent.iterdir())
+    return path
+
+
 @browser
 def test_the_first_click_on_download_saves_the_open_scenario(app_url, tmp_path):
     """Issue 44: on a fresh page "Download this scenario (.kame)" did nothing on its first click (the button had
@@ -378,21 +387,14 @@ def test_the_first_click_on_download_saves_the_open_scenario(app_url, tmp_path):
                         f"?.includes('open={NAMES[0]}')", timeout=60)  # the panels are in: the bar with them
         chrome.evaluate("Array.from(document.querySelectorAll('button'))"
                         ".find(b => b.textContent.includes('Download this scenario')).click()")
-        saved = tmp_path / f"{NAMES[0]}.kame"
-        deadline = time.monotonic() + 20
-        while not saved.exists() and time.monotonic() < deadline:
-            time.sleep(0.2)
-        assert saved.exists(), sorted(p.name for p in tmp_path.iterdir())
+        _downloaded(tmp_path / f"{NAMES[0]}.kame", 20)
         # the Timeline's exports come through the app's own route, saved under the scenario's and run's name
         # (issue 44: Gradio's file route put the server's temp folder in the URL)
         href = chrome.evaluate("document.querySelector('#kame-export-textgrid').getAttribute('href')")
         assert href.startswith("kame/files/") and "/tmp" not in href, href
         chrome.evaluate("document.querySelector('#kame-export-textgrid').click()")
-        grid = tmp_path / f"{NAMES[0]}-kame.TextGrid"
-        while not grid.exists() and time.monotonic() < deadline + 20:
-            time.sleep(0.2)
-        assert grid.exists() and grid.read_text(encoding="utf-8").startswith('File type = "ooTextFile"'), \
-            sorted(p.name for p in tmp_path.iterdir())
+        grid = _downloaded(tmp_path / f"{NAMES[0]}-kame.TextGrid", 20)
+        assert grid.read_text(encoding="utf-8").startswith('File type = "ooTextFile"')
     finally:
         chrome.close()
 
@@ -540,11 +542,7 @@ def test_named_regions_travel_in_the_link_reach_the_exports_and_a_selection_down
         chrome.evaluate(f"{k}.setRegion('timeline', 1.0, 2.0)")
         chrome.evaluate("Array.from(document.querySelectorAll('.kame-toolbar button'))"
                         ".find(b => b.textContent === 'Export selection').click()")
-        saved = tmp_path / f"{NAMES[0]}-kame-1.00-2.00s.zip"
-        deadline = time.monotonic() + 30
-        while not saved.exists() and time.monotonic() < deadline:
-            time.sleep(0.2)
-        assert saved.exists(), sorted(p.name for p in tmp_path.iterdir())
+        saved = _downloaded(tmp_path / f"{NAMES[0]}-kame-1.00-2.00s.zip", 30)
         with zipfile.ZipFile(saved) as z:
             stem = saved.name[:-4]
             assert sorted(z.namelist()) == sorted(f"{stem}{s}" for s in (".wav", ".TextGrid", ".eaf", ".csv", ".txt"))
