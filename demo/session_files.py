@@ -10,6 +10,7 @@
 from __future__ import annotations
 
 import atexit
+import html
 import os
 import re
 import secrets
@@ -51,6 +52,23 @@ def new_folder() -> Path:
 def url_of(path: Path) -> str:
     """The URL (relative to the app's root) that serves ``path``, a file in a session folder."""
     return f"{ROUTE.lstrip('/')}/{path.parent.name}/{path.name}"
+
+
+def download_link(path: Path, label: str, *, saved_as: str | None = None, elem_id: str = "",
+                  title: str = "", extra: str = "") -> str:
+    """An HTML link that downloads ``path`` (a file in a session folder) through :data:`ROUTE`, saved as
+    ``saved_as`` (default: its name); its URL carries the file's version (size and time), so a file written again
+    under the same name is fetched again, not taken from the browser's cache. ``extra``: more attributes."""
+    try:
+        stat = path.stat()
+        version = f"?v={stat.st_size:x}{stat.st_mtime_ns:x}"
+    except OSError:
+        version = ""
+    name = saved_as or path.name
+    attributes = ['class="kame-export"', f'id="{html.escape(elem_id, True)}"' if elem_id else "",
+                  f'href="{html.escape(url_of(path) + version, True)}"', f'download="{html.escape(name, True)}"', extra,
+                  f'title="{html.escape(title or "download " + name, True)}"']
+    return f'<a {" ".join(a for a in attributes if a)}>{html.escape(label)}</a>'
 
 
 def resolve(token: str, name: str) -> Path | None:

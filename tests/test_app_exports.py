@@ -68,7 +68,7 @@ def test_the_links_are_served_by_the_apps_own_route_and_name_no_path_of_the_serv
     assert str(session.files()) not in page and "/tmp" not in page and "file=" not in page
     for (fmt, href, saved), path in zip(links, timeline.export_files(session)):
         assert href.startswith(session_files.ROUTE.lstrip("/") + "/"), href
-        token, name = href.split("/")[-2:]
+        token, name = href.split("?")[0].split("/")[-2:]
         assert session_files.resolve(token, name) == Path(path), fmt  # the route serves exactly that file
         assert name.endswith(saved)
     nothing = timeline.export_links(views.AppSession())

@@ -4,11 +4,12 @@ measures it; a row opens that session and run as its link would; a session made 
 from __future__ import annotations
 
 import csv
+import re
 
 import gradio as gr
 import pytest
 
-from demo import library, views
+from demo import library, session_files, views
 from demo.tabs import sessions
 from kame_core.export.corpus import COLUMNS, RowCache, scan
 from kame_core.settings import Settings
@@ -115,10 +116,14 @@ def test_the_tab_filters_as_you_type_and_a_refused_filter_leaves_the_list_as_it_
         box = page.find(gr.Textbox, elem_id="kame-sessions-filter")
         table, status, csv_button = (page.find(gr.Dataframe, elem_id="kame-sessions"),
                                      page.find(gr.Markdown, elem_id="kame-sessions-status"),
-                                     page.find(gr.DownloadButton, elem_id="kame-sessions-csv"))
+                                     page.find(gr.HTML, elem_id="kame-sessions-csv"))
         page.fire(box, "input", "spider")
         rows, csv_path = page.values[table._id], page.values[csv_button._id]
-        assert rows and all(r[1] == "03-stem-spider-legs" for r in rows) and csv_path
+        assert rows and all(r[1] == "03-stem-spider-legs" for r in rows)
+        # a link the app's own route serves (issue 44: no server path in the page), saved as sessions.csv
+        link = re.search(r'href="kame/files/([\w-]{24})/(sessions\.csv)\?v=\w+" download="sessions.csv"', csv_path)
+        assert link and session_files.resolve(*link.groups()) == page.session.files() / "sessions.csv", csv_path
+        assert "/tmp" not in csv_path
         page.fire(box, "input", "x" * 1000)
         assert page.values[status._id].startswith("Filter refused: 1000 characters")
         assert page.values[table._id] == rows and page.values[csv_button._id] == csv_path

@@ -26,6 +26,7 @@ from kame_core.settings import Settings
 
 from .. import library, views
 from ..results import Opened
+from ..session_files import download_link
 
 if TYPE_CHECKING:
     from . import Wiring
@@ -66,7 +67,8 @@ class SessionsTab:
     status: gr.Markdown
     filter: gr.Textbox
     table: gr.Dataframe
-    csv: gr.DownloadButton
+    #: the link to the listed rows' CSV (:func:`csv_link`), served by the app's own route
+    csv: gr.HTML
 
 
 def build() -> SessionsTab:
@@ -77,7 +79,7 @@ def build() -> SessionsTab:
                 "`python -m kame_core.export --table`.")
     with gr.Row():
         refresh = gr.Button("Refresh the list", scale=0, min_width=160, elem_id="kame-sessions-refresh")
-        csv = gr.DownloadButton("Download as CSV", value=None, scale=0, min_width=160, elem_id="kame-sessions-csv")
+        csv = gr.HTML(csv_link(None), elem_id="kame-sessions-csv", elem_classes=["kame-export-links"])
         status = gr.Markdown(elem_id="kame-sessions-status")
     row_filter = gr.Textbox(label="Filter: rows whose cells hold every word (any column, any case)", max_lines=1,
                             placeholder="e.g. cascade capital", elem_id="kame-sessions-filter")
@@ -92,7 +94,8 @@ def wire(tab: SessionsTab, wiring: Wiring, cache: RowCache, shown: Any) -> None:
 
     def listed(st: Any, words: Any) -> tuple:
         try:
-            return listing(st, words, settings=settings, cache=cache)
+            session, rows, status, path = listing(st, words, settings=settings, cache=cache)
+            return session, rows, status, csv_link(path)
         except FilterRefused as err:  # the list and its CSV stay as they were
             return views.session_of(st), gr.skip(), str(err), gr.skip()
 
@@ -156,6 +159,15 @@ def listing(state: Any = None, words: Any = None, *, settings: Settings | None =
     status = (f"{shown} from {found.read + found.cached} sessions ({found.cached} from the cache) in "
               f"{time.perf_counter() - started:.2f} s{unwritten}{skipped}")
     return session, [cells for _, cells in kept], status, str(csv_path) if csv_path else None
+
+
+def csv_link(path: str | None) -> str:
+    """The "Download as CSV" link of the listed rows' CSV (``path``; None: none written, the link is off)."""
+    if path is None:
+        return ('<span class="kame-export kame-export-off" aria-disabled="true" title="nothing listed yet: '
+                'Refresh the list">Download as CSV</span>')
+    return download_link(Path(path), "Download as CSV", saved_as="sessions.csv",
+                         title="the rows listed, every column of python -m kame_core.export --table")
 
 
 def _holds(cells: list[Any], words: list[str]) -> bool:

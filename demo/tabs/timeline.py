@@ -25,7 +25,7 @@ from .. import regions, views
 from ..inspector import RUN_SUMMARY_HEADERS, frame_details, latency_markdown
 from ..lanes import ALL_LANES, LaneLayout
 from ..results import RunShown, Seeked, TimelinePanel
-from ..session_files import url_of
+from ..session_files import download_link
 from ..timeline import timeline_figure, with_playhead
 
 if TYPE_CHECKING:
@@ -225,18 +225,13 @@ def export_links_html(paths: tuple[str | None, ...], *, selection: tuple[str, st
             parts.append(f'<span class="kame-export kame-export-off" id="kame-export-{fmt}" aria-disabled="true" '
                          f'title="open a session to export it">{html.escape(label)}</span>')
             continue
-        name = Path(path).name
-        saved_as = name.split(_EXPORT_SEP, 1)[1]
-        parts.append(f'<a class="kame-export" id="kame-export-{fmt}" href="{html.escape(url_of(Path(path)), True)}" '
-                     f'download="{html.escape(saved_as, True)}" title="download {html.escape(saved_as, True)}">'
-                     f'{html.escape(label)}</a>')
+        parts.append(download_link(Path(path), label, saved_as=Path(path).name.split(_EXPORT_SEP, 1)[1],
+                                   elem_id=f"kame-export-{fmt}"))
     if selection is not None:
         path, ask = selection
-        saved_as = Path(path).name.split(_EXPORT_SEP, 1)[1]
-        href = html.escape(url_of(Path(path)), True)
-        parts.append(f'<a class="kame-export" id="kame-export-selection" href="{href}" '
-                     f'download="{html.escape(saved_as, True)}" data-ask="{html.escape(ask, True)}" '
-                     f'title="the selection: its WAV and every tier cut to it">Selection (.zip)</a>')
+        parts.append(download_link(Path(path), "Selection (.zip)", saved_as=Path(path).name.split(_EXPORT_SEP, 1)[1],
+                                   elem_id="kame-export-selection", extra=f'data-ask="{html.escape(ask, True)}"',
+                                   title="the selection: its WAV and every tier cut to it"))
     if note:
         parts.append(f'<span class="kame-export-note">{html.escape(note)}</span>')
     return f'<div class="kame-export-links">{"".join(parts)}</div>'
