@@ -82,6 +82,7 @@ def test_the_exports_write_the_regions_as_a_tier_and_the_files_change_with_them(
     timeline.set_regions(PAGE, session)
     grid, bundle, table, _, labels = timeline.export_files(session)
     assert grid and bundle and table and labels and grid != plain[0]  # other regions, other files
+    assert not any(Path(path).exists() for path in plain if path)  # the files of the regions before are gone
     tier = textgrid.openTextgrid(grid, includeEmptyIntervals=False).getTier(REGIONS)
     assert [(e.start, e.end, e.label) for e in tier.entries] == [(0.4, 3.4, "the question"), (5.0, 7.0, "answer late")]
     assert "region: the question" in Path(labels).read_text(encoding="utf-8")
@@ -129,7 +130,11 @@ def test_the_app_exports_a_selection_as_a_link_the_page_follows_and_refuses_what
     served = views.session_files.resolve(token, name)
     assert served is not None and zipfile.ZipFile(served).namelist()
     assert str(session.files()) not in page
-    for bad in ("", "[1, 2]", json.dumps({"start": 2, "end": 1}), json.dumps({"start": "a", "end": 1})):
+    again = timeline.export_selection(json.dumps({"start": 3.0, "end": 4.0, "ask": "ask-2"}), session)
+    assert "data-ask=\"ask-2\"" in again and not served.exists()  # the last selection only: no disk filled
+    assert len(list(session.files().glob("sel-*.zip"))) == 1
+    for bad in ("", "[1, 2]", json.dumps({"start": 2, "end": 1}), json.dumps({"start": "a", "end": 1}),
+                json.dumps({"start": 1, "end": 2, "pad": "x" * 2000})):
         refused = timeline.export_selection(bad, session)
         assert "Selection not exported" in refused and "kame-export-selection" not in refused, bad
     assert "open a session first" in timeline.export_selection(PAGE, views.AppSession())

@@ -124,13 +124,16 @@ def set_regions(text: str | None, state: Any = None) -> tuple[views.AppSession, 
 def export_selection(text: str | None, state: Any = None) -> str:
     """The span the page asks for (``{"start", "end", "ask"}``) as one zip of its stereo WAV and every tier cut
     to it (:func:`kame_core.export.selection.write_selection`): the export links with one more, ``selection``,
-    which the page follows (its ``data-ask`` is the request's); a refusal is shown there instead."""
+    which the page follows (its ``data-ask`` is the request's); a refusal is shown there instead. A session keeps
+    its last selection only (each new one replaces it: a client asking for span after span fills no disk)."""
     session = views.session_of(state)
     loaded = session.loaded
     paths = export_files(session)
     try:
         if loaded is None:
             raise ValueError("open a session first")
+        if text is not None and len(text) > 1000:
+            raise ValueError("not a selection (over 1,000 characters)")
         asked = json.loads(text or "")
         if not isinstance(asked, dict):
             raise ValueError("not a selection")
@@ -139,7 +142,9 @@ def export_selection(text: str | None, state: Any = None) -> str:
         a, b = span_of(runs[run], asked.get("start"), asked.get("end"))
         stem = f"{_file_stem(loaded.scenario.name or 'session')}-{_file_stem(run)}"[:80] + f"-{a:.2f}-{b:.2f}s"
         key = hashlib.sha1(f"{loaded.key}|{run}|{_regions_key(session)}".encode()).hexdigest()[:12]
-        path = session.files() / f"{key}{_EXPORT_SEP}{stem}.zip"
+        path = session.files() / f"{_SELECTION}{key}{_EXPORT_SEP}{stem}.zip"
+        for old in session.files().glob(f"{_SELECTION}*.zip"):  # the last selection only
+            old.unlink(missing_ok=True)
         write_selection(runs[run], path, a, b, run=run, title=loaded.title, regions=_region_spans(session), stem=stem)
     except (ValueError, OSError) as err:
         reason = "the selection is not a span" if isinstance(err, json.JSONDecodeError) else str(err)
@@ -177,8 +182,9 @@ EXPORT_BUTTONS = (("textgrid", "Praat TextGrid"), ("eaf", "ELAN EAF + WAV"), ("c
 def export_files(state: Any = None) -> tuple[str | None, ...]:
     """The shown run of the open input in each format of :data:`EXPORT_BUTTONS` -- a Praat TextGrid, an ELAN EAF
     with its stereo WAV (one zip), a CSV, RTTM, an Audacity label track (:mod:`kame_core.export`) -- written once per
-    input and run into the user's private folder, each named ``<input and run's hash>~<scenario>-<run><suffix>``
-    (None each when nothing is open, or the run cannot be exported: the links then offer nothing)."""
+    input, run and regions into the user's private folder, each named ``<their hash>_<scenario>-<run><suffix>``
+    (the same file under another hash -- the regions before -- is deleted: one set per name, whatever a client
+    asks); None each when nothing is open, or the run cannot be exported: the links then offer nothing."""
     session = views.session_of(state)
     loaded = session.loaded
     if loaded is None:
@@ -191,9 +197,13 @@ def export_files(state: Any = None) -> tuple[str | None, ...]:
     key = hashlib.sha1(f"{loaded.key}|{run}|{_regions_key(session)}".encode()).hexdigest()[:12]
     out: list[str | None] = []
     for fmt, _ in EXPORT_BUTTONS:
-        path = folder / (f"{key}{_EXPORT_SEP}{stem}" + (".eaf.zip" if fmt == "eaf" else SUFFIXES[fmt]))
+        suffix = ".eaf.zip" if fmt == "eaf" else SUFFIXES[fmt]
+        path = folder / f"{key}{_EXPORT_SEP}{stem}{suffix}"
         try:
             if not path.is_file():
+                for before in folder.glob(f"*{_EXPORT_SEP}{stem}{suffix}"):  # this name under other regions
+                    if not before.name.startswith(_SELECTION):
+                        before.unlink(missing_ok=True)
                 if fmt == "eaf":
                     write_eaf_bundle(trace, path, run=run, title=loaded.title, regions=_region_spans(session))
                 else:
@@ -206,6 +216,8 @@ def export_files(state: Any = None) -> tuple[str | None, ...]:
 
 #: between an export's hash and the name the browser saves it as (session_files' names allow ``.``, ``-``, ``_``)
 _EXPORT_SEP = "_"
+#: what a selection's zip starts with (a session keeps its last one)
+_SELECTION = "sel-"
 
 
 def export_links(state: Any = None) -> str:
