@@ -55,15 +55,18 @@ def url_of(path: Path) -> str:
 
 
 def download_link(path: Path, label: str, *, saved_as: str | None = None, elem_id: str = "",
-                  title: str = "", extra: str = "") -> str:
+                  title: str = "", extra: str = "", versioned: bool = False) -> str:
     """An HTML link that downloads ``path`` (a file in a session folder) through :data:`ROUTE`, saved as
-    ``saved_as`` (default: its name); its URL carries the file's version (size and time), so a file written again
-    under the same name is fetched again, not taken from the browser's cache. ``extra``: more attributes."""
-    try:
-        stat = path.stat()
-        version = f"?v={stat.st_size:x}{stat.st_mtime_ns:x}"
-    except OSError:
-        version = ""
+    ``saved_as`` (default: its name). ``versioned``: the URL carries the file's version (size and time), for a file
+    written again under the same name -- fetched again, not taken from the browser's cache (a name that changes
+    with its content needs none). ``extra``: more attributes."""
+    version = ""
+    if versioned:
+        try:
+            stat = path.stat()
+            version = f"?v={stat.st_size:x}{stat.st_mtime_ns:x}"
+        except OSError:
+            pass
     name = saved_as or path.name
     attributes = ['class="kame-export"', f'id="{html.escape(elem_id, True)}"' if elem_id else "",
                   f'href="{html.escape(url_of(path) + version, True)}"', f'download="{html.escape(name, True)}"', extra,

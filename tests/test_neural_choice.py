@@ -4,6 +4,7 @@ from __future__ import annotations
 import argparse
 import subprocess
 import sys
+import threading
 
 import numpy as np
 import pytest
@@ -85,16 +86,26 @@ def test_missing_weights_are_one_clear_error(tmp_path):
 
 
 @pytest.mark.slow  # a fresh load, its warm-up and one more: 5-7 s when it is the module's first load (tracing)
-def test_warm_up_steps_may_outlast_the_pools_step_timeout_which_holds_again_after(tiny):
+def test_warm_up_steps_may_outlast_the_pools_step_timeout_which_holds_again_after(tiny, monkeypatch):
     """A fresh pool's first step traces and allocates: on a starved CPU it took over the pool's 30 s step timeout
     (once, under the suite's idle-priority lane). Warm-up steps get WARM_STEP_TIMEOUT_S; live steps the pool's own."""
     with FrontEndChoice(weights=str(tiny), device="cpu", pool_size=1).load() as models:
-        models.kame.step_timeout_s = 1e-4  # a step takes milliseconds: any step waits longer than this
+        pool = models.kame
+        pool.step_timeout_s = 1e-4
+        live, done, real = threading.Event(), threading.Event(), pool._step
+
+        def held(inputs, strict):  # the warm-up's step outlasts the timeout; a live one ends only once it timed out
+            done.wait(10) if live.is_set() else done.wait(0.05)
+            return real(inputs, strict)
+
+        monkeypatch.setattr(pool, "_step", held)
         models.warm(frames=1)
-        assert models.kame.step_timeout_s == 1e-4 and models.free_slots() == 1
+        assert pool.step_timeout_s == 1e-4 and models.free_slots() == 1
         slot = models.join("kame")
+        live.set()
         with pytest.raises(TimeoutError, match="no batched step within 0.0001 s"):
             slot.step(np.zeros(1920, np.float32), None)
+        done.set()
 
 
 def test_pools_hand_out_slots_and_moshi_mode_says_what_it_is(tiny):

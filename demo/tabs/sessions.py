@@ -166,7 +166,7 @@ def csv_link(path: str | None) -> str:
     if path is None:
         return ('<span class="kame-export kame-export-off" aria-disabled="true" title="nothing listed yet: '
                 'Refresh the list">Download as CSV</span>')
-    return download_link(Path(path), "Download as CSV", saved_as="sessions.csv",
+    return download_link(Path(path), "Download as CSV", saved_as="sessions.csv", versioned=True,
                          title="the rows listed, every column of python -m kame_core.export --table")
 
 
