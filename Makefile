@@ -32,7 +32,7 @@ INSTALL := $(PY) tools/pip_install.py
 # The stamp is newer than every requirements file once an install succeeded: a second run does nothing.
 $(STAMP): requirements.txt requirements-nodeps.txt requirements-test.txt constraints.txt pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install -q -c constraints.txt uv
+	-$(PY) -m pip install -q -c constraints.txt uv  # without it (no index has it), pip does the installs below
 	$(INSTALL) -q -c constraints.txt -r requirements.txt -r requirements-test.txt
 	$(INSTALL) -q --no-deps -r requirements-nodeps.txt
 	$(INSTALL) -q "setuptools>=68"  # the editable install's build back-end (pyproject.toml)

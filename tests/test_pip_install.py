@@ -28,8 +28,8 @@ def test_pips_indexes_links_constraints_and_certificate_are_read_from_its_config
 
 def test_uv_gets_every_index_link_and_constraint_and_pips_best_match_rule() -> None:
     arguments = pip_install.uv_arguments(pip_install.pip_settings(LISTED))
-    assert arguments == ["--index-strategy", "unsafe-best-match",
+    assert arguments == ["--index-strategy", "unsafe-best-match", "--compile-bytecode",
                          "--extra-index-url", "file:///opt/pypi/simple",
                          "--extra-index-url", "file:///opt/pypi-more/simple",
                          "--find-links", "/opt/wheels", "--constraint", "/etc/xdg/pip/constraints.txt"]
-    assert pip_install.uv_arguments({}) == ["--index-strategy", "unsafe-best-match"]
+    assert pip_install.uv_arguments({}) == ["--index-strategy", "unsafe-best-match", "--compile-bytecode"]

@@ -34,8 +34,11 @@ def pip_settings(listed: str) -> dict[str, list[str]]:
 
 
 def uv_arguments(settings: dict[str, list[str]]) -> list[str]:
-    """uv's options for pip's settings: each index, link and constraint, and pip's rule of the best match."""
-    arguments = ["--index-strategy", "unsafe-best-match"]
+    """uv's options for pip's settings: each index, link and constraint, pip's rule of the best match, and pip's
+    bytecode compiled at install (uv leaves it to the first import otherwise: a clean clone's suite then compiled
+    torch, transformers and gradio in every process it started at once, 515 -> 756 s, and a SmolLM2 worker restarted
+    under that load missed its 10 s)."""
+    arguments = ["--index-strategy", "unsafe-best-match", "--compile-bytecode"]
     for name, option in OPTIONS.items():
         for value in settings.get(name, []):
             arguments += [option, value]
