@@ -80,7 +80,8 @@ def test_the_command_refuses_in_one_line(tmp_path: Path, capsys, args: list[str]
 
 
 @pytest.mark.slow
-def test_the_command_writes_the_curve_and_the_budgets_of_a_synthetic_set(tmp_path: Path, capsys) -> None:
+def test_the_command_writes_the_curve_and_the_budgets_of_a_synthetic_set(tmp_path: Path, capsys,
+                                                                          monkeypatch) -> None:
     """Real speech (Piper), the real streaming STT, SmolLM2 and Smart Turn, one input of each kind per half."""
     assert main(["fdb-synth", "--out", str(tmp_path / "set"), "--limit", "1"]) == 0
     out = tmp_path / "out"
@@ -104,3 +105,16 @@ def test_the_command_writes_the_curve_and_the_budgets_of_a_synthetic_set(tmp_pat
         assert [r["policy"] for r in csv.DictReader(f)] == ["gate", "vad"]
     assert (out / "eot_curve.html").is_file() and (out / "eot_curve.json").is_file()
     assert "latency at 5 % cut-offs" in (out / "eot_budgets.md").read_text(encoding="utf-8")
+    import errno
+
+    from kame_core.eval import eot
+
+    def full_disk(path, data):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(eot, "write_bytes_atomic", full_disk)  # the table is printed, the files refused in a line
+    code = main(["eot", "--set", str(tmp_path / "set"), "--half", "all", "--floor", "vad",
+                 "--out", str(tmp_path / "o")])
+    refused = capsys.readouterr()
+    assert code == 2 and "cannot write the curves (No space left on device)" in refused.err
+    assert "| vad |" in refused.out

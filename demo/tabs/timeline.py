@@ -140,8 +140,8 @@ def export_selection(text: str | None, state: Any = None) -> str:
         runs = loaded.scenario.runs
         run = session.run_id if session.run_id in runs else views.default_run(loaded)
         a, b = span_of(runs[run], asked.get("start"), asked.get("end"))
-        stem = f"{_file_stem(loaded.scenario.name or 'session')}-{_file_stem(run)}"[:80] + f"-{a:.2f}-{b:.2f}s"
-        key = hashlib.sha1(f"{loaded.key}|{run}|{_regions_key(session)}".encode()).hexdigest()[:12]
+        key, stem = _export_name(session, run)
+        stem = f"{stem[:80]}-{a:.2f}-{b:.2f}s"
         path = session.files() / f"{_SELECTION}{key}{_EXPORT_SEP}{stem}.zip"
         for old in session.files().glob(f"{_SELECTION}*.zip"):  # the last selection only
             old.unlink(missing_ok=True)
@@ -156,9 +156,13 @@ def _region_spans(session: views.AppSession) -> list[tuple[str, float, float]]:
     return [(r.name, r.start, r.end) for r in session.regions]
 
 
-def _regions_key(session: views.AppSession) -> str:
-    """What the exports' names say about the regions in them (another list: other files)."""
-    return regions.link_value(session.regions)
+def _export_name(session: views.AppSession, run: str) -> tuple[str, str]:
+    """(hash, stem) of the open input's ``run`` exported with the session's regions: the hash changes with any of
+    them (another input, run or list of regions: other files), the stem is what the browser saves it as."""
+    loaded = session.loaded
+    assert loaded is not None
+    key = hashlib.sha1(f"{loaded.key}|{run}|{regions.link_value(session.regions)}".encode()).hexdigest()[:12]
+    return key, f"{_file_stem(loaded.scenario.name or 'session')}-{_file_stem(run)}"[:100]
 
 
 def panel(session: views.AppSession) -> TimelinePanel:
@@ -192,9 +196,8 @@ def export_files(state: Any = None) -> tuple[str | None, ...]:
     runs = loaded.scenario.runs
     run = session.run_id if session.run_id in runs else views.default_run(loaded)
     trace = runs[run]
-    stem = f"{_file_stem(loaded.scenario.name or 'session')}-{_file_stem(run)}"[:100]
+    key, stem = _export_name(session, run)
     folder = session.files()
-    key = hashlib.sha1(f"{loaded.key}|{run}|{_regions_key(session)}".encode()).hexdigest()[:12]
     out: list[str | None] = []
     for fmt, _ in EXPORT_BUTTONS:
         suffix = ".eaf.zip" if fmt == "eaf" else SUFFIXES[fmt]

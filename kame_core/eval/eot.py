@@ -130,10 +130,13 @@ def _annotation(item: fdb.Sample) -> tuple[float, float]:
 
 
 def holds_under(replay: Replay, policy: Policy) -> list[bool]:
-    """Frame by frame, whether the user holds the floor under ``policy``."""
+    """Frame by frame, whether the user holds the floor under ``policy`` (``("vad", config)``: the gate's rule on
+    silence alone, no score ever asked)."""
     kind, config = policy
     if kind == "stand-in":
         return replay.stand_in_holds
+    if kind == "vad":
+        return [gate_holds(s, q, math.nan, config) for s, q in zip(replay.speaking, replay.silence)]
     if kind == "fused":
         return [fused_holds(s, q, p, a, config) for s, q, p, a in
                 zip(replay.speaking, replay.silence, replay.p_end, replay.p_audio)]
@@ -141,24 +144,43 @@ def holds_under(replay: Replay, policy: Policy) -> list[bool]:
     return [gate_holds(s, q, p, config) for s, q, p in zip(replay.speaking, replay.silence, probabilities)]
 
 
+@dataclass(frozen=True)
+class Outcome:
+    """What one input's floor decisions come to (None: not asked of its kind of input)."""
+
+    #: pause handling: the floor given inside the annotated pause
+    in_pause: bool | None = None
+    #: a complete question: the floor given before its end (in a hesitation), and when after it (inf: never)
+    early: bool | None = None
+    latency_s: float | None = None
+    #: a lone backchannel: the floor given within 3 s after it
+    after_backchannel: bool | None = None
+
+
+def outcome(replay: Replay, held: list[bool]) -> Outcome:
+    """The :class:`Outcome` of ``held`` (frame by frame, handled at ``(i + 1) x 80 ms``) on ``replay``."""
+    timed = [((i + 1) * FRAME_SECONDS, h) for i, h in enumerate(held)]
+    start, end = replay.annotation
+    if replay.task == "pause_handling":
+        return Outcome(in_pause=any(not h for t, h in timed if start < t <= end))
+    if replay.task == "smooth_turn_taking":
+        first_held = next((t for t, h in timed if h), None)
+        given = [t for t, h in timed if t >= start and not h]
+        return Outcome(early=first_held is not None and any(not h for t, h in timed if first_held < t < start),
+                       latency_s=given[0] - start if given else math.inf)
+    if replay.task == "backchannel":
+        return Outcome(after_backchannel=any(not h for t, h in timed if end < t <= end + 3.0))
+    return Outcome()
+
+
 def measure(replays: list[Replay], config: Policy) -> dict[str, Any]:
     """The half's figures under the policy ``config`` (see the module docstring)."""
-    pause_released, latencies, backchannel_released, early = [], [], [], []
-    for r in replays:
-        held = holds_under(r, config)
-        times = [(i + 1) * FRAME_SECONDS for i in range(len(held))]
-        start, end = r.annotation
-        if r.task == "pause_handling":
-            pause_released.append(any(not h for t, h in zip(times, held) if start < t <= end))
-        elif r.task == "smooth_turn_taking":
-            given = [t for t, h in zip(times, held) if t >= start and not h]
-            latencies.append(given[0] - start if given else float("inf"))
-            first_held = next((t for t, h in zip(times, held) if h), None)
-            early.append(first_held is not None and any(not h for t, h in zip(times, held)
-                                                        if first_held < t < start))
-        elif r.task == "backchannel":
-            backchannel_released.append(any(not h for t, h in zip(times, held) if end < t <= end + 3.0))
-    finite = sorted(v for v in latencies if v != float("inf"))
+    outcomes = [outcome(r, holds_under(r, config)) for r in replays]
+    pause_released = [o.in_pause for o in outcomes if o.in_pause is not None]
+    early = [o.early for o in outcomes if o.early is not None]
+    latencies = [o.latency_s for o in outcomes if o.latency_s is not None]
+    backchannel_released = [o.after_backchannel for o in outcomes if o.after_backchannel is not None]
+    finite = sorted(v for v in latencies if v != math.inf)
     return {"pause_release_rate": _rate(pause_released), "pause_items": len(pause_released),
             "early_release_rate": _rate(early),
             "smooth_within_1s": _rate([v <= 1.0 for v in latencies]), "smooth_items": len(latencies),
@@ -214,27 +236,14 @@ def settings(policy: str) -> list[tuple[str, float, Any]]:
 
 def point(replays: list[Replay], policy: str, threshold: str, value: float, config: Any) -> CurvePoint:
     """The false cut-off rate and the latency of one setting (see the module docstring)."""
-    cut: list[bool] = []
-    latencies: list[float] = []
-    for r in replays:
-        if policy == "vad":  # the gate's rule on silence alone: no score ever asked
-            held = [gate_holds(s, q, math.nan, config) for s, q in zip(r.speaking, r.silence)]
-        else:
-            held = holds_under(r, (policy, config))
-        times = [(i + 1) * FRAME_SECONDS for i in range(len(held))]
-        start, end = r.annotation
-        if r.task == "pause_handling":
-            cut.append(any(not h for t, h in zip(times, held) if start < t <= end))
-        elif r.task == "smooth_turn_taking":
-            first_held = next((t for t, h in zip(times, held) if h), None)
-            cut.append(first_held is not None and any(not h for t, h in zip(times, held) if first_held < t < start))
-            given = [t for t, h in zip(times, held) if t >= start and not h]
-            latencies.append(given[0] - start if given else math.inf)
-    ordered = sorted(latencies)
+    outcomes = [outcome(r, holds_under(r, (policy, config))) for r in replays]
+    cut = [o.in_pause if o.in_pause is not None else bool(o.early) for o in outcomes
+           if o.in_pause is not None or o.early is not None]
+    ordered = sorted(o.latency_s for o in outcomes if o.latency_s is not None)
     median = statistics.median(ordered) if ordered else math.inf
     p90 = ordered[min(len(ordered) - 1, math.ceil(0.9 * len(ordered)) - 1)] if ordered else math.inf
     return CurvePoint(policy, threshold, value, config, _rate(cut), len(cut), round(median, 3),
-                      round(p90, 3), len(latencies))
+                      round(p90, 3), len(ordered))
 
 
 def sweep(replays: list[Replay], policies: tuple[str, ...] = SWEEP_NAMES) -> list[CurvePoint]:
@@ -379,10 +388,15 @@ def run(args: argparse.Namespace) -> int:
     items = (f"{len(replays)} inputs of {args.set} ({args.half if roots != [args.set] else 'whole'}): "
              f"{pauses} mid-question pauses, {len(replays) - pauses} complete questions")
     budget_csv, table = budgets_tables(by_policy, items)
-    write_bytes_atomic(args.out / "eot_curve.csv", curve_csv(points).encode("utf-8"))
-    write_bytes_atomic(args.out / "eot_budgets.csv", budget_csv.encode("utf-8"))
-    write_bytes_atomic(args.out / "eot_budgets.md", table.encode("utf-8"))
-    curve_figure(points, args.out / "eot_curve")
+    try:
+        write_bytes_atomic(args.out / "eot_curve.csv", curve_csv(points).encode("utf-8"))
+        write_bytes_atomic(args.out / "eot_budgets.csv", budget_csv.encode("utf-8"))
+        write_bytes_atomic(args.out / "eot_budgets.md", table.encode("utf-8"))
+        curve_figure(points, args.out / "eot_curve")
+    except OSError as exc:  # a full or read-only disk: said in one line, the table printed all the same
+        print(table, end="")
+        print(f"error: --out {args.out}: cannot write the curves ({exc.strerror or exc})", file=sys.stderr)
+        return 2
     print(table + f"\n{len(points)} settings swept in {time.perf_counter() - started:.0f} s; wrote {args.out}/"
           "eot_curve.csv, eot_budgets.csv, eot_budgets.md, eot_curve.html")
     return 0
