@@ -85,7 +85,8 @@ from kame_core.pipelines.run_kinds import RUN_KINDS
 from kame_core.record.events import LlmError, LlmRequestCancel, LlmRequestFinish, SttFinal, SttPartial, payloads
 from kame_core.record.trace import EventKind, SessionTrace
 
-from .lanes import ALL_LANES, LANES, LaneLayout
+from .lane_tags import FILL, LINE, frame_shape, lane_tags
+from .lanes import ALL_LANES, LANE_HEIGHTS, LANES, LaneLayout
 from .palette import (
     BLUE,
     GREEN,
@@ -121,6 +122,8 @@ REVISION_SPAN = "oracle-revision"
 BADGE = "provenance"
 HINT_LEGEND = "hint-legend"
 HIDDEN_NOTE = "hidden"
+#: the lanes with a background of their own (the events lane's, the two waveforms')
+LANE_FILLS = {"events": "#fbfaf6", "user audio": "#f4f6f9", "output audio": "#f4f6f9"}
 LATENCY_ANCHORS = "latency anchors (per turn)"
 #: the floor lane's end-of-turn probability is drawn on a log scale from 10**P_LOG_FLOOR (bottom) to 1 (top)
 P_LOG_FLOOR = -8.0
@@ -565,15 +568,16 @@ class _RunBuilder:
     # -- layers -------------------------------------------------------------------------------------
     def _lanes(self) -> None:
         top = self.lanes.order[0]
-        for lane in self.lanes.order:
+        for lane in self.lanes.order:  # named, so the page can move them with their lane (demo.lane_tags)
             lo, hi = self.lanes.band(lane)
-            fill = {"events": "#fbfaf6", "user audio": "#f4f6f9", "output audio": "#f4f6f9"}.get(lane)
+            fill = LANE_FILLS.get(lane)
             if fill:
                 self._rect(0, 1, lo, self.lanes.y_range[1] if lane == top else hi, domain=True, fillcolor=fill,
-                           line=dict(width=0), layer="below")
-            if lane != top:
-                self.shapes.append(dict(type="line", xref=self.ax.x_domain, yref=self.ax.y, x0=0, x1=1, y0=hi,
-                                        y1=hi, line=dict(color="#dfe3e8", width=1), layer="below"))
+                           line=dict(width=0), layer="below", name=frame_shape(FILL, lane))
+            # the line between the lane and the one above it (drawn, hidden, on the top lane too: moved down, it shows)
+            self.shapes.append(dict(type="line", xref=self.ax.x_domain, yref=self.ax.y, x0=0, x1=1, y0=hi, y1=hi,
+                                    line=dict(color="#dfe3e8", width=1), layer="below", visible=lane != top,
+                                    name=frame_shape(LINE, lane)))
         if self.lanes.shows("events"):
             for label, key in (("STT", "stt"), ("LLM", "llm"), ("resets", "resets"), ("latency", "latency")):
                 self.notes.append(dict(text=label, xref=self.ax.x_domain, yref=self.ax.y, x=1.0, y=self._row(key),
@@ -1359,6 +1363,8 @@ def compare_figure(traces: dict[str, SessionTrace], *, title: str | None = None,
                     font=dict(size=11), itemsizing="constant", tracegroupgap=4, bgcolor="rgba(0,0,0,0)"),
         uirevision="kame-timeline",
         meta={"kame_timeline": {"runs": list(traces), "duration": duration, "lanes": list(lanes.order),
+                                "heights": {lane: LANE_HEIGHTS[lane] for lane in lanes.order},
+                                "lanes_of": lane_tags(lanes, data, shapes, annotations, images),
                                 "key": _figure_key(traces, figure_title, lanes, recorded),
                                 "labels": _label_meta(label_groups, data, annotations),
                                 "fits": _fit_meta(fit_groups, data)}},
@@ -1370,9 +1376,10 @@ _HINT_LEGEND_PX = 22
 
 
 def _figure_key(traces: dict[str, SessionTrace], title: str, lanes: LaneLayout, recorded: bool) -> str:
-    """What makes two figures the same but for their playhead: the page redraws a figure only when this changes
-    (a new Inspect time sends the same figure with the playhead moved, which the page has already moved)."""
-    digest = hashlib.sha1(f"{title}|{lanes.link_value()}|{int(recorded)}".encode())
+    """What makes two figures the same but for their playhead and the order of their lanes: the page redraws a
+    figure only when this or the order changes (a new Inspect time sends the same figure with the playhead moved,
+    which the page has already moved; a lane the page moved itself is not drawn again)."""
+    digest = hashlib.sha1(f"{title}|{','.join(sorted(lanes.order))}|{int(recorded)}".encode())
     for run, trace in traces.items():  # what the figure draws of each run: its events and its streams' tokens
         digest.update(f"{run}|{trace.mode}|{trace.n_frames}|{len(trace.events)}".encode())
         digest.update(repr([(e.t, e.kind) for e in trace.events]).encode())

@@ -179,6 +179,46 @@ def test_a_click_on_the_timeline_seeks_the_player_and_sets_inspect_time(page):
     assert region and region != "null", "the drag selected a region"
 
 
+@browser
+def test_lanes_moved_in_the_page_reach_the_link_and_the_lanes_box_and_no_figure_is_drawn_again(page):
+    """Issue 44 item 5: a lane moved in the page (what a drag of its title does) moves in the Timeline and in
+    Compare's figure, hidden in its tab, without a figure from the server; the server hears the order (the link and
+    the Lanes box follow), and its next figure (an Inspect time's) in that order is not drawn again."""
+    k = "window.kameTimeline"
+    for tab in ("Compare", "Timeline"):  # Compare's figure drawn once, then hidden in its tab
+        page.evaluate("Array.from(document.querySelectorAll('button[role=tab]'))"
+                      f".find(b => b.innerText.trim() === '{tab}').click()")
+        page.wait_for(f"!!({k}.views.compare && {k}.views.compare.gd && {k}.views.compare.labels)", timeout=60)
+    before = page.evaluate(f"JSON.stringify({k}.views.timeline.gd.layout.meta.kame_timeline.lanes)")
+    order = ["oracle stream", *(lane for lane in json.loads(before) if lane != "oracle stream")]
+    figures = page.evaluate(f"{k}.redraws.filter(r => r.what === 'figure').length")
+    page.evaluate(f"{k}.moveLanes({json.dumps(order)})")
+    value = ",".join(lane.replace(" ", "-") for lane in order)
+    link = page.wait_for(f"(v => v.includes('lanes={value}') && v)"
+                         "((document.querySelector('#kame-link textarea, #kame-link input') || {}).value || '')",
+                         timeout=30)
+    assert f"lanes={value}" in link
+    chips = json.dumps(order, separators=(",", ":"))
+    page.wait_for("(() => { const chips = Array.from(document.querySelectorAll('#kame-lanes .token'))"
+                  f".map(c => c.innerText.trim()); return JSON.stringify(chips) === '{chips}'; }})()", timeout=30)
+    for view in ("timeline", "compare"):
+        assert json.loads(page.evaluate(f"JSON.stringify({k}.views.{view}.gd.layout.meta.kame_timeline.lanes)")) \
+            == order, view
+    assert page.evaluate(LANE_TEXT)[0] == "oracle stream"
+    # an Inspect time: the server's figure, in the new order, moves the playhead only
+    page.evaluate("(i => { i.value = '2.4'; i.dispatchEvent(new Event('input', {bubbles: true}));"
+                  " i.dispatchEvent(new KeyboardEvent('keypress', {key: 'Enter', code: 'Enter', bubbles: true})); })"
+                  "(document.querySelector('#kame-inspect-time input'))")
+    page.wait_for("Math.abs(Number(document.querySelector('#kame-plot-timeline').dataset.kamePlayhead) - 2.4)"
+                  " < 0.05", timeout=20)
+    page.wait_for("document.body.innerText.includes('2.40 s · frame')", timeout=20)
+    time.sleep(1.0)  # a redraw the answer might have started
+    assert page.evaluate(f"{k}.redraws.filter(r => r.what === 'figure').length") == figures
+    page.evaluate(f"{k}.moveLanes({before})")  # as it was, for the tests after this one
+    page.wait_for("!(document.querySelector('#kame-link textarea, #kame-link input') || {}).value.includes('lanes=')",
+                  timeout=30)
+
+
 # ----------------------------------------------------------------------------------------------- API
 def test_api_drives_playback_compare_and_the_forced_delay_slider(app_url):
     from gradio_client import Client

@@ -220,3 +220,56 @@ def test_the_answer_to_an_inspect_time_the_cursor_has_left_does_not_pull_it_back
     answer(7.5)  # a time this page never asked for (typed into Inspect time, a link's): the cursor goes there
     s = _state(page)
     assert s["t"] == pytest.approx(7.5) and s["audio"] == pytest.approx(7.5, abs=0.01)
+
+
+def _order(page) -> list[str]:
+    return json.loads(page.evaluate(f"JSON.stringify({VIEW}.gd.layout.meta.kame_timeline.lanes)"))
+
+
+def test_a_lane_title_dragged_moves_its_lane_in_the_page(page):
+    """Issue 44 item 5: a lane's title dragged to another place moves the lane, its words and ticks with it, in the
+    page (no figure drawn again: demo/static/timeline-layout.js's reorderLanes); ↑ / ↓ on a focused title move it by
+    one, and do not step the playhead."""
+    _zoom(page, 0, 30)
+    before = _order(page)
+    assert before[0] == "events" and before.index("inner monologue") > 1
+    figures = page.evaluate(f"{K}.redraws.filter(r => r.what === 'figure').length")
+    assert page.evaluate(f"{K}.redraws.filter(r => r.what === 'lanes').length") == 0
+    groups = page.evaluate(f"""(() => {{ const m = {VIEW}.gd.layout.meta.kame_timeline;
+      return m.labels.flatMap((g, k) => m.lanes_of.data[g.traces[0]] === 'inner monologue' ? [k] : []); }})()""")
+    group = max(groups, key=lambda k: len(_labels(page)[k]))
+    said = _labels(page)[group]
+    assert said, "the inner monologue prints words at this zoom"
+    handle = json.loads(page.evaluate(f"""(() => {{ const box = (lane) => {VIEW}.handles
+        .querySelector(`.kame-lane-handle[data-lane="${{lane}}"]`).getBoundingClientRect();
+      const o = box('inner monologue'), e = box('events');
+      return JSON.stringify({{x: o.left + o.width / 2, y: o.top + o.height / 2, to: e.top + 2}}); }})()"""))
+    page.send("Input.dispatchMouseEvent", page.session, type="mousePressed", x=handle["x"], y=handle["y"],
+              button="left", clickCount=1)
+    for k in range(1, 6):
+        page.send("Input.dispatchMouseEvent", page.session, type="mouseMoved", button="left", x=handle["x"],
+                  y=handle["y"] + (handle["to"] - handle["y"]) * k / 5)
+    page.send("Input.dispatchMouseEvent", page.session, type="mouseReleased", x=handle["x"], y=handle["to"],
+              button="left", clickCount=1)
+    page.wait_for(f"{VIEW}.gd.layout.meta.kame_timeline.lanes[0] === 'inner monologue'", timeout=10)
+    assert _order(page) == ["inner monologue", *(lane for lane in before if lane != "inner monologue")]
+    axis = json.loads(page.evaluate(f"JSON.stringify({VIEW}.gd._fullLayout.yaxis.ticktext)"))
+    assert axis[0] == "inner monologue" and axis[1:] == json.loads(
+        page.evaluate(f"JSON.stringify({VIEW}.gd.layout.meta.kame_timeline.lanes.slice(1))"))
+    page.wait_for(f"{K}.redraws.filter(r => r.what === 'lanes').length === 1", timeout=10)
+    moved = _labels(page)[group]
+    assert [w["text"] for w in moved] == [w["text"] for w in said]  # the same words, now at the top
+    assert max(w["bottom"] for w in moved) < min(w["top"] for k, words in enumerate(_labels(page)) if k != group
+                                                 for w in words)
+    assert page.evaluate(f"{K}.redraws.filter(r => r.what === 'figure').length") == figures
+    # the keys: ↓ on the focused title moves the lane one down; the playhead stays
+    t = _state(page)["t"]
+    page.evaluate(f"{VIEW}.handles.querySelector('.kame-lane-handle[data-lane=\"inner monologue\"]').focus()")
+    page.evaluate("document.activeElement.dispatchEvent(new KeyboardEvent('keydown', {key: 'ArrowDown', "
+                  "bubbles: true}))")
+    page.wait_for(f"{VIEW}.gd.layout.meta.kame_timeline.lanes[1] === 'inner monologue'", timeout=10)
+    assert _order(page) == [before[0], "inner monologue", *(lane for lane in before[1:] if lane != "inner monologue")]
+    assert _state(page)["t"] == t
+    assert page.evaluate("document.activeElement.dataset.lane") == "inner monologue"
+    page.evaluate(f"{K}.moveLanes({json.dumps(before)})")  # as it was, for the tests after this one
+    page.wait_for(f"{VIEW}.gd.layout.meta.kame_timeline.lanes[0] === 'events'", timeout=10)

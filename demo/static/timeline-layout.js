@@ -106,7 +106,109 @@
     return loop ? {action: 'seek', t: sel.start} : {action: 'pause', t: sel.end};
   }
 
-  var api = {FRAME: FRAME, textWidthPx: textWidthPx, layoutLabels: layoutLabels, fitText: fitText, hiddenNote: hiddenNote,
+  // ------------------------------------------------------------------------------------------ moving lanes
+  // A panel's y axis is in lane units, the lanes stacked from the top in meta.lanes' order, each meta.heights[lane]
+  // tall; meta.lanes_of names each element's lane (demo/lane_tags.py). Moving lanes moves every element of a lane by
+  // the same number of units: nothing else changes, so the page does it itself.
+
+  // each lane's [bottom, top] for an order
+  function laneBands(order, heights) {
+    var top = order.reduce(function (sum, lane) { return sum + heights[lane]; }, 0), out = {};
+    order.forEach(function (lane) { out[lane] = [top - heights[lane], top]; top -= heights[lane]; });
+    return out;
+  }
+
+  // the numbers of a data array as Plotly holds it: a list (null for a gap), a typed array, or the typed-array
+  // spec plotly.py writes ({dtype, bdata: base64, shape})
+  var DTYPES = {f4: Float32Array, f8: Float64Array, i1: Int8Array, u1: Uint8Array, i2: Int16Array, u2: Uint16Array,
+    i4: Int32Array, u4: Uint32Array};
+  function numbers(values) {
+    if (values && typeof values === 'object' && typeof values.bdata === 'string' && DTYPES[values.dtype]) {
+      var raw = atob(values.bdata);  // the page's and node's (16+)
+      var bytes = new Uint8Array(raw.length);
+      for (var i = 0; i < raw.length; i++) bytes[i] = raw.charCodeAt(i);
+      return new DTYPES[values.dtype](bytes.buffer);
+    }
+    return values;
+  }
+  function shifted(values, dy) {
+    var ys = numbers(values);
+    if (ys === null || ys === undefined || typeof ys.length !== 'number') return typeof ys === 'number' ? ys + dy : ys;
+    if (!Array.isArray(ys)) {  // a typed array: one of its own kind (a float one; integers would round)
+      var out = new (ys instanceof Float32Array ? Float32Array : Float64Array)(ys.length);
+      for (var k = 0; k < ys.length; k++) out[k] = ys[k] + dy;
+      return out;
+    }
+    return ys.map(function (y) { return y === null || y === undefined ? y : y + dy; });
+  }
+
+  // the figure (data, layout; changed in place) with its lanes in `order` (the same lanes, another order); throws
+  // on another set of lanes. Returns the distance each lane moved (lane units).
+  function reorderLanes(data, layout, order) {
+    var m = layout.meta && layout.meta.kame_timeline, was = m && m.lanes, tags = m && m.lanes_of;
+    if (!was || !tags || !m.heights) throw new Error('this figure does not say where its lanes are');
+    if (order.length !== was.length || order.some(function (lane) { return was.indexOf(lane) < 0; }) ||
+        new Set(order).size !== order.length) {
+      throw new Error('the lanes to show are ' + was.join(', ') + ', each once');
+    }
+    var before = laneBands(was, m.heights), after = laneBands(order, m.heights), moved = {};
+    was.forEach(function (lane) { moved[lane] = after[lane][0] - before[lane][0]; });
+    function by(lane) { return lane ? moved[lane] || 0 : 0; }
+    data.forEach(function (trace, i) {
+      var dy = by(tags.data[i]);
+      if (!dy) return;
+      if (trace.type === 'bar') trace.base = shifted(trace.base, dy);  // a bar stands on its base, y long
+      else trace.y = shifted(trace.y, dy);
+    });
+    var top = order[0];
+    (layout.shapes || []).forEach(function (shape, i) {
+      var lane = tags.shapes[i], dy = by(lane), name = String(shape.name || '');
+      if (!lane) return;
+      if (name.indexOf('lane-line:') === 0) {  // the line at a lane's top: none over the top lane
+        shape.y0 = shape.y1 = after[lane][1];
+        shape.visible = lane !== top;
+      } else if (name.indexOf('lane-fill:') === 0) {  // the top lane's background reaches the top of the plot
+        var ya = layout['yaxis' + String(shape.yref || 'y').slice(1)];  // y -> yaxis, y2 -> yaxis2
+        var ceiling = ya && ya.range ? ya.range[1] : after[lane][1];
+        shape.y0 = after[lane][0];
+        shape.y1 = lane === top ? ceiling : after[lane][1];
+      } else if (dy) {
+        shape.y0 += dy; shape.y1 += dy;
+      }
+    });
+    (layout.annotations || []).forEach(function (note, i) {
+      var dy = by(tags.annotations[i]);
+      if (dy) note.y += dy;
+    });
+    (layout.images || []).forEach(function (image, i) {
+      var dy = by(tags.images[i]);
+      if (dy) image.y += dy;
+    });
+    (m.labels || []).forEach(function (group) {
+      var dy = by(tags.data[group.traces[0]]);
+      if (dy) group.rows = group.rows.map(function (r) { return r + dy; });
+    });
+    Object.keys(layout).forEach(function (key) {  // each panel's lane titles, at the lanes' new centres
+      var axis = layout[key];
+      if (!/^yaxis[0-9]*$/.test(key) || !axis || !axis.tickvals || !axis.ticktext) return;
+      var title = {};
+      was.forEach(function (lane, k) { title[lane] = axis.ticktext[k]; });
+      axis.tickvals = order.map(function (lane) { return (after[lane][0] + after[lane][1]) / 2; });
+      axis.ticktext = order.map(function (lane) { return title[lane]; });
+    });
+    m.lanes = order.slice();
+    return moved;
+  }
+
+  // the order with `lane` moved to index `to` (counted in the order without it)
+  function movedLane(order, lane, to) {
+    var rest = order.filter(function (other) { return other !== lane; });
+    if (rest.length === order.length) return order.slice();
+    rest.splice(Math.max(0, Math.min(rest.length, to)), 0, lane);
+    return rest;
+  }
+
+  var api = {FRAME: FRAME, laneBands: laneBands, reorderLanes: reorderLanes, movedLane: movedLane, textWidthPx: textWidthPx, layoutLabels: layoutLabels, fitText: fitText, hiddenNote: hiddenNote,
     stepTime: stepTime, region: region, regionStep: regionStep, snapRegion: snapRegion, regionList: regionList};
   if (typeof module === 'object' && module.exports) module.exports = api;
   else root.kameLayout = api;

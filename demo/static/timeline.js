@@ -18,6 +18,9 @@
 //    link's regions= and the exports' regions tier carry them) and read back from it when an input opens;
 //    selections snap to the 80 ms frames unless "Snap" is off; "Export selection" asks the server for the
 //    selection's WAV and tiers (the hidden #kame-selection box) and follows the link it answers with.
+//  * each lane's title on the plot is a handle: drag it (or focus it, ↑ / ↓) to move the lane; the page moves it in
+//    every view itself (timeline-layout.js's reorderLanes, from the lanes the figure names for each element) and
+//    tells the server the order (the hidden #kame-lane-order box: the link and the Lanes box follow).
 // Each redraw's time is kept in window.kameTimeline.redraws (ms; tests and the benchmark read it).
 //
 // kameSetPlayhead(root, t) moves the playhead of every timeline under root (an element or document) to t
@@ -166,7 +169,9 @@
       if (v.drawing) return;
       v.source = source; v.sourceData = source.data; v.sourceLayout = source.layout;
       var next = source.layout.meta && source.layout.meta.kame_timeline;
-      if (v.gd && next && next.key && next.key === meta(v).key) {  // the same figure, its playhead moved
+      // the same figure, its playhead moved (the key leaves the lanes' order out: compared apart, so a figure in the
+      // order the page has moved its lanes to is not drawn again)
+      if (v.gd && next && next.key && next.key === meta(v).key && same(next.lanes, meta(v).lanes)) {
         var head = (source.layout.shapes || []).find(function (s) { return s.name === 'playhead'; });
         hideSource(source);
         var shown = head && head.opacity > 0;
@@ -186,6 +191,8 @@
   }
 
   function same(a, b) { return JSON.stringify(a || null) === JSON.stringify(b || null); }
+  var CONFIG = {responsive: true, scrollZoom: true, displaylogo: false, doubleClick: 'reset',
+    modeBarButtonsToRemove: ['select2d', 'lasso2d', 'autoScale2d']};
 
   function draw(v, source) {
     var data = structuredClone(source.data), lay = structuredClone(source.layout);
@@ -216,8 +223,7 @@
     v.drawing = true;
     var started = performance.now(), fresh = !v.gd;
     v.gd = v.figure;
-    return window.Plotly.react(v.figure, data, lay, {responsive: true, scrollZoom: true, displaylogo: false,
-      doubleClick: 'reset', modeBarButtonsToRemove: ['select2d', 'lasso2d', 'autoScale2d']}).then(function () {
+    return window.Plotly.react(v.figure, data, lay, CONFIG).then(function () {
       v.figure.classList.add('kame-figure');
       hideSource(source);
       if (fresh) wireFigure(v);
@@ -376,7 +382,135 @@
       });
     });
     K.redraws.push({view: v.name, what: 'labels', ms: performance.now() - started});
+    placeHandles(v);
   }
+
+  // ------------------------------------------------------------------------------------------ moving lanes
+  // Each lane's title is a handle: drag it up or down (or focus it and press ↑ / ↓) to move the lane. The page moves
+  // the lanes of every view itself (kameLayout.reorderLanes: each lane's elements by the same number of units) and
+  // tells the server the order (the hidden #kame-lane-order box: the link and the Lanes box follow); no figure is
+  // sent back or drawn again by the server.
+  function yAxes(v) {
+    var full = v.gd._fullLayout;
+    return Object.keys(full).filter(function (k) { return /^yaxis[0-9]*$/.test(k) && full[k] && full[k]._length; })
+      .map(function (k) { return full[k]; });
+  }
+  function placeHandles(v) {
+    var m = meta(v), full = v.gd && v.gd._fullLayout;
+    if (!m.lanes || !m.lanes_of || !m.heights || !full || !full._size) return;
+    if (!v.handles || !v.figure.contains(v.handles)) {
+      v.handles = document.createElement('div');
+      v.handles.className = 'kame-lane-handles';
+      v.drop = document.createElement('div');
+      v.drop.className = 'kame-lane-drop';
+      v.handles.appendChild(v.drop);
+      v.figure.appendChild(v.handles);
+      v.handleOf = {};
+      wireHandles(v);
+    }
+    var bands = layout().laneBands(m.lanes, m.heights), kept = {};
+    yAxes(v).forEach(function (ya) {
+      m.lanes.forEach(function (lane, i) {
+        var key = ya._name + '|' + lane, el = v.handleOf[key];
+        if (!el) {
+          el = v.handleOf[key] = document.createElement('div');
+          el.className = 'kame-lane-handle';
+          el.tabIndex = 0;
+          el.setAttribute('role', 'button');
+          el.dataset.lane = lane;
+          el.dataset.axis = ya._name;
+          el.title = 'drag to move the lane “' + lane + '” (or ↑ / ↓ while it has the focus)';
+          el.setAttribute('aria-label', 'move the lane ' + lane + ' (up or down arrow)');
+          v.handles.appendChild(el);
+        }
+        var top = ya._offset + ya.l2p(bands[lane][1]), bottom = ya._offset + ya.l2p(bands[lane][0]);
+        el.style.top = top.toFixed(1) + 'px';
+        el.style.height = Math.max(4, bottom - top).toFixed(1) + 'px';
+        el.style.width = Math.max(20, full._size.l - 6) + 'px';
+        el.dataset.index = i;
+        kept[key] = true;
+      });
+    });
+    Object.keys(v.handleOf).forEach(function (key) {  // lanes no longer shown
+      if (!kept[key]) { v.handleOf[key].remove(); delete v.handleOf[key]; }
+    });
+  }
+  // the boundary between lanes nearest to clientY on the handle's panel: 0 above the first lane .. n under the last
+  function dropIndex(v, axis, clientY) {
+    var m = meta(v), ya = v.gd._fullLayout[axis] || v.gd._fullLayout.yaxis;
+    var bands = layout().laneBands(m.lanes, m.heights), box = v.figure.getBoundingClientRect(), best = 0, gap = Infinity;
+    m.lanes.concat([null]).forEach(function (lane, k) {
+      var y = box.top + ya._offset + ya.l2p(lane ? bands[lane][1] : bands[m.lanes[m.lanes.length - 1]][0]);
+      if (Math.abs(clientY - y) < gap) { gap = Math.abs(clientY - y); best = k; }
+    });
+    return {index: best, y: box.top + ya._offset + ya.l2p(best < m.lanes.length ? bands[m.lanes[best]][1] :
+      bands[m.lanes[m.lanes.length - 1]][0]) - box.top};
+  }
+  function wireHandles(v) {
+    var drag = null;
+    v.handles.addEventListener('pointerdown', function (e) {
+      var el = e.target.closest('.kame-lane-handle');
+      if (!el || e.button !== 0) return;
+      e.preventDefault();
+      drag = {el: el, lane: el.dataset.lane, axis: el.dataset.axis, pointer: e.pointerId};
+      el.classList.add('dragging');
+      try { el.setPointerCapture(e.pointerId); } catch { /* no such pointer (a synthetic one) */ }
+    });
+    v.handles.addEventListener('pointermove', function (e) {
+      if (!drag) return;
+      var at = dropIndex(v, drag.axis, e.clientY);
+      v.drop.style.top = (at.y - 1).toFixed(1) + 'px';
+      v.drop.style.display = 'block';
+    });
+    function end(e, cancelled) {
+      if (!drag) return;
+      var d = drag;
+      drag = null;
+      d.el.classList.remove('dragging');
+      v.drop.style.display = 'none';
+      if (cancelled) return;
+      var order = meta(v).lanes, from = order.indexOf(d.lane), to = dropIndex(v, d.axis, e.clientY).index;
+      if (from < 0 || to === from || to === from + 1) return;  // dropped where it was
+      moveLanes(layout().movedLane(order, d.lane, to > from ? to - 1 : to));
+    }
+    v.handles.addEventListener('pointerup', function (e) { end(e, false); });
+    v.handles.addEventListener('pointercancel', function (e) { end(e, true); });
+    v.handles.addEventListener('keydown', function (e) {
+      var el = e.target.closest('.kame-lane-handle');
+      if (!el || (e.key !== 'ArrowUp' && e.key !== 'ArrowDown')) return;
+      e.preventDefault();
+      e.stopPropagation();  // not a step of the playhead
+      var order = meta(v).lanes, from = order.indexOf(el.dataset.lane), to = from + (e.key === 'ArrowUp' ? -1 : 1);
+      if (from < 0 || to < 0 || to >= order.length) return;
+      moveLanes(layout().movedLane(order, el.dataset.lane, to)).then(function () { el.focus(); });
+    });
+  }
+  // every view with these lanes shows them in `order`; the server is told once
+  function moveLanes(order) {
+    var started = performance.now();
+    var jobs = VIEWS.map(function (name) {
+      var v = state[name], m = v && v.gd ? meta(v) : {};
+      if (!m.lanes || !m.lanes_of || same(m.lanes, order) || m.lanes.length !== order.length ||
+          order.some(function (lane) { return m.lanes.indexOf(lane) < 0; })) return null;
+      var data = v.gd.data.map(function (t) { return Object.assign({}, t); });
+      var lay = Object.assign({}, v.gd.layout);
+      ['shapes', 'annotations', 'images'].forEach(function (k) {
+        if (lay[k]) lay[k] = lay[k].map(function (item) { return Object.assign({}, item); });
+      });
+      Object.keys(lay).forEach(function (k) { if (/^yaxis[0-9]*$/.test(k)) lay[k] = Object.assign({}, lay[k]); });
+      lay.meta = Object.assign({}, lay.meta, {kame_timeline: Object.assign({}, m, {
+        labels: (m.labels || []).map(function (g) { return Object.assign({}, g); })})});
+      layout().reorderLanes(data, lay, order);
+      v.drawing = true;
+      return window.Plotly.react(v.gd, data, lay, CONFIG).then(function () {
+        K.redraws.push({view: v.name, what: 'lanes', ms: performance.now() - started});
+      }).finally(function () { v.drawing = false; });
+    }).filter(Boolean);
+    var box = hiddenBox('kame-lane-order');
+    if (box && jobs.length) tell(box, order.map(function (lane) { return lane.replace(/ /g, '-'); }).join(','), true);
+    return Promise.all(jobs);
+  }
+  K.moveLanes = function (order) { return moveLanes(order); };  // for tests: what a drag does
 
   // a lane's "hidden" note says how many words this zoom leaves out (on the SVG: no second redraw)
   function showNote(v, index, text) {

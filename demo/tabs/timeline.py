@@ -51,6 +51,8 @@ class TimelineTab:
     regions: gr.Textbox
     #: the span the page asks to export on its own (``{"start", "end", "ask"}``; not shown)
     selection: gr.Textbox
+    #: the lanes' order after the page moved them itself (a link's ``lanes=`` value; not shown)
+    lane_order: gr.Textbox
 
 
 def build() -> TimelineTab:
@@ -60,7 +62,8 @@ def build() -> TimelineTab:
         at = gr.Number(value=0.0, label="Inspect time (s)", scale=1, minimum=0, min_width=110,
                        elem_id="kame-inspect-time")
         lanes = gr.Dropdown([(lane, lane) for lane in ALL_LANES], value=list(LaneLayout.default().order),
-                            multiselect=True, label="Lanes, top to bottom (remove to hide; add back to reorder)",
+                            multiselect=True,
+                            label="Lanes, top to bottom (remove to hide; drag a title on the plot to move its lane)",
                             elem_id="kame-lanes", scale=5)
         # the open input, run, time and lanes as a link (demo.links); beside them: the plot stays in view
         link = gr.Textbox(label="Link to this view", interactive=False, buttons=["copy"], max_lines=1,
@@ -77,10 +80,12 @@ def build() -> TimelineTab:
                          elem_classes=["kame-hidden"])
     selection = gr.Textbox("", show_label=False, container=False, elem_id="kame-selection",
                            elem_classes=["kame-hidden"])
+    lane_order = gr.Textbox("", show_label=False, container=False, elem_id="kame-lane-order",
+                            elem_classes=["kame-hidden"])
     table = gr.Dataframe(headers=RUN_SUMMARY_HEADERS, interactive=False, wrap=True, label="Runs",
                          elem_id="kame-runs", column_widths=["7%", "7%", "19%", "8%", "17%", "8%", "8%", "26%"])
     return TimelineTab(run, at, lanes, link, plot, audio, details, table, exports,  # type: ignore[arg-type]
-                       regions, selection)
+                       regions, selection, lane_order)
 
 
 def wire(tab: TimelineTab, wiring: Wiring) -> None:
@@ -94,6 +99,8 @@ def wire(tab: TimelineTab, wiring: Wiring) -> None:
     # the page's regions: the link and the exports carry them; a selection exported on its own
     tab.regions.submit(set_regions, [tab.regions, state], [state, tab.link, tab.exports], api_name="set_regions")
     tab.selection.submit(export_selection, [tab.selection, state], tab.exports, api_name="export_selection")
+    # lanes the page moved itself (a title dragged): the Lanes box and the link follow, no figure is drawn again
+    tab.lane_order.submit(move_lanes, [tab.lane_order, state], [state, tab.lanes, tab.link], api_name="move_lanes")
     # other lanes redraw the panels that draw them (Timeline and Compare) and the link, and nothing else
     wiring.lanes_changed(tab.lanes.input(set_lanes, [tab.lanes, state], [state, tab.lanes], api_name="set_lanes"))
 
@@ -107,6 +114,23 @@ def set_lanes(lanes: list[str] | None, state: Any = None) -> tuple[views.AppSess
     except (TypeError, ValueError) as err:
         gr.Warning(f"Lanes not changed: {err}.")
     return session, gr.update(value=list(session.lanes.order))
+
+
+def move_lanes(text: str | None, state: Any = None) -> tuple[views.AppSession, Any, str]:
+    """The lanes in the order the page moved them to (a link's ``lanes=`` value, :meth:`LaneLayout.parse`): (session,
+    the Lanes box, the link). The page has drawn them already, so no figure is sent. Refused (the order kept stays,
+    and a notice says why): anything but the lanes shown, each once."""
+    session = views.session_of(state)
+    try:
+        moved = LaneLayout.parse(str(text or ""))
+        if sorted(moved.order) != sorted(session.lanes.order):
+            raise ValueError(f"move the lanes shown ({session.lanes.link_value()}), each once; to show others, "
+                             "use the Lanes box")
+    except ValueError as err:
+        gr.Warning(f"Lanes not moved: {err}")
+    else:
+        session.lanes = moved
+    return session, gr.update(value=list(session.lanes.order)), views.link_text(session)
 
 
 def set_regions(text: str | None, state: Any = None) -> tuple[views.AppSession, str, str]:

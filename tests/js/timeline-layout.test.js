@@ -120,3 +120,50 @@ test('the region list is named, in time order, in milliseconds, without empty sp
     {name: 'empty', start: 5, end: 5}]), [{name: 'region 2', start: 1, end: 2}, {name: 'b', start: 3, end: 4}]);
   assert.deepEqual(L.regionList(null), []);
 });
+
+test('a lane moved to another place: the others keep their order, and each lane its height', () => {
+  const order = ['events', 'user audio', 'inner monologue', 'output audio', 'oracle stream'];
+  assert.deepEqual(L.movedLane(order, 'oracle stream', 0),
+    ['oracle stream', 'events', 'user audio', 'inner monologue', 'output audio']);
+  assert.deepEqual(L.movedLane(order, 'events', 4), ['user audio', 'inner monologue', 'output audio', 'oracle stream',
+    'events']);
+  assert.deepEqual(L.movedLane(order, 'events', 99), L.movedLane(order, 'events', 4));
+  assert.deepEqual(L.movedLane(order, 'floor', 0), order, 'a lane not shown moves nothing');
+  const heights = {a: 1, b: 0.5, c: 2};
+  assert.deepEqual(L.laneBands(['a', 'b', 'c'], heights), {a: [2.5, 3.5], b: [2, 2.5], c: [0, 2]});
+  assert.deepEqual(L.laneBands(['c', 'a', 'b'], heights), {c: [1.5, 3.5], a: [0.5, 1.5], b: [0, 0.5]});
+});
+
+test('moving lanes shifts each lane\'s elements, whatever form its numbers take, and nothing without a lane', () => {
+  const f32 = new Float32Array([0.25, 0.75]);
+  const spec = {dtype: 'f4', bdata: Buffer.from(f32.buffer).toString('base64')};
+  const data = [{y: spec}, {y: [1.5, null, 1.6]}, {type: 'bar', base: 1.1, y: [0.5]}, {y: [9]}];
+  const layout = {yaxis: {range: [0, 2.3], tickvals: [1.5, 0.5], ticktext: ['A', 'B']},
+    shapes: [{name: 'lane-line:top', y0: 2, y1: 2, visible: false}, {name: 'lane-line:bottom', y0: 1, y1: 1},
+      {name: 'lane-fill:top', yref: 'y', y0: 1, y1: 2.3}, {y0: 0.1, y1: 0.2}, {yref: 'paper', y0: 0, y1: 1}],
+    annotations: [{y: 1.9}], images: [{y: 0.9}],
+    meta: {kame_timeline: {lanes: ['top', 'bottom'], heights: {top: 1, bottom: 1},
+      lanes_of: {data: ['bottom', 'top', 'top', null], shapes: ['top', 'bottom', 'top', 'bottom', null],
+        annotations: ['top'], images: ['bottom']},
+      labels: [{traces: [1], rows: [1.5, 1.2]}]}}};
+  const moved = L.reorderLanes(data, layout, ['bottom', 'top']);
+  assert.deepEqual(moved, {top: -1, bottom: 1});
+  assert.deepEqual(Array.from(data[0].y), [1.25, 1.75]);
+  assert.ok(data[0].y instanceof Float32Array);
+  assert.deepEqual(data[1].y, [0.5, null, 0.6000000000000001]);
+  assert.equal(data[2].base, 0.10000000000000009);
+  assert.deepEqual(data[2].y, [0.5], 'a bar moves on its base');
+  assert.deepEqual(data[3].y, [9], 'no lane: not moved');
+  assert.deepEqual(layout.shapes.map((s) => [s.y0, s.y1, s.visible]),
+    [[1, 1, true], [2, 2, false], [0, 1, undefined], [1.1, 1.2, undefined], [0, 1, undefined]]);
+  assert.equal(layout.annotations[0].y, 0.8999999999999999);
+  assert.equal(layout.images[0].y, 1.9);
+  assert.deepEqual(layout.yaxis.tickvals, [1.5, 0.5]);
+  assert.deepEqual(layout.yaxis.ticktext, ['B', 'A']);
+  assert.deepEqual(layout.meta.kame_timeline.labels[0].rows, [0.5, 0.19999999999999996]);
+  assert.deepEqual(layout.meta.kame_timeline.lanes, ['bottom', 'top']);
+  assert.throws(() => L.reorderLanes(data, layout, ['top']), /each once/);
+  // the top lane moved down: its fill ends at its top; the lane now on top reaches the top of the plot
+  L.reorderLanes(data, layout, ['top', 'bottom']);
+  assert.deepEqual([layout.shapes[2].y0, layout.shapes[2].y1], [1, 2.3]);
+});
