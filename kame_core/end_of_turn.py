@@ -112,7 +112,6 @@ class SmolLMEndOfTurn:
 
     cache_root: Path | None = None
     _model: Any = field(default=None, init=False, repr=False)
-    _tokenizer: Any = field(default=None, init=False, repr=False)
     _end_ids: tuple[int, ...] = field(default=(), init=False, repr=False)
     _seen: OrderedDict[str, float] = field(default_factory=OrderedDict, init=False, repr=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False)
@@ -125,10 +124,10 @@ class SmolLMEndOfTurn:
     def load(self) -> SmolLMEndOfTurn:
         """Load the model now (else on the first call)."""
         if self._model is None:
-            from .llm.local_smollm import load_smollm2
+            from .llm.local_smollm import load_generator
 
-            self._model, self._tokenizer = load_smollm2(self.cache_root)
-            self._end_ids = ending_token_ids(self._tokenizer)
+            self._model = load_generator(self.cache_root)
+            self._end_ids = ending_token_ids(self._model.tokenizer)
         return self
 
     def probability(self, transcript: str) -> float:
@@ -156,10 +155,8 @@ class SmolLMEndOfTurn:
         import torch
 
         self.load()
-        prompt = self._tokenizer.apply_chat_template([{"role": "user", "content": text}], tokenize=False,
-                                                     add_generation_prompt=False)
+        prompt = self._model.chat_text([{"role": "user", "content": text}])
         prompt = prompt[:prompt.rindex(END_OF_TURN)]  # the user's text, what comes next left to predict
-        ids = self._tokenizer(prompt, return_tensors="pt").input_ids
-        with torch.no_grad():
-            logits = self._model(ids).logits[0, -1].float()
+        with torch.inference_mode():
+            logits = self._model.logits(self._model.token_ids(prompt, special=True), []).float()
         return float(torch.softmax(logits, dim=-1)[list(self._end_ids)].sum().clamp(0.0, 1.0))

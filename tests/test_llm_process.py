@@ -58,8 +58,8 @@ def test_the_process_does_not_run_this_processes_model(process: SmolLMProcess,
 
 
 def test_the_child_loads_no_scikit_learn_and_no_scipy(process: SmolLMProcess) -> None:
-    """transformers imports scikit-learn and SciPy when they are installed (1.1 of a start's 3.7 CPU seconds); the
-    child never needs them (it has answered above without them)."""
+    """The child generates without transformers (kame_core/llm/smollm_torch.py), which imported scikit-learn and
+    SciPy when they are installed (1.1 of a start's 3.7 CPU seconds): it never loads them (it has answered above)."""
     assert process.pid is not None
     maps = Path(f"/proc/{process.pid}/maps").read_text()
     assert "/torch/" in maps  # its libraries as the kernel maps them

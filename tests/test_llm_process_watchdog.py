@@ -189,7 +189,7 @@ def test_the_child_generates_in_a_bounded_pool_and_answers_pings_meanwhile(
         with lock:
             running.remove(max_new_tokens)
 
-    monkeypatch.setattr(local_smollm, "load_smollm2", lambda cache_root=None: None)
+    monkeypatch.setattr(local_smollm, "load_generator", lambda cache_root=None: None)
     monkeypatch.setattr(local_smollm, "_generate", hold)
     read_end, write_end = os.pipe()
     commands, out = os.fdopen(read_end), os.fdopen(write_end, "w", buffering=1)

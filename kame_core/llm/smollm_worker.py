@@ -26,7 +26,7 @@ MAX_IN_FLIGHT = 8
 def serve(commands: IO[str], replies: IO[str], cache_root: Path | None, workers: int = MAX_IN_FLIGHT) -> None:
     """Load the model, say ready, then serve ``commands`` until they end: generations in a pool of ``workers``
     threads, pings answered at once."""
-    from .local_smollm import _generate, load_smollm2
+    from .local_smollm import _generate, load_generator
 
     lock = threading.Lock()
 
@@ -36,7 +36,7 @@ def serve(commands: IO[str], replies: IO[str], cache_root: Path | None, workers:
             replies.flush()
 
     try:
-        load_smollm2(cache_root)
+        load_generator(cache_root)
     except Exception as exc:  # noqa: BLE001 - told to the parent, which raises it
         reply({"failed": f"{type(exc).__name__}: {exc}"})
         return
@@ -112,8 +112,8 @@ def main(argv: Sequence[str] | None = None) -> None:
             os.nice(args.niceness)
         except OSError:
             pass
-    # transformers imports scikit-learn when it is installed, for assisted generation's ROC curve only, and SciPy
-    # for object-detection losses: 1.1 of every start's 3.7 CPU seconds (2 cores) for nothing this process runs.
+    # transformers, imported here only to convert the GGUF file the first time, imports scikit-learn when it is
+    # installed (assisted generation's ROC curve) and SciPy (object-detection losses): nothing this process runs.
     # Both count as absent here.
     for unused in ("sklearn", "scipy"):
         sys.modules.setdefault(unused, None)  # type: ignore[arg-type]
