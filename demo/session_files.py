@@ -74,6 +74,21 @@ def download_link(path: Path, label: str, *, saved_as: str | None = None, elem_i
     return f'<a {" ".join(a for a in attributes if a)}>{html.escape(label)}</a>'
 
 
+def no_download(label: str, *, elem_id: str = "", title: str = "") -> str:
+    """What stands for a :func:`download_link` while there is no file: the same look, disabled, ``title`` saying
+    why."""
+    ident = f' id="{html.escape(elem_id, True)}"' if elem_id else ""
+    return (f'<span class="kame-export kame-export-off"{ident} aria-disabled="true" '
+            f'title="{html.escape(title, True)}">{html.escape(label)}</span>')
+
+
+def servable_name(name: str) -> str:
+    """``name`` as a file name :func:`resolve` serves (letters, digits, ``.``, ``_`` and ``-``; at most 100
+    characters; it starts with a letter or digit)."""
+    safe = re.sub(r"-+(?=\.)", "", re.sub(r"[^A-Za-z0-9._-]+", "-", name)).strip("-._")[:100]
+    return safe if safe and _NAME_RE.match(safe) else "file"
+
+
 def resolve(token: str, name: str) -> Path | None:
     """The file a ``/kame/files/<token>/<name>`` request may read: a plain file directly in a session folder of
     this process, both names well-formed; None for anything else."""

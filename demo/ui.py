@@ -100,7 +100,9 @@ def build_app(gpu: Callable[[Callable], Callable] | None = None, hardware: hw.Ha
                                elem_id="kame-made", scale=2)
             upload = gr.UploadButton("Open a .kame file or an official KAME log (.zip)", file_types=[".kame", ".zip"],
                                      type="filepath", scale=1, elem_id="kame-upload")
-            download = gr.DownloadButton("Download this scenario (.kame)", value=None, scale=1)
+            # a link the app's own route serves (demo.session_files), there from the moment an input opens
+            download = gr.HTML(views.download_html(None), elem_id="kame-download", elem_classes=["kame-exports"],
+                               scale=1, min_width=160)
         status = gr.Markdown(elem_id="kame-status")
 
         with gr.Tabs() as tabs:
@@ -170,10 +172,11 @@ def build_app(gpu: Callable[[Callable], Callable] | None = None, hardware: hw.Ha
                     *p.compare[1:], *p.evolution[1:], *evolution.evolution_buttons("input"),
                     *(kept if p.delay is None else p.delay[1:]), *(kept if p.curve is None else p.curve[1:]),
                     gr.update(choices=b.picker_choices, value=b.picker, label=b.picker_label),
-                    gr.update(value=b.dialogue), gr.update(choices=b.made, value=b.made_value), b.download,
+                    gr.update(value=b.dialogue), gr.update(choices=b.made, value=b.made_value),
+                    views.download_html(b.download),
                     p.link, gr.update(value=list(p.session.lanes.order)), timeline.export_links(p.session),
                     regions.to_page(p.session.regions),
-                    *(live_kept if p.live is None else p.live[1:]),
+                    *(live_kept if p.live is None else live.to_page(p.live)[1:]),
                     p.session.loaded.key if p.session.loaded is not None else "")  # for the Talk page
 
         def show_lanes(st):
@@ -196,7 +199,9 @@ def build_app(gpu: Callable[[Callable], Callable] | None = None, hardware: hw.Ha
         opens(upload.upload(on_upload, [upload, state], outs, api_name="upload_scenario"))
         opens(dialogue.input(on_training, [dialogue, state], outs, api_name="open_training"))
         opens(made.input(on_made_pick, [made, state], outs, api_name="open_made"))
-        download.click(views.download_scenario, state, [state, download], api_name="download_scenario")
+        # for API clients: the open input's download link, as the bar shows it (the page needs no click)
+        asked = gr.Button(visible=False)
+        asked.click(views.download_scenario_link, state, [state, download], api_name="download_scenario")
 
         wiring = Wiring(state=state, settings=settings, hardware=hardware, tickets=tickets, gpu=gpu, download=download,
                         tabs=tabs, opened=outs, show=_opened_outputs, opens=opens, lanes_changed=lanes_changed,

@@ -180,26 +180,42 @@ def shown_trace(session: AppSession) -> SessionTrace | None:
     return runs.get(session.run_id or "") or runs[default_run(session.loaded)]
 
 
-#: the subfolder of a session's private folder where a file kept elsewhere is offered for download, as a copy
-OFFERED = "offered"
+#: the name's prefix of a file kept elsewhere (or under a name the files' route does not serve) offered for download,
+#: as a copy in the session's private folder
+OFFERED = "offered-"
+#: the label of the bar's download link
+DOWNLOAD_LABEL = "Download this scenario (.kame)"
 
 
 def _download_path(session: AppSession) -> str | None:
-    """The open input's file, in the session's private folder (the only files the app hands a client): imported
-    dialogues are written there on the first request, a file of the scenarios folder or an upload is copied."""
+    """The open input's file, in the session's private folder (the only files the app hands a client, served by its
+    own route: :mod:`demo.session_files`): imported dialogues are written there on the first request, a file of the
+    scenarios folder or an upload is copied there (:data:`OFFERED`)."""
     loaded = session.loaded
     if loaded is None:
         return None
+    folder = session.files()
     if loaded.path is None:  # imported dialogues: written on first request for download
-        loaded.path = save_scenario(loaded.scenario, session.files() / f"{loaded.scenario.name}.kame")
-    path, folder = Path(loaded.path), session.files()
-    if path.is_relative_to(folder):
+        name = session_files.servable_name(loaded.scenario.name)
+        loaded.path = save_scenario(loaded.scenario, folder / f"{name}.kame")
+    path = Path(loaded.path)
+    if path.parent == folder and session_files.servable_name(path.name) == path.name:
         return str(path)
-    copy = folder / OFFERED / path.name
-    copy.parent.mkdir(exist_ok=True)
+    copy = folder / f"{OFFERED}{session_files.servable_name(path.name)}"
     if not _same_file(copy, path):  # offered at every open and click: copied when it changed
         shutil.copyfile(path, copy)
     return str(copy)
+
+
+def download_html(path: str | None, label: str = DOWNLOAD_LABEL, elem_id: str = "kame-download-link") -> str:
+    """A link that downloads ``path``, a file in a session's private folder (:func:`_download_path`, a Live run's
+    scenario), saved under its own name; disabled while there is none (or the route would not serve it)."""
+    file = Path(path) if path is not None else None
+    if file is None or session_files.resolve(file.parent.name, file.name) is None:
+        return session_files.no_download(label, elem_id=elem_id, title="open or make an input to download it")
+    name = file.name.removeprefix(OFFERED)
+    return session_files.download_link(file, label, saved_as=name, elem_id=elem_id,
+                                       title=f"the input as a scenario file: {name}")
 
 
 def _same_file(copy: Path, source: Path) -> bool:
@@ -360,6 +376,12 @@ def download_scenario(state: Any = None) -> tuple[AppSession, str | None]:
         return session, _download_path(session)
     except (ScenarioError, OSError):
         return session, None
+
+
+def download_scenario_link(state: Any = None) -> tuple[AppSession, str]:
+    """The bar's download link to the opened scenario (:func:`download_html`), for API clients."""
+    session, path = download_scenario(state)
+    return session, download_html(path)
 
 
 # ------------------------------------------------------------------------------------- the open bar

@@ -95,7 +95,8 @@ def test_malformed_event_payloads_are_refused_naming_the_field_and_the_session_k
     assert refused.figure is not None and refused.runs == list(before.scenario.runs)  # still shows what is open
     session, path = views.download_scenario(session)
     # download gives the kept scenario (a copy in the private folder), not the refused one
-    assert Path(path).name == scenarios["bones"].name and Path(path).read_bytes() == scenarios["bones"].read_bytes()
+    assert Path(path).name == views.OFFERED + scenarios["bones"].name
+    assert Path(path).read_bytes() == scenarios["bones"].read_bytes()
 
 
 def test_a_refused_upload_leaves_compare_and_forced_delay_on_the_kept_scenario(tmp_path, scenarios, stand_in):

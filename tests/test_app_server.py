@@ -425,8 +425,10 @@ def test_the_first_click_on_download_saves_the_open_scenario(app_url, tmp_path):
         chrome.wait_for(f"{LANE_TEXT}.length >= {len(LANES)}", timeout=120)
         chrome.wait_for(f"(document.querySelector('#kame-link textarea, #kame-link input') || {{}}).value"
                         f"?.includes('open={NAMES[0]}')", timeout=60)  # the panels are in: the bar with them
-        chrome.evaluate("Array.from(document.querySelectorAll('button'))"
-                        ".find(b => b.textContent.includes('Download this scenario')).click()")
+        # a link the app's own route serves (issue 44: Gradio's file route put the server's temp folder in the URL)
+        href = chrome.evaluate("document.querySelector('#kame-download-link').getAttribute('href')")
+        assert href.startswith("kame/files/") and "/tmp" not in href, href
+        chrome.evaluate("document.querySelector('#kame-download-link').click()")
         _downloaded(tmp_path / f"{NAMES[0]}.kame", 20)
         # the Timeline's exports come through the app's own route, saved under the scenario's and run's name
         # (issue 44: Gradio's file route put the server's temp folder in the URL)

@@ -265,7 +265,7 @@ def test_opening_after_another_input_shows_what_opening_it_directly_shows(make_p
         step(direct)
     made_list = "Dropdown kame-made"
     live_run = ("Markdown kame-live-status", "Markdown kame-live-components", "Plot kame-plot-live",
-                "File kame-live-file")
+                "HTML kame-live-file")
     ignore: tuple[str, ...] = (made_list,) if first[0] in (live, talk) and then != (made_pick_first,) else ()
     if then == (made_pick_first,):  # the direct page has just run it; here another input opened since
         ignore = live_run
@@ -314,7 +314,7 @@ def test_the_live_tab_shows_its_run_until_another_input_opens_and_a_refused_open
     page = make_page()
     tab = {name: page.find(kind, elem_id=name) for kind, name in (
         (gr.Markdown, "kame-live-status"), (gr.Markdown, "kame-live-components"), (gr.Plot, "kame-plot-live"),
-        (gr.File, "kame-live-file"))}
+        (gr.HTML, "kame-live-file"))}
     shown_key = page.find(gr.Textbox, elem_id="kame-talk-shown")
 
     def live_tab() -> dict[str, Any]:
@@ -324,7 +324,8 @@ def test_the_live_tab_shows_its_run_until_another_input_opens_and_a_refused_open
     live(page)
     ran = live_tab()
     assert ran["kame-live-status"] == "done: KAME" and ran["kame-live-components"] == "test"  # fake_live_upload's
-    assert str(ran["kame-live-file"]).endswith(f"{LIVE_ID}.kame")
+    assert f'download="{LIVE_ID}.kame"' in ran["kame-live-file"]  # a link the app's own route serves
+    assert 'href="kame/files/' in ran["kame-live-file"]
     assert page.values[shown_key._id] == f"live:{LIVE_ID}"
     act_on_everything(page)
     bad = tmp_path / "bad.kame"
@@ -333,7 +334,7 @@ def test_the_live_tab_shows_its_run_until_another_input_opens_and_a_refused_open
     assert live_tab() == ran  # refused: the live session is still the open input
     pick("05-two-turn-capitals")(page)
     assert live_tab() == fresh == {"kame-live-status": "", "kame-live-components": "", "kame-plot-live": None,
-                                   "kame-live-file": None}
+                                   "kame-live-file": ""}
     assert page.session.loaded is not None and page.values[shown_key._id] == page.session.loaded.key
     assert page.values[shown_key._id].startswith("bundled:05")
     assert [m.key for m in page.session.made] == [f"live:{LIVE_ID}"]

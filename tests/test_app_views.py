@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 import soundfile as sf
 
-from demo import library, views
+from demo import library, session_files, views
 from demo.delay_sweep import DELAYS_S, oracle_at
 from demo.library import LoadedScenario
 from demo.scoring import score_answer
@@ -126,8 +126,23 @@ def test_download_gives_the_opened_scenario_back(scenario_file):
     session = views.open_upload(str(scenario_file)).session
     session, path = views.download_scenario(session)
     # offered from the session's private folder (the only files the app hands a client), byte for byte
-    assert Path(path).is_relative_to(session.folder) and Path(path).name == scenario_file.name
+    assert Path(path).parent == session.folder and Path(path).name == views.OFFERED + scenario_file.name
     assert Path(path).read_bytes() == scenario_file.read_bytes()
+    # the bar's link: the app's own route serves it (no server path), saved under the file's own name
+    link = views.download_html(path)
+    assert f'href="kame/files/{session.folder.name}/{Path(path).name}"' in link
+    assert f'download="{scenario_file.name}"' in link and str(session.folder) not in link
+    assert session_files.resolve(session.folder.name, Path(path).name) == Path(path)
+    assert 'aria-disabled="true"' in views.download_html(None) and "href" not in views.download_html(None)
+
+
+def test_a_file_whose_name_the_route_would_not_serve_is_offered_under_a_name_it_serves(scenario_file, tmp_path):
+    odd = tmp_path / "my scenario (1).kame"
+    odd.write_bytes(scenario_file.read_bytes())
+    session, path = views.download_scenario(views.open_upload(str(odd)).session)
+    assert Path(path).name == views.OFFERED + "my-scenario-1.kame"
+    assert session_files.resolve(session.folder.name, Path(path).name) == Path(path)
+    assert 'download="my-scenario-1.kame"' in views.download_html(path)
 
 
 def test_download_offers_the_open_inputs_file_from_the_open_on_so_the_first_click_saves_it():

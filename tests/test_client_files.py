@@ -85,7 +85,7 @@ def test_the_apps_file_taking_callbacks_refuse_a_server_path_and_leave_the_sessi
     wav = tmp_path / "recording.wav"
     wav.write_bytes(b"RIFF0000WAVE")
     (run,) = list(live(str(wav), ["kame"], state))
-    assert run.session is state and run.file is None and "was not uploaded in this browser session" in run.status
+    assert run.session is state and run.file == "" and "was not uploaded in this browser session" in run.status
 
     folder = Path(get_upload_folder()) / f"test-{uuid.uuid4().hex}"
     folder.mkdir(parents=True)

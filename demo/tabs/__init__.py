@@ -41,7 +41,7 @@ class Wiring:
     hardware: Hardware
     tickets: TicketBook
     gpu: Callable[[Callable], Callable] | None
-    download: gr.DownloadButton
+    download: gr.HTML
     tabs: gr.Tabs
     opened: tuple[Any, ...]
     show: Callable[[Opened | TalkOpened], tuple]

@@ -50,7 +50,7 @@ class LiveTab:
     status: gr.Markdown
     components: gr.Markdown
     plot: gr.Plot
-    file: gr.File
+    file: gr.HTML
 
 
 def build() -> LiveTab:
@@ -71,7 +71,8 @@ def build() -> LiveTab:
     status = gr.Markdown(elem_id="kame-live-status")
     components = gr.Markdown(elem_id="kame-live-components")
     plot = gr.Plot(label="Live session", show_label=False, elem_id="kame-plot-live")
-    file = gr.File(label="This session as a scenario file (.kame)", elem_id="kame-live-file")
+    # the scenario file the run made: a link the app's own route serves (demo.session_files)
+    file = gr.HTML("", elem_id="kame-live-file", elem_classes=["kame-exports"])
     return LiveTab(recording, modes, run, mic, status, components, plot, file)
 
 
@@ -96,13 +97,13 @@ def wire(tab: LiveTab, wiring: Wiring) -> None:
         try:
             file = wiring.received.accept(file)
         except ClientFileRefused as err:
-            yield LiveRun(views.session_of(st), views.refusal("Cannot run this input", err), None, "", None)
+            yield to_page(LiveRun(views.session_of(st), views.refusal("Cannot run this input", err), None, "", None))
             return
         for step in live_fn(file, modes, st):
-            yield shown_here(step)
+            yield to_page(shown_here(step))
 
     def on_stop(modes, st):
-        return shown_here(mic_stop(modes, st))
+        return to_page(shown_here(mic_stop(modes, st)))
 
     wiring.opens(tab.run.click(on_run, [tab.recording, tab.modes, state], ran, api_name="live_upload")
                  .then(on_made, state, shown, api_visibility="private"))
@@ -116,6 +117,16 @@ def wire(tab: LiveTab, wiring: Wiring) -> None:
     tab.mic.stream(on_mic, [tab.mic, state], [state, tab.status, tab.plot], stream_every=0.5, time_limit=310,
                    concurrency_limit=None, api_visibility="private")
 
+
+
+#: the label of the link to the scenario file a run made
+FILE_LABEL = "This session as a scenario file (.kame)"
+
+
+def to_page(run: LiveRun) -> LiveRun:
+    """``run`` as the tab shows it: its scenario file as a link to download it (nothing before one is made)."""
+    return run._replace(file="" if run.file is None else views.download_html(run.file, FILE_LABEL,
+                                                                              "kame-live-file-link"))
 
 
 def shown_here(run: LiveRun) -> LiveRun:

@@ -58,7 +58,7 @@ def wire(tab: TalkTab, wiring: Wiring) -> None:
 
     def on_talk_open(session_id, st):
         opened = views.open_talk_session(session_id, st, sessions_dir=settings.server.sessions_dir)
-        return (*wiring.show(opened), opened.file,
+        return (*wiring.show(opened), views.download_html(opened.file),
                 gr.Tabs(selected="timeline") if opened.file is not None else gr.skip())
 
     wiring.opens(tab.open.click(on_talk_open, [tab.session_id, state], [*wiring.opened, wiring.download, wiring.tabs],

@@ -25,7 +25,7 @@ from .. import regions, views
 from ..inspector import RUN_SUMMARY_HEADERS, frame_details, latency_markdown
 from ..lanes import ALL_LANES, LaneLayout
 from ..results import RunShown, Seeked, TimelinePanel
-from ..session_files import download_link
+from ..session_files import download_link, no_download
 from ..timeline import timeline_figure, with_playhead
 
 if TYPE_CHECKING:
@@ -261,8 +261,7 @@ def export_links_html(paths: tuple[str | None, ...], *, selection: tuple[str, st
     parts = []
     for (fmt, label), path in zip(EXPORT_BUTTONS, paths):
         if path is None:
-            parts.append(f'<span class="kame-export kame-export-off" id="kame-export-{fmt}" aria-disabled="true" '
-                         f'title="open a session to export it">{html.escape(label)}</span>')
+            parts.append(no_download(label, elem_id=f"kame-export-{fmt}", title="open a session to export it"))
             continue
         parts.append(download_link(Path(path), label, saved_as=Path(path).name.split(_EXPORT_SEP, 1)[1],
                                    elem_id=f"kame-export-{fmt}"))
