@@ -121,11 +121,12 @@ def weights_missing() -> Overlap:
 def test_actors_run_their_concurrency_at_once_name_where_and_fail_by_name() -> None:
     import ray
 
-    from kame_core.executors.ray_executor import RayExecutor
+    from kame_core.executors.ray_executor import LOCAL_RAY_SYSTEM_CONFIG, RayExecutor
 
     executor = RayExecutor(workers=1, retries=0, in_flight=1, concurrency=2)
     ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, configure_logging=False,
-             runtime_env=executor._runtime_env())  # one Ray for the three runs below (the executor keeps it)
+             runtime_env=executor._runtime_env(),  # one Ray for the three runs below (the executor keeps it)
+             _system_config=dict(LOCAL_RAY_SYSTEM_CONFIG))
     outcomes = list(executor.map(Overlap, list(range(4))))
     assert sorted(o.index for o in outcomes) == [0, 1, 2, 3] and all(o.ok for o in outcomes)
     assert max(o.value or 0 for o in outcomes) == 2  # two items at once on the one actor

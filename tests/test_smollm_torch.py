@@ -63,10 +63,10 @@ def test_greedy_answers_are_transformers_generate(reference):
     ours = load_generator()
     for chat in CHATS:
         pieces: list[str] = []
-        stream_answer(ours, chat, 40, pieces.append, threading.Event(), lambda text: False)
+        stream_answer(ours, chat, 24, pieces.append, threading.Event(), lambda text: False)
         ids = torch.tensor([ours.prompt_ids(chat)])
         with torch.inference_mode():
-            out = model.generate(ids, attention_mask=torch.ones_like(ids), max_new_tokens=40, do_sample=False,
+            out = model.generate(ids, attention_mask=torch.ones_like(ids), max_new_tokens=24, do_sample=False,
                                  pad_token_id=tokenizer.eos_token_id)
         expected = tokenizer.decode(out[0, ids.shape[1]:], skip_special_tokens=True)
         assert "".join(pieces) == expected and len(pieces) > 3, (pieces, expected)

@@ -36,6 +36,9 @@ from .base import ExecutorError, Outcome, WorkerFactory, describe_error
 
 _PACKAGE_DIR = Path(__file__).resolve().parents[1]  # kame_core/
 _OBJECT_STORE_BYTES = 256 * 1024 * 1024  # a local Ray's shared memory: results are streamed, not stored
+#: a local Ray starts no idle workers ahead of the first task: this project's actors carry a runtime environment,
+#: which such a worker lacks, so each was a Python process started for nothing (0.7 CPU-s a start on 2 cores)
+LOCAL_RAY_SYSTEM_CONFIG = {"prestart_worker_first_driver": False}
 #: actors when ``workers=0`` and the actors use no GPU
 DEFAULT_CPU_WORKERS = 2
 #: Ray's switch for a Ray of one machine (its default on macOS and Windows), read when a process first imports Ray:
@@ -161,7 +164,8 @@ class RayExecutor:
                 ray.init(address=self.address, **options)
             else:  # workers=0 (one per GPU): Ray counts this machine's CPUs and GPUs itself
                 cpus = int(max(1, round(self.workers * self.cpus_per_worker))) if self.workers else None
-                ray.init(num_cpus=cpus, object_store_memory=_OBJECT_STORE_BYTES, **options)
+                ray.init(num_cpus=cpus, object_store_memory=_OBJECT_STORE_BYTES,
+                         _system_config=dict(LOCAL_RAY_SYSTEM_CONFIG), **options)
         self.node_address = str(ray.util.get_node_ip_address())
         return started
 
