@@ -41,7 +41,7 @@ from typing import Any
 
 from kame_core.end_of_turn import EndOfTurnConfig, SmolLMEndOfTurn
 from kame_core.eval import fdb
-from kame_core.eval.eot import Replay, measure, record
+from kame_core.eval.eot import REPLAYED_TASKS, Replay, measure, record
 from kame_core.files import write_bytes_atomic
 from kame_core.floor_policies import FusedConfig
 from kame_core.floor_policies.smart_turn import SMART_TURN_CONFIG
@@ -111,7 +111,8 @@ def main() -> int:
     halves: dict[str, list[Replay]] = {}
     for half in ("tuning", "held_out"):
         root = args.set / half
-        halves[half] = [record(s, root, WhisperStreamingSTT, detector, smart_turn) for s in fdb.find_samples(root)]
+        halves[half] = [record(s, root, WhisperStreamingSTT, detector, smart_turn) for s in fdb.find_samples(root)
+                        if s.task in REPLAYED_TASKS]
     print(f"recorded {sum(map(len, halves.values()))} inputs in {time.perf_counter() - started:.0f} s "
           f"(streaming faster-whisper on the virtual clock, Silero VAD, SmolLM2 end-of-turn, Smart Turn v3.2)",
           flush=True)

@@ -118,6 +118,44 @@ def test_scoring_follows_the_benchmarks_rules(tmp_path):
         fdb.score_sample(fdb.Sample(broken), tmp_path)
 
 
+def test_a_user_interruption_is_scored_from_the_end_of_the_words_that_cut_in(tmp_path):
+    """user_interruption (issue 45 item 5): interrupt.json's end is where the answer is measured from -- the
+    benchmark's takeover and latency by the words (the output transcribed from there), and by the audio the first
+    output heard after a moment of silence at or after it (a system still finishing its old answer has not answered
+    yet)."""
+    def sample(name: str, loud: list[tuple[float, float]], words: list[tuple[str, float, float]]) -> fdb.Sample:
+        folder = tmp_path / "user_interruption" / name
+        folder.mkdir(parents=True)
+        (folder / "interrupt.json").write_text(json.dumps([{"context": "What is the tallest mountain in Europe?",
+                                                            "interrupt": "Sorry, I meant in Africa.",
+                                                            "timestamp": [5.0, 6.5]}]))
+        audio = np.zeros(10 * SAMPLE_RATE, np.float32)
+        for a, b in loud:
+            span = slice(round(a * SAMPLE_RATE), round(b * SAMPLE_RATE))
+            audio[span] = 0.2 * np.sin(np.arange(span.stop - span.start) / 5)
+        fdb.write_outputs(fdb.Sample(folder), audio, fdb.output_json(words, asr="hand-made", front_end="hand-made"))
+        return fdb.Sample(folder)
+
+    answer = [(w, 7.45 + 0.2 * i, 7.6 + 0.2 * i) for i, w in enumerate("sure kilimanjaro is the tallest".split())]
+    talked_on = fdb.score_sample(sample("talked-on", [(2.0, 7.0), (7.4, 9.0)], answer), tmp_path)
+    yielded = fdb.score_sample(sample("yielded", [(2.0, 5.5), (6.8, 9.0)],
+                                      [(w, s - 0.6, e - 0.6) for w, s, e in answer]), tmp_path)
+    silent = fdb.score_sample(sample("silent", [(2.0, 5.2)], []), tmp_path)
+    assert (talked_on.task, talked_on.takeover, yielded.takeover, silent.takeover) == (
+        "user_interruption", True, True, False)
+    assert talked_on.latency_s == pytest.approx(0.95) and yielded.latency_s == pytest.approx(0.35)
+    assert talked_on.heard_latency_s == pytest.approx(0.9, abs=0.021)  # the old answer's end is not an answer
+    assert yielded.heard_latency_s == pytest.approx(0.3, abs=0.021)
+    assert silent.latency_s is None and silent.heard_latency_s is None
+    [summary] = fdb.summarize([talked_on, yielded, silent])
+    assert summary.task == "user_interruption" and summary.takeovers == 2
+    assert summary.latency_clipped_s == pytest.approx(0.65) and summary.heard.n == 2
+    bad = tmp_path / "user_interruption" / "yielded" / "interrupt.json"
+    bad.write_text('[{"timestamp": [5.0]}]')
+    with pytest.raises(fdb.FDBError, match="interrupt.json"):
+        fdb.score_sample(fdb.Sample(bad.parent), tmp_path)
+
+
 def test_outputs_refuse_a_symlink_instead_of_writing_through_it(tmp_path):
     """A link at an output is neither written through nor replaced (kame_core.files): said, the link kept."""
     folder = tmp_path / "task" / "1"
@@ -262,7 +300,7 @@ def test_each_floor_policy_answers_its_own_copy_beside_the_quoted_leaderboard(tm
     assert [r.split(" | ")[0] for r in rows] == ["| kame · floor model · cpu-stand-in",
                                                  "| kame · floor gate · cpu-stand-in"]
     assert all(r.endswith("| measured here |") for r in rows)
-    assert "| Moshi | 0.985 | — | 0.265 s | — | quoted: Full-Duplex-Bench v1 leaderboard |" in printed
+    assert "| Moshi | 0.985 | — | 0.265 s | — | — | — | quoted: Full-Duplex-Bench v1 leaderboard |" in printed
     # outputs of one policy are not silently scored as another's
     assert main(["fdb", "--root", str(out / "gate"), "--floor", "model", "--no-progress"]) == 2
     assert "made with the 'gate' floor, not 'model'" in capsys.readouterr().err

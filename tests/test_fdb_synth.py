@@ -15,7 +15,7 @@ from kame_core.tts import make_tts
 
 pytestmark = pytest.mark.slow
 
-TASKS = {"smooth_turn_taking", "pause_handling", "backchannel"}
+TASKS = {"smooth_turn_taking", "pause_handling", "backchannel", "user_interruption"}
 SPEECH = fdb_synth.SPEECH_THRESHOLD * fdb_synth.LEVEL
 WINDOW_S = 0.3
 
@@ -60,12 +60,12 @@ def _annotation(folder: Path, name: str) -> tuple[float, float]:
 
 def test_layout_two_fdb_roots(made):
     out, items = made
-    assert len(items) == 6
-    assert sorted(i.item_id for i in items) == ["b00", "b01", "p00", "p01", "q00", "q01"]
+    assert len(items) == 8
+    assert sorted(i.item_id for i in items) == ["b00", "b01", "i00", "i01", "p00", "p01", "q00", "q01"]
     for half in fdb_synth.HALVES:
         samples = fdb.find_samples(out / half)
         assert {s.task for s in samples} == TASKS
-        assert len(samples) == 3
+        assert len(samples) == 4
         for s in samples:
             _read(s.input)
     assert {i.half for i in items if i.item_id.endswith("00")} == {"tuning"}
@@ -111,6 +111,25 @@ def test_pause_annotation_matches_the_audio(made):
         assert _is_speech(_span(audio, end, end + WINDOW_S))
 
 
+def test_interruption_annotation_matches_the_audio_in_the_benchmarks_layout(made):
+    """user_interruption: interrupt.json as the benchmark reads it (context, interrupting words, their [start, end]);
+    the question, a silence for the answer, the words that cut in exactly there, then time to answer them."""
+    out, items = made
+    for item in (i for i in items if i.kind == "interruption"):
+        folder = out / item.rel_folder
+        doc = json.loads((folder / "interrupt.json").read_text())
+        assert doc == [{"context": item.texts[0], "interrupt": item.texts[1], "timestamp": list(item.annotation)}]
+        assert item.texts in fdb_synth.INTERRUPTIONS
+        audio = _read(folder / "input.wav")
+        start, end = item.annotation
+        assert _is_speech(_span(audio, start, start + 0.3)) and _is_speech(_span(audio, end - WINDOW_S, end))
+        before = _span(audio, start - fdb_synth.INTERRUPT_GAP_S[0] + 0.01, start - 0.002)
+        assert np.max(np.abs(before)) < SPEECH  # the silence the answer fills
+        assert _is_speech(_span(audio, 0.3, start - fdb_synth.INTERRUPT_GAP_S[1]))  # the question before it
+        assert np.max(np.abs(_span(audio, end + 0.002, len(audio) / 16_000))) < SPEECH
+        assert len(audio) / 16_000 - end == pytest.approx(fdb_synth.INTERRUPT_TAIL_S, abs=0.05)
+
+
 def test_backchannel_annotation_matches_the_audio(made):
     for _, audio, (start, end) in _written(made, "backchannel", "backchannel.json"):
         assert 1.0 <= start < end < len(audio) / 16_000 - 2.9
@@ -141,8 +160,8 @@ def test_refusals_and_overwrite(tmp_path, tts):
     with pytest.raises(ValueError, match="already holds a synthetic set"):
         fdb_synth.synth_set(out, tts, seed=0, limit=1)
     items = fdb_synth.synth_set(out, tts, seed=0, limit=1, overwrite=True)
-    assert len(items) == 3
-    assert len(fdb.find_samples(out / "tuning")) == 3  # the old items are gone
+    assert len(items) == 4
+    assert len(fdb.find_samples(out / "tuning")) == 4  # the old items are gone
     assert not (out / "held_out").exists()
     for bad in (-1, 1.5, "3", True, None):
         with pytest.raises(ValueError, match="seed"):
@@ -163,7 +182,7 @@ def test_command(tmp_path, capsys):
     fdb_synth.add_parser(sub)
     args = parser.parse_args(["fdb-synth", "--out", str(tmp_path / "cli"), "--seed", "1", "--limit", "1"])
     assert fdb_synth.run(args) == 0
-    assert "wrote 3 synthetic items" in capsys.readouterr().out
+    assert "wrote 4 synthetic items" in capsys.readouterr().out
     assert fdb_synth.run(args) == fdb_synth.EXIT_BAD_INPUT
     assert "--overwrite" in capsys.readouterr().err
     bad = parser.parse_args(["fdb-synth", "--out", str(tmp_path / "cli2"), "--limit", "-2"])
@@ -212,3 +231,23 @@ def test_a_pause_is_cut_into_one_utterance_so_the_words_before_it_sound_unfinish
     assert not np.allclose(alone.audio[:n], one.audio[:n], atol=1e-3)
     assert len(one.audio) + len(two.audio) <= len(whole.audio)
     assert 0 <= one.start < one.end <= len(one.audio) and 0 <= two.start < two.end <= len(two.audio)
+
+
+def test_a_user_interruptions_output_is_transcribed_from_the_end_of_the_interruption(made):
+    """As the benchmark's ASR step does for user_interruption: the output cut where the interrupting words end, its
+    words timed from the start of the output (Whisper with its VAD on Piper's speech, the interruption set's own
+    audio standing in for an answer)."""
+    out, items = made
+    item = next(i for i in items if i.kind == "interruption")
+    audio16 = _read(out / item.rel_folder / "input.wav")
+    audio = fdb.resample(audio16, 16_000, fdb.SAMPLE_RATE)
+    timer = fdb.WordTimer()
+    whole = timer.words(audio)
+    start, end = item.annotation
+    cut = timer.words(audio, from_s=start - 0.05)
+    assert cut and all(s >= start - 0.05 for _, s, _ in cut)
+    said = " ".join(w for w, _, _ in cut).lower()
+    assert "africa" in said and "europe" not in said  # only the words that cut in
+    last, same = cut[-1], whole[-1]  # the same last word at the same time, from the output's start
+    assert last[0] == same[0] and abs(last[1] - same[1]) < 0.15 and abs(last[2] - same[2]) < 0.15
+    assert timer.words(audio, from_s=end + 1.0) == []  # only silence after it

@@ -3,6 +3,7 @@ thread."""
 from __future__ import annotations
 
 import threading
+from pathlib import Path
 
 import pytest
 
@@ -192,3 +193,30 @@ def test_on_the_virtual_clock_a_whole_streamed_answer_is_replayed_and_in_real_ti
         with pytest.raises(LLMError):
             collect(backend, [ChatMessage("user", "Name a colour.")], VirtualClock())
     assert len(runs) == 7
+
+
+def test_a_process_that_ends_mid_generation_exits_cleanly() -> None:
+    """A stream left running when the program ends (its consumer never closed it): the generation is stopped and
+    waited for at exit. A daemon thread the interpreter ends inside a torch op aborted the process ("terminate
+    called without an active exception", exit code 134)."""
+    import subprocess
+    import sys
+
+    code = """
+import asyncio, sys
+from kame_core.clock import RealTimeClock
+from kame_core.llm import LocalSmolLM
+from kame_core.protocols import ChatMessage
+
+async def one_piece():
+    stream = LocalSmolLM(max_new_tokens=400).stream([ChatMessage("user", "Tell me a long story.")], RealTimeClock())
+    print(await stream.__anext__(), flush=True)  # then the program ends, the stream never closed
+
+loop = asyncio.new_event_loop()
+loop.run_until_complete(one_piece())
+sys.exit(0)
+"""
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
+                          cwd=Path(__file__).resolve().parents[1])
+    assert done.returncode == 0, (done.returncode, done.stderr[-2000:])
+    assert done.stdout.strip() and "terminate called" not in done.stderr

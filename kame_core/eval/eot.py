@@ -120,6 +120,10 @@ def _stt_event(event: Any) -> STTEvent:
     return STTEvent("speech_end", end=float(data.get("audio_t") or event.t))
 
 
+#: the tasks a replay scores (a user interruption is not an end-of-turn question: it is left out)
+REPLAYED_TASKS = ("smooth_turn_taking", "pause_handling", "backchannel")
+
+
 def _annotation(item: fdb.Sample) -> tuple[float, float]:
     for name in ("turn_taking.json", "pause.json", "backchannel.json"):
         path = item.folder / name

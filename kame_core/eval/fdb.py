@@ -36,7 +36,8 @@ import numpy as np
 import soundfile as sf
 
 from ..analysis.duplex_metrics import is_takeover
-from ..analysis.heard import HeardLatency, first_heard
+from ..analysis.heard import WINDOW_S, HeardLatency, first_heard
+from ..analysis.metrics import SILENCE_RMS
 from ..audio_io import resample
 from ..clock import SAMPLE_RATE, SAMPLES_PER_FRAME
 from ..files import write_bytes_atomic
@@ -180,9 +181,12 @@ class WordTimer:
         self.model = load_whisper(folder)
         self.label = f"faster-whisper {Path(folder).name} (word timestamps, VAD filter)"
 
-    def words(self, audio: np.ndarray) -> list[tuple[str, float, float]]:
-        """(word, start, end) in seconds of ``audio`` (24 kHz)."""
-        audio16 = resample(audio, SAMPLE_RATE, ASR_SAMPLE_RATE)
+    def words(self, audio: np.ndarray, from_s: float = 0.0) -> list[tuple[str, float, float]]:
+        """(word, start, end) in seconds of ``audio`` (24 kHz); ``from_s``: only what is said after that time (the
+        audio cut there before transcription, as the benchmark transcribes a user interruption's output), times
+        still from the audio's start."""
+        offset = max(0.0, float(from_s))
+        audio16 = resample(np.asarray(audio)[int(round(offset * SAMPLE_RATE)):], SAMPLE_RATE, ASR_SAMPLE_RATE)
         if not len(audio16) or float(np.max(np.abs(audio16))) < 1e-4:
             return []
         segments, _ = self.model.transcribe(audio16, language="en", beam_size=1, word_timestamps=True,
@@ -191,7 +195,7 @@ class WordTimer:
         for segment in segments:
             for w in segment.words or ():
                 if w.word.strip():
-                    out.append((w.word.strip(), round(float(w.start), 3), round(float(w.end), 3)))
+                    out.append((w.word.strip(), round(float(w.start) + offset, 3), round(float(w.end) + offset, 3)))
         return out
 
 
@@ -221,13 +225,15 @@ class SampleScore:
     key: str
     task: str
     takeover: bool
-    #: first output word's start minus the end of the user's turn (smooth turn-taking only; signed)
+    #: first output word's start minus the end of the user's turn (smooth turn-taking) or of the words that cut into
+    #: the answer (user interruption; its output transcribed from there); signed
     latency_s: float | None = None
     words: int = 0
     #: what made the output (``output.json``'s ``kame_studio.front_end``); "" for files made elsewhere
     made_by: str = ""
     #: the first output audio above -60 dBFS (20 ms windows of ``output.wav``) minus the end of the user's turn:
-    #: what a listener waits (smooth turn-taking only; signed; None: no output.wav, or nothing heard)
+    #: what a listener waits (smooth turn-taking; user interruption: the first heard after a moment of silence at or
+    #: after the interruption's end; signed; None: no output.wav, or nothing heard)
     heard_latency_s: float | None = None
 
     def to_json(self) -> dict[str, Any]:
@@ -250,25 +256,51 @@ def score_sample(sample: Sample, root: Path) -> SampleScore:
         raise FDBError(f"{sample.folder / OUTPUT_JSON}: not a Full-Duplex-Bench output.json ({exc})") from None
     took = bool(times) and is_takeover(times[-1][1] - times[0][0], len(times))
     latency = heard = None
-    if sample.task == "smooth_turn_taking":
-        end = _turn_end(sample.folder / "turn_taking.json")
+    if sample.task in ANSWERED_AFTER:
+        end = answered_after(sample)
         latency = times[0][0] - end if took else None
         output = sample.folder / OUTPUT_WAV
         if output.is_file():
-            first = first_heard(read_input(output), SAMPLE_RATE)
+            first = _first_heard_after(read_input(output), end, resumed=sample.task == "user_interruption")
             heard = None if first is None else first - end
     return SampleScore(sample.key(root), sample.task, took, latency, len(times), str(made_by), heard)
 
 
-def _turn_end(annotation: Path) -> float:
-    """The end of the user's turn in a smooth turn-taking sample's ``turn_taking.json``."""
+#: the tasks whose latency the benchmark measures, and (annotation file, index in its timestamp) of the moment it
+#: measures from: the end of the user's turn, the end of the words that cut into the answer
+ANSWERED_AFTER = {"smooth_turn_taking": ("turn_taking.json", 0), "user_interruption": ("interrupt.json", 1)}
+
+
+def answered_after(sample: Sample) -> float:
+    """The moment a sample's answer is measured from (:data:`ANSWERED_AFTER`), from its annotation."""
+    name, index = ANSWERED_AFTER[sample.task]
+    annotation = sample.folder / name
     try:
-        end = float(json.loads(annotation.read_text(encoding="utf-8"))[0]["timestamp"][0])
+        end = float(json.loads(annotation.read_text(encoding="utf-8"))[0]["timestamp"][index])
     except (OSError, ValueError, KeyError, TypeError, IndexError) as exc:
-        raise FDBError(f"{annotation}: not a Full-Duplex-Bench turn_taking.json ({exc})") from None
+        raise FDBError(f"{annotation}: not a Full-Duplex-Bench {name} ({exc})") from None
     if not math.isfinite(end):
-        raise FDBError(f"{annotation}: the turn's end time is not a finite number")
+        raise FDBError(f"{annotation}: the time it gives is not a finite number")
     return end
+
+
+def _first_heard_after(audio: np.ndarray, end: float, *, resumed: bool) -> float | None:
+    """The first output heard after ``end``; ``resumed``: after a moment of silence at or after ``end`` -- a system
+    still saying its old answer when the user stops cutting in has not answered them yet."""
+    if not resumed:
+        return first_heard(audio, SAMPLE_RATE)
+    samples = np.asarray(audio).reshape(-1)
+    size = int(round(WINDOW_S * SAMPLE_RATE))
+    start = int(end * SAMPLE_RATE) // size
+    n = len(samples) // size
+    if start >= n:
+        return None
+    with np.errstate(invalid="ignore", over="ignore"):
+        rms = np.sqrt(np.mean(samples[start * size: n * size].astype(np.float64).reshape(-1, size) ** 2, axis=1))
+    quiet = np.flatnonzero(rms <= SILENCE_RMS)
+    if not quiet.size:
+        return None
+    return first_heard(audio, SAMPLE_RATE, from_s=(start + int(quiet[0])) * size / SAMPLE_RATE)
 
 
 @dataclass(frozen=True)
@@ -317,11 +349,13 @@ LEADERBOARD_V1: tuple[tuple[str, float, float], ...] = (
     ("PersonaPlex", 0.584, 0.070), ("Freeze-Omni", 0.642, 0.953))
 
 COMPARISON_HEAD = ("| system | pause takeover (lower is better) | smooth takeover | turn-taking latency (ASR words) | "
-                   "heard latency (audio, median) | source |\n|---|---|---|---|---|---|")
+                   "heard latency (audio, median) | interruption takeover | interruption latency (ASR words) | "
+                   "source |\n|---|---|---|---|---|---|---|---|")
 
 
 def comparison_rows(by_system: dict[str, list[TaskSummary]]) -> list[str]:
-    """One row per measured system (its pause and smooth turn-taking figures), then the quoted leaderboard."""
+    """One row per measured system (its pause, smooth turn-taking and user interruption figures), then the quoted
+    leaderboard (its pause and turn-taking figures; its interruption figures are not quoted here)."""
     def cell(value: float | None, unit: str = "") -> str:
         return "—" if value is None else f"{value:.3f}{unit}"
 
@@ -329,11 +363,14 @@ def comparison_rows(by_system: dict[str, list[TaskSummary]]) -> list[str]:
     for system, summaries in by_system.items():
         tasks = {t.task: t for t in summaries}
         pause, smooth = tasks.get("pause_handling"), tasks.get("smooth_turn_taking")
+        cut_in = tasks.get("user_interruption")
         rows.append(f"| {system} | {cell(pause.takeover_rate if pause else None)} | "
                     f"{cell(smooth.takeover_rate if smooth else None)} | "
                     f"{cell(smooth.latency_clipped_s if smooth else None, ' s')} | "
-                    f"{cell(smooth.heard.median_s if smooth else None, ' s')} | measured here |")
-    rows += [f"| {name} | {pause:.3f} | — | {latency:.3f} s | — | quoted: Full-Duplex-Bench v1 leaderboard |"
+                    f"{cell(smooth.heard.median_s if smooth else None, ' s')} | "
+                    f"{cell(cut_in.takeover_rate if cut_in else None)} | "
+                    f"{cell(cut_in.latency_clipped_s if cut_in else None, ' s')} | measured here |")
+    rows += [f"| {name} | {pause:.3f} | — | {latency:.3f} s | — | — | — | quoted: Full-Duplex-Bench v1 leaderboard |"
              for name, pause, latency in LEADERBOARD_V1]
     return rows
 

@@ -1,10 +1,11 @@
 """A synthetic Full-Duplex-Bench v1-layout set spoken by Piper, to tune and measure an end-of-turn gate.
 
-Three kinds of input, each an FDB sample folder (``input.wav`` at 16 kHz beside its annotation): complete
+Four kinds of input, each an FDB sample folder (``input.wav`` at 16 kHz beside its annotation): complete
 questions (``smooth_turn_taking``: the system should answer soon; about half with a short hesitation between two
 words, as people make, where it must not take the turn), questions with a pause inside an unfinished
-sentence (``pause_handling``: it must hold through the pause) and lone backchannels (``backchannel``: it should
-not take the turn). A hesitation or a pause is cut into one utterance at the TTS's word timings, so the words
+sentence (``pause_handling``: it must hold through the pause), lone backchannels (``backchannel``: it should
+not take the turn) and a question whose answer the user cuts into (``user_interruption``: it should answer the
+words that cut in). A hesitation or a pause is cut into one utterance at the TTS's word timings, so the words
 before it sound unfinished, as a person's do. Items alternate between ``<out>/tuning`` and ``<out>/held_out``,
 each an FDB root; one seed reproduces the set. Synthetic speech, not the benchmark's data::
 
@@ -47,6 +48,9 @@ HESITATION_S = (0.12, 0.32)
 PAUSE_TAIL_S = 0.5
 BACKCHANNEL_LEAD_S = 1.0
 BACKCHANNEL_TAIL_S = 3.0
+#: silence between a question and the words that cut into its answer (seconds: the answer is under way), and after
+INTERRUPT_GAP_S = (2.0, 3.0)
+INTERRUPT_TAIL_S = 4.0
 HALVES = ("tuning", "held_out")
 MANIFEST = "synth_set.json"
 EXIT_BAD_INPUT = 2
@@ -94,18 +98,35 @@ PAUSED_QUESTIONS = (
 
 BACKCHANNELS = ("mm-hmm", "yeah", "right", "okay", "I see", "uh-huh", "sure", "got it", "oh really", "yep")
 
+#: (a complete question, what the user says into the answer to it)
+INTERRUPTIONS = (
+    ("What is the tallest mountain in Europe?", "Sorry, I meant in Africa."),
+    ("How do I make a cup of tea?", "Wait, I only have green tea."),
+    ("Who painted the Mona Lisa?", "Actually, where is it kept now?"),
+    ("What is the capital of Australia?", "Hold on, what about New Zealand?"),
+    ("How far is the moon from the earth?", "Sorry, in miles please."),
+    ("Can you recommend a good book?", "Something short, please."),
+    ("What time does the sun set today?", "No wait, I meant sunrise."),
+    ("How many legs does a spider have?", "And what about an ant?"),
+    ("What should I cook for dinner tonight?", "Something without meat, please."),
+    ("How do rainbows form?", "Okay, but why are they curved?"),
+)
+
 #: kind -> (FDB task folder, annotation file, annotation label, id prefix)
 KINDS = {
     "question": ("smooth_turn_taking", "turn_taking.json", "[TURN-TAKING]", "q"),
     "paused": ("pause_handling", "pause.json", "[PAUSE]", "p"),
     "backchannel": ("backchannel", "backchannel.json", "[BACKCHANNEL]", "b"),
+    "interruption": ("user_interruption", "interrupt.json", "[INTERRUPT]", "i"),
 }
 
 NOTE = ("Synthetic speech made with {tts} for tuning and measuring an end-of-turn gate, laid out as "
         "Full-Duplex-Bench v1 (<half>/<task>/<id>/input.wav + annotation); it is NOT the benchmark's data. "
         "smooth_turn_taking: complete questions (timestamp[0] = end of the user's speech); pause_handling: "
         "a pause inside an unfinished question (timestamp = [pause start, pause end]); backchannel: a lone "
-        "backchannel word (timestamp = its [start, end]). Times are measured from the audio.")
+        "backchannel word (timestamp = its [start, end]); user_interruption: a complete question, a silence in which "
+        "the system answers, then the user cutting in (interrupt.json: the context, the interrupting words, "
+        "timestamp = their [start, end]). Times are measured from the audio.")
 
 
 @dataclass(frozen=True)
@@ -274,12 +295,26 @@ def _backchannel(tts: Any, text: str) -> tuple[np.ndarray, tuple[float, float]]:
     return audio, (_seconds(len(lead) + speech.start), _seconds(len(lead) + speech.end))
 
 
+def _interrupted(tts: Any, context: str, interrupt: str, rng: np.random.Generator
+                 ) -> tuple[np.ndarray, tuple[float, float]]:
+    """The question, :data:`INTERRUPT_GAP_S` of silence (the system's answer under way), the interrupting words,
+    then time for the system to answer them; the annotation is the interrupting words' [start, end]."""
+    lead = _silence(rng.uniform(*LEAD_S))
+    gap = _silence(rng.uniform(*INTERRUPT_GAP_S))
+    asked, cut_in = _speak(tts, (context, interrupt))
+    audio = np.concatenate([lead, asked.audio, gap, cut_in.audio, _silence(INTERRUPT_TAIL_S)])
+    at = len(lead) + len(asked.audio) + len(gap)
+    return audio, (_seconds(at + cut_in.start), _seconds(at + cut_in.end))
+
+
 def _texts(kind: str, limit: int | None) -> list[tuple[str, ...]]:
     texts: list[tuple[str, ...]]
     if kind == "question":
         texts = [(q,) for q in QUESTIONS]
     elif kind == "paused":
         texts = list(PAUSED_QUESTIONS)
+    elif kind == "interruption":
+        texts = list(INTERRUPTIONS)
     else:
         texts = [(b,) for b in BACKCHANNELS]
     return texts[:limit] if limit is not None else texts
@@ -291,6 +326,8 @@ def _make(kind: str, tts: Any, texts: tuple[str, ...], rng: np.random.Generator
         return _question(tts, texts, rng)
     if kind == "paused":
         return _paused(tts, texts[0], texts[1], rng)
+    if kind == "interruption":
+        return _interrupted(tts, texts[0], texts[1], rng)
     return _backchannel(tts, texts[0])
 
 
@@ -298,7 +335,11 @@ def _write_item(out: Path, item: SynthItem, audio: np.ndarray) -> None:
     _, annotation_file, label, _ = KINDS[item.kind]
     folder = out / item.rel_folder
     write_bytes_atomic(folder / "input.wav", _wav_bytes(audio))
-    doc = [{"text": label, "timestamp": list(item.annotation)}]
+    if item.kind == "interruption":  # the benchmark's interrupt.json: what was asked, what cut in, and when
+        doc: list[dict[str, Any]] = [{"context": item.texts[0], "interrupt": item.texts[1],
+                                      "timestamp": list(item.annotation)}]
+    else:
+        doc = [{"text": label, "timestamp": list(item.annotation)}]
     write_bytes_atomic(folder / annotation_file, json.dumps(doc).encode("utf-8"))
 
 

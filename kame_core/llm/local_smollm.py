@@ -51,6 +51,8 @@ LOOP_NGRAM = 5
 #: virtual clock (a few hundred short texts each)
 KEPT_ANSWERS = 256
 _END = object()
+#: how long interpreter exit waits for a generation told to stop (it stops at its next token)
+EXIT_WAIT_S = 5.0
 
 
 class LocalModelUnavailable(LLMError):
@@ -263,9 +265,18 @@ class LocalSmolLM:
             except Exception as exc:  # noqa: BLE001 - handed to the consumer as an LLMError
                 put(exc)
             finally:
+                atexit.unregister(finish)
                 put(_END)
 
-        threading.Thread(target=work, name="kame-local-llm", daemon=True).start()
+        def finish() -> None:
+            """At interpreter exit, a generation still running is stopped and waited for (one token): a daemon thread
+            the interpreter ends inside a torch op aborts the process ("terminate called")."""
+            stop.set()
+            thread.join(timeout=EXIT_WAIT_S)
+
+        thread = threading.Thread(target=work, name="kame-local-llm", daemon=True)
+        atexit.register(finish)
+        thread.start()
         said: list[str] = []
         try:
             while (item := await queue.get()) is not _END:
