@@ -45,12 +45,12 @@ def _y_extent(values: Any) -> tuple[float, float] | None:
     return (float(ys.min()), float(ys.max())) if ys.size else None
 
 
-def _holder(lanes: LaneLayout, extent: tuple[float, float] | None) -> str | None:
-    """The one lane whose band holds ``extent`` (ties on a boundary: the band its middle lies inside), or None."""
+def _holder(bands: dict[str, tuple[float, float]], extent: tuple[float, float] | None) -> str | None:
+    """The one lane whose band (``bands``: lane -> (bottom, top)) holds ``extent`` (ties on a boundary: the band its
+    middle lies inside), or None."""
     if extent is None:
         return None
     lo, hi = extent
-    bands = {lane: lanes.band(lane) for lane in lanes.order}
     holders = [lane for lane, (a, b) in bands.items() if a - _EPS <= lo and hi <= b + _EPS]
     if len(holders) > 1:
         middle = (lo + hi) / 2
@@ -68,13 +68,15 @@ def lane_tags(lanes: LaneLayout, data: Sequence[dict[str, Any]], shapes: Sequenc
               annotations: Sequence[dict[str, Any]], images: Sequence[dict[str, Any]]) -> dict[str, list[str | None]]:
     """Per kind of element (``data``, ``shapes``, ``annotations``, ``images``, in the figure's order), the lane
     each one sits in, or None (see the module doc)."""
+    bands = {lane: lanes.band(lane) for lane in lanes.order}
+
     def shape_lane(shape: dict[str, Any]) -> str | None:
         kind, _, lane = str(shape.get("name") or "").partition(":")
         if kind in (LINE, FILL) and lanes.shows(lane):
             return lane
         if not _on_y_axis(shape.get("yref")):
             return None
-        return _holder(lanes, _y_extent([shape.get("y0"), shape.get("y1")]))
+        return _holder(bands, _y_extent([shape.get("y0"), shape.get("y1")]))
 
     def image_lane(image: dict[str, Any]) -> str | None:
         if not _on_y_axis(image.get("yref")):
@@ -83,7 +85,7 @@ def lane_tags(lanes: LaneLayout, data: Sequence[dict[str, Any]], shapes: Sequenc
         if not isinstance(top, (int, float)) or not isinstance(size, (int, float)):
             return None
         bottom = top - size if image.get("yanchor", "top") == "top" else top
-        return _holder(lanes, (min(bottom, bottom + size), max(bottom, bottom + size)))
+        return _holder(bands, (min(bottom, bottom + size), max(bottom, bottom + size)))
 
     def trace_lane(trace: dict[str, Any]) -> str | None:
         if not _on_y_axis(trace.get("yaxis")):
@@ -92,13 +94,13 @@ def lane_tags(lanes: LaneLayout, data: Sequence[dict[str, Any]], shapes: Sequenc
             base, length = _y_extent(trace.get("base")), _y_extent(trace.get("y"))
             if base is None or length is None:
                 return None
-            return _holder(lanes, (base[0] + min(0.0, length[0]), base[1] + max(0.0, length[1])))
-        return _holder(lanes, _y_extent(trace.get("y")))
+            return _holder(bands, (base[0] + min(0.0, length[0]), base[1] + max(0.0, length[1])))
+        return _holder(bands, _y_extent(trace.get("y")))
 
     return {
         "data": [trace_lane(t) for t in data],
         "shapes": [shape_lane(s) for s in shapes],
-        "annotations": [_holder(lanes, _y_extent(a.get("y"))) if _on_y_axis(a.get("yref")) else None
+        "annotations": [_holder(bands, _y_extent(a.get("y"))) if _on_y_axis(a.get("yref")) else None
                         for a in annotations],
         "images": [image_lane(i) for i in images],
     }

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 import soundfile as sf
 
-from kame_core.analysis.heard import WINDOW_S, HeardLatency, first_heard
+from kame_core.analysis.heard import WINDOW_S, HeardLatency, first_heard, first_quiet
 from kame_core.analysis.metrics import SILENCE_RMS
 from kame_core.clock import SAMPLE_RATE
 from kame_core.eval import fdb
@@ -46,6 +46,18 @@ def test_the_first_window_above_minus_60_dbfs_is_when_it_is_heard():
                 {"sample_rate": SAMPLE_RATE, "until_s": float("nan")}):
         with pytest.raises(ValueError, match="first_heard"):
             first_heard(audio, **bad)
+
+
+def test_the_first_quiet_window_after_a_time_is_where_the_sound_stops():
+    sr = 24_000
+    audio = np.zeros(3 * sr, np.float32)
+    audio[sr // 2: 2 * sr] = 0.1  # sound from 0.5 s to 2.0 s
+    assert first_quiet(audio, sr) == 0.0
+    assert first_quiet(audio, sr, from_s=0.7) == pytest.approx(2.0)
+    assert first_heard(audio, sr, from_s=first_quiet(audio, sr, from_s=0.7)) is None  # nothing after it
+    assert first_quiet(np.full(sr, 0.1, np.float32), sr) is None
+    with pytest.raises(ValueError):
+        first_quiet(audio, sr, from_s=float("nan"))
 
 
 def test_heard_latencies_summarize_as_median_p10_p90_and_early_starts():

@@ -25,6 +25,18 @@ def first_heard(audio: np.ndarray, sample_rate: int, *, from_s: float = 0.0, unt
     """Start (seconds) of the first ``window_s`` window at or after ``from_s`` (and starting before ``until_s``)
     whose RMS is above ``level``; None if none is. Windows are on the grid of the audio's start; a NaN or infinite
     sample counts as loud."""
+    return _first_window(audio, sample_rate, from_s, until_s, level, window_s, loud=True)
+
+
+def first_quiet(audio: np.ndarray, sample_rate: int, *, from_s: float = 0.0, level: float = SILENCE_RMS,
+                window_s: float = WINDOW_S) -> float | None:
+    """Start (seconds) of the first ``window_s`` window at or after ``from_s`` whose RMS is at or below ``level``
+    (:func:`first_heard`'s windows); None if none is."""
+    return _first_window(audio, sample_rate, from_s, math.inf, level, window_s, loud=False)
+
+
+def _first_window(audio: np.ndarray, sample_rate: int, from_s: float, until_s: float, level: float, window_s: float,
+                  *, loud: bool) -> float | None:
     if sample_rate <= 0 or window_s <= 0 or not np.isfinite(from_s) or math.isnan(until_s):
         raise ValueError(f"first_heard: sample rate {sample_rate} and window {window_s} s must be positive, "
                          f"from_s finite ({from_s}), until_s a number ({until_s})")
@@ -39,8 +51,9 @@ def first_heard(audio: np.ndarray, sample_rate: int, *, from_s: float = 0.0, unt
     windows = samples[start * size: n * size].astype(np.float64).reshape(-1, size)
     with np.errstate(invalid="ignore", over="ignore"):
         rms = np.sqrt(np.mean(windows ** 2, axis=1))
-    loud = np.flatnonzero(~(rms <= level))  # NaN compares False: loud
-    return None if not loud.size else (start + int(loud[0])) * size / sample_rate
+    above = ~(rms <= level)  # NaN compares False: loud
+    found = np.flatnonzero(above if loud else ~above)
+    return None if not found.size else (start + int(found[0])) * size / sample_rate
 
 
 @dataclass(frozen=True)

@@ -36,8 +36,7 @@ import numpy as np
 import soundfile as sf
 
 from ..analysis.duplex_metrics import is_takeover
-from ..analysis.heard import WINDOW_S, HeardLatency, first_heard
-from ..analysis.metrics import SILENCE_RMS
+from ..analysis.heard import HeardLatency, first_heard, first_quiet
 from ..audio_io import resample
 from ..clock import SAMPLE_RATE, SAMPLES_PER_FRAME
 from ..files import write_bytes_atomic
@@ -284,23 +283,19 @@ def answered_after(sample: Sample) -> float:
     return end
 
 
+def transcribed_from(sample: Sample) -> float:
+    """Where the benchmark's ASR step starts transcribing a sample's output: a user interruption's from the end of
+    the words that cut in, every other from its start."""
+    return answered_after(sample) if sample.task == "user_interruption" else 0.0
+
+
 def _first_heard_after(audio: np.ndarray, end: float, *, resumed: bool) -> float | None:
     """The first output heard after ``end``; ``resumed``: after a moment of silence at or after ``end`` -- a system
     still saying its old answer when the user stops cutting in has not answered them yet."""
     if not resumed:
         return first_heard(audio, SAMPLE_RATE)
-    samples = np.asarray(audio).reshape(-1)
-    size = int(round(WINDOW_S * SAMPLE_RATE))
-    start = int(end * SAMPLE_RATE) // size
-    n = len(samples) // size
-    if start >= n:
-        return None
-    with np.errstate(invalid="ignore", over="ignore"):
-        rms = np.sqrt(np.mean(samples[start * size: n * size].astype(np.float64).reshape(-1, size) ** 2, axis=1))
-    quiet = np.flatnonzero(rms <= SILENCE_RMS)
-    if not quiet.size:
-        return None
-    return first_heard(audio, SAMPLE_RATE, from_s=(start + int(quiet[0])) * size / SAMPLE_RATE)
+    quiet = first_quiet(audio, SAMPLE_RATE, from_s=end)
+    return None if quiet is None else first_heard(audio, SAMPLE_RATE, from_s=quiet)
 
 
 @dataclass(frozen=True)

@@ -170,8 +170,7 @@ def _answer_and_score(args: argparse.Namespace, root: Path, samples: list[fdb.Sa
             started = time.perf_counter()
             got = answer(audio, floor)
             out = fdb.fit_output(got.audio, len(audio))
-            # a user interruption's output is transcribed from the end of the words that cut in, as the benchmark does
-            words = timer.words(out, fdb.answered_after(sample) if sample.task == "user_interruption" else 0.0)
+            words = timer.words(out, fdb.transcribed_from(sample))
             fdb.write_outputs(sample, out, fdb.output_json(words, asr=timer.label, front_end=got.front_end))
             runs.append({"key": sample.key(root), "input_s": round(len(audio) / fdb.SAMPLE_RATE, 2),
                          "compute_s": round(time.perf_counter() - started, 2), "front_end": got.front_end,

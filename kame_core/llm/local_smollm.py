@@ -114,26 +114,24 @@ def _convert(target: Path) -> Path:
     model = AutoModelForCausalLM.from_pretrained(source.parent, gguf_file=source.name, dtype=torch.float32)
     try:
         target.parent.mkdir(parents=True, exist_ok=True)
-        _save(model, tokenizer, Path(tempfile.mkdtemp(prefix=f".{target.name}-", dir=target.parent)), target)
-        return target
+        tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}-", dir=target.parent))
+        try:
+            _save(model, tokenizer, tmp)
+            os.rename(tmp, target)
+            return target
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
     except OSError as exc:
         log.warning("could not cache the converted SmolLM2 model at %s: %s", target, exc)
     own = Path(tempfile.mkdtemp(prefix="kame-smollm2-"))
     atexit.register(shutil.rmtree, own, True)
-    _save(model, tokenizer, own / "model", own / "model")
-    return own / "model"
+    _save(model, tokenizer, own)
+    return own
 
 
-def _save(model: Any, tokenizer: Any, tmp: Path, target: Path) -> None:
-    """Save at ``tmp`` and rename it to ``target`` (``tmp`` removed if anything fails)."""
-    try:
-        model.save_pretrained(tmp)
-        tokenizer.save_pretrained(tmp)
-        if tmp != target:
-            os.rename(tmp, target)
-    finally:
-        if tmp != target:
-            shutil.rmtree(tmp, ignore_errors=True)
+def _save(model: Any, tokenizer: Any, folder: Path) -> None:
+    model.save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
 
 
 def _generate(messages: Sequence[ChatMessage], max_new_tokens: int, emit: Callable[[str], None],
