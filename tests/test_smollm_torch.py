@@ -56,6 +56,12 @@ def test_the_prompt_and_the_logits_are_transformers(reference):
             for token in ids[-3:-1]:
                 ours.logits([token], cache)
             assert torch.allclose(ours.logits(ids[-1:], cache), got, atol=1e-4)
+            # several tokens after a cached prefix (each sees only what precedes it), the prefix's cache kept as it was
+            prefix: list = []
+            ours.logits(ids[:-5], prefix)
+            kept = [k.clone() for k, _ in prefix]
+            assert torch.allclose(ours.logits(ids[-5:], list(prefix)), got, atol=1e-4)
+            assert all(torch.equal(k, c) for (k, _), c in zip(prefix, kept))
 
 
 def test_greedy_answers_are_transformers_generate(reference):

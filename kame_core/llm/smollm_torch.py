@@ -123,12 +123,15 @@ class SmolLM2:
 
     def logits(self, ids: Sequence[int], cache: list[tuple[torch.Tensor, torch.Tensor]]) -> torch.Tensor:
         """The next token's logits after ``ids``, which follow the positions ``cache`` holds (one (keys, values)
-        per layer, extended here in place; an empty list to start)."""
+        per layer, extended here in place -- a list entry replaced, its tensors untouched, so a copy of the list
+        continues a cached prefix and leaves it as it was; an empty list to start)."""
         s, w = self.shape, self.w
         start = cache[0][0].shape[2] if cache else 0
         n = len(ids)
         x = F.embedding(torch.tensor([list(ids)]), w["model.embed_tokens.weight"])
         cos, sin = self._rotary(start, n)
+        # several tokens after a cached prefix: each sees the prefix and the new tokens up to itself
+        mask = (torch.ones(n, start + n, dtype=torch.bool).tril(diagonal=start) if start and n > 1 else None)
         for i in range(s.layers):
             p = f"model.layers.{i}."
             h = self._norm(x, w[p + "input_layernorm.weight"])
@@ -143,8 +146,8 @@ class SmolLM2:
                 cache.append((k, v))
             repeat = s.heads // s.kv_heads
             attended = F.scaled_dot_product_attention(q, k.repeat_interleave(repeat, dim=1),
-                                                      v.repeat_interleave(repeat, dim=1), is_causal=n > 1 and not start,
-                                                      scale=s.head_dim ** -0.5)
+                                                      v.repeat_interleave(repeat, dim=1), attn_mask=mask,
+                                                      is_causal=n > 1 and not start, scale=s.head_dim ** -0.5)
             x = x + F.linear(attended.transpose(1, 2).reshape(1, n, s.heads * s.head_dim),
                              w[p + "self_attn.o_proj.weight"])
             h = self._norm(x, w[p + "post_attention_layernorm.weight"])
