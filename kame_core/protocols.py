@@ -235,11 +235,14 @@ class ListeningFrontEnd(Protocol):
     """A front-end that also wants the session's STT events (the CPU stand-in does; neural ones need not).
 
     The runner forwards every STT event to ``observe_stt``, keeps the session open while ``busy``, sets
-    ``realtime`` (live sessions must never stall the frame loop) and records ``component_provenance``
-    (the front-end's own parts, e.g. its TTS) in the trace.
+    ``realtime`` (live sessions must never stall the frame loop) and ``own_floor`` (whether the front-end
+    decides itself when the user's turn is over -- the ``model`` floor policy -- or the session's floor policy
+    holds it, and it answers the moment it is released), and records ``component_provenance`` (the
+    front-end's own parts, e.g. its TTS) in the trace.
     """
 
     realtime: bool
+    own_floor: bool
     component_provenance: dict[str, Provenance]
 
     def observe_stt(self, event: STTEvent) -> None:

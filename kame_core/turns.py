@@ -121,6 +121,11 @@ class UserTurnTracker:
         """What the user said in this turn so far (finals, then the pending partial)."""
         return " ".join([*self.final_texts, self.partial]).strip()
 
+    def speech_so_far_s(self, now: float) -> float:
+        """Speech in this turn up to ``now``: its closed segments and the open one so far."""
+        open_s = max(0.0, now - self.segment_start) if self.speaking and self.segment_start is not None else 0.0
+        return self.turn_speech_s + open_s
+
     def transcribed(self) -> bool:
         """Every speech segment of this turn has its final transcript."""
         return self.finals >= self.segments

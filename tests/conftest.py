@@ -29,7 +29,7 @@ WALL_CLOCK_FILES = frozenset({
     "test_timeline_browser.py", "test_timeline_interaction_browser.py",
     # live servers and sessions on the real-time clock
     "test_live_protocol.py", "test_live_limits.py", "test_live_session.py", "test_journal.py", "test_mic.py",
-    "test_neural_serve.py", "test_server_faults.py", "test_fdb.py", "test_http_timeouts.py",
+    "test_neural_serve.py", "test_server_faults.py", "test_fdb.py", "test_http_timeouts.py", "test_first_caller.py",
     "test_session_memory.py", "test_app_replicas.py", "test_serve_autoscale.py", "test_serve_replicas.py",
     # deadlines of the oracle worker, measured in seconds; the suite's own time budget
     "test_llm_process_watchdog.py", "test_suite_budget.py",

@@ -4,17 +4,18 @@ the gate holds the neural front-end through it and releases it once the question
 from __future__ import annotations
 
 import dataclasses
+import time
 from typing import Any, cast
 
 import numpy as np
 import pytest
 
-from kame_core.clock import SAMPLE_RATE, VirtualClock
+from kame_core.clock import SAMPLE_RATE, RealTimeClock, VirtualClock
 from kame_core.end_of_turn import EndOfTurnConfig, SmolLMEndOfTurn
-from kame_core.floor_policies import DEFAULT_FLOOR, FLOORS, FloorPolicy, check_floor, make_floor
+from kame_core.floor_policies import DEFAULT_FLOOR, FLOORS, FloorPolicy, GateFloor, check_floor, make_floor
 from kame_core.pipelines.tandem import SessionConfig, TandemPipeline, TandemRunner
 from kame_core.record import events as ev
-from kame_core.record.trace import EventKind, SessionTrace
+from kame_core.record.trace import EventKind, Provenance, SessionTrace
 from kame_core.smart_turn import SmartTurn
 from kame_core.testing.doubles import EchoFrontEnd, ScriptedSTT, Word
 
@@ -181,3 +182,53 @@ def test_the_timeline_shows_who_held_the_floor_and_the_probability_it_rested_on(
     model = timeline_figure(_run(EchoFrontEnd(), "model", paused_question, detector), lanes=lanes).to_plotly_json()
     assert "the front-end takes turns itself (no floor policy holds it)" in [a["text"] for a in
                                                                              model["layout"]["annotations"]]
+
+
+class _SlowDetector:
+    """An end-of-turn detector that takes 0.7 s a score (a very busy CPU's) and notes what it was asked."""
+
+    provenance = Provenance(kind="double", model_id="slow-end-of-turn", label="test double")
+
+    def __init__(self) -> None:
+        self.asked: list[str] = []
+        self.running = 0
+        self.most_at_once = 0
+
+    def load(self) -> _SlowDetector:
+        return self
+
+    def probability(self, transcript: str) -> float:
+        self.running += 1
+        self.most_at_once = max(self.most_at_once, self.running)
+        self.asked.append(transcript)
+        time.sleep(0.7)
+        self.running -= 1
+        return 0.9 if transcript.endswith("France") else 0.0
+
+
+@pytest.mark.slow  # 5 s on the real-time clock
+def test_a_busy_detector_scores_the_newest_transcript_not_a_queue_of_stale_ones() -> None:
+    """A new partial every 0.3 s and a score taking 0.7 s: one score at a time, the ones Whisper superseded meanwhile
+    skipped, the last words scored the moment the detector is free -- and a transcript dropped while waiting is
+    asked for again if the STT comes back to it."""
+    words = [Word(w, 0.2 + 0.3 * i, 0.2 + 0.3 * (i + 1)) for i, w in enumerate(
+        "What is the capital city of the country called France".split())]
+    detector = _SlowDetector()
+    config = SessionConfig(mode="moshi", floor="gate", max_tail_s=1.0, title="busy detector")
+    stt = ScriptedSTT([words], partial_every_s=0.16, virtual_latency_s=0.0)
+    trace = TandemRunner(EchoFrontEnd(), stt, None, config, RealTimeClock(),
+                         end_of_turn=detector).run_sync(np.zeros(int(4.0 * SAMPLE_RATE), np.float32))
+    partials = [e.data["text"] for e in trace.events_of(EventKind.STT_PARTIAL)]
+    assert detector.most_at_once == 1
+    assert len(set(partials)) >= 8 and len(detector.asked) < len(set(partials)) - 2, (partials, detector.asked)
+    assert detector.asked[-1].endswith("France"), detector.asked
+    scored = [p.text for _, p in ev.payloads(trace, ev.EndOfTurn)]
+    assert scored == detector.asked  # every score computed is recorded, none twice
+
+    gate = GateFloor()
+    assert gate.to_score("What is the") == "What is the"
+    gate.dropped("What is the")  # superseded before its turn came
+    assert gate.to_score("What is the") == "What is the"  # asked again when the transcript reads so again
+    gate.scored("What is the", 0.01)
+    gate.dropped("What is the")  # a score already in stays
+    assert gate.to_score("What is the") is None and gate.p_end("What is the") == 0.01

@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 from kame_core.clock import FRAME_SECONDS, SAMPLE_RATE, SAMPLES_PER_FRAME
-from kame_core.frontends import StandInFrontEnd
+from kame_core.frontends import StandInConfig, StandInFrontEnd
 from kame_core.frontends.floor import UserFloor
 from kame_core.frontends.tokenizer import WordTokenizer
 from kame_core.testing.doubles import tone
@@ -85,3 +85,44 @@ def test_the_stand_in_waits_for_the_user_to_finish_before_answering(piper):
                  if fe_no_turns.step(frame, oracle2[i - 12] if 12 <= i < 12 + len(oracle2) else None)
                  .text_piece.strip())
     assert first * FRAME_SECONDS < end_s - 1.0  # without turn-taking it talks over the user
+
+
+def _released_at_end(fe: StandInFrontEnd, audio: np.ndarray, end_s: float, oracle: list[int],
+                     release_s: float) -> list[tuple[int, str, float]]:
+    """Step ``fe`` through ``audio`` held as a floor policy holds it (from the user's first word to ``release_s``),
+    the user's speech start and the oracle (from ~1 s) fed; (frame, word, RMS of that frame's audio) of each word."""
+    from kame_core.protocols import STTEvent
+
+    fe.observe_stt(STTEvent("speech_start", start=0.5))
+    said = []
+    for i, frame in enumerate(frames(audio)):
+        token = oracle[i - 12] if 12 <= i < 12 + len(oracle) else None
+        out = fe.step(frame, token, hold=0.5 < (i + 1) * FRAME_SECONDS <= release_s)
+        if out.text_piece.strip():
+            said.append((i, out.text_piece.strip(), float(np.sqrt(np.mean(np.square(out.audio))))))
+    return said
+
+
+def test_under_a_floor_policy_it_answers_on_the_frame_it_is_released(piper):
+    """The policy's hold is the one rule: the answer ready in time is said on the release frame, and with none ready
+    an opener synthesized during the hold is (its own floor listener, which waits a pause more, is off)."""
+    question = piper.synthesize("Please tell me, which planet in our solar system is the largest one?")
+    audio = padded(question.audio, tail_s=3.0)
+    end_s = 0.5 + question.words[-1].end
+    release = int((end_s + 0.1) / FRAME_SECONDS)  # the frame a policy gives the floor on
+    tokenizer = WordTokenizer()
+    answer = [tokenizer.start_token_id, *tokenizer.encode(" Jupiter is the largest planet.")]
+
+    def run(own_floor: bool, oracle: list[int]) -> list[tuple[int, str, float]]:
+        fe = StandInFrontEnd(piper, tokenizer=tokenizer, background=False)
+        fe.own_floor = own_floor
+        fe.reset(0)
+        return _released_at_end(fe, audio, end_s, oracle, (release + 0.5) * FRAME_SECONDS)
+
+    ready = run(False, answer)
+    assert ready[0][:2] == (release, "Jupiter") and ready[0][2] > 0.01, ready[:3]  # heard on that frame
+    silent_oracle = run(False, [])
+    assert silent_oracle[0][0] == release and silent_oracle[0][2] > 0.01, silent_oracle[:3]
+    assert " ".join(w for _, w, _ in silent_oracle) in StandInConfig().openers, silent_oracle  # nothing else to say
+    own = run(True, answer)
+    assert own[0][0] > release + 1, (own[:2], release)  # its own listener waited for a pause of its own

@@ -34,6 +34,10 @@ class FloorPolicy(ABC):
     def scored(self, text: str, p_end: float) -> None:  # noqa: B027 - only policies that score keep it
         """The end-of-turn probability of ``text`` (as :meth:`to_score` gave it) is ``p_end``."""
 
+    def dropped(self, text: str) -> None:  # noqa: B027 - only policies that score keep it
+        """``text`` (as :meth:`to_score` gave it) will not be scored: a newer transcript came before its turn; should
+        the transcript read so again, :meth:`to_score` asks for it again."""
+
     def audio_to_score(self) -> tuple[float, np.ndarray] | None:
         """After :meth:`hear`: (the session time the audio ends, the user's recent 16 kHz audio up to then) when this
         policy wants it scored; None otherwise."""

@@ -91,6 +91,9 @@ class FusedFloor(FloorPolicy):
     def scored(self, text: str, p_end: float) -> None:
         self.words.scored(text, p_end)
 
+    def dropped(self, text: str) -> None:
+        self.words.dropped(text)
+
     def audio_to_score(self) -> tuple[float, np.ndarray] | None:
         return self.sound.audio_to_score()
 

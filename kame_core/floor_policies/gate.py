@@ -43,6 +43,10 @@ class GateFloor(FloorPolicy):
     def scored(self, text: str, p_end: float) -> None:
         self._p[text] = float(p_end)
 
+    def dropped(self, text: str) -> None:
+        if math.isnan(self._p.get(text, 0.0)):
+            del self._p[text]
+
     def p_end(self, transcript: str) -> float:
         """The end-of-turn probability of ``transcript`` (NaN until it was scored; 0 for no words)."""
         text = spoken_words(transcript)

@@ -116,6 +116,8 @@ class TandemPipeline:
         self._held = False
         self._floor: FloorPolicy = ModelFloor()  # the session's own is made at :meth:`begin`
         self._floor_held = False
+        self._scoring = False  # a transcript's end-of-turn probability is being computed
+        self._to_score: str | None = None  # the newest transcript waiting for it (an older one waiting is dropped)
 
     # -- Pipeline -----------------------------------------------------------------------------------
     def begin(self, session: Session) -> None:
@@ -123,11 +125,13 @@ class TandemPipeline:
         trace.provenance["front_end"] = front_end.provenance
         if isinstance(front_end, ListeningFrontEnd):
             front_end.realtime = not session.clock.is_virtual
+            front_end.own_floor = self.config.floor == ModelFloor.name  # else the policy's hold is the one rule
         front_end.reset(self.config.seed)
         for key, part in getattr(front_end, "component_provenance", {}).items():
             trace.provenance.setdefault(key, part)
         self._held = False
         self._floor, self._floor_held = make_floor(self.config.floor), False
+        self._scoring, self._to_score = False, None
         if self._floor.settings():
             trace.config["floor_settings"] = self._floor.settings()
         if self._floor.scores_transcripts:
@@ -155,15 +159,32 @@ class TandemPipeline:
             self.front_end.observe_stt(event)
         if event.kind in ("partial", "final"):
             text = self._floor.to_score(session.user.transcript())
-            if text is not None:
+            if text is None:
+                return
+            if not self._scoring:
+                self._scoring = True
                 session.spawn(self._score_end_of_turn(session, self._floor, text))
+                return
+            if self._to_score is not None:
+                self._floor.dropped(self._to_score)
+            self._to_score = text
 
     async def _score_end_of_turn(self, session: Session, floor: FloorPolicy, text: str) -> None:
-        """The end-of-turn probability of ``text``, off the frame loop (a worker thread in real time)."""
+        """The end-of-turn probability of ``text``, off the frame loop (a worker thread in real time); then of the
+        newest transcript that came meanwhile, if any. One score at a time per session, and never of a transcript
+        already superseded: on a busy CPU a score takes ~0.25 s, and queued behind those of partials Whisper had
+        already replaced, the last words' score came 0.3-0.5 s after their partial."""
         assert self.end_of_turn is not None  # a floor that scores transcripts has one
-        p_end = await session.clock.compute(self.end_of_turn.probability, text)
-        floor.scored(text, p_end)
-        session.trace.record(session.clock.now(), ev.EndOfTurn(p_end=float(f"{float(p_end):.3g}"), text=text))
+        try:
+            next_text: str | None = text
+            while next_text is not None:
+                p_end = await session.clock.compute(self.end_of_turn.probability, next_text)
+                floor.scored(next_text, p_end)
+                session.trace.record(session.clock.now(), ev.EndOfTurn(p_end=float(f"{float(p_end):.3g}"),
+                                                                       text=next_text))
+                next_text, self._to_score = self._to_score, None
+        finally:
+            self._scoring = False
 
     async def _score_turn_audio(self, session: Session, floor: FloorPolicy, audio_to_s: float,
                                 audio: np.ndarray) -> None:

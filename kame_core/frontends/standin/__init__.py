@@ -16,6 +16,11 @@ What it imitates, frame by frame on the 80 ms clock:
 * It takes turns: no new word while the user holds the floor (their voice, heard by Silero VAD on the
   user frames, and a pause long enough for how their transcript ends; :mod:`..floor`). The oracle may
   arrive while the user still talks; the answer starts when they yield, as the trained model's does.
+  That is its own turn-taking (the ``model`` floor policy). Under any other policy
+  (:mod:`kame_core.floor_policies`) the policy's hold is the one rule (``own_floor`` False, set by the pipeline):
+  its listener is off and it answers on the frame it is released -- with the answer's phrase synthesized during
+  the hold, or, when none is ready, with an opener synthesized ahead (a filler kept ready, as voice agents keep
+  them), once per user turn of at least ``opener_min_user_s`` of speech.
 * It honours the forced-delay hold: silent, but it keeps consuming oracle tokens (and synthesizing ahead).
 * Its output audio is TTS of the words it spoke, placed at the frames where it spoke them. The TTS runs
   once per phrase; the phrase audio is cut per word with the synthesis word timings.

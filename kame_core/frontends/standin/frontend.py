@@ -24,7 +24,9 @@ from .speaking import Deferred, Voice, due, next_phrase
 #: bumped whenever what it says changes (traces record it: a re-run by another version may say other words);
 #: 3: after a correction it restarts the new oracle's sentence from its start (2: it resumed at the first
 #: contradicted word, "no, wait, breathe out" where 3 says "no, wait, Humans breathe out")
-__version__ = "3"
+#: 4: under a session's floor policy it answers the frame it is released (its own floor listener off), with an
+#: opener synthesized ahead when no phrase is ready
+__version__ = "4"
 
 DEFAULT_OPENERS = ("Well,", "Let me think,", "Hmm,", "So,", "Okay, so", "Right,")
 DEFAULT_REPAIRS = ("I mean,", "sorry,", "actually,", "no, wait,")
@@ -117,6 +119,10 @@ class StandInFrontEnd:
         self.background = background
         #: never wait for late background work (live sessions); set by the driver from its clock
         self.realtime = False
+        #: it decides itself when the user's turn is over (its floor listener, :attr:`StandInConfig.floor`); set
+        #: False by a session whose floor policy holds it instead: it then answers the frame it is released, with
+        #: an opener synthesized ahead when no phrase of the answer is ready (effective from the next reset)
+        self.own_floor = True
         tts_name = tts.provenance.model_id or tts.provenance.kind
         self.provenance = Provenance(
             kind="cpu-stand-in", model_id="kame_core.frontends.standin", version=__version__,
@@ -142,7 +148,7 @@ class StandInFrontEnd:
             rng=random.Random(seed), voice=Voice(self.tts, self.words_per_s, _frames(cfg.tts_latency_s),
                                                  _tts_pool_of(self)),
             user=UserTurnTracker(TurnConfig(turn_gap_s=cfg.turn_gap_s)),
-            floor=UserFloor(cfg.floor) if cfg.floor else None)
+            floor=UserFloor(cfg.floor) if cfg.floor and self.own_floor else None)
 
     def step(self, user_frame: np.ndarray, oracle_token: int | None, hold: bool = False) -> FrontEndOutput:
         st = self._state
@@ -160,8 +166,12 @@ class StandInFrontEnd:
                 st.voice.speaker.interrupt(st.frame)  # silent at once; what was cut stays said
                 st.held = True
             self._prepare_phrase(st)  # synthesize ahead while held
+            if not self.own_floor:
+                self._prepare_opener(st)
             return self._output(st, "", None, None)
-        st.held = False
+        released, st.held = st.held, False
+        if released and not self.own_floor:
+            self._open_at_release(st)
         self._maybe_open(st)
         self._prepare_phrase(st)
         return self._speak(st)
@@ -347,6 +357,31 @@ class StandInFrontEnd:
         st.voice.synthesize(st.frame, words, answer_flags, self.realtime)
         if st.voice.job is None:  # no modelled latency: queued already, the next phrase may follow
             self._prepare_phrase(st)
+
+    def _prepare_opener(self, st: StandInState) -> None:
+        """While a floor policy holds it: have an opener synthesized ahead for the release (a filler kept ready,
+        as voice agents keep them), drawn once per turn."""
+        cfg = self.config
+        if cfg.openers and st.voice.ready_opener is None and st.opened_turn != st.user.turn:
+            opener = st.rng.choice(cfg.openers).split()
+            st.voice.prepare_opener(st.frame, opener)
+
+    def _open_at_release(self, st: StandInState) -> None:
+        """The floor policy just released it after the user spoke: the user's turn is over, so it answers now --
+        with the opener kept ready when no phrase of the answer can be said at once (once per user turn; not after
+        less than :attr:`StandInConfig.opener_min_user_s` of speech, as for its own floor)."""
+        user, cfg = st.user, self.config
+        st.voice.collect(st.frame, self.realtime)  # a phrase of the answer due now is said rather than an opener
+        if (st.voice.queue or st.opened_turn == user.turn or st.spoken_turn == user.turn
+                or user.speech_so_far_s(st.frame * FRAME_SECONDS) < cfg.opener_min_user_s):
+            return
+        opener = st.voice.take_opener(st.frame, self.realtime)
+        if opener is None:
+            return
+        st.opened_turn = user.turn
+        if st.answer is not None:
+            st.answer.opened = True
+        st.voice.queue.extend(opener)
 
     def _maybe_open(self, st: StandInState) -> None:
         """Say a content-light opener, once per user turn, when it is time to answer and nothing is ready."""

@@ -100,6 +100,8 @@ class Voice:
         self.speaker = Speaker(max_words_per_s=words_per_s)
         self.queue: deque[Utterance] = deque()
         self.job: PhraseJob | None = None
+        #: an opener synthesized ahead, said the moment it is wanted (:meth:`take_opener`)
+        self.ready_opener: PhraseJob | None = None
 
     # -- synthesis ----------------------------------------------------------------------------------
     def synthesize(self, frame: int, words: list[str], answer_flags: list[bool], realtime: bool) -> None:
@@ -118,6 +120,20 @@ class Voice:
             utterances = cut_words(job.synthesis.result(), job.words)
             self.queue.extend(Utterance(w, a) for w, a in zip(utterances, job.answer_flags))
             self.job = None
+
+    def prepare_opener(self, frame: int, words: list[str]) -> None:
+        """Have ``words`` (an opener) synthesized in the background for later (:meth:`take_opener`)."""
+        self.ready_opener = PhraseJob(list(words), [False] * len(words), frame + self.tts_delay,
+                                      Deferred(self.tts.synthesize, " ".join(words), self._pool()))
+
+    def take_opener(self, frame: int, realtime: bool) -> list[Utterance] | None:
+        """The opener synthesized ahead, cut into words, if it is ready by ``frame`` (None: none is); it is
+        taken, so the next one must be prepared again."""
+        job = self.ready_opener
+        if job is None or not due(frame, job.due_frame, job.synthesis, realtime):
+            return None
+        self.ready_opener = None
+        return [Utterance(w, False) for w in cut_words(job.synthesis.result(), job.words)]
 
     def queued_answer_words(self) -> int:
         """Answer words synthesized or in synthesis, not said yet."""
@@ -151,8 +167,9 @@ class Voice:
             self.job = None
 
     def cancel(self) -> None:
-        if self.job is not None:
-            self.job.synthesis.cancel()
+        for job in (self.job, self.ready_opener):
+            if job is not None:
+                job.synthesis.cancel()
 
     # -- speaking -----------------------------------------------------------------------------------
     def idle(self) -> bool:
