@@ -133,6 +133,7 @@ def test_a_separate_moshi_baseline_gets_its_own_pool(tiny, tmp_path):
         assert "Moshi baseline" in moshi.provenance.label and ORACLE_OFF_LABEL not in moshi.provenance.label
 
 
+@pytest.mark.slow  # seconds of the tiny neural front-end: 8-12 s alone on a slower 2-core machine
 def test_a_stack_runner_holds_a_slot_until_released(tiny):
     with FrontEndChoice(weights=str(tiny), device="cpu", pool_size=1).load() as models:
         stack = with_neural(_doubles_stack(), models)
@@ -149,6 +150,7 @@ def test_a_stack_runner_holds_a_slot_until_released(tiny):
         assert "pool of 1" in stack.components["front_end"]
 
 
+@pytest.mark.slow  # seconds of the tiny neural front-end: 8-12 s alone on a slower 2-core machine
 def test_oracle_resets_reach_the_models_oracle_stream_as_tokenizer_ids(tiny):
     with FrontEndChoice(weights=str(tiny), device="cpu", pool_size=1).load() as models:
         stack = with_neural(_doubles_stack(), models)
