@@ -87,7 +87,7 @@ def test_the_stand_in_waits_for_the_user_to_finish_before_answering(piper):
     assert first * FRAME_SECONDS < end_s - 1.0  # without turn-taking it talks over the user
 
 
-def _released_at_end(fe: StandInFrontEnd, audio: np.ndarray, end_s: float, oracle: list[int],
+def _released_at_end(fe: StandInFrontEnd, audio: np.ndarray, oracle: list[int],
                      release_s: float) -> list[tuple[int, str, float]]:
     """Step ``fe`` through ``audio`` held as a floor policy holds it (from the user's first word to ``release_s``),
     the user's speech start and the oracle (from ~1 s) fed; (frame, word, RMS of that frame's audio) of each word."""
@@ -117,7 +117,7 @@ def test_under_a_floor_policy_it_answers_on_the_frame_it_is_released(piper):
         fe = StandInFrontEnd(piper, tokenizer=tokenizer, background=False)
         fe.own_floor = own_floor
         fe.reset(0)
-        return _released_at_end(fe, audio, end_s, oracle, (release + 0.5) * FRAME_SECONDS)
+        return _released_at_end(fe, audio, oracle, (release + 0.5) * FRAME_SECONDS)
 
     ready = run(False, answer)
     assert ready[0][:2] == (release, "Jupiter") and ready[0][2] > 0.01, ready[:3]  # heard on that frame

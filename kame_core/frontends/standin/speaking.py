@@ -108,8 +108,7 @@ class Voice:
         """Ask for a phrase (replacing any phrase in synthesis); with no modelled latency it is queued now."""
         if not words:
             return
-        self.job = PhraseJob(list(words), list(answer_flags), frame + self.tts_delay,
-                             Deferred(self.tts.synthesize, " ".join(words), self._pool()))
+        self.job = self._job(frame, words, answer_flags)
         if self.job.due_frame <= frame:
             self.collect(frame, realtime)
 
@@ -123,8 +122,12 @@ class Voice:
 
     def prepare_opener(self, frame: int, words: list[str]) -> None:
         """Have ``words`` (an opener) synthesized in the background for later (:meth:`take_opener`)."""
-        self.ready_opener = PhraseJob(list(words), [False] * len(words), frame + self.tts_delay,
-                                      Deferred(self.tts.synthesize, " ".join(words), self._pool()))
+        self.ready_opener = self._job(frame, words, [False] * len(words))
+
+    def _job(self, frame: int, words: list[str], answer_flags: list[bool]) -> PhraseJob:
+        """``words`` asked of the TTS at ``frame`` (in the background), due ``tts_delay`` frames later."""
+        return PhraseJob(list(words), list(answer_flags), frame + self.tts_delay,
+                         Deferred(self.tts.synthesize, " ".join(words), self._pool()))
 
     def take_opener(self, frame: int, realtime: bool) -> list[Utterance] | None:
         """The opener synthesized ahead, cut into words, if it is ready by ``frame`` (None: none is); it is
