@@ -21,7 +21,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import shutil
 import subprocess
 import sys
 import tempfile
@@ -36,12 +35,7 @@ SCRIPTS = {"smooth_turn_taking": "eval_smooth_turn_taking.py", "pause_handling":
 
 def copy_inputs(root: Path, dest: Path) -> None:
     """The samples' inputs and annotations only (no earlier outputs)."""
-    for sample in fdb.find_samples(root):
-        target = dest / sample.key(root)
-        target.mkdir(parents=True, exist_ok=True)
-        for f in sample.folder.iterdir():
-            if f.is_file() and f.name not in (fdb.OUTPUT_WAV, fdb.OUTPUT_JSON):
-                shutil.copy2(f, target / f.name)
+    fdb.mirror_inputs(fdb.find_samples(root), root, dest)
 
 
 def words_of(root: Path) -> dict[str, list]:

@@ -300,7 +300,7 @@ def test_each_floor_policy_answers_its_own_copy_beside_the_quoted_leaderboard(tm
     assert [r.split(" | ")[0] for r in rows] == ["| kame · floor model · cpu-stand-in",
                                                  "| kame · floor gate · cpu-stand-in"]
     assert all(r.endswith("| measured here |") for r in rows)
-    assert "| Moshi | 0.985 | — | 0.265 s | — | — | — | quoted: Full-Duplex-Bench v1 leaderboard |" in printed
+    assert "| Moshi | 0.985 | — | 0.265 s | — | — | — | — | quoted: Full-Duplex-Bench v1 leaderboard |" in printed
     # outputs of one policy are not silently scored as another's
     assert main(["fdb", "--root", str(out / "gate"), "--floor", "model", "--no-progress"]) == 2
     assert "made with the 'gate' floor, not 'model'" in capsys.readouterr().err

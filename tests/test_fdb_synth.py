@@ -15,7 +15,7 @@ from kame_core.tts import make_tts
 
 pytestmark = pytest.mark.slow
 
-TASKS = {"smooth_turn_taking", "pause_handling", "backchannel", "user_interruption"}
+TASKS = {"smooth_turn_taking", "pause_handling", "backchannel", "user_interruption", "icc_backchannel"}
 SPEECH = fdb_synth.SPEECH_THRESHOLD * fdb_synth.LEVEL
 WINDOW_S = 0.3
 
@@ -60,12 +60,12 @@ def _annotation(folder: Path, name: str) -> tuple[float, float]:
 
 def test_layout_two_fdb_roots(made):
     out, items = made
-    assert len(items) == 8
-    assert sorted(i.item_id for i in items) == ["b00", "b01", "i00", "i01", "p00", "p01", "q00", "q01"]
+    assert len(items) == 10
+    assert sorted(i.item_id for i in items) == ["00", "01", "b00", "b01", "i00", "i01", "p00", "p01", "q00", "q01"]
     for half in fdb_synth.HALVES:
         samples = fdb.find_samples(out / half)
         assert {s.task for s in samples} == TASKS
-        assert len(samples) == 4
+        assert len(samples) == 5
         for s in samples:
             _read(s.input)
     assert {i.half for i in items if i.item_id.endswith("00")} == {"tuning"}
@@ -138,6 +138,34 @@ def test_backchannel_annotation_matches_the_audio(made):
         assert _is_speech(_span(audio, start, end))
 
 
+def test_a_monologue_pauses_between_sentences_and_its_reference_marks_the_pauses(made):
+    out, items = made
+    monologues = [i for i in items if i.kind == "monologue"]
+    assert [m.item_id.isdigit() for m in monologues] == [True, True]  # the benchmark's script reads digit folders
+    for item in monologues:
+        folder = out / item.rel_folder
+        assert sorted(p.name for p in folder.iterdir()) == ["input.wav"]  # the task has no annotation file
+        audio = _read(folder / "input.wav")
+        assert len(item.pauses) == len(item.texts) - 1 == 2
+        start, end = item.annotation
+        assert np.max(np.abs(_span(audio, 0, start - 0.002))) < SPEECH
+        # cut short after the last sentence (its quiet word ending, then the tail)
+        assert fdb_synth.MONOLOGUE_TAIL_S <= len(audio) / 16_000 - end < fdb_synth.MONOLOGUE_TAIL_S + 0.1
+        assert np.max(np.abs(_span(audio, end + 0.002, len(audio) / 16_000))) < SPEECH
+        for p_start, p_end in item.pauses:
+            assert fdb_synth.SENTENCE_PAUSE_S[0] <= p_end - p_start
+            assert np.max(np.abs(_span(audio, p_start + 0.002, p_end - 0.002))) < SPEECH  # silent inside
+            assert _is_speech(_span(audio, p_start - WINDOW_S, p_start))
+            assert _is_speech(_span(audio, p_end, p_end + WINDOW_S))
+        doc = json.loads((folder.parent / fdb_synth.REFERENCE_FILE).read_text())
+        assert "synthetic" in doc["_note"].lower()
+        reference = np.array(doc[item.item_id])
+        assert len(reference) == int(item.duration_s / 0.2) + 1 and reference.sum() == pytest.approx(1.0, abs=1e-4)
+        windows = np.flatnonzero(reference)
+        in_pause = [any(int(a / 0.2) <= w <= int(b / 0.2) for a, b in item.pauses) for w in windows]
+        assert all(in_pause) and len(windows) >= 2 * 3  # each pause of >= 0.6 s spans >= 3 windows
+
+
 def _annotation_bytes(out: Path) -> dict[str, bytes]:
     return {p.relative_to(out).as_posix(): p.read_bytes() for p in sorted(out.rglob("*.json"))
             if p.name != fdb_synth.MANIFEST}
@@ -160,8 +188,8 @@ def test_refusals_and_overwrite(tmp_path, tts):
     with pytest.raises(ValueError, match="already holds a synthetic set"):
         fdb_synth.synth_set(out, tts, seed=0, limit=1)
     items = fdb_synth.synth_set(out, tts, seed=0, limit=1, overwrite=True)
-    assert len(items) == 4
-    assert len(fdb.find_samples(out / "tuning")) == 4  # the old items are gone
+    assert len(items) == 5
+    assert len(fdb.find_samples(out / "tuning")) == 5  # the old items are gone
     assert not (out / "held_out").exists()
     for bad in (-1, 1.5, "3", True, None):
         with pytest.raises(ValueError, match="seed"):
@@ -182,7 +210,7 @@ def test_command(tmp_path, capsys):
     fdb_synth.add_parser(sub)
     args = parser.parse_args(["fdb-synth", "--out", str(tmp_path / "cli"), "--seed", "1", "--limit", "1"])
     assert fdb_synth.run(args) == 0
-    assert "wrote 4 synthetic items" in capsys.readouterr().out
+    assert "wrote 5 synthetic items" in capsys.readouterr().out
     assert fdb_synth.run(args) == fdb_synth.EXIT_BAD_INPUT
     assert "--overwrite" in capsys.readouterr().err
     bad = parser.parse_args(["fdb-synth", "--out", str(tmp_path / "cli2"), "--limit", "-2"])

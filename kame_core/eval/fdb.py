@@ -45,6 +45,7 @@ from ..paths import ModelFiles
 from ..pipelines import Mode
 from ..record.events import Note, payloads
 from ..stacks.stack import Stack
+from . import fdb_backchannel
 
 #: annotation file of each v1 task, as the benchmark names them
 TASK_FILES = {"turn_taking.json": "smooth_turn_taking", "pause.json": "pause_handling",
@@ -234,17 +235,34 @@ class SampleScore:
     #: what a listener waits (smooth turn-taking; user interruption: the first heard after a moment of silence at or
     #: after the interruption's end; signed; None: no output.wav, or nothing heard)
     heard_latency_s: float | None = None
+    #: the backchannel task (:mod:`.fdb_backchannel`): backchannels per second of output and the JSD to the
+    #: sample's reference (None: another task, or no reference for it)
+    backchannel_frequency: float | None = None
+    backchannel_jsd: float | None = None
 
     def to_json(self) -> dict[str, Any]:
         def r(value: float | None) -> float | None:
             return None if value is None else round(value, 3)
-        return {"key": self.key, "task": self.task, "takeover": self.takeover, "latency_s": r(self.latency_s),
-                "heard_latency_s": r(self.heard_latency_s), "words": self.words, "made_by": self.made_by}
+        doc = {"key": self.key, "task": self.task, "takeover": self.takeover, "latency_s": r(self.latency_s),
+               "heard_latency_s": r(self.heard_latency_s), "words": self.words, "made_by": self.made_by}
+        if self.task == fdb_backchannel.TASK:
+            doc |= {"backchannel_frequency": None if self.backchannel_frequency is None else
+                    round(self.backchannel_frequency, 4), "backchannel_jsd": r(self.backchannel_jsd)}
+        return doc
 
 
-def score_sample(sample: Sample, root: Path) -> SampleScore:
+def score_all(samples: Sequence[Sample], root: Path) -> list[SampleScore]:
+    """:func:`score_sample` over ``samples``, the backchannel task's VAD loaded once if any needs it."""
+    segmenter = (fdb_backchannel.SpeechSegmenter() if any(s.task == fdb_backchannel.TASK for s in samples)
+                 else None)
+    return [score_sample(s, root, segmenter) for s in samples]
+
+
+def score_sample(sample: Sample, root: Path, segmenter: fdb_backchannel.SpeechSegmenter | None = None
+                 ) -> SampleScore:
     """Takeover (and, for smooth turn-taking, the latency by the words and by the audio) from ``output.json``,
-    ``output.wav`` and the task's annotation."""
+    ``output.wav`` and the task's annotation; the backchannel task by :mod:`.fdb_backchannel` (``segmenter``:
+    its VAD, loaded here if not given)."""
     try:
         doc = json.loads((sample.folder / OUTPUT_JSON).read_text(encoding="utf-8"))
         chunks = doc["chunks"]
@@ -253,6 +271,8 @@ def score_sample(sample: Sample, root: Path) -> SampleScore:
                                                    else c["timestamp"][0])) for c in chunks]
     except (OSError, ValueError, KeyError, TypeError, IndexError) as exc:
         raise FDBError(f"{sample.folder / OUTPUT_JSON}: not a Full-Duplex-Bench output.json ({exc})") from None
+    if sample.task == fdb_backchannel.TASK:
+        return _score_backchannel(sample, root, chunks, str(made_by), segmenter)
     took = bool(times) and is_takeover(times[-1][1] - times[0][0], len(times))
     latency = heard = None
     if sample.task in ANSWERED_AFTER:
@@ -263,6 +283,21 @@ def score_sample(sample: Sample, root: Path) -> SampleScore:
             first = _first_heard_after(read_input(output), end, resumed=sample.task == "user_interruption")
             heard = None if first is None else first - end
     return SampleScore(sample.key(root), sample.task, took, latency, len(times), str(made_by), heard)
+
+
+def _score_backchannel(sample: Sample, root: Path, chunks: list[Any], made_by: str,
+                       segmenter: fdb_backchannel.SpeechSegmenter | None) -> SampleScore:
+    output = sample.folder / OUTPUT_WAV
+    if not output.is_file():
+        raise FDBError(f"{output}: missing (the backchannel task reads the output audio)")
+    found = fdb_backchannel.find_references(sample.folder, root)
+    try:
+        reference = None if found is None else fdb_backchannel.read_references(found).get(sample.folder.name)
+        got = fdb_backchannel.score(output, chunks, reference, segmenter or fdb_backchannel.SpeechSegmenter())
+    except (fdb_backchannel.BackchannelError, KeyError, TypeError, IndexError) as exc:
+        raise FDBError(f"{sample.folder}: cannot score it as a backchannel sample ({exc})") from None
+    return SampleScore(sample.key(root), sample.task, got.takeover, words=len(chunks), made_by=made_by,
+                       backchannel_frequency=got.frequency, backchannel_jsd=got.jsd)
 
 
 #: the tasks whose latency the benchmark measures, and (annotation file, index in its timestamp) of the moment it
@@ -310,11 +345,24 @@ class TaskSummary:
     latency_signed_s: float | None = None
     #: by the audio, over the same takeover samples: what a listener waits (:mod:`kame_core.analysis.heard`)
     heard: HeardLatency = HeardLatency.of(())
+    #: the backchannel task: mean backchannels per second, mean JSD over the samples with a reference (and how many)
+    backchannel_frequency: float | None = None
+    backchannel_jsd: float | None = None
+    backchannel_jsd_n: int = 0
+
+    def backchannel_cell(self) -> str:
+        """``0.120 /s, JSD 0.640 (n=5)``, or ``—`` for another task."""
+        if self.backchannel_frequency is None:
+            return "—"
+        jsd = "no reference" if self.backchannel_jsd is None else \
+            f"JSD {self.backchannel_jsd:.3f} (n={self.backchannel_jsd_n})"
+        return f"{self.backchannel_frequency:.3f} /s, {jsd}"
 
     def line(self) -> str:
         lat = "—" if self.latency_clipped_s is None else f"{self.latency_clipped_s:.3f} s (n={self.takeovers})"
         signed = "—" if self.latency_signed_s is None else f"{self.latency_signed_s:+.3f} s"
-        return f"| {self.task} | {self.samples} | {self.takeover_rate:.3f} | {lat} | {signed} | {self.heard.cell()} |"
+        return (f"| {self.task} | {self.samples} | {self.takeover_rate:.3f} | {lat} | {signed} | {self.heard.cell()} "
+                f"| {self.backchannel_cell()} |")
 
 
 def summarize(scores: Iterable[SampleScore]) -> list[TaskSummary]:
@@ -327,15 +375,20 @@ def summarize(scores: Iterable[SampleScore]) -> list[TaskSummary]:
         signed = [s.latency_s for s in group if s.latency_s is not None]
         clipped = [max(0.0, v) for v in signed]
         heard = [s.heard_latency_s for s in group if s.latency_s is not None and s.heard_latency_s is not None]
+        frequency = [s.backchannel_frequency for s in group if s.backchannel_frequency is not None]
+        jsd = [s.backchannel_jsd for s in group if s.backchannel_jsd is not None]
         out.append(TaskSummary(task, len(group), sum(s.takeover for s in group) / len(group),
                                statistics.fmean(clipped) if clipped else None, len(clipped),
-                               statistics.fmean(signed) if signed else None, HeardLatency.of(heard)))
+                               statistics.fmean(signed) if signed else None, HeardLatency.of(heard),
+                               statistics.fmean(frequency) if frequency else None,
+                               statistics.fmean(jsd) if jsd else None, len(jsd)))
     return out
 
 
 #: the benchmark's latency reads the ASR's first word (clipped at 0); "heard" reads the output audio itself
 TABLE_HEAD = ("| task | samples | takeover rate | turn-taking latency (ASR words, clipped mean) | signed mean | "
-              "heard latency (audio: median [p10, p90], early starts) |\n|---|---|---|---|---|---|")
+              "heard latency (audio: median [p10, p90], early starts) | backchannels (per s of output, JSD to the "
+              "reference) |\n|---|---|---|---|---|---|---|")
 
 #: Full-Duplex-Bench v1's leaderboard, quoted (not measured here): system, pause-handling takeover rate,
 #: smooth turn-taking latency in seconds
@@ -345,12 +398,13 @@ LEADERBOARD_V1: tuple[tuple[str, float, float], ...] = (
 
 COMPARISON_HEAD = ("| system | pause takeover (lower is better) | smooth takeover | turn-taking latency (ASR words) | "
                    "heard latency (audio, median) | interruption takeover | interruption latency (ASR words) | "
-                   "source |\n|---|---|---|---|---|---|---|---|")
+                   "backchannel task: takeover (lower is better), per s, JSD | source |\n"
+                   "|---|---|---|---|---|---|---|---|---|")
 
 
 def comparison_rows(by_system: dict[str, list[TaskSummary]]) -> list[str]:
-    """One row per measured system (its pause, smooth turn-taking and user interruption figures), then the quoted
-    leaderboard (its pause and turn-taking figures; its interruption figures are not quoted here)."""
+    """One row per measured system (its pause, smooth turn-taking, user interruption and backchannel figures), then
+    the quoted leaderboard (its pause and turn-taking figures; its others are not quoted here)."""
     def cell(value: float | None, unit: str = "") -> str:
         return "—" if value is None else f"{value:.3f}{unit}"
 
@@ -358,14 +412,16 @@ def comparison_rows(by_system: dict[str, list[TaskSummary]]) -> list[str]:
     for system, summaries in by_system.items():
         tasks = {t.task: t for t in summaries}
         pause, smooth = tasks.get("pause_handling"), tasks.get("smooth_turn_taking")
-        cut_in = tasks.get("user_interruption")
+        cut_in, told = tasks.get("user_interruption"), tasks.get(fdb_backchannel.TASK)
         rows.append(f"| {system} | {cell(pause.takeover_rate if pause else None)} | "
                     f"{cell(smooth.takeover_rate if smooth else None)} | "
                     f"{cell(smooth.latency_clipped_s if smooth else None, ' s')} | "
                     f"{cell(smooth.heard.median_s if smooth else None, ' s')} | "
                     f"{cell(cut_in.takeover_rate if cut_in else None)} | "
-                    f"{cell(cut_in.latency_clipped_s if cut_in else None, ' s')} | measured here |")
-    rows += [f"| {name} | {pause:.3f} | — | {latency:.3f} s | — | — | — | quoted: Full-Duplex-Bench v1 leaderboard |"
+                    f"{cell(cut_in.latency_clipped_s if cut_in else None, ' s')} | "
+                    f"{f'{told.takeover_rate:.3f}, {told.backchannel_cell()}' if told else '—'} | measured here |")
+    rows += [f"| {name} | {pause:.3f} | — | {latency:.3f} s | — | — | — | — | "
+             "quoted: Full-Duplex-Bench v1 leaderboard |"
              for name, pause, latency in LEADERBOARD_V1]
     return rows
 
@@ -387,6 +443,9 @@ def mirror_inputs(samples: Sequence[Sample], root: Path, dest: Path) -> list[Sam
                 if item.is_file() and not item.is_symlink() and item.suffix in (".wav", ".json") \
                         and item.name not in (OUTPUT_WAV, OUTPUT_JSON, SUMMARY):
                     shutil.copyfile(item, target / item.name)
+            reference = sample.folder.parent / fdb_backchannel.REFERENCE_FILE  # the backchannel task's, beside them
+            if reference.is_file() and not reference.is_symlink():
+                shutil.copyfile(reference, target.parent / reference.name)
         except OSError as exc:  # a full or read-only disk: said, not a traceback
             raise FDBError(f"--out {dest}: cannot copy the inputs there ({exc.strerror or exc})") from None
         copies.append(Sample(target, sample.input.name))

@@ -176,7 +176,7 @@ def _answer_and_score(args: argparse.Namespace, root: Path, samples: list[fdb.Sa
                          "compute_s": round(time.perf_counter() - started, 2), "front_end": got.front_end,
                          "front_end_text": got.text, "notes": got.notes})
         _write_summary(root, args, parts.components, timer.label, runs, floor)
-    scores = [fdb.score_sample(s, root) for s in samples]
+    scores = fdb.score_all(samples, root)
     say(fdb.TABLE_HEAD)
     for line in fdb.summarize(scores):
         say(line.line())
@@ -184,7 +184,9 @@ def _answer_and_score(args: argparse.Namespace, root: Path, samples: list[fdb.Sa
         say(f"outputs made by: {made_by}")
     say("takeover: the benchmark's rule (no takeover when silent, or < 1 s and <= 3 words); latency: first output "
         "word minus the end of the user's turn, negatives clipped to 0, over takeover samples. Interruption "
-        "quality needs the benchmark's LLM judge and is not scored here.")
+        "quality needs the benchmark's LLM judge and is not scored here. Backchannels: the benchmark's "
+        "eval_backchannel.py rules (Silero VAD segments of output.wav; takeover when one is over 3 s, or the last is "
+        "1 s or longer or holds 3 or more words); its JSD against the icc_gt_distribution.json beside the samples.")
     return parts, scores
 
 

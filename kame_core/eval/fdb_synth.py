@@ -1,13 +1,15 @@
 """A synthetic Full-Duplex-Bench v1-layout set spoken by Piper, to tune and measure an end-of-turn gate.
 
-Four kinds of input, each an FDB sample folder (``input.wav`` at 16 kHz beside its annotation): complete
+Five kinds of input, each an FDB sample folder (``input.wav`` at 16 kHz beside its annotation): complete
 questions (``smooth_turn_taking``: the system should answer soon; about half with a short hesitation between two
 words, as people make, where it must not take the turn), questions with a pause inside an unfinished
 sentence (``pause_handling``: it must hold through the pause), lone backchannels (``backchannel``: it should
-not take the turn) and a question whose answer the user cuts into (``user_interruption``: it should answer the
-words that cut in). A hesitation or a pause is cut into one utterance at the TTS's word timings, so the words
-before it sound unfinished, as a person's do. Items alternate between ``<out>/tuning`` and ``<out>/held_out``,
-each an FDB root; one seed reproduces the set. Synthetic speech, not the benchmark's data::
+not take the turn), a question whose answer the user cuts into (``user_interruption``: it should answer the
+words that cut in) and monologues of three sentences with pauses between them (``icc_backchannel``, the
+benchmark's backchannel task: it should backchannel in the pauses, not take the turn; digit-named folders scored
+against a synthetic reference written beside them). A hesitation or a pause is cut into one utterance at the TTS's
+word timings, so the words before it sound unfinished, as a person's do. Items alternate between ``<out>/tuning``
+and ``<out>/held_out``, each an FDB root; one seed reproduces the set. Synthetic speech, not the benchmark's data::
 
     python -m kame_core.eval fdb-synth --out DIR [--seed 0] [--limit N] [--overwrite]
 """
@@ -28,6 +30,7 @@ import soundfile as sf
 from ..audio_io import resample
 from ..clock import SAMPLE_RATE
 from ..files import write_bytes_atomic
+from .fdb_backchannel import REFERENCE_FILE, TASK, WINDOW_S
 
 #: FDB inputs are 16 kHz mono
 OUT_RATE = 16_000
@@ -51,6 +54,10 @@ BACKCHANNEL_TAIL_S = 3.0
 #: silence between a question and the words that cut into its answer (seconds: the answer is under way), and after
 INTERRUPT_GAP_S = (2.0, 3.0)
 INTERRUPT_TAIL_S = 4.0
+#: a monologue's pauses between its sentences (seconds), and the silence after its last one (short: the sample is cut
+#: there, as the benchmark's ICC clips are cut mid-conversation, so an answer to the end is not scored as a backchannel)
+SENTENCE_PAUSE_S = (0.6, 1.1)
+MONOLOGUE_TAIL_S = 0.2
 HALVES = ("tuning", "held_out")
 MANIFEST = "synth_set.json"
 EXIT_BAD_INPUT = 2
@@ -112,12 +119,38 @@ INTERRUPTIONS = (
     ("How do rainbows form?", "Okay, but why are they curved?"),
 )
 
-#: kind -> (FDB task folder, annotation file, annotation label, id prefix)
+#: a user telling something over several sentences, pausing between them, where a listener backchannels
+MONOLOGUES = (
+    ("So I started a new job last week.", "The office is right next to the river.",
+     "Every morning I walk there along the water."),
+    ("My sister came to visit over the weekend.", "We went hiking up the hill behind the town.",
+     "It rained the whole way down."),
+    ("I tried baking bread for the first time.", "The dough did not rise at all.",
+     "So I ended up making flatbread instead."),
+    ("Our neighbours got a new puppy.", "It barks every time the mail arrives.",
+     "The kids love it though."),
+    ("I finally finished reading that long novel.", "It took me almost three months.",
+     "The ending was worth the wait."),
+    ("Last night the power went out in our street.", "We lit some candles and played cards.",
+     "It was actually a lot of fun."),
+    ("I have been learning to play the guitar.", "My fingers hurt a lot at first.",
+     "Now I can play a few simple songs."),
+    ("We moved the furniture around in the living room.", "The sofa is by the window now.",
+     "The room feels much bigger."),
+    ("My train was late again this morning.", "I waited on the platform for half an hour.",
+     "Then it skipped my station anyway."),
+    ("I planted tomatoes in the garden this spring.", "The birds ate most of the first ones.",
+     "So I put a net over them."),
+)
+
+#: kind -> (FDB task folder, annotation file (None: the task has none), annotation label, id prefix)
 KINDS = {
     "question": ("smooth_turn_taking", "turn_taking.json", "[TURN-TAKING]", "q"),
     "paused": ("pause_handling", "pause.json", "[PAUSE]", "p"),
     "backchannel": ("backchannel", "backchannel.json", "[BACKCHANNEL]", "b"),
     "interruption": ("user_interruption", "interrupt.json", "[INTERRUPT]", "i"),
+    # digit-named as the benchmark's backchannel script requires; scored against REFERENCE_FILE, not an annotation
+    "monologue": (TASK, None, None, ""),
 }
 
 NOTE = ("Synthetic speech made with {tts} for tuning and measuring an end-of-turn gate, laid out as "
@@ -126,7 +159,10 @@ NOTE = ("Synthetic speech made with {tts} for tuning and measuring an end-of-tur
         "a pause inside an unfinished question (timestamp = [pause start, pause end]); backchannel: a lone "
         "backchannel word (timestamp = its [start, end]); user_interruption: a complete question, a silence in which "
         "the system answers, then the user cutting in (interrupt.json: the context, the interrupting words, "
-        "timestamp = their [start, end]). Times are measured from the audio.")
+        "timestamp = their [start, end]); icc_backchannel: a monologue of three sentences with pauses between them "
+        "(digit-named folders, no annotation; its " + REFERENCE_FILE + " is a SYNTHETIC reference, not human "
+        "listeners': uniform over the 0.2 s windows of each pause between sentences). Times are measured from the "
+        "audio.")
 
 
 @dataclass(frozen=True)
@@ -139,6 +175,8 @@ class SynthItem:
     texts: tuple[str, ...]
     annotation: tuple[float, float]
     duration_s: float
+    #: a monologue's pauses between sentences, [start, end] each (seconds; empty for the other kinds)
+    pauses: tuple[tuple[float, float], ...] = ()
 
     @property
     def task(self) -> str:
@@ -151,7 +189,7 @@ class SynthItem:
     def to_json(self) -> dict[str, Any]:
         return {"kind": self.kind, "id": self.item_id, "half": self.half, "task": self.task,
                 "folder": self.rel_folder, "texts": list(self.texts), "annotation": list(self.annotation),
-                "duration_s": self.duration_s}
+                "duration_s": self.duration_s, **({"pauses": [list(p) for p in self.pauses]} if self.pauses else {})}
 
 
 @dataclass(frozen=True)
@@ -307,6 +345,37 @@ def _interrupted(tts: Any, context: str, interrupt: str, rng: np.random.Generato
     return audio, (_seconds(at + cut_in.start), _seconds(at + cut_in.end))
 
 
+def _monologue(tts: Any, sentences: tuple[str, ...], rng: np.random.Generator
+               ) -> tuple[np.ndarray, tuple[float, float], tuple[tuple[float, float], ...]]:
+    """The sentences as one utterance with :data:`SENTENCE_PAUSE_S` between them, then :data:`MONOLOGUE_TAIL_S`; the
+    speech's [start, end] and each pause's [one sentence's last sound, the next one's first] (seconds)."""
+    lead = _silence(rng.uniform(*LEAD_S))
+    chunks, spans, at = [lead], [], len(lead)
+    for i, part in enumerate(_speak(tts, sentences)):
+        if i:
+            gap = _silence(rng.uniform(*SENTENCE_PAUSE_S))
+            chunks.append(gap)
+            at += len(gap)
+        chunks.append(part.audio)
+        spans.append((at + part.start, at + part.end))
+        at += len(part.audio)
+    chunks.append(_silence(MONOLOGUE_TAIL_S))
+    pauses = tuple((_seconds(one[1]), _seconds(two[0])) for one, two in zip(spans, spans[1:]))
+    return np.concatenate(chunks), (_seconds(spans[0][0]), _seconds(spans[-1][1])), pauses
+
+
+def reference_distribution(duration_s: float, pauses: tuple[tuple[float, float], ...]) -> list[float]:
+    """A SYNTHETIC backchannel reference for one monologue, in the benchmark's form (a distribution over
+    :data:`WINDOW_S` windows of the sample): uniform over the windows each pause between sentences
+    touches -- where a listener may backchannel; not measured on people."""
+    weights = np.zeros(int(duration_s / WINDOW_S) + 1)
+    for start, end in pauses:
+        weights[int(start / WINDOW_S):int(end / WINDOW_S) + 1] += 1.0
+    if not weights.sum():
+        raise ValueError("a monologue without a pause between sentences has no reference")
+    return [round(float(w), 6) for w in weights / weights.sum()]
+
+
 def _texts(kind: str, limit: int | None) -> list[tuple[str, ...]]:
     texts: list[tuple[str, ...]]
     if kind == "question":
@@ -315,6 +384,8 @@ def _texts(kind: str, limit: int | None) -> list[tuple[str, ...]]:
         texts = list(PAUSED_QUESTIONS)
     elif kind == "interruption":
         texts = list(INTERRUPTIONS)
+    elif kind == "monologue":
+        texts = list(MONOLOGUES)
     else:
         texts = [(b,) for b in BACKCHANNELS]
     return texts[:limit] if limit is not None else texts
@@ -335,12 +406,28 @@ def _write_item(out: Path, item: SynthItem, audio: np.ndarray) -> None:
     _, annotation_file, label, _ = KINDS[item.kind]
     folder = out / item.rel_folder
     write_bytes_atomic(folder / "input.wav", _wav_bytes(audio))
+    if annotation_file is None:  # a monologue: its reference is the task's file (:func:`_write_references`)
+        return
     if item.kind == "interruption":  # the benchmark's interrupt.json: what was asked, what cut in, and when
         doc: list[dict[str, Any]] = [{"context": item.texts[0], "interrupt": item.texts[1],
                                       "timestamp": list(item.annotation)}]
     else:
         doc = [{"text": label, "timestamp": list(item.annotation)}]
     write_bytes_atomic(folder / annotation_file, json.dumps(doc).encode("utf-8"))
+
+
+def _write_references(out: Path, items: list[SynthItem]) -> None:
+    """Each half's ``icc_backchannel/`` :data:`REFERENCE_FILE`: the synthetic reference of each monologue by its id,
+    and a note saying what it is (a key the benchmark's script never reads)."""
+    for half in HALVES:
+        monologues = [item for item in items if item.kind == "monologue" and item.half == half]
+        if not monologues:
+            continue
+        doc: dict[str, Any] = {"_note": "SYNTHETIC reference made by kame_core.eval fdb-synth, not human listeners' "
+                                        "backchannels: uniform over the 0.2 s windows of each pause between the "
+                                        "user's sentences"}
+        doc.update({item.item_id: reference_distribution(item.duration_s, item.pauses) for item in monologues})
+        write_bytes_atomic(out / half / KINDS["monologue"][0] / REFERENCE_FILE, json.dumps(doc).encode("utf-8"))
 
 
 def _tts_label(tts: Any) -> str:
@@ -366,12 +453,18 @@ def synth_set(out: Path, tts: Any, *, seed: int = 0, limit: int | None = None,
     items = []
     for kind, (_, _, _, prefix) in KINDS.items():
         for i, texts in enumerate(_texts(kind, limit)):
+            pauses: tuple[tuple[float, float], ...] = ()
             if kind == "question":
                 texts = _hesitated(texts[0], rng)
-            audio, annotation = _make(kind, tts, texts, rng)
-            item = SynthItem(kind, f"{prefix}{i:02d}", HALVES[i % 2], texts, annotation, _seconds(len(audio)))
+            if kind == "monologue":
+                audio, annotation, pauses = _monologue(tts, texts, rng)
+            else:
+                audio, annotation = _make(kind, tts, texts, rng)
+            item = SynthItem(kind, f"{prefix}{i:02d}", HALVES[i % 2], texts, annotation, _seconds(len(audio)),
+                             pauses)
             _write_item(out, item, audio)
             items.append(item)
+    _write_references(out, items)
     label = _tts_label(tts)
     manifest = {"note": NOTE.format(tts=label), "seed": seed, "limit": limit, "tts": label,
                 "sample_rate": OUT_RATE, "items": [item.to_json() for item in items]}
