@@ -17,7 +17,8 @@ as the input) and ``output.json`` (its words with times: ``{"text", "chunks": [{
 silence is not transcribed), as the benchmark transcribes every system's audio with its ASR; the file also
 says which ASR and which front-end made it (extra keys the scoring scripts ignore). :func:`score_sample`
 applies the benchmark's turn-taking rules (:func:`kame_core.analysis.duplex_metrics.is_takeover`) to those files, so a
-run reports its takeover rate and latency without the benchmark's repository.
+run reports its takeover rate and latency without the benchmark's repository; the backchannel task
+(``icc_backchannel/<digits>/``) is scored by its script's rules in :mod:`.fdb_backchannel`.
 """
 from __future__ import annotations
 
