@@ -159,6 +159,9 @@ def test_references_found_read_and_refused(monologue, tts, segmenter, tmp_path):
     (alone / fdb.OUTPUT_WAV).unlink()
     with pytest.raises(fdb.FDBError, match="output.wav"):
         fdb.score_sample(fdb.Sample(alone), tmp_path / "alone", segmenter)
+    sf.write(str(alone / fdb.OUTPUT_WAV), np.zeros(8000 * 601, np.int16), 8000, subtype="PCM_16")
+    with pytest.raises(fdb.FDBError, match="the limit is 600 s"):  # an over-long output: refused before it is read
+        fdb.score_sample(fdb.Sample(alone), tmp_path / "alone", segmenter)
     (alone / fdb.OUTPUT_WAV).write_bytes(b"RIFF not audio")
     with pytest.raises(fdb.FDBError, match="backchannel"):
         fdb.score_sample(fdb.Sample(alone), tmp_path / "alone", segmenter)

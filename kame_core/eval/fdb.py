@@ -294,7 +294,8 @@ def _score_backchannel(sample: Sample, root: Path, chunks: list[Any], made_by: s
     found = fdb_backchannel.find_references(sample.folder, root)
     try:
         reference = None if found is None else fdb_backchannel.read_references(found).get(sample.folder.name)
-        got = fdb_backchannel.score(output, chunks, reference, segmenter or fdb_backchannel.SpeechSegmenter())
+        got = fdb_backchannel.score(output, chunks, reference, segmenter or fdb_backchannel.SpeechSegmenter(),
+                                    MAX_INPUT_S)
     except (fdb_backchannel.BackchannelError, KeyError, TypeError, IndexError) as exc:
         raise FDBError(f"{sample.folder}: cannot score it as a backchannel sample ({exc})") from None
     return SampleScore(sample.key(root), sample.task, got.takeover, words=len(chunks), made_by=made_by,

@@ -164,8 +164,9 @@ def find_references(folder: Path, root: Path) -> Path | None:
 
 
 def score(output_wav: Path, chunks: Sequence[Mapping[str, Any]], reference: Sequence[float] | None,
-          segmenter: SpeechSegmenter) -> BackchannelScore:
-    """One sample's takeover, backchannels, frequency and JSD (None without a reference) from its files."""
+          segmenter: SpeechSegmenter, max_s: float) -> BackchannelScore:
+    """One sample's takeover, backchannels, frequency and JSD (None without a reference) from its files; an output
+    longer than ``max_s`` seconds is refused before it is read."""
     try:
         info = sf.info(str(output_wav))
     except (RuntimeError, sf.LibsndfileError) as exc:
@@ -173,6 +174,8 @@ def score(output_wav: Path, chunks: Sequence[Mapping[str, Any]], reference: Sequ
     duration = info.frames / info.samplerate if info.samplerate > 0 else 0.0
     if duration <= 0:
         raise BackchannelError(f"{output_wav}: no audio in it")
+    if duration > max_s:
+        raise BackchannelError(f"{output_wav}: {duration:.0f} s long; the limit is {max_s:.0f} s")
     takeover, backchannels = judge_segments(segmenter.segments(output_wav), chunks)
     jsd = None if reference is None else jensen_shannon(backchannels, duration, reference)
     return BackchannelScore(takeover, tuple(backchannels), len(backchannels) / duration, jsd)
