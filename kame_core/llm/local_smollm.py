@@ -84,20 +84,25 @@ def converted_folder(cache_root: Path) -> Path:
     return cache_root / f"smollm2-135m-instruct-{_package_version()}"
 
 
-def load_generator(cache_root: Path | None = None) -> SmolLM2:
-    """The model (:class:`.smollm_torch.SmolLM2`), once per process, from the converted folder under ``cache_root``
-    (default: the built-in cache root); the GGUF file is converted there first when there is none."""
-    return _load_generator(cache_root or default_cache_root())
+def load_generator(cache_root: Path | None = None, dtype: str = "float32") -> SmolLM2:
+    """The model (:class:`.smollm_torch.SmolLM2`), once per process and ``dtype`` (``float32`` or ``bfloat16``),
+    from the converted folder under ``cache_root`` (default: the built-in cache root); the GGUF file is converted
+    there first when there is none."""
+    if dtype not in ("float32", "bfloat16"):
+        raise ValueError(f"dtype {dtype!r}: float32 or bfloat16")
+    return _load_generator(cache_root or default_cache_root(), dtype)
 
 
-@functools.lru_cache(maxsize=2)
-def _load_generator(cache_root: Path) -> SmolLM2:
+@functools.lru_cache(maxsize=4)
+def _load_generator(cache_root: Path, dtype: str = "float32") -> SmolLM2:
+    import torch
+
     from .smollm_torch import SmolLM2
 
     folder = converted_folder(cache_root)
     if not (folder / "config.json").is_file():  # a folder there is a converted one (broken: SmolLM2 says how)
         folder = _convert(folder)
-    return SmolLM2(folder)
+    return SmolLM2(folder, getattr(torch, dtype))
 
 
 def _convert(target: Path) -> Path:

@@ -31,6 +31,21 @@ _CLEAN_UPS = ((" .", "."), (" ?", "?"), (" !", "!"), (" ,", ","), (" ' ", "'"), 
               (" 's", "'s"), (" 've", "'ve"), (" 're", "'re"))
 
 
+def cpu_has_native_bf16(cpuinfo: Path = Path("/proc/cpuinfo")) -> bool:
+    """Whether this CPU multiplies bfloat16 in hardware (x86 ``avx512_bf16`` / ``amx_bf16``, Arm ``bf16``), read
+    from ``cpuinfo`` (Linux); False where that cannot be read. Without it oneDNN emulates bfloat16, slower than
+    float32."""
+    try:
+        text = cpuinfo.read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return False
+    for line in text.splitlines():
+        key, _, value = line.partition(":")
+        if key.strip().lower() in ("flags", "features"):
+            return bool({"avx512_bf16", "amx_bf16", "bf16"} & set(value.split()))
+    return False
+
+
 @dataclass(frozen=True)
 class LlamaShape:
     """What a Llama folder's ``config.json`` says of its shape."""
@@ -63,9 +78,10 @@ class LlamaShape:
 
 class SmolLM2:
     """A converted SmolLM2 folder (``config.json``, ``model.safetensors``, ``tokenizer.json``,
-    ``chat_template.jinja``), ready to answer. Thread-safe: generations share the weights, each has its own cache."""
+    ``chat_template.jinja``), ready to answer. Thread-safe: generations share the weights, each has its own cache.
+    ``dtype``: the weights' and activations' type (norms in float32 either way, logits returned as float32)."""
 
-    def __init__(self, folder: Path) -> None:
+    def __init__(self, folder: Path, dtype: torch.dtype = torch.float32) -> None:
         import jinja2.sandbox
         import tokenizers
         from safetensors.torch import load_file
@@ -78,7 +94,8 @@ class SmolLM2:
         # as transformers renders a chat template: sandboxed, blocks trimmed
         env = jinja2.sandbox.ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True)
         self.template = env.from_string((folder / "chat_template.jinja").read_text(encoding="utf-8"))
-        self.w = load_file(str(folder / "model.safetensors"))
+        self.dtype = dtype
+        self.w = {name: t.to(dtype) for name, t in load_file(str(folder / "model.safetensors")).items()}
         s = self.shape
         self.inv_freq = 1.0 / (s.rope_theta ** (torch.arange(0, s.head_dim, 2, dtype=torch.int64).float() / s.head_dim))
 
@@ -107,13 +124,15 @@ class SmolLM2:
 
     # -- the model -------------------------------------------------------------------------------------------
     def _norm(self, x: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
-        return weight * (x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.shape.eps))
+        """RMS norm computed in float32 whatever the weights' type, as transformers' ``LlamaRMSNorm``."""
+        x32 = x.float()
+        return weight * (x32 * torch.rsqrt(x32.pow(2).mean(-1, keepdim=True) + self.shape.eps)).to(x.dtype)
 
     def _rotary(self, start: int, n: int) -> tuple[torch.Tensor, torch.Tensor]:
         positions = torch.arange(start, start + n, dtype=torch.float32)
         freqs = torch.outer(positions, self.inv_freq)
         angles = torch.cat((freqs, freqs), dim=-1)
-        return angles.cos(), angles.sin()
+        return angles.cos().to(self.dtype), angles.sin().to(self.dtype)
 
     @staticmethod
     def _rotate(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
@@ -122,9 +141,9 @@ class SmolLM2:
         return x * cos + turned * sin
 
     def logits(self, ids: Sequence[int], cache: list[tuple[torch.Tensor, torch.Tensor]]) -> torch.Tensor:
-        """The next token's logits after ``ids``, which follow the positions ``cache`` holds (one (keys, values)
-        per layer, extended here in place -- a list entry replaced, its tensors untouched, so a copy of the list
-        continues a cached prefix and leaves it as it was; an empty list to start)."""
+        """The next token's logits (float32) after ``ids``, which follow the positions ``cache`` holds (one
+        (keys, values) per layer, extended here in place -- a list entry replaced, its tensors untouched, so a copy
+        of the list continues a cached prefix and leaves it as it was; an empty list to start)."""
         s, w = self.shape, self.w
         start = cache[0][0].shape[2] if cache else 0
         n = len(ids)
@@ -154,7 +173,7 @@ class SmolLM2:
             gated = F.silu(F.linear(h, w[p + "mlp.gate_proj.weight"])) * F.linear(h, w[p + "mlp.up_proj.weight"])
             x = x + F.linear(gated, w[p + "mlp.down_proj.weight"])
         last = self._norm(x[:, -1], w["model.norm.weight"])
-        return F.linear(last, w["model.embed_tokens.weight"])[0]
+        return F.linear(last, w["model.embed_tokens.weight"])[0].float()
 
     def generate(self, ids: Sequence[int], max_new_tokens: int, on_token: Callable[[int], bool]) -> None:
         """Greedy decoding after ``ids``: each new token to ``on_token`` (which returns True to stop), until the
