@@ -45,8 +45,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--precision", default="auto",
                         help="comma-separated: auto, float32, bfloat16 (auto: bfloat16 where the CPU has it natively)")
     args = parser.parse_args(argv)
-    for precision in args.precision.split(","):
-        measure(SmolLMEndOfTurn(precision=precision.strip()), args.repeats)
+    try:
+        detectors = [SmolLMEndOfTurn(precision=p.strip()) for p in args.precision.split(",")]
+    except ValueError as error:
+        parser.error(str(error))
+    for detector in detectors:
+        measure(detector, args.repeats)
     return 0
 
 

@@ -7,7 +7,7 @@ import math
 import pytest
 
 from kame_core.end_of_turn import MAX_WORDS, EndOfTurnConfig, SmolLMEndOfTurn, last_words, spoken_words, turn_is_over
-from kame_core.llm.smollm_torch import cpu_has_native_bf16
+from kame_core.llm.local_smollm import cpu_has_native_bf16
 
 COMPLETE = ["What is the capital of France?", "Tell me about the weather in London tomorrow.",
             "Who wrote Romeo and Juliet?", "Is this your first time doing this?"]
@@ -62,7 +62,7 @@ def test_bad_settings_and_input_are_refused() -> None:
 
 
 @pytest.mark.slow  # loads SmolLM2 twice
-def test_bfloat16_scores_hold_to_the_float32_ones(tmp_path) -> None:
+def test_bfloat16_scores_hold_to_the_float32_ones() -> None:
     full = SmolLMEndOfTurn(precision="float32").load()
     half = SmolLMEndOfTurn(precision="bfloat16").load()
     assert "(bfloat16)" in half.provenance.label and "(float32)" in full.provenance.label
@@ -74,6 +74,9 @@ def test_bfloat16_scores_hold_to_the_float32_ones(tmp_path) -> None:
     assert gaps[-1] < 0.5 and gaps[len(gaps) // 2] < 0.15, gaps
     cut = EndOfTurnConfig().complete_p
     assert all((p >= cut) == (q >= cut) for _, _, p, q in log_odds if abs(p - cut) > 0.01)
+
+
+def test_a_precision_is_named_and_bfloat16_found_in_cpuinfo(tmp_path) -> None:
     with pytest.raises(ValueError, match="precision 'fp8'"):
         SmolLMEndOfTurn(precision="fp8")
     cpuinfo = tmp_path / "cpuinfo"

@@ -31,21 +31,6 @@ _CLEAN_UPS = ((" .", "."), (" ?", "?"), (" !", "!"), (" ,", ","), (" ' ", "'"), 
               (" 's", "'s"), (" 've", "'ve"), (" 're", "'re"))
 
 
-def cpu_has_native_bf16(cpuinfo: Path = Path("/proc/cpuinfo")) -> bool:
-    """Whether this CPU multiplies bfloat16 in hardware (x86 ``avx512_bf16`` / ``amx_bf16``, Arm ``bf16``), read
-    from ``cpuinfo`` (Linux); False where that cannot be read. Without it oneDNN emulates bfloat16, slower than
-    float32."""
-    try:
-        text = cpuinfo.read_text(encoding="utf-8", errors="replace")
-    except OSError:
-        return False
-    for line in text.splitlines():
-        key, _, value = line.partition(":")
-        if key.strip().lower() in ("flags", "features"):
-            return bool({"avx512_bf16", "amx_bf16", "bf16"} & set(value.split()))
-    return False
-
-
 @dataclass(frozen=True)
 class LlamaShape:
     """What a Llama folder's ``config.json`` says of its shape."""
