@@ -12,7 +12,8 @@ import pytest
 from kame_core.end_of_turn import EndOfTurnConfig
 from kame_core.eval import fdb
 from kame_core.eval.cli import main
-from kame_core.eval.eot import CurvePoint, Replay, budgets, point, settings
+from kame_core.eval.eot import FUSED_GRID, CurvePoint, Replay, budgets, front, point, settings
+from kame_core.floor_policies import FusedConfig
 
 F = 0.08
 
@@ -60,13 +61,24 @@ def test_the_budgets_take_the_best_setting_within_each_limit() -> None:
                                       "latency_at_5pct_cutoffs_s": None, "latency_at_10pct_cutoffs_s": None}
 
 
+def test_the_curve_keeps_the_settings_nothing_beats_on_both_measures() -> None:
+    def p(rate: float | None, latency: float) -> CurvePoint:
+        return CurvePoint("x", "t", latency, None, rate, 10, latency, latency, 10)
+
+    faster_worse, beaten, tie_worse, slower_better = p(0.3, 0.1), p(0.3, 0.2), p(0.4, 0.1), p(0.0, 0.5)
+    assert front([beaten, slower_better, tie_worse, faster_worse]) == [faster_worse, slower_better]
+    assert front([]) == []
+
+
 def test_every_policy_sweeps_its_threshold_and_an_unknown_one_is_refused() -> None:
     for policy, threshold in (("gate", "complete_p"), ("smart-turn", "complete_p"), ("vad", "any_turn_s")):
         swept = settings(policy)
         assert len(swept) >= 10 and {name for name, _, _ in swept} == {threshold}
         values = [v for _, v, _ in swept]
         assert values == sorted(values) and len(set(values)) == len(values)
-    assert {name for name, _, _ in settings("fused")} == {"text_p", "audio_p"}
+    grid = settings("fused")  # both thresholds on a grid, the floor's own setting among them
+    assert {name for name, _, _ in grid} == {FUSED_GRID} and FusedConfig() in {c for _, _, c in grid}
+    assert len({(c.text_p, c.audio_p) for _, _, c in grid}) == len(grid) >= 100
     with pytest.raises(ValueError, match="choose from gate, smart-turn, fused, vad"):
         settings("model")
 

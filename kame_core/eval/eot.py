@@ -9,8 +9,9 @@ pause's onset, as the floor asks), and a policy's rule decides, frame by frame, 
 (:func:`holds_under`: :func:`kame_core.floor_policies.gate.gate_holds` on the words' or the sound's probability,
 :func:`kame_core.floor_policies.fused.fused_holds` on both). Each score is read in the frame it was asked for.
 
-**The curve** (:func:`sweep`): each policy's threshold swept, its other settings as its floor runs them; ``vad`` is
-VAD alone as the baseline -- the floor given after a silence of ``any_turn_s``, swept, no score asked. Per setting:
+**The curve** (:func:`sweep`): each policy's threshold swept, its other settings as its floor runs them (``fused``:
+its text and its sound threshold on a grid); ``vad`` is VAD alone as the baseline -- the floor given after a
+silence of ``any_turn_s``, swept, no score asked. Per setting:
 
 * **false cut-off rate**: of the inputs where the user is not done at a pause -- Full-Duplex-Bench's pause-handling
   inputs (a pause mid-question) and the complete questions (hesitations between words) -- the share where the floor
@@ -207,6 +208,8 @@ _TEXT_P = (1e-4, 3e-4, 1e-3, 2e-3, 5e-3, 0.01, 0.02, 0.04, 0.06, 0.1, 0.15, 0.2,
 _AUDIO_P = (0.05, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 0.95)
 #: VAD alone: the floor after this much silence (the gate's rule with no score: nothing gives it earlier)
 _SILENCE_S = tuple(round(FRAME_SECONDS * k, 2) for k in range(1, 31))
+#: the name of ``fused``'s two-threshold setting in the curve
+FUSED_GRID = "text_p/audio_p"
 
 
 @dataclass(frozen=True)
@@ -230,9 +233,8 @@ def settings(policy: str) -> list[tuple[str, float, Any]]:
         return [("complete_p", p, replace(EndOfTurnConfig(), complete_p=p)) for p in _TEXT_P]
     if policy == "smart-turn":
         return [("complete_p", p, replace(SMART_TURN_CONFIG, complete_p=p)) for p in _AUDIO_P]
-    if policy == "fused":  # each of its two thresholds swept, the other at its default
-        return [("text_p", t, replace(FusedConfig(), text_p=t)) for t in _TEXT_P] + \
-            [("audio_p", a, replace(FusedConfig(), audio_p=a)) for a in _AUDIO_P]
+    if policy == "fused":  # its two thresholds on a grid (value: text_p; the config names both)
+        return [(FUSED_GRID, t, replace(FusedConfig(), text_p=t, audio_p=a)) for t in _TEXT_P for a in _AUDIO_P]
     if policy == "vad":
         return [("any_turn_s", s, replace(EndOfTurnConfig(), after_complete_s=0.0, any_turn_s=s)) for s in _SILENCE_S]
     raise ValueError(f"no sweep for {policy!r}: choose from {', '.join(SWEEP_NAMES)}")
@@ -312,20 +314,38 @@ def budgets_tables(by_policy: dict[str, dict[str, float | None]], items: str) ->
     return buffer.getvalue(), "\n".join(lines) + "\n"
 
 
+def setting_label(point: CurvePoint) -> str:
+    """The setting a point was measured at, as the figure names it (both thresholds for ``fused``)."""
+    if isinstance(point.config, FusedConfig):
+        return f"text_p {point.config.text_p:g}, audio_p {point.config.audio_p:g}"
+    return f"{point.threshold} {point.value:g}"
+
+
+def front(points: list[CurvePoint]) -> list[CurvePoint]:
+    """The settings no other setting beats on both measures (false cut-off rate and median latency), by latency:
+    the policy's curve (a two-threshold grid's best trade-offs; a single sweep's own points where they trade)."""
+    ordered = sorted(points, key=lambda p: (p.latency_median_s, p.false_cutoff_rate or 0.0))
+    kept: list[CurvePoint] = []
+    for p in ordered:
+        if not kept or (p.false_cutoff_rate or 0.0) < (kept[-1].false_cutoff_rate or 0.0):
+            kept.append(p)
+    return kept
+
+
 def curve_figure(points: list[CurvePoint], stem: Path) -> list[Path]:
-    """The curve, false cut-off rate against median latency, one line per policy (finite latencies), with the
-    budgets marked; written as HTML (plotly.js beside it: offline) and JSON."""
+    """The curve, false cut-off rate against median latency, one line per policy (its :func:`front`, finite
+    latencies), with the budgets marked; written as HTML (plotly.js beside it: offline) and JSON."""
     import plotly.graph_objects as go
 
     from .report import _write_figure
 
     fig = go.Figure()
     for policy in dict.fromkeys(p.policy for p in points):
-        shown = sorted((p for p in points if p.policy == policy and math.isfinite(p.latency_median_s)
-                        and p.false_cutoff_rate is not None), key=lambda p: (p.latency_median_s, p.false_cutoff_rate))
+        shown = front([p for p in points if p.policy == policy and math.isfinite(p.latency_median_s)
+                       and p.false_cutoff_rate is not None])
         fig.add_trace(go.Scatter(x=[p.latency_median_s * 1000 for p in shown],
                                  y=[(p.false_cutoff_rate or 0.0) * 100 for p in shown], mode="lines+markers",
-                                 name=policy, text=[f"{p.threshold} {p.value:g}" for p in shown],
+                                 name=policy, text=[setting_label(p) for p in shown],
                                  hovertemplate="%{text}: %{x:.0f} ms, %{y:.1f} % cut off<extra>" + policy + "</extra>"))
     for ms in LATENCY_BUDGETS_S:
         fig.add_vline(x=ms * 1000, line_dash="dot", line_color="#8a94a0")
