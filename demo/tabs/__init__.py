@@ -1,5 +1,6 @@
-"""The app's tabs, one module each: :mod:`~demo.tabs.timeline`, :mod:`~demo.tabs.compare`,
-:mod:`~demo.tabs.evolution`, :mod:`~demo.tabs.delay` (Forced delay), :mod:`~demo.tabs.live`, :mod:`~demo.tabs.talk`.
+"""The app's seven tabs, one module each: :mod:`~demo.tabs.timeline`, :mod:`~demo.tabs.compare`,
+:mod:`~demo.tabs.evolution`, :mod:`~demo.tabs.delay` (Forced delay), :mod:`~demo.tabs.live`, :mod:`~demo.tabs.talk`,
+:mod:`~demo.tabs.sessions`.
 
 Each module holds its tab's layout (``build()``: the components, made inside the current ``gr.Tab``, as a small
 frozen dataclass), its callbacks (plain functions of (inputs, per-user session) -> outputs, which tests call

@@ -4,11 +4,15 @@
   :class:`Pipeline` (what tandem / cascade add), :class:`FrameSink` / :class:`FrameOut` (live output)
 * :mod:`.sources`  -- :class:`ArraySource` (a recording), :class:`LiveSource` (pushed frames, may never end)
 * :mod:`.stt_loop` -- :class:`STTLoop` (recognition off the frame loop, events applied in order)
-* :mod:`.turns`    -- :class:`UserTurnTracker`, :class:`TurnConfig`, :func:`group_turns` (the user's turn)
+* :class:`UserTurnTracker`, :class:`TurnConfig`, :func:`group_turns` (the user's turn) -- re-exported from
+  :mod:`kame_core.turns`
 * :mod:`.live`     -- :class:`LiveSession`: one live conversation whatever the door (source, jitter buffer,
   runner thread, front-end slot, stop / finish / errors)
 * :mod:`.store`    -- :class:`SessionStore`: ids, files, titles and saving of live sessions
 * :mod:`.admission` -- :class:`SessionGate`: how many live sessions a shared resource (a pool) admits
+* :mod:`.journal`, :mod:`.saving`, :mod:`.disk` -- a live session on disk as it runs, its saving with retries, the
+  sessions folder as a place that can fail; :mod:`.ending`, :mod:`.heap` -- ending a session cleanly, memory back
+  to the system when idle
 """
 from ..turns import TurnConfig, UserTurn, UserTurnTracker, group_turns
 from .admission import SessionGate, Ticket
