@@ -12,7 +12,11 @@ Prints, for ``kame_core/`` (and, where a figure says so, ``demo/`` and ``app.py`
   (``Stack``, ``ServedStack``, ``LiveStack``) or call a component-level builder (``cpu_stack``, ``with_neural``,
   ``with_shared_stt``) -- listed by file (the doors' calls of a finished builder, e.g. ``build_stack``, are not);
 * **``Any`` at the stack seams**: annotations naming ``Any`` in the fields of the stack values and in the
-  signatures of the stack builders, listed.
+  signatures of the stack builders, listed;
+* **upward imports and circles** over the whole repository's code (``kame_core/``, ``demo/``, ``app.py``):
+  an import from the core into the app, and each set of files that import one another round a circle (every
+  import counts, a deferred one inside a function too; a module reading its own package's ``__init__`` does not).
+  ``tests/test_architecture.py`` fails on any beyond those it names.
 
 Usage: ``python benchmarks/architecture_figures.py [--list]`` (``--list``: every place, not just the counts).
 """
@@ -100,6 +104,85 @@ def import_arrows() -> tuple[set[tuple[str, str]], set[tuple[str, str]]]:
     return units, files
 
 
+#: the layers of the repository's code, lowest first: a file may import its own layer's and the ones below
+LAYERS = ("kame_core", "demo", "app")
+
+
+def layer_of(module: str) -> int:
+    return LAYERS.index(module.split(".")[0])
+
+
+def repository_file_of(module: str) -> str | None:
+    """The repository file (core, app) a module name is: the longest prefix that names one."""
+    parts = module.split(".")
+    while parts:
+        base = ROOT.joinpath(*parts)
+        for candidate in (base.with_suffix(".py"), base / "__init__.py"):
+            if candidate.is_file() and parts[0] in LAYERS:
+                return module_name(candidate) if candidate.name != "__init__.py" else ".".join(parts)
+        parts.pop()
+    return None
+
+
+def file_imports(*roots: Path) -> dict[str, set[str]]:
+    """Each file's imports of the repository's files (a package's own ``__init__`` read by its modules left out:
+    that is a module reaching its siblings, not a dependency)."""
+    graph: dict[str, set[str]] = {}
+    for path in python_files(*roots):
+        me = module_name(path)
+        targets = (repository_file_of(name) for name in imported_modules(path, ast.parse(path.read_text(), str(path))))
+        graph[me] = {t for t in targets if t is not None and t != me and not me.startswith(t + ".")}
+    return graph
+
+
+def upward_imports(graph: dict[str, set[str]]) -> list[tuple[str, str]]:
+    """``(importer, imported)`` where a lower layer imports a higher one (the core the app)."""
+    return sorted((a, b) for a, targets in graph.items() for b in targets if layer_of(b) > layer_of(a))
+
+
+def circles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The sets of two or more files that import one another round a circle (strongly connected; Tarjan's
+    algorithm, iterative), each sorted."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[list[str]] = []
+    for root in sorted(graph):
+        if root in index:
+            continue
+        work = [(root, iter(sorted(graph.get(root, ()))))]
+        index[root] = low[root] = len(index)
+        stack.append(root)
+        on_stack.add(root)
+        while work:
+            node, children = work[-1]
+            child = next(children, None)
+            if child is not None:
+                if child not in index:
+                    index[child] = low[child] = len(index)
+                    stack.append(child)
+                    on_stack.add(child)
+                    work.append((child, iter(sorted(graph.get(child, ())))))
+                elif child in on_stack:
+                    low[node] = min(low[node], index[child])
+                continue
+            work.pop()
+            if work:
+                low[work[-1][0]] = min(low[work[-1][0]], low[node])
+            if low[node] == index[node]:
+                members = []
+                while True:
+                    member = stack.pop()
+                    on_stack.discard(member)
+                    members.append(member)
+                    if member == node:
+                        break
+                if len(members) > 1:
+                    found.append(sorted(members))
+    return sorted(found)
+
+
 def _called_name(call: ast.Call) -> str | None:
     fn = call.func
     return fn.id if isinstance(fn, ast.Name) else fn.attr if isinstance(fn, ast.Attribute) else None
@@ -159,15 +242,21 @@ def main() -> None:
     stacks = places_calling(STACK_VALUES | ASSEMBLERS, *app)
     stack_files = sorted({p.split(":")[0] for p in stacks})
     seams = any_at_stack_seams(*app)
+    graph = file_imports(*app)
+    upward, circled = upward_imports(graph), circles(graph)
     print(f"top-level modules in kame_core/: {len(top)} (and {len(folders)} folders)")
     print(f"import arrows between the core's units: {len(units)}; between its files: {len(files)}")
     print(f"places that compute hint levels: {len(hints)}; places that have them computed: {len(triggers)}")
     print(f"places that assemble stacks: {len(stacks)} functions in {len(stack_files)} files")
     print(f"Any at the stack seams: {len(seams)}")
+    print(f"whole repository: {len(graph)} files, {sum(map(len, graph.values()))} import edges between them, "
+          f"{len(upward)} upward imports, {len(circled)} circles")
     if args.list:
         for title, items in (("top-level modules", top), ("folders", folders), ("hint levels computed", hints),
                              ("hint levels had computed", triggers),
-                             ("stack assembly", stacks), ("Any at the stack seams", seams)):
+                             ("stack assembly", stacks), ("Any at the stack seams", seams),
+                             ("upward imports", [f"{a} -> {b}" for a, b in upward]),
+                             ("circles", [" <-> ".join(c) for c in circled])):
             print(f"\n{title}:", *(f"  {item}" for item in items), sep="\n")
 
 

@@ -111,7 +111,7 @@ class SmolLMEndOfTurn:
     process is enough (the model is shared); sessions may call it from several threads (one call at a time).
 
     ``precision``: ``float32``, ``bfloat16``, or ``auto`` -- bfloat16 where the CPU multiplies it in hardware
-    (:func:`~kame_core.llm.local_smollm.cpu_has_native_bf16`), else float32. A score is on the live turn's critical
+    (:func:`~kame_core.llm.smollm_model.cpu_has_native_bf16`), else float32. A score is on the live turn's critical
     path (the floor waits for it after the last partial): on a 2-core Zen 4 bfloat16 on one thread takes 84 ms
     where float32 takes 171 ms (119 ms on two); its log-odds differ from float32's by 0.40 at worst over 990
     transcripts (``tests/test_end_of_turn.py``)."""
@@ -127,7 +127,7 @@ class SmolLMEndOfTurn:
     dtype: str = field(default="float32", init=False)
 
     def __post_init__(self) -> None:
-        from .llm.local_smollm import DTYPES, cpu_has_native_bf16
+        from .llm.smollm_model import DTYPES, cpu_has_native_bf16
 
         if self.precision not in ("auto", *DTYPES):
             raise ValueError(f"precision {self.precision!r}: one of auto, {', '.join(DTYPES)}")
@@ -143,7 +143,7 @@ class SmolLMEndOfTurn:
     def load(self) -> SmolLMEndOfTurn:
         """Load the model now (else on the first call)."""
         if self._model is None:
-            from .llm.local_smollm import load_generator
+            from .llm.smollm_model import load_generator
 
             self._model = load_generator(self.cache_root, self.dtype)
             self._end_ids = ending_token_ids(self._model.tokenizer)

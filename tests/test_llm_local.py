@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from kame_core.clock import VirtualClock
-from kame_core.llm import LocalSmolLM, load_generator, local_smollm, make_llm
+from kame_core.llm import LocalSmolLM, load_generator, local_smollm, make_llm, smollm_model
 from kame_core.protocols import ChatMessage, LLMError, StreamingLLM
 from kame_core.testing.waiting import wait_until
 
@@ -69,13 +69,13 @@ def test_generation_failure_is_an_llm_error(llm: LocalSmolLM, monkeypatch: pytes
     def broken(*args, **kwargs):
         raise RuntimeError("out of memory")
 
-    monkeypatch.setattr(local_smollm, "_generate", broken)
+    monkeypatch.setattr(smollm_model, "generate", broken)
     with pytest.raises(LLMError, match="out of memory"):
         collect(llm, QUESTION)
 
 
 def test_loop_guard_detects_a_repeated_phrase_only():
-    from kame_core.llm.local_smollm import repeats_phrase
+    from kame_core.llm.smollm_model import repeats_phrase
 
     looping = "it is a classic written by William Shakespeare and it is a classic written by"
     assert repeats_phrase(looping)

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from kame_core.llm import LocalSmolLM, local_smollm
+from kame_core.llm import LocalSmolLM, smollm_model
 from kame_core.llm.smollm_process import SmolLMProcess, SmolLMProcessError
 from kame_core.llm.smollm_worker import _message
 from kame_core.priority import built_nicer, stt_threads_beside_frames
@@ -52,7 +52,7 @@ def test_the_process_does_not_run_this_processes_model(process: SmolLMProcess,
     def here(*args, **kwargs):
         raise AssertionError("generated in the server's process")
 
-    monkeypatch.setattr(local_smollm, "_generate", here)
+    monkeypatch.setattr(smollm_model, "generate", here)
     assert "Paris" in "".join(c for _, c in collect(LocalSmolLM(max_new_tokens=12, process=process), QUESTION))
     assert process.pid is not None and process.pid != os.getpid()
 
@@ -106,7 +106,7 @@ def test_a_child_killed_mid_answer_fails_that_answer_and_the_next_starts_a_new_o
 
 
 def test_a_child_that_cannot_load_says_why(tmp_path: Path) -> None:
-    cached = tmp_path / f"smollm2-135m-instruct-{local_smollm._package_version()}"
+    cached = tmp_path / f"smollm2-135m-instruct-{smollm_model.package_version()}"
     cached.mkdir()
     (cached / "config.json").write_text("{not json")
     worker = SmolLMProcess(cache_root=tmp_path)
@@ -155,7 +155,7 @@ def test_a_forked_copy_generates_in_its_own_thread(process: SmolLMProcess, monke
         calls.append(max_new_tokens)
         emit("Paris.")
 
-    monkeypatch.setattr(local_smollm, "_generate", here)
+    monkeypatch.setattr(smollm_model, "generate", here)
     monkeypatch.setattr(os, "getpid", lambda: -1)  # as seen from a forked copy
     assert not process.belongs_here()
     llm = LocalSmolLM(max_new_tokens=12, process=process)

@@ -22,7 +22,7 @@ import numpy as np
 import pytest
 
 from kame_core.clock import SAMPLE_RATE
-from kame_core.llm import LocalSmolLM, local_smollm
+from kame_core.llm import LocalSmolLM, smollm_model
 from kame_core.llm.base import LLMTimeout
 from kame_core.llm.smollm_process import SmolLMProcess, SmolLMProcessError
 from kame_core.llm.smollm_worker import serve
@@ -189,8 +189,8 @@ def test_the_child_generates_in_a_bounded_pool_and_answers_pings_meanwhile(
         with lock:
             running.remove(max_new_tokens)
 
-    monkeypatch.setattr(local_smollm, "load_generator", lambda cache_root=None: None)
-    monkeypatch.setattr(local_smollm, "_generate", hold)
+    monkeypatch.setattr(smollm_model, "load_generator", lambda cache_root=None: None)
+    monkeypatch.setattr(smollm_model, "generate", hold)
     read_end, write_end = os.pipe()
     commands, out = os.fdopen(read_end), os.fdopen(write_end, "w", buffering=1)
     replies = io.StringIO()

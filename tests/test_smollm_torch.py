@@ -13,7 +13,8 @@ import pytest
 import torch
 
 from kame_core.end_of_turn import END_OF_TURN, SmolLMEndOfTurn, ending_token_ids
-from kame_core.llm.local_smollm import SMALL_MODEL_SYSTEM_PROMPT, converted_folder, load_generator
+from kame_core.llm.local_smollm import SMALL_MODEL_SYSTEM_PROMPT
+from kame_core.llm.smollm_model import converted_folder, load_generator
 from kame_core.llm.smollm_torch import stream_answer
 from kame_core.paths import default_cache_root
 
@@ -111,7 +112,7 @@ def test_the_gates_probability_is_the_one_transformers_gave(reference):
 
 def test_loading_it_imports_neither_transformers_nor_torchs_compiler():
     load_generator()  # the folder converted, if it was not
-    code = ("import sys; from kame_core.llm.local_smollm import load_generator; m = load_generator(); "
+    code = ("import sys; from kame_core.llm.smollm_model import load_generator; m = load_generator(); "
             "m.logits(m.prompt_ids([{'role': 'user', 'content': 'hi'}]), []); "
             "print(sorted(n for n in ('transformers', 'torch._dynamo', 'sympy') if n in sys.modules))")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, cwd=REPO,
@@ -124,7 +125,7 @@ def test_a_cache_that_cannot_be_written_converts_into_a_folder_of_the_process_ow
     real conversion takes 10-20 s) where the cache root is not a folder: the model is saved under the system's
     temporary folder and answers from there."""
     transformers = pytest.importorskip("transformers")
-    from kame_core.llm import local_smollm
+    from kame_core.llm import smollm_model
 
     load_generator()
     converted = converted_folder(default_cache_root())
@@ -138,7 +139,7 @@ def test_a_cache_that_cannot_be_written_converts_into_a_folder_of_the_process_ow
         monkeypatch.setattr(cls, "from_pretrained", classmethod(from_converted))
     blocked = tmp_path / "not-a-folder"
     blocked.write_text("a file where the cache root should be")
-    model = local_smollm._load_generator(blocked)
+    model = smollm_model._load_generator(blocked)
     assert not str(model.folder).startswith(str(blocked)) and model.folder.is_dir()
     pieces: list[str] = []
     stream_answer(model, CHATS[0], 12, pieces.append, threading.Event(), lambda text: False)

@@ -10,10 +10,11 @@
 from .anthropic_messages import AnthropicLLM
 from .base import LLMRateLimited, LLMTimeout, MissingAPIKey, redact
 from .factory import SPEC_HELP, check_spec, make_llm, make_router, parse_routes
-from .local_smollm import LocalModelUnavailable, LocalSmolLM, load_generator
+from .local_smollm import LocalSmolLM
 from .openai_chat import OpenAIChatLLM
 from .openai_compatible import openai_compatible, parse_compatible_spec
 from .router import RoutedLLM, classify_question
+from .smollm_model import LocalModelUnavailable, load_generator
 
 __all__ = ["AnthropicLLM", "LLMRateLimited", "LLMTimeout", "LocalModelUnavailable", "LocalSmolLM", "MissingAPIKey",
            "OpenAIChatLLM", "RoutedLLM", "SPEC_HELP", "check_spec", "classify_question", "load_generator", "make_llm",

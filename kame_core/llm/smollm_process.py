@@ -1,7 +1,7 @@
 """SmolLM2 generating in a child process of its own, for live sessions; watched, so a hung child costs answers, never
 the session or a server thread.
 
-Why: :func:`~kame_core.llm.local_smollm._generate` is a Python loop over torch ops; run in a thread of the live
+Why: :func:`~kame_core.llm.smollm_model.generate` is a Python loop over torch ops; run in a thread of the live
 server it holds the GIL between its many small torch ops, and the session pool's 80 ms steps wait for it. Measured
 on 2 cores (``benchmarks/live_talk.py --weights random:tiny --ns 3``, clients in the server's process): 44-57 % of
 the frames late with the oracle in a thread at niceness 10, 83 % at niceness 0, 1.3 % with a stub writing the

@@ -26,7 +26,7 @@ MAX_IN_FLIGHT = 8
 def serve(commands: IO[str], replies: IO[str], cache_root: Path | None, workers: int = MAX_IN_FLIGHT) -> None:
     """Load the model, say ready, then serve ``commands`` until they end: generations in a pool of ``workers``
     threads, pings answered at once."""
-    from .local_smollm import _generate, load_generator
+    from . import smollm_model  # the model's own module (importing it starts no worker: no circle)
 
     lock = threading.Lock()
 
@@ -36,7 +36,7 @@ def serve(commands: IO[str], replies: IO[str], cache_root: Path | None, workers:
             replies.flush()
 
     try:
-        load_generator(cache_root)
+        smollm_model.load_generator(cache_root)
     except Exception as exc:  # noqa: BLE001 - told to the parent, which raises it
         reply({"failed": f"{type(exc).__name__}: {exc}"})
         return
@@ -46,8 +46,8 @@ def serve(commands: IO[str], replies: IO[str], cache_root: Path | None, workers:
     def run(ident: int, messages: list[ChatMessage], max_new_tokens: int, stop: threading.Event) -> None:
         try:
             if not stop.is_set():  # stopped while it waited its turn: nothing to generate
-                _generate(messages, max_new_tokens, lambda piece: reply({"id": ident, "piece": piece}), stop,
-                          cache_root)
+                smollm_model.generate(messages, max_new_tokens, lambda piece: reply({"id": ident, "piece": piece}),
+                                      stop, cache_root)
             reply({"id": ident, "end": True})
         except Exception as exc:  # noqa: BLE001 - the parent raises it in the waiting caller
             reply({"id": ident, "error": f"{type(exc).__name__}: {exc}"})
