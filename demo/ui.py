@@ -6,8 +6,9 @@ per module of :mod:`demo.tabs`, each laid out and wired by its module: Timeline 
 audio), Compare (every mode of one input on one clock, with the paper's Table 2 quoted beside), Evolution (the
 oracle's revisions by hint level), Forced delay (re-run with a chosen delay; latency–quality curve), Live (an
 uploaded recording or the microphone through KAME and/or the cascade, downloadable as a scenario file), Talk (full
-duplex over the live protocol at ``/api/chat``: :mod:`demo.talk`). Every open path ends with every panel of every
-tab redrawn (:func:`demo.tabs.panels`).
+duplex over the live protocol at ``/api/chat``: :mod:`demo.talk`), Sessions (every session the page can open, a
+row per session and run with its provenance and measures). Every open path ends with every panel of every tab
+redrawn (:func:`demo.tabs.panels`).
 """
 from __future__ import annotations
 
