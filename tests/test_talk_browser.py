@@ -149,7 +149,8 @@ def test_talk_plays_the_answer_shows_the_streams_and_opens_the_session(question_
                                      str(browser.evaluate(f"(function (T) {{ return {state}; }})(window.kameTalk)"))
                                      ) from None
             seen = json.loads(got)
-            timeline = ("JSON.stringify({now: T.timeline.now, draws: T.timeline.draws, maxDrawMs: T.timeline.maxDrawMs,"
+            timeline = ("JSON.stringify({now: T.timeline.now, at: performance.now(), draws: T.timeline.draws,"
+                        " maxDrawMs: T.timeline.maxDrawMs,"
                         " provenance: T.timeline.provenance,"
                         " lanes: Object.fromEntries(Object.entries(T.timeline.lanes).map(function (e) {"
                         " return [e[0], e[1].length]; })), revisions: T.timeline.revisions})")
@@ -235,8 +236,10 @@ def test_talk_plays_the_answer_shows_the_streams_and_opens_the_session(question_
     assert box["top"] >= 0 and box["bottom"] <= box["inner"] and box["height"] >= 200, box
     assert later["now"] > first["now"] and all(later["lanes"][k] > 0 for k in
                                                 ("user_audio", "inner_monologue", "output_audio", "oracle")), later
-    drawn_per_s = (later["draws"] - first["draws"]) / (later["now"] - first["now"])
-    assert drawn_per_s >= 8 and later["maxDrawMs"] < 100, later  # 10 per second, each well under its 100 ms
+    # redrawn 10 times a second of the page's clock (session time runs ahead of it when late frames catch up), each
+    # well under its 100 ms
+    drawn_per_s = (later["draws"] - first["draws"]) / ((later["at"] - first["at"]) / 1000.0)
+    assert drawn_per_s >= 8 and later["maxDrawMs"] < 100, (drawn_per_s, later)
     assert any(r["hint_level"] is not None and r["text"] for r in later["revisions"]), later["revisions"]
     lane = json.loads(floor_lane)
     if front_end == "cpu-stand-in-gate":
