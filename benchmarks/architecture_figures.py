@@ -79,14 +79,8 @@ def unit_of(module: str) -> str | None:
 
 def file_of(module: str) -> str | None:
     """The core file a module name is (the longest prefix that names a file)."""
-    parts = module.split(".")
-    while parts:
-        base = ROOT.joinpath(*parts)
-        for candidate in (base.with_suffix(".py"), base / "__init__.py"):
-            if candidate.is_file() and candidate.is_relative_to(CORE):
-                return module_name(candidate) if candidate.name != "__init__.py" else ".".join(parts)
-        parts.pop()
-    return None
+    found = repository_file_of(module)
+    return found if found is not None and found.split(".")[0] == "kame_core" else None
 
 
 def import_arrows() -> tuple[set[tuple[str, str]], set[tuple[str, str]]]:
