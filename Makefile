@@ -8,7 +8,7 @@ export PIP_DISABLE_PIP_VERSION_CHECK := 1
 
 .PHONY: install install-ray run serve lint test test-fast bench gpu-check space space-smoke clean
 
-# eslint for the page's JavaScript (demo/static/), from npm at the versions package-lock.json pins
+# eslint for the page's JavaScript (demo/static/, kame_core/serve/page/static/), from npm at the versions package-lock.json pins
 NODE_STAMP := node_modules/.installed-stamp
 install: $(STAMP) $(NODE_STAMP)
 
@@ -53,7 +53,7 @@ LINTED := kame_core demo tests benchmarks spaces tools app.py
 lint: install
 	$(PY) -m ruff check $(LINTED)
 	$(PY) -m mypy
-	npx --no-install eslint demo/static tests/js eslint.config.js
+	npx --no-install eslint demo/static kame_core/serve/page/static tests/js eslint.config.js
 
 # The suite in two stages (tests/suite.sh, docs/testing.md): the files that hold real-time deadlines
 # (tests/conftest.py's WALL_CLOCK_FILES) one at a time, and beside them, at the kernel's idle priority, every other

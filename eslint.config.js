@@ -1,4 +1,4 @@
-// eslint (flat config) for the app's JavaScript: `make lint` runs it over demo/static/ and tests/js/.
+// eslint (flat config) for the app's JavaScript: `make lint` runs it over demo/static/, kame_core/serve/page/static/ and tests/js/.
 'use strict';
 const js = require('@eslint/js');
 const globals = require('globals');
@@ -6,7 +6,7 @@ const globals = require('globals');
 module.exports = [
   js.configs.recommended,
   {
-    files: ['demo/static/**/*.js'],
+    files: ['demo/static/**/*.js', 'kame_core/serve/page/static/**/*.js'],
     languageOptions: {
       ecmaVersion: 2022,
       sourceType: 'script',
@@ -20,7 +20,7 @@ module.exports = [
     },
   },
   {
-    files: ['demo/static/talk-worklets.js'],
+    files: ['kame_core/serve/page/static/talk-worklets.js'],
     languageOptions: {globals: {...globals.audioWorklet}},
   },
   {

@@ -1,7 +1,7 @@
 """The oracle's evolution as a figure: each revision's spoken ratio against how close its text is to the
-final oracle of its turn (left) and to the reference answer (right), coloured by hint level (the one palette
-of :mod:`demo.palette`, as in the Timeline: light = little heard, dark = all), with the mean per level; per
-run or pooled over many scenarios (data: :mod:`kame_core.analysis.evolution`)."""
+final oracle of its turn (left) and to the reference answer (right), coloured by hint level (the one
+palette of :mod:`kame_core.serve.page.palette`, as in the Timeline: light = little heard, dark = all), with the mean per
+level; per run or pooled over many scenarios (data: :mod:`kame_core.analysis.evolution`)."""
 from __future__ import annotations
 
 import html
@@ -12,8 +12,7 @@ from plotly.subplots import make_subplots
 
 from kame_core.analysis.evolution import EvolutionPoint, evolution_points, per_level
 from kame_core.scenario import Scenario
-
-from .palette import HINT_LEVELS, hint_colour, hint_name
+from kame_core.serve.page.palette import HINT_LEVELS, hint_colour, hint_name
 
 
 def scenario_points(scenario: Scenario) -> list[EvolutionPoint]:

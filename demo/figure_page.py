@@ -27,9 +27,9 @@ def write_page(folder: Path, figure: go.Figure, trace: SessionTrace | None = Non
     audio = write_mix(trace, folder, f"{view}-mix") if trace is not None else None
     player = (f"<div id='kame-audio-{view}'><audio controls preload='auto' src='{html.escape(audio.name)}' "
               "style='width:100%'></audio></div>" if audio is not None else "")
-    scripts = "".join(f"<script src='{html.escape(assets.resolve(name).as_uri())}'></script>"  # type: ignore[union-attr]
+    scripts = "".join(f"<script src='{html.escape(assets.APP.resolve(name).as_uri())}'></script>"  # type: ignore[union-attr]
                       for name in PAGE_SCRIPTS)
-    styles = f"<style>{assets.text('app.css')}</style>"
+    styles = f"<style>{assets.APP.text('app.css')}</style>"
     body = (f"<div id='kame-inspect-time'><input type='number' value='0'></div>"
             f"<div id='kame-plot-{view}'><div id='source'></div></div>{player}")
     # Plotly's own encoder (numpy arrays included); "</" escaped so no string can end the script element

@@ -88,7 +88,7 @@ def create_app(blocks: gr.Blocks, chat: ChatServer | ReplicatedChat | None = Non
     app = FastAPI(title="KAME studio", docs_url=None, redoc_url=None, openapi_url=None)
     (chat or chat_server()).mount(app, CHAT_ROUTE)  # before Gradio's mount at "/", which would take the path
 
-    assets.mount(app)  # the page's scripts and styles
+    assets.APP.mount(app)  # the page's scripts and styles
 
     @app.get(session_files.ROUTE + "/{token}/{name}", include_in_schema=False)
     def session_file(token: str, name: str) -> FileResponse:

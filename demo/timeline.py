@@ -13,9 +13,9 @@ hides that; this figure shows it. Each run is one panel with five lanes, top to 
                      hashes (:data:`STAND_IN_TOKEN_NOTE`). A cascade has no front-end: its lane is titled
                      "TTS words" (:func:`lane_titles`) and holds the words it speaks.
 ``output audio``     waveform envelope.
-``oracle stream``    one span per revision, filled by its hint level (:mod:`demo.palette`, the one palette of
-                     every view: light = little of the question heard, dark = all of it; grey = not known) and
-                     labelled "rev N · hint L", with one line of the revision's text (cut with "…" to the
+``oracle stream``    one span per revision, filled by its hint level (:mod:`kame_core.serve.page.palette`, the one
+                     palette of every view: light = little of the question heard, dark = all of it; grey = not
+                     known) and labelled "rev N · hint L", with one line of the revision's text (cut with "…" to the
                      span's width). Hovering anywhere on a span gives the whole revision: its text, hint level
                      and spoken ratio, tokens fed of appended and pending, the frames and times it was fed
                      over, the request behind it and why that started, what replaced it. The token pieces fed
@@ -84,10 +84,7 @@ from kame_core.clock import FRAME_SECONDS, SAMPLE_RATE
 from kame_core.pipelines.run_kinds import RUN_KINDS
 from kame_core.record.events import LlmError, LlmRequestCancel, LlmRequestFinish, SttFinal, SttPartial, payloads
 from kame_core.record.trace import EventKind, SessionTrace
-
-from .lane_tags import FILL, LINE, frame_shape, lane_tags
-from .lanes import ALL_LANES, LANE_HEIGHTS, LANES, LaneLayout
-from .palette import (
+from kame_core.serve.page.palette import (
     BLUE,
     GREEN,
     INK,
@@ -104,6 +101,9 @@ from .palette import (
     hint_ratio_table,
     hint_swatches_html,
 )
+
+from .lane_tags import FILL, LINE, frame_shape, lane_tags
+from .lanes import ALL_LANES, LANE_HEIGHTS, LANES, LaneLayout
 from .plot_build import copy_figure, figure_from_dicts
 from .provenance_badge import provenance_badge
 from .spectrogram import spectrogram
@@ -164,7 +164,7 @@ _CURVE_POINTS = 3000
 #: hover (and to the "all pieces" legend toggle) rather than printed over its neighbours
 _REF_PLOT_PX = 900.0
 
-# -- colours: every one comes from demo.palette (the hint palette is shared with Evolution and Talk) --------
+# -- colours: every one comes from kame_core.serve.page.palette (its hints shared with Evolution and Talk) --
 _LATENCY = "#52606d"
 _FONT = "Inter, 'Segoe UI', 'DejaVu Sans', Helvetica, Arial, sans-serif"
 
@@ -368,8 +368,8 @@ def _revision_hover(r: OracleRevision, request: LLMRequest | None, use: TokenUse
                     replaced_by: OracleRevision | None, adherence: RevisionAdherence | None = None) -> str:
     """The hover label of one oracle revision -- its span and its token ticks show it, so it is written once,
     here, from what :mod:`kame_core.analysis.trace_query` and :mod:`kame_core.analysis.metrics` say about the
-    revision (nothing recounted): its whole text, hint level (as :func:`demo.palette.hint_name` names it), what
-    of it was fed and when, the request behind it and why that started, and what replaced it."""
+    revision (nothing recounted): its whole text, hint level (as :func:`kame_core.serve.page.palette.hint_name`
+    names it), what of it was fed and when, the request behind it and why that started, and what replaced it."""
     F = FRAME_SECONDS
     lines = [f"<b>oracle revision {r.revision}</b> · hint level {_esc(hint_name(r.hint_level))}"
              + (f" · spoken ratio {r.spoken_ratio:.2f}" if r.spoken_ratio is not None else ""),
@@ -1413,8 +1413,8 @@ def _label_meta(groups: list[dict[str, Any]], data: list[dict[str, Any]],
 
 def _hint_legend(unknown: bool, yshift: float = 4) -> dict[str, Any]:
     """The one-line key of the revision spans' colours (:data:`HINT_LEGEND`): each level's swatch and name from
-    :func:`demo.palette.hint_swatches_html` (the Talk page prints the same), the spoken-ratio table in its hover,
-    ``yshift`` px above the plot area; ``unknown`` adds the grey of revisions whose level is not known."""
+    :func:`kame_core.serve.page.palette.hint_swatches_html` (the Talk page prints the same), the spoken-ratio table in
+    its hover, ``yshift`` px above the plot area; ``unknown`` adds the grey of revisions whose level is not known."""
     return dict(text="<b>hint level</b> (how much of the question was heard when asked): "
                      + hint_swatches_html(unknown, separator="  "),
                 name=HINT_LEGEND, xref="paper", yref="paper", x=0, y=1, xanchor="left", yanchor="bottom", yshift=yshift,

@@ -1,13 +1,13 @@
 """The Gradio interface, composed (each event has an ``api_name`` for gradio_client); the page's scripts and
-styles are files under ``demo/static/`` (:mod:`demo.assets`).
+styles are files under ``demo/static/`` and ``kame_core/serve/page/static/`` (:mod:`demo.assets`).
 
 :func:`build_app` lays out the header and the bar that opens an input (:mod:`demo.views`), then one ``gr.Tab``
 per module of :mod:`demo.tabs`, each laid out and wired by its module: Timeline (one run, playhead synced to its
 audio), Compare (every mode of one input on one clock, with the paper's Table 2 quoted beside), Evolution (the
 oracle's revisions by hint level), Forced delay (re-run with a chosen delay; latency–quality curve), Live (an
 uploaded recording or the microphone through KAME and/or the cascade, downloadable as a scenario file), Talk (full
-duplex over the live protocol at ``/api/chat``: :mod:`demo.talk`), Sessions (every session the page can open, a
-row per session and run with its provenance and measures). Every open path ends with every panel of every tab
+duplex over the live protocol at ``/api/chat``: :mod:`kame_core.serve.page.talk`), Sessions (every session the page can
+open, a row per session and run with its provenance and measures). Every open path ends with every panel of every tab
 redrawn (:func:`demo.tabs.panels`).
 """
 from __future__ import annotations
@@ -220,7 +220,7 @@ def build_app(gpu: Callable[[Callable], Callable] | None = None, hardware: hw.Ha
 
 def launch_options() -> dict:
     """Page options for ``Blocks.launch`` / ``gr.mount_gradio_app`` (Gradio 6 takes the page's JS and CSS there):
-    the scripts and styles of ``demo/static/`` (:mod:`demo.assets`; :func:`demo.server.create_app` serves them),
+    the scripts and styles of :mod:`demo.assets` (:func:`demo.server.create_app` serves them),
     and the Sessions table's pinned columns (:func:`demo.tabs.sessions.pinned_css`).
 
     No ``allowed_paths``: session files are served by :mod:`demo.server`'s token route only."""

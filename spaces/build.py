@@ -3,7 +3,8 @@
 The output folder is a complete Space, ready to push as it is:
 
 * at its root this folder's ``README.md`` (the Space's front matter), ``app.py`` and ``requirements.txt``;
-* the code packages ``kame_core/`` and ``demo/`` (Python sources, and the page's files in ``demo/static/``);
+* the code packages ``kame_core/`` and ``demo/`` (Python sources, and the pages' files in ``demo/static/`` and
+  ``kame_core/serve/page/static/``);
 * ``scenarios/`` with the bundled ``.kame`` files, its ``README.md`` (their provenance) and ``__init__.py``;
 * a ``.gitattributes`` that stores the ``.kame`` archives with Git LFS (the hub refuses plain binary files).
 
@@ -29,8 +30,8 @@ REPO_ROOT = HERE.parent
 ROOT_FILES = ("README.md", "app.py", "requirements.txt")
 #: code packages copied whole (their ``*.py`` files)
 PACKAGES = ("kame_core", "demo")
-#: the page's scripts, styles and markup (:mod:`demo.assets`), copied beside the code
-STATIC = "demo/static"
+#: the pages' scripts, styles and markup (:mod:`demo.assets`, :mod:`kame_core.serve.page.assets`), copied with the code
+STATIC = ("demo/static", "kame_core/serve/page/static")
 STATIC_SUFFIXES = (".js", ".css", ".html")
 #: what of ``scenarios/`` the app needs: the bundled files, their provenance note, the package marker
 SCENARIO_PATTERNS = ("*.kame", "README.md", "__init__.py")
@@ -90,7 +91,7 @@ def space_files(repo: Path = REPO_ROOT) -> list[str]:
         top = path.parts[0]
         if top in PACKAGES and path.suffix == ".py":
             chosen.add(rel)
-        elif rel.startswith(STATIC + "/") and len(path.parts) == 3 and path.suffix in STATIC_SUFFIXES:
+        elif path.parent.as_posix() in STATIC and path.suffix in STATIC_SUFFIXES:
             chosen.add(rel)
         elif top == "scenarios" and len(path.parts) == 2 and any(path.match(p) for p in SCENARIO_PATTERNS):
             chosen.add(rel)

@@ -5,11 +5,11 @@ import pytest
 
 from demo import views
 from demo.evolution import SHAPES, evolution_figure
-from demo.palette import hint_colour, hint_name
 from demo.tabs.evolution import evolution, evolution_bundled
 from kame_core.analysis.evolution import evolution_points, level_table_markdown, per_level, similarity
 from kame_core.clock import VirtualClock
 from kame_core.pipelines.tandem import SessionConfig, TandemRunner
+from kame_core.serve.page.palette import hint_colour, hint_name
 
 from .doubles import EchoFrontEnd, ScriptedLLM, ScriptedSTT, speech_like, words_at
 

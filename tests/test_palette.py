@@ -10,7 +10,12 @@ from pathlib import Path
 import pytest
 
 from demo.evolution import evolution_figure, scenario_points
-from demo.palette import (
+from demo.timeline import HINT_LEGEND, compare_figure, timeline_figure
+from kame_core.analysis.hint_levels import HINT_LEVEL_BOUNDS, hint_level
+from kame_core.analysis.trace_query import oracle_revisions
+from kame_core.record.trace import SessionTrace
+from kame_core.scenario import Scenario, load_scenario
+from kame_core.serve.page.palette import (
     HINT_COLOURS,
     HINT_LEVELS,
     HINT_UNKNOWN_COLOUR,
@@ -20,12 +25,7 @@ from demo.palette import (
     hint_name,
     hint_swatches_html,
 )
-from demo.talk import talk_html
-from demo.timeline import HINT_LEGEND, compare_figure, timeline_figure
-from kame_core.analysis.hint_levels import HINT_LEVEL_BOUNDS, hint_level
-from kame_core.analysis.trace_query import oracle_revisions
-from kame_core.record.trace import SessionTrace
-from kame_core.scenario import Scenario, load_scenario
+from kame_core.serve.page.talk import talk_html
 from tests.test_timeline import with_levels
 
 REPO = Path(__file__).resolve().parents[1]
@@ -74,11 +74,11 @@ def test_level_names_follow_the_hint_level_table():
 
 
 def test_no_other_module_spells_a_hint_colour():
-    """One concept, one place: every hint colour is read from demo.palette."""
+    """One concept, one place: every hint colour is read from kame_core.serve.page.palette."""
     pattern = re.compile("|".join(re.escape(c) for c in HINT_COLOURS), re.IGNORECASE)
     old_evolution = re.compile(r"#c9b600|#7ad151|#fde725", re.IGNORECASE)   # the reversed list it had
-    for path in sorted((REPO / "demo").glob("*.py")):
-        if path.name == "palette.py":
+    for path in sorted([*(REPO / "demo").rglob("*.py"), *(REPO / "kame_core").rglob("*.py")]):
+        if path == REPO / "kame_core" / "serve" / "page" / "palette.py":
             continue
         text = path.read_text(encoding="utf-8")
         assert not pattern.search(text) and not old_evolution.search(text), path.name
@@ -161,7 +161,7 @@ def test_talk_page_reads_the_same_palette():
     # the live revision spans are filled as the Timeline fills them (not the hint colour at another strength)
     assert live["hint_fills"] == [hint_fill(level) for level in HINT_LEVELS]
     assert live["hint_unknown_fill"] == hint_fill(None)
-    script = (REPO / "demo" / "static" / "talk.js").read_text()
+    script = (REPO / "kame_core" / "serve" / "page" / "static" / "talk.js").read_text()
     assert "g.fillStyle = hintFill(r.hint_level); g.fillRect(x0, ob[0] + 2" in script
     assert "globalAlpha = 0.25" not in script
     with pytest.raises(TypeError):

@@ -152,9 +152,9 @@ def test_build_writes_a_complete_space_and_nothing_else(tmp_path):
         assert (tmp_path / "space" / name).read_bytes() == (SPACE / name).read_bytes()
     tracked = subprocess.run(["git", "-C", str(REPO), "ls-files", "kame_core", "demo"], capture_output=True,
                              text=True, check=True).stdout.split()
-    code = {rel for rel in tracked if rel.endswith(".py") or rel.startswith("demo/static/")}
+    code = {rel for rel in tracked if rel.endswith(".py") or "/static/" in rel}
     assert code and code <= set(tree)
-    assert {"demo/static/talk.js", "demo/static/timeline.js", "demo/static/app.css"} <= code
+    assert {"kame_core/serve/page/static/talk.js", "demo/static/timeline.js", "demo/static/app.css"} <= code
     bundled = {p.name for p in (REPO / "scenarios").glob("*.kame")}
     assert {rel.split("/", 1)[1] for rel in tree if rel.startswith("scenarios/")} == \
         bundled | {"README.md", "__init__.py"}

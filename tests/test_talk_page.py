@@ -15,12 +15,12 @@ import numpy as np
 import pytest
 import soundfile as sf
 
-from demo import assets
-from demo.talk_page import page_html
 from kame_core.access import Access
 from kame_core.scenario import load_scenario
 from kame_core.serve import ChatServer
 from kame_core.serve.__main__ import app_with_page
+from kame_core.serve.page.assets import PAGE
+from kame_core.serve.page.mount import page_html
 from kame_core.session import SessionStore
 from kame_core.stacks.served import served_stack
 from kame_core.stacks.stack import Stack
@@ -52,9 +52,10 @@ def test_the_page_is_the_talk_tab_with_the_servers_own_settings():
     page = page_html()
     config = json.loads(html.unescape(re.search(r'<div id="kame-talk" data-config="([^"]*)">', page).group(1)))
     assert config["ticket"] is None and config["open"] is None, "no app beside it: no ticket box, nothing to open"
-    assert config["worklets"] == assets.url("talk-worklets.js")
-    for name in ("protocol.js", "talk.js", "talk.css", "app.css", "talk-page.css"):
-        assert assets.url(name) in page, name
+    assert config["worklets"] == PAGE.url("talk-worklets.js")
+    for name in ("protocol.js", "talk.js", "talk.css", "talk-page.css"):
+        assert PAGE.url(name) in page, name
+    assert "app.css" not in page and "timeline.js" not in page, "the app's own files are not the page's"
     assert 'id="kame-talk-start"' in page and 'id="kame-talk-latency"' in page
 
 
@@ -72,9 +73,10 @@ def test_get_root_is_admitted_as_the_websocket_is(tmp_path):
         status, body, _ = _get(base + "?token=" + TOKEN, host="rebound.example")
         assert status == 403 and "rebound.example" in body
         for name in ("protocol.js", "talk.js", "talk-worklets.js"):
-            status, body, _ = _get(f"http://127.0.0.1:{port}{assets.url(name)}")
-            assert status == 200 and body == assets.text(name)
-        assert _get(f"http://127.0.0.1:{port}{assets.ROUTE}/talk_page.py")[0] == 404
+            status, body, _ = _get(f"http://127.0.0.1:{port}{PAGE.url(name)}")
+            assert status == 200 and body == PAGE.text(name)
+        for other in ("mount.py", "talk.html", "app.css", "timeline.js"):  # the page's files only
+            assert _get(f"http://127.0.0.1:{port}{PAGE.route}/{other}")[0] == 404, other
 
 
 @pytest.mark.slow

@@ -13,12 +13,6 @@ import numpy as np
 import plotly.graph_objects as go
 import pytest
 
-from demo.palette import (
-    HINT_COLOURS,
-    hint_fill,
-    hint_name,
-    revision_colour,
-)
 from demo.provenance_badge import provenance_badge
 from demo.timeline import (
     _REF_PLOT_PX,
@@ -46,6 +40,12 @@ from kame_core.clock import FRAME_SECONDS, SAMPLE_RATE, SAMPLES_PER_FRAME
 from kame_core.record.events import HintLevel, SttFinal
 from kame_core.record.trace import PROVENANCE_KINDS, EventKind, FrameRecord, Provenance, SessionTrace
 from kame_core.scenario import Scenario, load_scenario, save_scenario
+from kame_core.serve.page.palette import (
+    HINT_COLOURS,
+    hint_fill,
+    hint_name,
+    revision_colour,
+)
 from kame_core.testing.sessions import MOUNTAIN_QUESTION, build_session
 from kame_core.testing.sessions import mountain_session as run
 

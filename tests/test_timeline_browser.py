@@ -63,7 +63,7 @@ def page(tmp_path_factory) -> Path:
     fig = timeline_figure(run(), title="Browser check")
     path = tmp_path_factory.mktemp("timeline") / "timeline.html"
     html_text = fig.to_html(include_plotlyjs=True, full_html=True, div_id="timeline",
-                            post_script=assets.text("timeline.js") + PROBE, config={"responsive": False})
+                            post_script=assets.APP.text("timeline.js") + PROBE, config={"responsive": False})
     path.write_text(html_text, encoding="utf-8")
     return path
 

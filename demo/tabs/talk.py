@@ -1,6 +1,6 @@
-"""The Talk tab: full duplex over the live protocol at ``/api/chat`` (the page itself: :mod:`demo.talk`). Its
-hidden components are the page's way into the app: a one-use ticket before it connects, and the saved session
-opened in Timeline and Compare when it stops."""
+"""The Talk tab: full duplex over the live protocol at ``/api/chat`` (the page itself:
+:mod:`kame_core.serve.page.talk`). Its hidden components are the page's way into the app: a one-use ticket before it
+connects, and the saved session opened in Timeline and Compare when it stops."""
 from __future__ import annotations
 
 import logging
@@ -9,10 +9,17 @@ from typing import TYPE_CHECKING
 
 import gradio as gr
 
+from kame_core.serve.page.talk import (
+    TALK_ID_BOX,
+    TALK_OPEN_BUTTON,
+    TALK_SHOWN_BOX,
+    TALK_TICKET_BOX,
+    TALK_TICKET_BUTTON,
+    talk_html,
+)
 from kame_core.tickets import TicketBook, TicketRefused
 
 from .. import views
-from ..talk import TALK_ID_BOX, TALK_OPEN_BUTTON, TALK_SHOWN_BOX, TALK_TICKET_BOX, TALK_TICKET_BUTTON, talk_html
 
 if TYPE_CHECKING:
     from . import Wiring

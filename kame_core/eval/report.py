@@ -315,8 +315,8 @@ def table_figure(summaries: Sequence[SystemSummary], score_label: str, stem: Pat
 
 def hint_level_name(level: int | None) -> str:
     """A hint level as the adherence figure names it: ``"0 (≤50% heard)"`` ... ``"5 (all heard)"``, or
-    ``"not known"`` (from :mod:`kame_core.analysis.hint_levels`' table; the app's hint palette lives in ``demo/``, which
-    the core does not import, so the figure uses Plotly's default colours, one per system)."""
+    ``"not known"`` (from :mod:`kame_core.analysis.hint_levels`' table; the levels are the figure's x axis, so its
+    colours are Plotly's defaults, one per system, not the hint palette of :mod:`kame_core.serve.page.palette`)."""
     if level is None or not 0 <= level <= MAX_HINT_LEVEL:
         return "not known"
     if level == MAX_HINT_LEVEL:

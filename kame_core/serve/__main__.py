@@ -20,7 +20,7 @@ import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, cast
+from typing import Any
 
 from ..access import Access
 from ..floor_policies import FLOORS
@@ -30,6 +30,7 @@ from ..session.disk import FolderInUse
 from ..settings import MAX_REPLICAS, Settings, SettingsError
 from ..stacks.served import ServedStack, stack_from_cpu
 from .lifecycle import run
+from .page.mount import mount_talk_page
 from .protocol import Limits
 from .redaction import install_redaction
 from .scaling import ScalingRule
@@ -183,8 +184,6 @@ def serve_replicas(args: argparse.Namespace, count: int, gpus: float, load_stack
     """``--replicas N``: the replicas on Ray Serve (loaded before the port opens), the ingress at ``--port`` until
     SIGTERM / SIGINT (the replicas end their sessions cleanly), then the replicas deleted and a local Ray shut
     down. ``scaling``: between N and ``--max-replicas`` as sessions come and go."""
-    from demo.talk_page import mount_talk_page
-
     from .ingress import ingress_app
     from .replicas import WORKER_NICENESS, ReplicaError, ReplicaSpec, ReplicatedChat
 
@@ -202,7 +201,7 @@ def serve_replicas(args: argparse.Namespace, count: int, gpus: float, load_stack
         for line in door.exposure(args.host):  # Ray's ports and the replicas', when more than the door is open
             print(f"listening: {line}", flush=True)
         app = ingress_app(ingress)
-        mount_talk_page(app, cast(Any, ingress))  # the page reads the door's ``access`` only
+        mount_talk_page(app, ingress.access)
         page = f"http://{args.host}:{args.port}/" + ("?token=..." if access.token else "")
         growth = "" if scaling is None else (f", up to {scaling.max_replicas} as sessions need (keeping "
                                              f"{scaling.wanted_free} slot(s) free)")
@@ -218,11 +217,9 @@ def serve_replicas(args: argparse.Namespace, count: int, gpus: float, load_stack
 
 def app_with_page(server: ChatServer) -> Any:
     """The protocol's app (:func:`.server.standalone_app`) with the studio's Talk page at ``GET /``
-    (:mod:`demo.talk_page`: the same page as the app's Talk tab, admitted by the server's token)."""
-    from demo.talk_page import mount_talk_page
-
+    (:mod:`.page`: the same page as the app's Talk tab, admitted by the server's token)."""
     app = standalone_app(server)
-    mount_talk_page(app, server)
+    mount_talk_page(app, server.access)
     return app
 
 

@@ -1,8 +1,8 @@
-// demo/static/protocol.js: the Talk page's reading and writing of live-protocol messages.
+// kame_core/serve/page/static/protocol.js: the Talk page's reading and writing of live-protocol messages.
 'use strict';
 const test = require('node:test');
 const assert = require('node:assert/strict');
-const P = require('../../demo/static/protocol.js');
+const P = require('../../kame_core/serve/page/static/protocol.js');
 
 test('PCM round-trips through a 0x08 message within one 16-bit step', () => {
   const frame = Float32Array.from({length: 1920}, (_, i) => 0.5 * Math.sin(2 * Math.PI * 220 * i / 24000));

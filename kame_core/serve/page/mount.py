@@ -1,34 +1,31 @@
 """The Talk page on its own: what ``python -m kame_core.serve`` answers at ``GET /``.
 
-The same markup and script as the studio's Talk tab (:func:`demo.talk.talk_html`, ``demo/static/talk.js``), pointed
+The same markup and script as the studio's Talk tab (:func:`.talk.talk_html`, ``static/talk.js``), pointed
 at the server's own ``/api/chat``; with no app beside it there is no ticket to ask for, so the page connects with
 the token of its own address (``/?token=...``). The page is refused as the websocket would be
 (:meth:`kame_core.access.Access.refusal`): 403 for a Host name not allowed, 401 without the token where one is
 required. It is sent with ``Referrer-Policy: no-referrer`` (its address may carry the token) and never cached.
-Its scripts and styles come from :data:`demo.assets.ROUTE` (those files only).
+Its scripts and styles are :data:`.assets.PAGE`, served at its route (those files only).
 """
 from __future__ import annotations
 
 import html
 from typing import Any
 
-from kame_core.serve import ChatServer
-
-from . import assets
+from ...access import Access
+from .assets import PAGE
 from .talk import talk_config, talk_html
 
-PAGE_STYLES = ("app.css", "talk.css", "talk-page.css")
-PAGE_SCRIPTS = ("protocol.js", "talk.js")
 NO_STORE = {"Cache-Control": "no-store", "Referrer-Policy": "no-referrer", "X-Content-Type-Options": "nosniff"}
 
 
 def page_html() -> str:
     """The whole document: the Talk markup with the server page's settings (no ticket box, nothing to open)."""
-    names = {"app_css": "app.css", "talk_css": "talk.css", "page_css": "talk-page.css",
+    names = {"talk_css": "talk.css", "page_css": "talk-page.css",
              "protocol_js": "protocol.js", "talk_js": "talk.js"}
-    text = assets.text("talk-page.html")
+    text = PAGE.text("talk-page.html")
     for key, name in names.items():
-        text = text.replace("{" + key + "}", html.escape(assets.url(name), quote=True))
+        text = text.replace("{" + key + "}", html.escape(PAGE.url(name), quote=True))
     return text.replace("{talk}", talk_html(talk_config(app=False)))
 
 
@@ -41,13 +38,12 @@ def _refusal_page(status: int, why: str) -> Any:
     return HTMLResponse(body, status_code=status, headers=NO_STORE)
 
 
-def mount_talk_page(app: Any, server: ChatServer) -> None:
-    """Add ``GET /`` (the page, admitted as the websocket is by ``server.access``) and the page's files at
-    :data:`demo.assets.ROUTE` to a FastAPI / Starlette ``app``."""
+def mount_talk_page(app: Any, access: Access) -> None:
+    """Add ``GET /`` (the page, admitted by ``access`` as the websocket is) and the page's files
+    (:data:`.assets.PAGE`) to a FastAPI / Starlette ``app``."""
     from starlette.responses import HTMLResponse
 
     async def talk_page(request: Any) -> Any:
-        access = server.access
         host = (request.headers.get("host") or "").strip().lower()
         if not access.host_allowed(host):
             return _refusal_page(403, f"Host {host[:80]!r} is not allowed on this server")
@@ -57,4 +53,4 @@ def mount_talk_page(app: Any, server: ChatServer) -> None:
         return HTMLResponse(page_html(), headers=NO_STORE)
 
     app.router.add_route("/", talk_page, methods=["GET"], include_in_schema=False)
-    assets.mount(app)
+    PAGE.mount(app)

@@ -1,9 +1,9 @@
-"""The Talk tab: a browser client of the live protocol (:mod:`kame_core.serve`) at ``/api/chat``.
+"""The Talk page: a browser client of the live protocol (:mod:`kame_core.serve`) at ``/api/chat``.
 
-:func:`talk_html` is the tab's markup (``demo/static/talk.html``: start / stop, the live view) with its settings
-(:func:`talk_config`); ``demo/static/talk.js`` runs it, loaded by the page's head (:mod:`demo.assets`) beside the
-timeline's script. The same page is served by ``python -m kame_core.serve`` at ``/`` (its own settings: no ticket
-box; it connects with the token of its address). In the page:
+:func:`talk_html` is its markup (``static/talk.html``: start / stop, the live view) with its settings
+(:func:`talk_config`); ``static/talk.js`` runs it. ``python -m kame_core.serve`` serves it at ``/`` (:mod:`.mount`:
+no ticket box; it connects with the token of its address); the studio's Talk tab (:mod:`demo.tabs.talk`) shows the
+same markup, its script loaded by the app's page head (:mod:`demo.assets`). In the page:
 
 * the microphone is captured with ``getUserMedia`` (echo cancellation, noise suppression, auto gain on) into
   an ``AudioContext`` at 24 kHz; a capture AudioWorklet cuts 1920-sample frames that are sent as raw PCM
@@ -33,7 +33,7 @@ import html
 import json
 from typing import Any
 
-from . import assets
+from .assets import PAGE
 from .palette import LIVE_COLOURS, hint_swatches_html
 
 #: element ids the Python side wires to
@@ -47,19 +47,19 @@ TICKET_WAIT_MS = 20000
 
 
 def talk_config(*, app: bool = True, worklets: str | None = None) -> dict[str, Any]:
-    """The Talk page's settings, given to ``talk.js`` with its markup: its colours (:data:`demo.palette.LIVE_COLOURS`),
+    """The Talk page's settings, given to ``talk.js`` with its markup: its colours (:data:`.palette.LIVE_COLOURS`),
     the worklets' address, and -- in the app (``app``) -- the hidden Gradio elements it gets its ticket from and
     opens a saved session with and reads the open input from (another input opened while no conversation runs:
     the page stops showing the last one); on the chat server's own page (``app=False``) both are None: it connects
     with the token of its own address and says where the session was saved."""
-    return {"colours": dict(LIVE_COLOURS), "worklets": worklets or assets.url("talk-worklets.js"),
+    return {"colours": dict(LIVE_COLOURS), "worklets": worklets or PAGE.url("talk-worklets.js"),
             "ticket": {"box": TALK_TICKET_BOX, "ask": TALK_TICKET_BUTTON, "wait_ms": TICKET_WAIT_MS} if app else None,
             "open": {"box": TALK_ID_BOX, "button": TALK_OPEN_BUTTON, "shown": TALK_SHOWN_BOX} if app else None}
 
 
 def talk_html(config: dict[str, Any] | None = None) -> str:
-    """The tab's markup (``demo/static/talk.html``) with the hint legend and ``config`` (default: the app's,
+    """The page's markup (``static/talk.html``) with the hint legend and ``config`` (default: the app's,
     :func:`talk_config`) for ``talk.js``."""
-    return (assets.text("talk.html").replace("{hint_swatches}", hint_swatches_html(unknown=True, separator=" · "))
+    return (PAGE.text("talk.html").replace("{hint_swatches}", hint_swatches_html(unknown=True, separator=" · "))
             .replace("{config}", html.escape(json.dumps(config or talk_config()), quote=True)))
 
