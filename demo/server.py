@@ -5,11 +5,11 @@
 * ``GET /kame/files/<token>/<name>`` -- a file of one session's private folder (:mod:`demo.session_files`);
   nothing else of the machine is served (no ``allowed_paths``);
 * ``GET /kame/static/<name>`` -- the page's scripts and styles (:mod:`demo.assets`; those files only);
-* ``ws /api/chat`` -- the live protocol (:mod:`kame_core.serve`) on the app's stack (:func:`chat_server`):
-  at most ``KAME_MAX_SESSIONS`` (default 2) conversations at once, one on a single GPU model; each saved in
-  ``KAME_SESSIONS_DIR`` (the Talk tab opens them from there). With ``KAME_REPLICAS=N``, N replicas of that server
-  on a local Ray Serve (one GPU each with ``KAME_WEIGHTS`` on CUDA), each with ``KAME_MAX_SESSIONS`` and its
-  folder ``replica-K`` there, behind the ingress of ``python -m kame_core.serve --replicas`` at the same path;
+* ``ws /api/chat`` -- the live protocol (:mod:`kame_core.serve`) on the app's stack (:func:`chat_server`), the
+  server ``python -m kame_core.serve`` builds from the same variables (docs/deploy.md): at most
+  ``KAME_MAX_SESSIONS`` conversations at once (default: 2 on the CPU stand-in, the pool size with weights), each
+  saved in ``KAME_SESSIONS_DIR`` (the Talk tab opens them from there); with ``KAME_REPLICAS=N``, N replicas of that
+  server on a local Ray Serve behind one door at the same path;
 
 and :func:`serve` runs it with uvicorn (secret query values kept out of its log: :mod:`kame_core.serve.redaction`).
 Gradio's file cache is cleaned on a schedule and uploads are capped (:data:`MAX_UPLOAD`); a file a client names is
@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import sys
 import time
-from pathlib import Path
 from typing import Any
 
 import gradio as gr
@@ -34,11 +33,11 @@ from fastapi import FastAPI, HTTPException
 from fastapi.responses import FileResponse
 
 from kame_core.serve import ROUTE as CHAT_ROUTE
-from kame_core.serve import ChatServer, Limits, default_sessions_dir
+from kame_core.serve import ChatServer
+from kame_core.serve.assembly import build_server
 from kame_core.serve.lifecycle import run
 from kame_core.serve.redaction import install_redaction
-from kame_core.serve.replicas import ReplicaError, ReplicaSpec, ReplicatedChat
-from kame_core.serve.scaling import ScalingRule
+from kame_core.serve.replicas import ReplicaError, ReplicatedChat
 from kame_core.session.disk import FolderInUse
 from kame_core.settings import Settings
 from kame_core.stacks.served import ServedStack, served_stack
@@ -52,13 +51,9 @@ MAX_UPLOAD = "30mb"
 
 
 def chat_server(settings: Settings | None = None, host: str = "127.0.0.1") -> ChatServer | ReplicatedChat:
-    """The live-protocol server of the app: the live stack (:func:`demo.stacks.live_stack` of
-    ``settings.stack``, loaded on the first conversation), ``settings.server.max_sessions`` at once
-    (``KAME_MAX_SESSIONS``), saved in ``settings.server.sessions_dir``, admitted by ``settings.server.access``
-    as it applies to a server listening on ``host`` (the loopback names only there, unless
-    ``KAME_ALLOWED_HOSTS`` says otherwise). ``settings.server.replicas`` (``KAME_REPLICAS``) > 0: that many
-    replicas of it on a local Ray Serve behind one door (started by :meth:`ReplicatedChat.preload`), up to
-    ``KAME_MAX_REPLICAS`` as sessions need (:mod:`kame_core.serve.scaling`, its default patience)."""
+    """The live-protocol server of the app, built as ``python -m kame_core.serve`` builds its own
+    (:func:`kame_core.serve.assembly.build_server` of ``settings.server``, listening on ``host``) on the live stack
+    (:func:`demo.stacks.live_stack` of ``settings.stack``, loaded on the first conversation)."""
     settings = settings or Settings()
     stack_settings = settings.stack
 
@@ -68,17 +63,7 @@ def chat_server(settings: Settings | None = None, host: str = "127.0.0.1") -> Ch
         live = live_stack(stack_settings)  # the local oracle LLM is warmed before the first handshake
         return served_stack(live.stack, gate=live.gate)
 
-    server = settings.server
-    access = server.access.bound_to(host)
-    if server.replicas:
-        choice = stack_settings.front_end
-        gpus = 1.0 if choice.neural and choice.device_name() == "cuda" else 0.0
-        spec = ReplicaSpec(load, sessions_dir=Path(server.sessions_dir or default_sessions_dir()),
-                           max_sessions=server.max_sessions, limits=Limits())
-        scaling = ScalingRule.between(server.replicas, server.max_replicas,
-                                      server.max_sessions or (choice.pool_size if choice.neural else None))
-        return ReplicatedChat(spec, server.replicas, access=access, gpus=gpus, scaling=scaling)
-    return ChatServer(load, max_sessions=server.max_sessions, sessions_dir=server.sessions_dir, access=access)
+    return build_server(settings.server, load, stack_settings.front_end, host=host)
 
 
 def create_app(blocks: gr.Blocks, chat: ChatServer | ReplicatedChat | None = None,

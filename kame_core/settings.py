@@ -9,8 +9,8 @@ value. Code below them takes explicit parameters and does not read the environme
   one; :attr:`Settings.keys` records only which key variables are set;
 * ``GRADIO_ANALYTICS_ENABLED`` is set (``setdefault``) before Gradio is imported, and the Ray executor hands
   ``PYTHONPATH`` on to its workers;
-* ``serve --replicas`` sets Ray's ``RAY_worker_niceness`` to 0 (``setdefault``) before it starts a local Ray, so
-  the replicas' live sessions do not run at Ray's default niceness of 15.
+* replicas on a local Ray (``serve --replicas``, the app's ``KAME_REPLICAS``) set Ray's ``RAY_worker_niceness`` to
+  0 (``setdefault``) before Ray starts, so their live sessions do not run at Ray's default niceness of 15.
 
 ``docs/environment.md`` lists every variable in one table; ``tests/test_settings.py`` checks that it and this
 module agree.
@@ -39,6 +39,8 @@ DEFAULT_BUDGET_MB = 2048
 DEFAULT_UPLOAD_MB = 256
 #: the most replicas ``serve --replicas`` / ``KAME_REPLICAS`` runs
 MAX_REPLICAS = 1024
+#: live sessions at once on the CPU stand-in when ``KAME_MAX_SESSIONS`` is unset (two cores: two in real time)
+CPU_SESSIONS = 2
 #: uvicorn's log levels
 LOG_LEVELS = ("critical", "error", "warning", "info", "debug", "trace")
 _TRUE, _FALSE = ("1", "true", "yes", "on"), ("0", "false", "no", "off")
@@ -164,8 +166,9 @@ def _front_end(env: Mapping[str, str]) -> FrontEndChoice:
 
 @dataclass(frozen=True)
 class ServerSettings:
-    """Where and how the app listens, and the live protocol's sessions (``serve`` uses :attr:`sessions_dir`,
-    :attr:`replicas` and :attr:`access`; its options add to them)."""
+    """Where and how the app listens, and the live protocol's sessions: both doors (``python -m kame_core.serve``
+    and the app's ``/api/chat``) build their server from these (:func:`kame_core.serve.assembly.build_server`);
+    ``serve``'s options override them, the app takes them as they are."""
 
     #: ``KAME_HOST``, else ``GRADIO_SERVER_NAME``; empty: the entry point's default (see :meth:`address`)
     host: str = ""
@@ -173,8 +176,9 @@ class ServerSettings:
     port: int = 7860
     #: ``KAME_LOG_LEVEL``: uvicorn's
     log_level: str = "warning"
-    #: ``KAME_MAX_SESSIONS`` live sessions at once; ``None``: no limit (the variable's 0)
-    max_sessions: int | None = 2
+    #: ``KAME_MAX_SESSIONS`` live sessions at once (per replica); 0: no limit; ``None`` (unset): the front-end's
+    #: own (:meth:`session_cap`)
+    max_sessions: int | None = None
     #: ``KAME_SESSIONS_DIR``, else ``sessions/`` under the cache root
     sessions_dir: Path = field(default_factory=lambda: sessions_dir({}))
     #: ``KAME_REPLICAS``: ``serve`` runs this many replicas on Ray Serve behind one ingress; 0: one server, no Ray
@@ -186,6 +190,13 @@ class ServerSettings:
     #: ``KAME_ALLOWED_HOSTS`` (its loopback default is applied where the listening host is known:
     #: :meth:`kame_core.access.Access.bound_to`)
     access: Access = field(default_factory=Access)
+
+    def session_cap(self, front_end: FrontEndChoice) -> int | None:
+        """The most live sessions at once (``None``: no limit): ``KAME_MAX_SESSIONS`` where set, else the neural
+        front-end's pool size (every session takes a slot of it), else 2 (the CPU stand-in on 2 cores)."""
+        if self.max_sessions is not None:
+            return self.max_sessions or None
+        return front_end.pool_size if front_end.neural else CPU_SESSIONS
 
     def address(self, default_host: str = "127.0.0.1") -> tuple[str, int]:
         """``(host, port)`` to listen on; ``default_host`` when no variable names one (a Space: 0.0.0.0)."""
@@ -200,7 +211,7 @@ class ServerSettings:
             raise SettingsError(f"KAME_LOG_LEVEL must be one of {', '.join(LOG_LEVELS)}, "
                                 f"got {env['KAME_LOG_LEVEL']!r}")
         access = _piece(Access.from_env, env)
-        max_sessions = _whole(env, "KAME_MAX_SESSIONS", 2, lambda n: 0 <= n <= 100_000,
+        max_sessions = _whole(env, "KAME_MAX_SESSIONS", -1, lambda n: 0 <= n <= 100_000,
                               "a whole number from 0 to 100000 (0: no limit)")
         replicas = _whole(env, "KAME_REPLICAS", 0, lambda n: 0 <= n <= MAX_REPLICAS,
                           f"a whole number from 0 to {MAX_REPLICAS} (0: one server without Ray)")
@@ -212,8 +223,8 @@ class ServerSettings:
         return cls(host=_text(env, "KAME_HOST") or _text(env, "GRADIO_SERVER_NAME"),
                    port=_whole(env, port_var, 7860, lambda n: 1 <= n <= 65535,
                                "a whole number from 1 to 65535 (a port)"), log_level=level,
-                   max_sessions=max_sessions or None, sessions_dir=sessions_dir(env), replicas=replicas,
-                   max_replicas=max_replicas, access=access)
+                   max_sessions=None if max_sessions < 0 else max_sessions, sessions_dir=sessions_dir(env),
+                   replicas=replicas, max_replicas=max_replicas, access=access)
 
 
 @dataclass(frozen=True)

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import time
 import urllib.request
 from pathlib import Path
@@ -63,16 +64,18 @@ def test_the_apps_talk_runs_on_replicas_behind_its_own_port(tmp_path: Path,
     from demo import views
     from demo.server import chat_server, create_app
     from demo.ui import build_app
-    from kame_core.serve.replicas import WORKER_NICENESS, ReplicatedChat, replica_dir
+    from kame_core.executors.ray_executor import RAY_WORKER_NICENESS
+    from kame_core.serve.replicas import ReplicatedChat, replica_dir
 
     settings = Settings.from_env({"KAME_REPLICAS": "2", "KAME_MAX_SESSIONS": "1", "KAME_SMALL_MODEL": "0",
                                   "KAME_SESSIONS_DIR": str(tmp_path), "KAME_TOKEN": "s3cret"})
     chat = chat_server(settings, "127.0.0.1")
     assert isinstance(chat, ReplicatedChat) and chat.max_sessions == 2
     blocks = build_app(settings=settings, tickets=chat.tickets).queue()
-    monkeypatch.setenv(WORKER_NICENESS, "0")  # as the app's local Ray would run them: real time
+    monkeypatch.delenv(RAY_WORKER_NICENESS, raising=False)  # put back as it was after the test
     try:
         chat.preload()
+        assert os.environ[RAY_WORKER_NICENESS] == "0", "the app's local Ray runs its replicas in real time, as serve's"
         with serving(create_app(blocks, chat), log_level="warning") as port:
             base = f"127.0.0.1:{port}"
             with urllib.request.urlopen(f"http://{base}/readyz", timeout=30) as reply:

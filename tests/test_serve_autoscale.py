@@ -11,9 +11,10 @@ from typing import Any
 import pytest
 
 from kame_core.access import Access
+from kame_core.executors.ray_executor import RAY_WORKER_NICENESS
 from kame_core.serve import Limits
 from kame_core.serve.ingress import ingress_app
-from kame_core.serve.replicas import WORKER_NICENESS, ReplicaSpec, ReplicatedChat, replica_dir
+from kame_core.serve.replicas import ReplicaSpec, ReplicatedChat, replica_dir
 from kame_core.serve.scaling import ScalingRule
 from kame_core.stacks.served import stack_from_cpu
 from kame_core.testing.servers import serving
@@ -31,7 +32,7 @@ def test_the_door_adds_a_replica_when_full_and_removes_it_when_idle(tmp_path: An
     assert door.max_sessions == 2  # what the door lets in at most: every replica it may run
     try:
         with pytest.MonkeyPatch.context() as env:
-            env.setenv(WORKER_NICENESS, "0")
+            env.setenv(RAY_WORKER_NICENESS, "0")
             ingress = door.preload()
         with serving(ingress_app(ingress), log_level="warning") as port:
             address = f"127.0.0.1:{port}"

@@ -24,12 +24,13 @@ from starlette.datastructures import QueryParams
 
 from kame_core.access import Access
 from kame_core.clock import SAMPLE_RATE
+from kame_core.executors.ray_executor import RAY_WORKER_NICENESS
 from kame_core.serve import Limits
 from kame_core.serve import notices as N
 from kame_core.serve import protocol as P
 from kame_core.serve.ingress import Ingress, ingress_app, merge_metrics
 from kame_core.serve.metrics import ServerMetrics
-from kame_core.serve.replicas import WORKER_NICENESS, ReplicaSpec, ReplicatedChat, replica_dir
+from kame_core.serve.replicas import ReplicaSpec, ReplicatedChat, replica_dir
 from kame_core.settings import Settings, SettingsError
 from kame_core.stacks.served import stack_from_cpu
 from kame_core.testing.servers import serving
@@ -190,7 +191,7 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Any:
     door = ReplicatedChat(spec, 2, access=Access().bound_to("127.0.0.1"))
     try:
         with pytest.MonkeyPatch.context() as env:  # as the command starts a local Ray: replicas at niceness 0
-            env.setenv(WORKER_NICENESS, "0")
+            env.setenv(RAY_WORKER_NICENESS, "0")
             ingress = door.preload()
         assert door.max_sessions == 2 and door.preload() is ingress  # started once
         with serving(ingress_app(ingress), log_level="warning") as port:

@@ -82,7 +82,8 @@ def test_an_empty_environment_gives_every_default() -> None:
     assert settings.stack.files == ModelFiles(cache_root=HOME_CACHE, whisper_model=None, hub_offline=False)
     server = settings.server
     assert server.address() == ("127.0.0.1", 7860) and server.address("0.0.0.0") == ("0.0.0.0", 7860)
-    assert (server.log_level, server.max_sessions, server.sessions_dir) == ("warning", 2, HOME_CACHE / "sessions")
+    assert (server.log_level, server.max_sessions, server.sessions_dir) == ("warning", None, HOME_CACHE / "sessions")
+    assert server.session_cap(settings.stack.front_end) == 2  # the CPU stand-in: two at once
     assert server.access == Access()
     assert (settings.content.scenarios_dir, settings.content.training_dir) == (None, None)
     assert (settings.judge.spec, settings.judge.mt_bench_dir) == (None, None)
@@ -120,8 +121,12 @@ PARSED: list[tuple[dict[str, str], Callable[[Settings], Any], Any]] = [
      FrontEndChoice("SakanaAI/kame", "kyutai/moshiko-pytorch-bf16", "cpu", 4, 3000)),
     ({"KAME_FLOOR": "gate"}, lambda s: s.stack.floor, "gate"),
     ({"KAME_FLOOR": " stand-in "}, lambda s: s.stack.floor, "stand-in"),
-    ({"KAME_MAX_SESSIONS": "0"}, lambda s: s.server.max_sessions, None),
-    ({"KAME_MAX_SESSIONS": "5"}, lambda s: s.server.max_sessions, 5),
+    ({"KAME_MAX_SESSIONS": "0"}, lambda s: (s.server.max_sessions, s.server.session_cap(s.stack.front_end)),
+     (0, None)),  # no limit
+    ({"KAME_MAX_SESSIONS": "5"}, lambda s: (s.server.max_sessions, s.server.session_cap(s.stack.front_end)), (5, 5)),
+    ({"KAME_WEIGHTS": "/w", "KAME_POOL_SIZE": "6"}, lambda s: s.server.session_cap(s.stack.front_end), 6),
+    ({"KAME_WEIGHTS": "/w", "KAME_POOL_SIZE": "6", "KAME_MAX_SESSIONS": "3"},
+     lambda s: s.server.session_cap(s.stack.front_end), 3),
     ({"KAME_SESSIONS_DIR": "/s", "KAME_CACHE_DIR": "/c"}, lambda s: s.server.sessions_dir, Path("/s")),
     ({"KAME_TOKEN": " t ", "KAME_ALLOWED_ORIGINS": "https://A.example/, http://b.example:8080"},
      lambda s: s.server.access, Access("t", frozenset({"https://a.example", "http://b.example:8080"}))),

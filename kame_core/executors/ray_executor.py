@@ -47,6 +47,8 @@ RAY_ONE_MACHINE = "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"
 #: Ray's authentication, which Ray turns on ("token") for a new local Ray unless it is set: every call to its services
 #: then carries Ray's token (``RAY_AUTH_TOKEN``, ``RAY_AUTH_TOKEN_PATH``, else ``~/.ray/auth_token``, written by Ray)
 RAY_AUTH_MODE = "RAY_AUTH_MODE"
+#: Ray's setting of its workers' niceness (default 15: a worker yields the CPU to every other process)
+RAY_WORKER_NICENESS = "RAY_worker_niceness"
 
 
 def keep_local_ray_on_loopback() -> None:
@@ -55,6 +57,13 @@ def keep_local_ray_on_loopback() -> None:
     Ray reads it when this process first imports Ray: call this before (:meth:`RayExecutor.connect` does; a Ray
     imported earlier keeps the node's own address, on every interface)."""
     os.environ.setdefault(RAY_ONE_MACHINE, "0")
+
+
+def run_local_ray_workers_at_full_priority() -> None:
+    """Before a local Ray starts: its workers run at niceness 0, not Ray's 15 (:data:`RAY_WORKER_NICENESS` in this
+    process's environment, inherited by Ray's processes; a value already set is kept: the operator's word). Live
+    replicas are real time: at 15 they would yield the CPU to every other process."""
+    os.environ.setdefault(RAY_WORKER_NICENESS, "0")
 
 
 def ray_auth_mode() -> str:

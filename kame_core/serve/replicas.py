@@ -38,6 +38,7 @@ from ..executors.ray_executor import (
     RayExecutor,
     keep_local_ray_on_loopback,
     ray_auth_mode,
+    run_local_ray_workers_at_full_priority,
     token_auth_on,
 )
 from ..session.store import REPLICA_FOLDER_PREFIX
@@ -49,7 +50,7 @@ from .protocol import Limits
 from .scaling import ScalingRule
 from .server import ROUTE, ChatServer, standalone_app
 
-__all__ = ["APP_PREFIX", "WORKER_NICENESS", "LiveReplica", "RayReplicas", "ReplicaError", "ReplicaSpec", "ServeLink",
+__all__ = ["APP_PREFIX", "LiveReplica", "RayReplicas", "ReplicaError", "ReplicaSpec", "ServeLink",
            "replica_dir"]
 
 log = logging.getLogger("kame.serve.replicas")
@@ -59,9 +60,6 @@ APP_PREFIX = "kame-replica-"
 #: how often Serve asks a replica whether its server still runs, and how long it waits for the answer
 HEALTH_CHECK_PERIOD_S = 2.0
 HEALTH_CHECK_TIMEOUT_S = 30.0
-#: Ray's setting of its workers' niceness (default 15: a replica would yield the CPU to every other process); a
-#: local Ray started by ``serve --replicas`` gets 0 (set in the environment before Ray starts; docs/deploy.md)
-WORKER_NICENESS = "RAY_worker_niceness"
 #: the first line of a raised exception in a traceback (``kame_core.x.SomeError: message``): group 1 its class
 _RAISED = re.compile(r"^(?:[A-Za-z_][\w]*\.)*([A-Za-z_]\w*(?:Error|Exception|Unavailable|InUse|Exit)): ")
 #: how long a replica's uvicorn has to start listening once the models are loaded
@@ -215,6 +213,7 @@ class RayReplicas:
         """Deploy and wait until every replica listens (models loaded, journals recovered); the links."""
         if self.address is None:
             keep_local_ray_on_loopback()  # before Ray is first imported here: a local Ray listens on loopback only
+            run_local_ray_workers_at_full_priority()  # sessions are real time (docs/deploy.md)
         try:
             from ray import serve
         except ImportError as err:
