@@ -16,7 +16,9 @@ Prints, for ``kame_core/`` (and, where a figure says so, ``demo/`` and ``app.py`
 * **upward imports and circles** over the whole repository's code (``kame_core/``, ``demo/``, ``app.py``):
   an import from the core into the app, and each set of files that import one another round a circle (every
   import counts, a deferred one inside a function too; a module reading its own package's ``__init__`` does not).
-  ``tests/test_architecture.py`` fails on any beyond those it names.
+  ``tests/test_architecture.py`` fails on any;
+* **the code's census** over the same files: classes of one name defined in more than one file (listed), ``Any``
+  per 1,000 lines (every ``Any`` named in the code), the largest file and the largest function (lines).
 
 Usage: ``python benchmarks/architecture_figures.py [--list]`` (``--list``: every place, not just the counts).
 """
@@ -223,6 +225,35 @@ def any_at_stack_seams(*roots: Path) -> list[str]:
     return out
 
 
+def classes_defined_twice(*roots: Path) -> dict[str, list[str]]:
+    """Class names defined (at any depth) in more than one file: name -> the files, sorted."""
+    where: dict[str, set[str]] = {}
+    for path in python_files(*roots):
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, ast.ClassDef):
+                where.setdefault(node.name, set()).add(str(path.relative_to(ROOT)))
+    return {name: sorted(files) for name, files in sorted(where.items()) if len(files) > 1}
+
+
+def census(*roots: Path) -> tuple[float, tuple[int, str], tuple[int, str]]:
+    """``Any`` per 1,000 lines, ``(lines, file)`` of the largest file and ``(lines, file:function)`` of the largest
+    function (a method counts by itself; a function's nested functions count in it)."""
+    lines = anys = 0
+    largest_file, largest_function = (0, ""), (0, "")
+    for path in python_files(*roots):
+        text = path.read_text()
+        tree = ast.parse(text, str(path))
+        rel = str(path.relative_to(ROOT))
+        count = text.count("\n")
+        lines += count
+        largest_file = max(largest_file, (count, rel))
+        anys += sum(1 for n in ast.walk(tree) if isinstance(n, ast.Name) and n.id == "Any"
+                    or isinstance(n, ast.Attribute) and n.attr == "Any")
+        for fn in functions(tree):
+            largest_function = max(largest_function, ((fn.end_lineno or fn.lineno) - fn.lineno + 1, f"{rel}:{fn.name}"))
+    return 1000 * anys / max(lines, 1), largest_file, largest_function
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--list", action="store_true", help="list every place, not just the counts")
@@ -238,6 +269,8 @@ def main() -> None:
     seams = any_at_stack_seams(*app)
     graph = file_imports(*app)
     upward, circled = upward_imports(graph), circles(graph)
+    twice = classes_defined_twice(*app)
+    any_rate, largest_file, largest_function = census(*app)
     print(f"top-level modules in kame_core/: {len(top)} (and {len(folders)} folders)")
     print(f"import arrows between the core's units: {len(units)}; between its files: {len(files)}")
     print(f"places that compute hint levels: {len(hints)}; places that have them computed: {len(triggers)}")
@@ -245,12 +278,17 @@ def main() -> None:
     print(f"Any at the stack seams: {len(seams)}")
     print(f"whole repository: {len(graph)} files, {sum(map(len, graph.values()))} import edges between them, "
           f"{len(upward)} upward imports, {len(circled)} circles")
+    print(f"classes of one name in more than one file: {len(twice)}; Any per 1,000 lines: {any_rate:.1f}; "
+          f"largest file: {largest_file[1]} ({largest_file[0]} lines); largest function: {largest_function[1]} "
+          f"({largest_function[0]} lines)")
     if args.list:
         for title, items in (("top-level modules", top), ("folders", folders), ("hint levels computed", hints),
                              ("hint levels had computed", triggers),
                              ("stack assembly", stacks), ("Any at the stack seams", seams),
                              ("upward imports", [f"{a} -> {b}" for a, b in upward]),
-                             ("circles", [" <-> ".join(c) for c in circled])):
+                             ("circles", [" <-> ".join(c) for c in circled]),
+                             ("classes defined in more than one file",
+                              [f"{name}: {', '.join(files)}" for name, files in twice.items()])):
             print(f"\n{title}:", *(f"  {item}" for item in items), sep="\n")
 
 

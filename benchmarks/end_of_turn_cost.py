@@ -1,5 +1,5 @@
-"""What one semantic end-of-turn decision costs on this CPU (``kame_core.end_of_turn.SmolLMEndOfTurn``): median and
-p90 wall time per new transcript (the cache is bypassed: every text is new), and per transcript length.
+"""What one semantic end-of-turn decision costs on this CPU (``kame_core.turns.end_of_turn.SmolLMEndOfTurn``): median
+and p90 wall time per new transcript (the cache is bypassed: every text is new), and per transcript length.
 
 Usage: ``python -m benchmarks.end_of_turn_cost [--repeats 5] [--precision auto,float32,bfloat16]`` (each precision
 in turn, in one run, so their ratio is read off one machine state). It runs off the 80 ms frame loop; the number says
@@ -10,8 +10,8 @@ from __future__ import annotations
 import argparse
 import time
 
-from kame_core.end_of_turn import SmolLMEndOfTurn
 from kame_core.testing.timing import Timing
+from kame_core.turns.end_of_turn import SmolLMEndOfTurn
 
 TEXTS = {"short": "Who wrote", "question": "What is the capital of France?",
          "long": "I was wondering whether you could tell me what the weather will be like in London tomorrow "

@@ -7,9 +7,9 @@ only the user's side matters here); the floors' inputs are then replayed frame b
 frames, the transcript the session had at each frame, SmolLM2's end-of-turn probability of it, Smart Turn v3.2's
 probability of the last 8 s of audio at each pause (at its onset, as the floor asks) -- and every config of each
 policy's grid decides, frame by frame, whether the user holds the floor (the rules the floors run:
-:func:`kame_core.floor_policies.gate.gate_holds` on the words' or the sound's probability,
-:func:`kame_core.floor_policies.fused.fused_holds` on both). Each score is read in the frame it was asked for (live
-it arrives a frame later, 80 ms, for both). Per config, on each half:
+:func:`kame_core.turns.floor_policies.gate.gate_holds` on the words' or the sound's probability,
+:func:`kame_core.turns.floor_policies.fused.fused_holds` on both). Each score is read in the frame it was asked for
+(live it arrives a frame later, 80 ms, for both). Per config, on each half:
 
 * **pause release rate**: questions with a mid-sentence pause where the floor was given inside the pause (where a
   front-end would take the turn: Full-Duplex-Bench's pause takeover);
@@ -39,13 +39,13 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from kame_core.end_of_turn import EndOfTurnConfig, SmolLMEndOfTurn
 from kame_core.eval import fdb
 from kame_core.eval.eot import REPLAYED_TASKS, Replay, measure, record
 from kame_core.files import write_bytes_atomic
-from kame_core.floor_policies import FusedConfig
-from kame_core.floor_policies.smart_turn import SMART_TURN_CONFIG
-from kame_core.smart_turn import SmartTurn
+from kame_core.turns.end_of_turn import EndOfTurnConfig, SmolLMEndOfTurn
+from kame_core.turns.floor_policies import FusedConfig
+from kame_core.turns.floor_policies.smart_turn import SMART_TURN_CONFIG
+from kame_core.turns.smart_turn import SmartTurn
 
 GRID = {"complete_p": (1e-3, 3e-3, 0.01, 0.03, 0.06, 0.1, 0.2, 0.3),
         "after_complete_s": (0.0, 0.08, 0.16, 0.24, 0.32),

@@ -18,11 +18,11 @@ import tempfile
 import time
 from pathlib import Path
 
-from kame_core.floor_policies import FLOORS
 from kame_core.serve import ChatServer, standalone_app
 from kame_core.serve.client import talk
 from kame_core.stacks.served import stack_from_cpu
 from kame_core.testing.servers import serving
+from kame_core.turns.floor_policies import FLOORS
 
 QUESTIONS = ("What is the capital city of France?", "Who wrote the play Romeo and Juliet?",
              "How many legs does a spider have?", "What is the boiling point of water?")

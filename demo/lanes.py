@@ -16,7 +16,7 @@ SPECTROGRAM_LANES: tuple[str, ...] = ("user spectrogram", "output spectrogram")
 #: Praat's pitch and intensity of the user's and KAME's audio (:mod:`kame_core.analysis.acoustics`)
 ACOUSTIC_LANES: tuple[str, ...] = ("user pitch", "user intensity", "kame pitch", "kame intensity")
 #: every lane a panel can show, in the default order (each spectrogram, pitch and intensity under its waveform; the
-#: floor policy's decision, :mod:`kame_core.floor_policies`, under the user; the oracle's adherence,
+#: floor policy's decision, :mod:`kame_core.turns.floor_policies`, under the user; the oracle's adherence,
 #: :mod:`kame_core.analysis.adherence`, under the oracle)
 ALL_LANES: tuple[str, ...] = ("events", "user audio", "user spectrogram", "user pitch", "user intensity", "floor",
                               "inner monologue", "output audio", "output spectrogram", "kame pitch", "kame intensity",

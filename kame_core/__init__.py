@@ -16,8 +16,8 @@ Where things are:
 * :mod:`kame_core.stt`, :mod:`kame_core.llm`, :mod:`kame_core.tts` -- back-ends behind the protocols
 * :mod:`kame_core.pipelines` -- tandem (KAME, Moshi mode) and cascade pipelines on the driver, replay
 * :mod:`kame_core.stacks`    -- the one composition root: every door's components put together
-* :mod:`kame_core.turns`, :mod:`kame_core.end_of_turn`, :mod:`kame_core.floor_policies` -- turn-taking: the user's
-  turn, end-of-turn detectors, floor policies (registry)
+* :mod:`kame_core.turns`     -- turn-taking in one place: the user's turn (tracker, VAD listener), the end-of-turn
+  detectors (words, sound), the floor policies (registry)
 * :mod:`kame_core.serve`     -- the live server (``/api/chat``); :mod:`kame_core.eval` -- evaluation commands
 * :mod:`kame_core.augment`   -- Simulated Oracle Augmentation, dataset builder, training-dialogue import
 * :mod:`kame_core.executors` -- where batch work runs: local processes (default) or Ray actors (optional)

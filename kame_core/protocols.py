@@ -202,7 +202,7 @@ class TTS(Protocol):
 @runtime_checkable
 class EndOfTurnDetector(Protocol):
     """The probability that the user's turn is over after their words so far (the ``gate`` floor policy reads it;
-    :class:`kame_core.end_of_turn.SmolLMEndOfTurn`). Shared by sessions; called from worker threads."""
+    :class:`kame_core.turns.end_of_turn.SmolLMEndOfTurn`). Shared by sessions; called from worker threads."""
 
     @property
     def provenance(self) -> Provenance: ...
@@ -216,7 +216,7 @@ class EndOfTurnDetector(Protocol):
 @runtime_checkable
 class AudioEndOfTurnDetector(Protocol):
     """The probability that the user's turn is over at the end of their audio so far, from its sound alone (the
-    ``smart-turn`` floor policy reads it; :class:`kame_core.smart_turn.SmartTurn`). Shared by sessions; called
+    ``smart-turn`` floor policy reads it; :class:`kame_core.turns.smart_turn.SmartTurn`). Shared by sessions; called
     from worker threads."""
 
     @property

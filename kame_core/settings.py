@@ -24,12 +24,12 @@ from pathlib import Path
 from typing import TypeVar
 
 from .access import Access
-from .floor_policies import DEFAULT_FLOOR, FLOORS
 from .keys import KEY_VARS, api_key, keys_set
 from .llm.factory import check_spec
 from .neural.choice import DEVICES, MAX_KV_FRAMES, MAX_POOL_SIZE, MIN_KV_FRAMES, FrontEndChoice
 from .neural.kv_settings import DEFAULT_GROW_FRAMES, KV_DTYPES, MAX_GROW_FRAMES
 from .paths import ModelFiles, cache_root, sessions_dir
+from .turns.floor_policies import DEFAULT_FLOOR, FLOORS
 
 __all__ = ["KEY_VARS", "ContentSettings", "Hosting", "JudgeSettings", "ServerSettings", "Settings",
            "SettingsError", "StackSettings", "UploadLimits", "api_key", "settings_or_exit"]
@@ -117,7 +117,7 @@ class StackSettings:
     front_end: FrontEndChoice = field(default_factory=FrontEndChoice)
     #: ``KAME_CACHE_DIR`` (or ``XDG_CACHE_HOME``), ``KAME_WHISPER_MODEL``, ``HF_HUB_OFFLINE``
     files: ModelFiles = field(default_factory=ModelFiles)
-    #: ``KAME_FLOOR``: who decides when the user's turn is over (:data:`kame_core.floor_policies.FLOORS`)
+    #: ``KAME_FLOOR``: who decides when the user's turn is over (:data:`kame_core.turns.floor_policies.FLOORS`)
     floor: str = DEFAULT_FLOOR
 
     @classmethod

@@ -6,8 +6,15 @@ import math
 
 import pytest
 
-from kame_core.end_of_turn import MAX_WORDS, EndOfTurnConfig, SmolLMEndOfTurn, last_words, spoken_words, turn_is_over
 from kame_core.llm.smollm_model import cpu_has_native_bf16
+from kame_core.turns.end_of_turn import (
+    MAX_WORDS,
+    EndOfTurnConfig,
+    SmolLMEndOfTurn,
+    last_words,
+    spoken_words,
+    turn_is_over,
+)
 
 COMPLETE = ["What is the capital of France?", "Tell me about the weather in London tomorrow.",
             "Who wrote Romeo and Juliet?", "Is this your first time doing this?"]

@@ -9,11 +9,11 @@ from pathlib import Path
 
 import pytest
 
-from kame_core.end_of_turn import EndOfTurnConfig
 from kame_core.eval import fdb
 from kame_core.eval.cli import main
 from kame_core.eval.eot import FUSED_GRID, CurvePoint, Replay, budgets, front, point, settings
-from kame_core.floor_policies import FusedConfig
+from kame_core.turns.end_of_turn import EndOfTurnConfig
+from kame_core.turns.floor_policies import FusedConfig
 
 F = 0.08
 

@@ -1,6 +1,6 @@
-"""Smart Turn v3.2 (kame_core.smart_turn) read from the installed pipecat-ai wheel, and the ``smart-turn`` floor policy
-on Piper speech: held through a pause that sounds unfinished, released once the sentence sounds complete, from the
-audio alone (the scripted transcript is never scored)."""
+"""Smart Turn v3.2 (kame_core.turns.smart_turn) read from the installed pipecat-ai wheel, and the ``smart-turn`` floor
+policy on Piper speech: held through a pause that sounds unfinished, released once the sentence sounds complete, from
+the audio alone (the scripted transcript is never scored)."""
 from __future__ import annotations
 
 import numpy as np
@@ -8,13 +8,13 @@ import pytest
 
 from kame_core.audio_io import resample
 from kame_core.clock import SAMPLE_RATE, VirtualClock
-from kame_core.floor_policies import FLOORS
-from kame_core.floor_policies.smart_turn import SMART_TURN_CONFIG
 from kame_core.pipelines.tandem import SessionConfig, TandemRunner
 from kame_core.record import events as ev
 from kame_core.record.trace import EventKind
-from kame_core.smart_turn import MODEL_RATE, WINDOW_S, SmartTurn, SmartTurnUnavailable, last_window, wheel_file
 from kame_core.testing.doubles import EchoFrontEnd, ScriptedSTT, Word
+from kame_core.turns.floor_policies import FLOORS
+from kame_core.turns.floor_policies.smart_turn import SMART_TURN_CONFIG
+from kame_core.turns.smart_turn import MODEL_RATE, WINDOW_S, SmartTurn, SmartTurnUnavailable, last_window, wheel_file
 
 pytestmark = pytest.mark.slow  # Piper, Silero VAD, the ONNX model
 
@@ -125,7 +125,7 @@ def test_the_smart_turn_floor_holds_through_an_unfinished_pause_and_lets_go_afte
 
 
 def test_the_fused_rule_combines_words_and_sound_and_refuses_bad_settings():
-    from kame_core.floor_policies.fused import FusedConfig, FusedFloor, fused_holds, fused_is_over
+    from kame_core.turns.floor_policies.fused import FusedConfig, FusedFloor, fused_holds, fused_is_over
 
     both, either = FusedConfig(text_p=0.1, audio_p=0.5), FusedConfig(text_p=0.1, audio_p=0.5, combine="or")
     nan = float("nan")
@@ -146,7 +146,7 @@ def test_the_fused_rule_combines_words_and_sound_and_refuses_bad_settings():
 
 
 def test_the_fused_floor_reads_both_and_records_both(smart_turn, paused_sentence):
-    from kame_core.end_of_turn import SmolLMEndOfTurn
+    from kame_core.turns.end_of_turn import SmolLMEndOfTurn
 
     audio, words, first_end, end = paused_sentence
     config = SessionConfig(mode="moshi", floor="fused", max_tail_s=TAIL_S, title="floor fused")

@@ -12,11 +12,11 @@ from pathlib import Path
 import pytest
 import torch
 
-from kame_core.end_of_turn import END_OF_TURN, SmolLMEndOfTurn, ending_token_ids
 from kame_core.llm.local_smollm import SMALL_MODEL_SYSTEM_PROMPT
 from kame_core.llm.smollm_model import converted_folder, load_generator
 from kame_core.llm.smollm_torch import stream_answer
 from kame_core.paths import default_cache_root
+from kame_core.turns.end_of_turn import END_OF_TURN, SmolLMEndOfTurn, ending_token_ids
 
 pytestmark = pytest.mark.slow  # loads SmolLM2 twice (here and through transformers)
 

@@ -6,11 +6,11 @@ import pytest
 
 from kame_core.clock import FRAME_SECONDS, SAMPLE_RATE, SAMPLES_PER_FRAME
 from kame_core.frontends import StandInConfig, StandInFrontEnd
-from kame_core.frontends.floor import UserFloor
 from kame_core.frontends.tokenizer import WordTokenizer
 from kame_core.testing.doubles import tone
 from kame_core.tts import make_tts
-from kame_core.turns import TurnConfig
+from kame_core.turns.listener import UserFloor
+from kame_core.turns.tracker import TurnConfig
 
 pytestmark = pytest.mark.slow  # loads Whisper, SmolLM2, Piper or a browser
 

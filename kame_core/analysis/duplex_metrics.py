@@ -33,7 +33,7 @@ import numpy as np
 
 from ..clock import FRAME_SECONDS, SAMPLE_RATE, SAMPLES_PER_FRAME
 from ..record.trace import SessionTrace
-from ..turns import TurnConfig
+from ..turns.tracker import TurnConfig
 from .heard import HeardLatency, first_heard
 from .metrics import SILENCE_RMS, turn_onsets
 from .trace_query import user_turns

@@ -10,7 +10,7 @@ For a run of this studio the spoken ratio of a request is
     ----------------------------------------------------------------------------------
     words of that utterance in its final transcript
 
-where an *utterance* is the user's turn (the finals of one turn, :mod:`kame_core.turns`; a final
+where an *utterance* is the user's turn (the finals of one turn, :mod:`kame_core.turns.tracker`; a final
 alone when the trace has no voice-activity events). It is known once the utterance's final transcript is.
 This module holds the arithmetic on word counts; :mod:`kame_core.analysis.trace_query` reads the counts from a trace.
 """

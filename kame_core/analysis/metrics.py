@@ -7,7 +7,7 @@ Times are on the trace's timeline: frame ``i`` of every stream sits at ``i * 80 
   front-end starts before the user finished (KAME's "speak while thinking"). The audio variant uses the
   first output frame louder than -60 dBFS RMS.
 * A **user turn** is a run of speech segments separated by less than ``turn_gap_s`` of silence
-  (:func:`kame_core.turns.group_turns`, read through :mod:`kame_core.analysis.trace_query`).
+  (:func:`kame_core.turns.tracker.group_turns`, read through :mod:`kame_core.analysis.trace_query`).
 * **Oracle revisions**: resets of the oracle stream. **Self-corrections**: events recorded by the front-end.
 * **Transcript → oracle**: for each revision, the time from the STT update that its LLM request was built
   from to the frame where its start token was fed.
@@ -27,7 +27,7 @@ from ..clock import FRAME_SECONDS, SAMPLES_PER_FRAME
 from ..protocols import Word
 from ..record import events as ev
 from ..record.trace import Event, EventKind, SessionTrace
-from ..turns import TurnConfig, UserTurn, group_turns
+from ..turns.tracker import TurnConfig, UserTurn, group_turns
 from .hint_levels import hint_level
 from .trace_query import (
     LLMRequest,

@@ -28,7 +28,7 @@ from typing import Literal, TypeGuard, cast
 from ..clock import FRAME_SECONDS
 from ..record import events as ev
 from ..record.trace import Event, EventKind, SessionTrace
-from ..turns import TurnConfig, UserTurn, group_turns
+from ..turns.tracker import TurnConfig, UserTurn, group_turns
 from .hint_levels import spoken_ratio
 
 Outcome = Literal["finished", "cancelled", "error", "open"]
@@ -402,7 +402,7 @@ def speech_segments(trace: SessionTrace) -> list[tuple[float, float]]:
 
 
 def user_turns(trace: SessionTrace, turn_gap_s: float = TurnConfig.turn_gap_s) -> list[UserTurn]:
-    """The user's turns: speech segments grouped by :func:`~kame_core.turns.group_turns`."""
+    """The user's turns: speech segments grouped by :func:`~kame_core.turns.tracker.group_turns`."""
     return group_turns(speech_segments(trace), turn_gap_s)
 
 

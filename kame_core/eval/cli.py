@@ -34,7 +34,6 @@ from tqdm import tqdm
 
 from ..executors import EXECUTOR_CHOICES, ExecutorError, ExecutorUnavailable, make_executor
 from ..files import write_bytes_atomic
-from ..floor_policies import DEFAULT_FLOOR, FLOORS
 from ..llm import SPEC_HELP
 from ..llm.base import MissingAPIKey
 from ..neural.choice import FrontEndChoice
@@ -44,6 +43,7 @@ from ..paths import ModelFiles
 from ..pipelines import MODES, Mode
 from ..settings import Settings, SettingsError, StackSettings
 from ..stacks.stack import Stack
+from ..turns.floor_policies import DEFAULT_FLOOR, FLOORS
 from . import eot, fdb_cli, fdb_synth
 from .cache import ResultCache
 from .fdb import FDBError

@@ -6,8 +6,8 @@ Each input of a Full-Duplex-Bench-layout set (``fdb-synth`` writes one) runs onc
 are then replayed frame by frame (:func:`record`: Silero VAD on the user's frames, the transcript the session had at
 each frame, SmolLM2's end-of-turn probability of it, Smart Turn v3.2's probability of the last 8 s of audio at each
 pause's onset, as the floor asks), and a policy's rule decides, frame by frame, whether the user holds the floor
-(:func:`holds_under`: :func:`kame_core.floor_policies.gate.gate_holds` on the words' or the sound's probability,
-:func:`kame_core.floor_policies.fused.fused_holds` on both). Each score is read in the frame it was asked for.
+(:func:`holds_under`: :func:`kame_core.turns.floor_policies.gate.gate_holds` on the words' or the sound's probability,
+:func:`kame_core.turns.floor_policies.fused.fused_holds` on both). Each score is read in the frame it was asked for.
 
 **The curve** (:func:`sweep`): each policy's threshold swept, its other settings as its floor runs them (``fused``:
 its text and its sound threshold on a grid); ``vad`` is VAD alone as the baseline -- the floor given after a
@@ -44,19 +44,19 @@ from pathlib import Path
 from typing import Any
 
 from ..clock import FRAME_SECONDS, SAMPLES_PER_FRAME, VirtualClock
-from ..end_of_turn import EndOfTurnConfig, SmolLMEndOfTurn, spoken_words
 from ..files import write_bytes_atomic
-from ..floor_policies import FusedConfig, StandInFloor
-from ..floor_policies.fused import fused_holds
-from ..floor_policies.gate import gate_holds
-from ..floor_policies.smart_turn import SMART_TURN_CONFIG
-from ..frontends.floor import UserFloor
 from ..pipelines.tandem import SessionConfig, TandemRunner
 from ..protocols import STTEvent
 from ..record.trace import EventKind
-from ..smart_turn import WINDOW_S, SmartTurn
 from ..testing.doubles import EchoFrontEnd
-from ..turns import UserTurnTracker
+from ..turns.end_of_turn import EndOfTurnConfig, SmolLMEndOfTurn, spoken_words
+from ..turns.floor_policies import FusedConfig, StandInFloor
+from ..turns.floor_policies.fused import fused_holds
+from ..turns.floor_policies.gate import gate_holds
+from ..turns.floor_policies.smart_turn import SMART_TURN_CONFIG
+from ..turns.listener import UserFloor
+from ..turns.smart_turn import WINDOW_S, SmartTurn
+from ..turns.tracker import UserTurnTracker
 from . import fdb
 
 #: a policy's config in the replay: (policy, its config); ("stand-in", None) is the stand-in's heuristic

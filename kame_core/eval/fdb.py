@@ -41,11 +41,11 @@ from ..analysis.heard import HeardLatency, first_heard, first_quiet
 from ..audio_io import resample
 from ..clock import SAMPLE_RATE, SAMPLES_PER_FRAME
 from ..files import write_bytes_atomic
-from ..floor_policies import DEFAULT_FLOOR
 from ..paths import ModelFiles
 from ..pipelines import Mode
 from ..record.events import Note, payloads
 from ..stacks.stack import Stack
+from ..turns.floor_policies import DEFAULT_FLOOR
 from . import fdb_backchannel
 
 #: annotation file of each v1 task, as the benchmark names them

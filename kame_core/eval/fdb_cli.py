@@ -28,10 +28,10 @@ from typing import Any
 from tqdm import tqdm
 
 from ..files import write_bytes_atomic
-from ..floor_policies import FLOORS
 from ..neural.choice import FrontEndChoice
 from ..pipelines import MODES
 from ..settings import Settings, StackSettings
+from ..turns.floor_policies import FLOORS
 from . import fdb
 
 

@@ -29,13 +29,13 @@ from ..analysis.duplex_metrics import duplex_metrics
 from ..analysis.metrics import session_metrics
 from ..analysis.trace_query import oracle_revisions
 from ..clock import FRAME_SECONDS
-from ..floor_policies import DEFAULT_FLOOR
 from ..oracle.config import OracleConfig
 from ..pipelines import Mode
 from ..pipelines.tandem import SessionConfig
 from ..protocols import TTS
 from ..record.trace import SessionTrace, iter_frames, silence
 from ..stacks.stack import Stack
+from ..turns.floor_policies import DEFAULT_FLOOR
 from .mtbench_data import Question
 
 #: bump when a change alters what a cached session result means

@@ -6,7 +6,7 @@ way to any model or tokenizer class): 60 % of a SmolLM2 worker process's start (
 by every replacement the watchdog starts. Generation needs the forward pass of a Llama, greedy decoding, the
 tokenizer and the chat template, which torch, the ``tokenizers`` library and Jinja give directly: a worker starts in
 ~1 CPU-s where it took ~3. transformers only converts the GGUF file, once (:func:`~.smollm_model.load_generator`,
-cached). The end-of-turn gate (:class:`kame_core.end_of_turn.SmolLMEndOfTurn`) reads the same model's next-token
+cached). The end-of-turn gate (:class:`kame_core.turns.end_of_turn.SmolLMEndOfTurn`) reads the same model's next-token
 probabilities.
 
 The model is the one transformers' ``LlamaForCausalLM`` computes on the same weights (RMS norms, rotary positions,

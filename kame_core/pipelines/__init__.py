@@ -36,8 +36,8 @@ def make_runner(mode: Mode, *, stt: StreamingSTT, llm: StreamingLLM | None = Non
                 end_of_turn_audio: AudioEndOfTurnDetector | None = None) -> SessionDriver:
     """A runner for ``mode``: ``kame`` needs a front-end and an LLM, ``moshi`` a front-end, ``cascade`` an
     LLM and a TTS. ``session`` configures tandem / Moshi sessions (its mode is set from ``mode``);
-    ``end_of_turn`` is the detector its ``gate`` floor reads (:class:`kame_core.end_of_turn.SmolLMEndOfTurn`),
-    ``end_of_turn_audio`` the one its ``smart-turn`` floor reads (:class:`kame_core.smart_turn.SmartTurn`)."""
+    ``end_of_turn`` is the detector its ``gate`` floor reads (:class:`kame_core.turns.end_of_turn.SmolLMEndOfTurn`),
+    ``end_of_turn_audio`` the one its ``smart-turn`` floor reads (:class:`kame_core.turns.smart_turn.SmartTurn`)."""
     clock = clock or VirtualClock()
     if mode == "cascade":
         if llm is None or tts is None:

@@ -6,7 +6,7 @@ What KAME is compared against. :class:`CascadePipeline` runs on the same session
 1. STT runs on every 80 ms frame (partials, finals and voice activity, as in a tandem session).
 2. The user's turn ends when every speech segment has its final transcript and the voice activity
    detector has heard ``turn_end_silence_s`` of silence since the last word
-   (:meth:`~kame_core.turns.UserTurnTracker.over`).
+   (:meth:`~kame_core.turns.tracker.UserTurnTracker.over`).
 3. The whole conversation goes to the LLM, whose streamed answer is cut into sentences; each sentence is
    synthesized as soon as it is complete, while the LLM goes on writing.
 4. The words are spoken back to back at the TTS's own pace; a word's text sits in the frame where its
@@ -33,7 +33,7 @@ from ..protocols import TTS, LLMError, StreamingLLM, StreamingSTT, STTEvent
 from ..record import events as ev
 from ..record.trace import FrameRecord
 from ..session.driver import Session, SessionDriver
-from ..turns import TurnConfig
+from ..turns.tracker import TurnConfig
 
 #: A plain voice-assistant prompt: the cascade answers a finished turn (no prediction needed).
 CASCADE_SYSTEM_PROMPT = (

@@ -2,8 +2,8 @@
 
 Per 80 ms frame, on top of what the driver does (:mod:`kame_core.session.driver`):
 
-1. the forced-delay rule (:meth:`~kame_core.turns.UserTurnTracker.holding`) and the session's floor policy
-   (:mod:`kame_core.floor_policies`: ``model``, ``stand-in``, ``gate``) say whether the front-end is held silent;
+1. the forced-delay rule (:meth:`~kame_core.turns.tracker.UserTurnTracker.holding`) and the session's floor policy
+   (:mod:`kame_core.turns.floor_policies`: ``model``, ``stand-in``, ``gate``) say whether the front-end is held silent;
    the ``gate`` policy's end-of-turn probabilities are computed off the frame loop as the transcript changes;
 2. the oracle stream yields this frame's oracle token (start token / oracle id / padding);
 3. the front-end steps; a self-correction it reports is recorded with the frames it abandoned and the
@@ -23,7 +23,6 @@ from typing import Any, Literal
 import numpy as np
 
 from ..clock import FRAME_SECONDS, Clock
-from ..floor_policies import DEFAULT_FLOOR, FLOORS, FloorPolicy, ModelFloor, check_floor, make_floor
 from ..oracle.config import OracleConfig
 from ..oracle.manager import OracleManager, OracleStream
 from ..protocols import (
@@ -39,7 +38,8 @@ from ..protocols import (
 from ..record import events as ev
 from ..record.trace import FrameRecord, OracleToken, SessionTrace, silence
 from ..session.driver import Session, SessionDriver
-from ..turns import TurnConfig
+from ..turns.floor_policies import DEFAULT_FLOOR, FLOORS, FloorPolicy, ModelFloor, check_floor, make_floor
+from ..turns.tracker import TurnConfig
 
 
 @dataclass
@@ -50,7 +50,7 @@ class SessionConfig:
     oracle: OracleConfig = field(default_factory=OracleConfig)
     forced_delay_ms: int = 0
     seed: int = 0
-    #: who decides when the user's turn is over (:data:`kame_core.floor_policies.FLOORS`)
+    #: who decides when the user's turn is over (:data:`kame_core.turns.floor_policies.FLOORS`)
     floor: str = DEFAULT_FLOOR
     #: after the user input ends, stop once the front-end was quiet this long (and no oracle is pending)
     quiet_after_s: float = 1.5
@@ -98,12 +98,12 @@ class TandemPipeline:
         self.end_of_turn = end_of_turn
         if FLOORS[self.config.floor].policy.scores_transcripts and end_of_turn is None:
             raise ValueError(f"the {self.config.floor!r} floor needs an end-of-turn detector "
-                             "(kame_core.end_of_turn.SmolLMEndOfTurn; the CPU stack has one)")
+                             "(kame_core.turns.end_of_turn.SmolLMEndOfTurn; the CPU stack has one)")
         #: the audio end-of-turn detector an acoustic floor policy reads (``probability(audio16k)``)
         self.end_of_turn_audio = end_of_turn_audio
         if FLOORS[self.config.floor].policy.scores_audio and end_of_turn_audio is None:
             raise ValueError(f"the {self.config.floor!r} floor needs an audio end-of-turn detector "
-                             "(kame_core.smart_turn.SmartTurn; the CPU stack has one)")
+                             "(kame_core.turns.smart_turn.SmartTurn; the CPU stack has one)")
         if self.config.mode == "kame" and llm is None:
             raise ValueError("KAME mode needs a streaming STT and an LLM (mode='moshi' runs without the oracle)")
         self.mode = self.config.mode

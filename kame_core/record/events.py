@@ -234,7 +234,7 @@ class OracleAppend(Payload):
 @dataclass(frozen=True, kw_only=True)
 class _Hold(Payload):
     """What a hold's start and end carry: the forced delay's ``delay_ms``, or the floor policy ``floor``
-    (:mod:`kame_core.floor_policies`) and what its decision rested on: ``p_end``, the end-of-turn probability of
+    (:mod:`kame_core.turns.floor_policies`) and what its decision rested on: ``p_end``, the end-of-turn probability of
     the words, ``p_end_audio``, that of the sound (Smart Turn), and ``silence_s``, the user's silence so far."""
 
     delay_ms: float | None = absent_or(S.number)

@@ -23,12 +23,12 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from ..floor_policies import FLOORS
 from ..neural.choice import FrontEndChoice
 from ..protocols import CheckpointUnavailable
 from ..session.disk import FolderInUse
 from ..settings import MAX_REPLICAS, Settings, SettingsError
 from ..stacks.served import stack_from_cpu
+from ..turns.floor_policies import FLOORS
 from .assembly import Replication, build_server
 from .lifecycle import run
 from .page.mount import mount_talk_page

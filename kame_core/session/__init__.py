@@ -5,7 +5,7 @@
 * :mod:`.sources`  -- :class:`ArraySource` (a recording), :class:`LiveSource` (pushed frames, may never end)
 * :mod:`.stt_loop` -- :class:`STTLoop` (recognition off the frame loop, events applied in order)
 * :class:`UserTurnTracker`, :class:`TurnConfig`, :func:`group_turns` (the user's turn) -- re-exported from
-  :mod:`kame_core.turns`
+  :mod:`kame_core.turns.tracker`
 * :mod:`.live`     -- :class:`LiveSession`: one live conversation whatever the door (source, jitter buffer,
   runner thread, front-end slot, stop / finish / errors)
 * :mod:`.store`    -- :class:`SessionStore`: ids, files, titles and saving of live sessions
@@ -14,7 +14,7 @@
   sessions folder as a place that can fail; :mod:`.ending`, :mod:`.heap` -- ending a session cleanly, memory back
   to the system when idle
 """
-from ..turns import TurnConfig, UserTurn, UserTurnTracker, group_turns
+from ..turns.tracker import TurnConfig, UserTurn, UserTurnTracker, group_turns
 from .admission import SessionGate, Ticket
 from .driver import (
            FrameOut,

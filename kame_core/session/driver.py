@@ -32,7 +32,7 @@ from ..oracle.config import Conversation
 from ..protocols import StreamingSTT, STTEvent
 from ..record import events as ev
 from ..record.trace import Event, EventKind, FrameRecord, SessionTrace, silence
-from ..turns import TurnConfig, UserTurnTracker
+from ..turns.tracker import TurnConfig, UserTurnTracker
 from .ending import drop_frames, settle
 from .sources import ArraySource, UserAudioSource, follow_session
 from .stt_loop import STTLoop

@@ -79,13 +79,13 @@ def cpu_stack(llm: str | StreamingLLM = "offline", tts: str | TTS = "auto", *, w
     the local models come from when ``whisper_model`` is not given (``KAME_WHISPER_MODEL``, the cache root,
     ``HF_HUB_OFFLINE``; default: the built-in defaults).
     """
-    from ..end_of_turn import SmolLMEndOfTurn
     from ..llm import make_llm
     from ..llm.smollm_process import SmolLMProcess
     from ..priority import STT_NICENESS, stt_threads_beside_frames
-    from ..smart_turn import SmartTurn
     from ..stt import SharedWhisper, WhisperStreamingSTT
     from ..tts import make_tts
+    from ..turns.end_of_turn import SmolLMEndOfTurn
+    from ..turns.smart_turn import SmartTurn
 
     process = SmolLMProcess(files.cache_root if files else None) if realtime else None
     oracle_llm = make_llm(llm, files=files, smollm_process=process) if isinstance(llm, str) else llm

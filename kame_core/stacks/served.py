@@ -7,12 +7,12 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from ..clock import SAMPLE_RATE, Clock
-from ..floor_policies import DEFAULT_FLOOR, FLOORS, check_floor
 from ..neural.choice import FrontEndChoice, NeuralModels
 from ..paths import ModelFiles
 from ..session import SessionDriver, SessionGate
 from ..session.driver import FrameOut
 from ..settings import StackSettings
+from ..turns.floor_policies import DEFAULT_FLOOR, FLOORS, check_floor
 from .build import build_stack
 from .stack import Stack
 

@@ -13,13 +13,13 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from ..clock import Clock, VirtualClock
-from ..floor_policies import DEFAULT_FLOOR, FLOORS, check_floor
 from ..neural.choice import NeuralModels
 from ..pipelines import CascadeConfig, Mode, make_runner
 from ..pipelines.tandem import SessionConfig
 from ..protocols import TTS, AudioEndOfTurnDetector, EndOfTurnDetector, FrontEnd, StreamingLLM, StreamingSTT
 from ..session import SessionDriver
 from ..session.live import release, release_front_end
+from ..turns.floor_policies import DEFAULT_FLOOR, FLOORS, check_floor
 
 if TYPE_CHECKING:
     from ..llm.smollm_process import SmolLMProcess
@@ -39,9 +39,9 @@ class Stack:
     ``llm_worker``: the :class:`~kame_core.llm.smollm_process.SmolLMProcess` SmolLM2 generates in, if any (its
     ``problem()``: whether it answers).
     ``end_of_turn``: the end-of-turn detector shared by every session whose floor policy is ``gate``
-    (:class:`kame_core.end_of_turn.SmolLMEndOfTurn`, loaded at its first use); ``end_of_turn_audio`` the one of
-    ``smart-turn`` (:class:`kame_core.smart_turn.SmartTurn`, likewise). ``floor``: the floor policy of its
-    sessions when a runner is not given a :class:`SessionConfig` (:data:`kame_core.floor_policies.FLOORS`)."""
+    (:class:`kame_core.turns.end_of_turn.SmolLMEndOfTurn`, loaded at its first use); ``end_of_turn_audio`` the one of
+    ``smart-turn`` (:class:`kame_core.turns.smart_turn.SmartTurn`, likewise). ``floor``: the floor policy of its
+    sessions when a runner is not given a :class:`SessionConfig` (:data:`kame_core.turns.floor_policies.FLOORS`)."""
 
     make_stt: Callable[[], StreamingSTT]
     make_front_end: Callable[[], FrontEnd]

@@ -17,7 +17,7 @@ What it imitates, frame by frame on the 80 ms clock:
   user frames, and a pause long enough for how their transcript ends; :mod:`..floor`). The oracle may
   arrive while the user still talks; the answer starts when they yield, as the trained model's does.
   That is its own turn-taking (the ``model`` floor policy). Under any other policy
-  (:mod:`kame_core.floor_policies`) the policy's hold is the one rule (``own_floor`` False, set by the pipeline):
+  (:mod:`kame_core.turns.floor_policies`) the policy's hold is the one rule (``own_floor`` False, set by the pipeline):
   its listener is off and it answers on the frame it is released -- with the answer's phrase synthesized during
   the hold, or, when none is ready, with an opener synthesized ahead (a filler kept ready, as voice agents keep
   them), once per user turn of at least ``opener_min_user_s`` of speech.
@@ -28,7 +28,7 @@ What it imitates, frame by frame on the 80 ms clock:
   local model) alone, when the user's transcript reaches it through :meth:`StandInFrontEnd.observe_stt`.
 
 Split by concern: :mod:`.hearing` (the oracle stream as heard; the user is followed by a
-:class:`~kame_core.turns.UserTurnTracker` and the floor listener), :mod:`.deciding` (the answer
+:class:`~kame_core.turns.tracker.UserTurnTracker` and the floor listener), :mod:`.deciding` (the answer
 being spoken and :func:`~.deciding.decide`, a pure function of it and a newer answer), :mod:`.speaking`
 (phrases, the word queue, the speaker) and :mod:`.frontend` (one step = hear, decide, speak).
 

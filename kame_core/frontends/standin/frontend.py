@@ -14,8 +14,8 @@ import numpy as np
 from ...clock import FRAME_SECONDS
 from ...protocols import TTS, FrontEndOutput, SelfCorrection, STTEvent, TextTokenizer
 from ...record.trace import Provenance
-from ...turns import TurnConfig, UserTurnTracker
-from ..floor import UserFloor
+from ...turns.listener import UserFloor
+from ...turns.tracker import TurnConfig, UserTurnTracker
 from ..tokenizer import WordTokenizer
 from .deciding import Answer, Source, decide
 from .hearing import OracleView, normalize

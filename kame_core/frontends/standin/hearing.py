@@ -1,6 +1,6 @@
 """What the stand-in hears: the oracle stream token by token (the user is followed by a
-:class:`~kame_core.turns.UserTurnTracker` from the STT events, and by the floor listener from the
-user's audio, :mod:`kame_core.frontends.floor`)."""
+:class:`~kame_core.turns.tracker.UserTurnTracker` from the STT events, and by the floor listener from the
+user's audio, :mod:`kame_core.turns.listener`)."""
 from __future__ import annotations
 
 import re

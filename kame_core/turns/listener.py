@@ -4,8 +4,8 @@ The trained front-end hears the user's audio and has learned not to talk over th
 that by listening to the same 80 ms user frames with Silero VAD (the model faster-whisper ships) and by
 looking at how the transcript so far ends: after a question mark a short pause is enough to take the turn,
 after a full stop a longer one, mid-sentence a long one. The voice it hears becomes speech start / end
-events for a :class:`~kame_core.turns.UserTurnTracker`, whose
-:meth:`~kame_core.turns.UserTurnTracker.holds_floor` is the rule (the same tracker and thresholds as
+events for a :class:`~kame_core.turns.tracker.UserTurnTracker`, whose
+:meth:`~kame_core.turns.tracker.UserTurnTracker.holds_floor` is the rule (the same tracker and thresholds as
 everywhere else). While the user holds the floor the stand-in does not start new words (a word already
 begun is finished). Audio the VAD never hears as speech (tones in tests, silence) never holds the floor.
 """
@@ -18,7 +18,7 @@ import numpy as np
 from ..audio_io import StreamResampler
 from ..clock import SAMPLE_RATE
 from ..protocols import STTEvent
-from ..turns import TurnConfig, UserTurnTracker
+from .tracker import TurnConfig, UserTurnTracker
 
 VAD_RATE = 16000
 

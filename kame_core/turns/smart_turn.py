@@ -5,7 +5,7 @@ An audio model of prosody (Whisper-style log-mel features into a small ONNX clas
 extractor, both loaded from the installed distribution's files (``pip install --no-deps pipecat-ai==1.14.0``,
 requirements-nodeps.txt: the framework and its dependencies are not needed, and its package is never imported).
 It needs no transcript, so it can decide before the STT has caught up. The ``smart-turn`` and ``fused`` floor
-policies read it (:mod:`kame_core.floor_policies`).
+policies read it (:mod:`kame_core.turns.floor_policies`).
 """
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from .record.trace import Provenance
+from ..record.trace import Provenance
 
 WHEEL = "pipecat-ai"
 MODEL_FILE = "pipecat/audio/turn/smart_turn/data/smart-turn-v3.2-cpu.onnx"

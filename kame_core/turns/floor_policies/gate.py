@@ -1,7 +1,7 @@
 """``gate``: a semantic end-of-turn gate. Silero VAD says when the user stops; the end-of-turn detector
-(:class:`kame_core.end_of_turn.SmolLMEndOfTurn`) says how likely the transcript so far is a complete turn; the
+(:class:`kame_core.turns.end_of_turn.SmolLMEndOfTurn`) says how likely the transcript so far is a complete turn; the
 turn is over after a short silence when it reads complete, after a long one whatever it says
-(:func:`kame_core.end_of_turn.turn_is_over`). A transcript not scored yet counts as incomplete."""
+(:func:`kame_core.turns.end_of_turn.turn_is_over`). A transcript not scored yet counts as incomplete."""
 from __future__ import annotations
 
 import dataclasses
@@ -10,7 +10,7 @@ import math
 import numpy as np
 
 from ..end_of_turn import EndOfTurnConfig, spoken_words, turn_is_over
-from ..frontends.floor import UserFloor
+from ..listener import UserFloor
 from .base import FloorPolicy, finite_or_none
 
 #: transcripts whose probability a session keeps (the latest ones decide)

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .record.trace import Provenance
+from ..record.trace import Provenance
 
 #: the most words of the transcript the model reads (the end of a long turn decides; a bomb costs nothing more)
 MAX_WORDS = 60
@@ -127,7 +127,7 @@ class SmolLMEndOfTurn:
     dtype: str = field(default="float32", init=False)
 
     def __post_init__(self) -> None:
-        from .llm.smollm_model import DTYPES, cpu_has_native_bf16
+        from ..llm.smollm_model import DTYPES, cpu_has_native_bf16
 
         if self.precision not in ("auto", *DTYPES):
             raise ValueError(f"precision {self.precision!r}: one of auto, {', '.join(DTYPES)}")
@@ -143,7 +143,7 @@ class SmolLMEndOfTurn:
     def load(self) -> SmolLMEndOfTurn:
         """Load the model now (else on the first call)."""
         if self._model is None:
-            from .llm.smollm_model import load_generator
+            from ..llm.smollm_model import load_generator
 
             self._model = load_generator(self.cache_root, self.dtype)
             self._end_ids = ending_token_ids(self._model.tokenizer)

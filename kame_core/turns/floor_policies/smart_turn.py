@@ -1,9 +1,9 @@
 """``smart-turn``: the end of the turn by its sound. Silero VAD says when the user stops; at each pause Smart Turn
-v3.2 (:class:`kame_core.smart_turn.SmartTurn`, the model the pipecat-ai wheel ships) reads the last 8 s of their
+v3.2 (:class:`kame_core.turns.smart_turn.SmartTurn`, the model the pipecat-ai wheel ships) reads the last 8 s of their
 audio at the pause's onset (the VAD's first silent frame), and the turn is over when it sounds complete (p >= 0.5,
 the threshold the model is shipped with), after a long silence whatever it says
-(:func:`kame_core.end_of_turn.turn_is_over`, the gate's rule). It needs no transcript: it can decide before the STT
-has caught up. A pause not scored yet counts as unfinished.
+(:func:`kame_core.turns.end_of_turn.turn_is_over`, the gate's rule). It needs no transcript: it can decide before the
+STT has caught up. A pause not scored yet counts as unfinished.
 
 pipecat runs the model after 0.2 s of silence; scored 0.24 s into a pause it heard ``fdb-synth``'s cut phrases as
 finished (``benchmarks/eot_gate_tuning.py``: 5 of 8 mid-sentence pauses released at p >= 0.5 on the tuning half,
@@ -16,7 +16,7 @@ import math
 import numpy as np
 
 from ..end_of_turn import EndOfTurnConfig
-from ..frontends.floor import UserFloor
+from ..listener import UserFloor
 from ..smart_turn import WINDOW_S
 from .base import FloorPolicy, finite_or_none
 from .gate import gate_holds

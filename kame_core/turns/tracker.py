@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from .protocols import STTEvent
+from ..protocols import STTEvent
 
 
 @dataclass(frozen=True)

@@ -1,12 +1,12 @@
 """``stand-in``: the stand-in's heuristic as a hold on any front-end: Silero VAD on the user's frames and a pause
 that depends on how the transcript ends (short after '?', longer after '.', long mid-sentence;
-:meth:`kame_core.turns.TurnConfig.pause_needed`)."""
+:meth:`kame_core.turns.tracker.TurnConfig.pause_needed`)."""
 from __future__ import annotations
 
 import numpy as np
 
-from ..frontends.floor import UserFloor
-from ..turns import TurnConfig
+from ..listener import UserFloor
+from ..tracker import TurnConfig
 from .base import FloorPolicy
 
 
