@@ -15,6 +15,7 @@ import pytest
 from starlette.datastructures import QueryParams
 
 from demo.server import create_app
+from demo.hardware import Hardware
 from demo.ui import build_app
 from kame_core.access import LOOPBACK_HOSTS, Access
 from kame_core.serve import ChatServer, Limits, standalone_app
@@ -362,7 +363,9 @@ def test_the_apps_talk_tab_connects_with_a_ticket_of_its_gradio_session(tmp_path
     chat = ChatServer(lambda: served_stack(_doubles("hello")), max_sessions=1, sessions_dir=tmp_path,
                       access=Access(token="s3cret").bound_to("127.0.0.1"))
     chat.preload()
-    blocks = build_app(tickets=chat.tickets).queue()
+    # the hardware is given, not detected: asking torch for CUDA costs the first import of torch (2 s), and this
+    # test is about the tickets
+    blocks = build_app(hardware=Hardware("cpu", talk_on_cpu=False), tickets=chat.tickets).queue()
     event = next(i for i, f in blocks.fns.items() if getattr(f.fn, "__name__", "") == "on_talk_ticket")
     with serving(create_app(blocks, chat)) as port:
         gradio = f"http://127.0.0.1:{port}/gradio_api"
