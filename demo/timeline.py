@@ -318,7 +318,7 @@ def _abandoned_frames(trace: SessionTrace) -> dict[int, int]:
     """Frames whose words a self-correction took back -> the revision it switched to (as the front-end
     recorded them; runs recorded before front-ends reported the frames grey nothing)."""
     out: dict[int, int] = {}
-    for correction in self_corrections(trace):
+    for _, correction in self_corrections(trace):
         for frame in correction.abandoned_frames:
             out.setdefault(frame, correction.revision or 0)
     return out
@@ -782,8 +782,8 @@ class _RunBuilder:
         cx, hover = [], []
         lo, hi = self.lanes.band("inner monologue")
         correction_y = self._row("correction")
-        for c in corrections:
-            frame, rev, new = c.frame, c.revision, c.new_text
+        for _, c in corrections:
+            frame, rev, new = c.frame or 0, c.revision, c.new_text  # self_corrections sets every frame
             cx.append(frame * F)
             hover.append(f"<b>self-correction</b> · frame {frame} · {frame * F:.2f} s<br>"
                          f"had said: “{_wrap(c.abandoned_text, 56)}”<br>"

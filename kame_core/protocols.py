@@ -23,6 +23,7 @@ from typing import (
 
 import numpy as np
 
+from .record.events import SelfCorrection
 from .record.trace import Provenance
 
 if TYPE_CHECKING:
@@ -31,28 +32,11 @@ if TYPE_CHECKING:
 
 # ---------------------------------------------------------------------------------------------- front-end
 @dataclass
-class SelfCorrection:
-    """The front-end abandoned what it was saying because a newer answer arrived.
-
-    ``abandoned_text``: what it had said of the abandoned answer; ``abandoned_frames``: the frames where the
-    words it takes back were spoken (words it keeps are not among them); ``heard_oracle_frame``: the frame of
-    the start token of the oracle revision it switched to (the driver turns it into the revision id; None
-    when the new answer did not come from the oracle stream); ``revision``: the front-end's own revision
-    count, used only when ``heard_oracle_frame`` is None.
-    """
-
-    abandoned_text: str
-    revision: int | None
-    new_text: str = ""
-    abandoned_frames: tuple[int, ...] = ()
-    heard_oracle_frame: int | None = None
-
-
-@dataclass
 class FrontEndOutput:
     """What a front-end produced for one frame: an inner-monologue piece and 1920 output samples.
 
-    ``text_piece == ""`` with ``text_token is None`` (or the model's padding id) means text padding.
+    ``text_piece == ""`` with ``text_token is None`` (or the model's padding id) means text padding;
+    ``self_correction``: the front-end abandoned what it was saying at this frame (the driver records it).
     """
 
     text_piece: str

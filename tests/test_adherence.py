@@ -226,7 +226,7 @@ def test_bundled_self_correction_counts_the_abandoned_words() -> None:
     """06: 'Humans bring — no, wait, breathe out ...': 'Humans bring', abandoned, are spoken words of revision 2."""
     path = next(p for p in SCENARIOS if p.stem.startswith("06-"))
     trace = load_scenario(path).runs["kame"]
-    (correction,) = self_corrections(trace)
+    ((_, correction),) = self_corrections(trace)
     result = oracle_adherence(trace)
     spoken = {w.spoken_frame: (rev.revision, w.word) for rev in result.revisions for w in rev.words if w.spoken}
     abandoned = [spoken.get(f) for f in correction.abandoned_frames]

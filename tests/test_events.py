@@ -73,6 +73,21 @@ def test_what_a_writer_records_passes_the_load_time_checks():
         check_event_data(payload.kind, payload.to_data(), "d")
 
 
+def test_a_default_is_written_only_when_given_and_read_back_where_absent():
+    """A front-end's report and the recorded event are one class: its texts and frames default to empty (typed
+    without None), a default the writer did not give stays out of the file, one it gave is written."""
+    report = ev.SelfCorrection(abandoned_text="Sydney", revision=2, heard_oracle_frame=7)
+    assert report.to_data() == {"abandoned_text": "Sydney", "revision": 2, "heard_oracle_frame": 7}
+    assert (report.new_text, report.abandoned_frames) == ("", ())
+    given = ev.SelfCorrection(frame=9, abandoned_text="", abandoned_frames=[], revision=None, new_text="")
+    assert given.to_data() == {"frame": 9, "abandoned_text": "", "abandoned_frames": [], "revision": None,
+                               "new_text": ""}
+    read = ev.payload_of(Event(1.0, EventKind.SELF_CORRECTION, {"frame": 9}))
+    assert isinstance(read, ev.SelfCorrection)
+    assert (read.abandoned_text, read.abandoned_frames, read.new_text, read.revision) == ("", (), "", None)
+    assert read.to_data() == {"frame": 9}  # a read payload writes back what it read, nothing more
+
+
 def _tandem(policy: str, **llm) -> SessionTrace:
     segments, audio = session_audio_and_segments(30.0)
     config = SessionConfig(oracle=OracleConfig(policy=policy), max_tail_s=0.0, quiet_after_s=0.0, title=policy)

@@ -14,8 +14,8 @@ import numpy as np
 import pytest
 from starlette.datastructures import QueryParams
 
-from demo.server import create_app
 from demo.hardware import Hardware
+from demo.server import create_app
 from demo.ui import build_app
 from kame_core.access import LOOPBACK_HOSTS, Access
 from kame_core.serve import ChatServer, Limits, standalone_app

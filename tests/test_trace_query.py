@@ -134,8 +134,8 @@ def test_self_corrections_carry_the_abandoned_frames_and_heard_revision():
     trace = mountain_session()
     corrections = self_corrections(trace)
     assert corrections
-    for c in corrections:
-        assert c.abandoned_frames and max(c.abandoned_frames) < c.frame
+    for _, c in corrections:
+        assert c.frame is not None and c.abandoned_frames and max(c.abandoned_frames) < c.frame
         said = " ".join(trace.frames[f].text_piece.strip() for f in c.abandoned_frames)
         assert said == c.abandoned_text
         at = revision_at(trace, c.frame)

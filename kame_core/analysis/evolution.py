@@ -61,7 +61,7 @@ def evolution_points(trace: SessionTrace, references: Sequence[str] = (), run: s
     """Every revision of one run with an oracle text, in reset order (see the module docstring)."""
     turns = user_turns(trace)
     starts = {r.request: r.start_t for r in llm_requests(trace)}
-    switched_to = {c.revision for c in self_corrections(trace) if c.revision is not None}
+    switched_to = {c.revision for _, c in self_corrections(trace) if c.revision is not None}
     every = oracle_revisions(trace)
     revisions = [r for r in every if r.text.strip()]
     heard_from = sorted(r.start_frame for r in every if r.start_frame is not None)

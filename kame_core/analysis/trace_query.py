@@ -91,18 +91,6 @@ class OracleRevision:
         return self.start_frame is not None
 
 
-@dataclass(frozen=True)
-class SelfCorrection:
-    """A self-correction of the front-end, as recorded in the trace."""
-
-    t: float
-    frame: int
-    revision: int | None
-    abandoned_text: str
-    abandoned_frames: tuple[int, ...]
-    new_text: str
-
-
 def join_words(pieces: Sequence[str]) -> list[tuple[int, str]]:
     """Per text piece: the index of its word's first piece and the word (stripped; ``""`` for a piece of
     whitespace alone). A piece that does not start with whitespace continues the word before it -- a neural
@@ -377,14 +365,15 @@ def revision_at(trace: SessionTrace, frame: int, revisions: list[OracleRevision]
     return RevisionAt(revision=found, fed_text=_clean("".join(pieces)))
 
 
-def self_corrections(trace: SessionTrace) -> list[SelfCorrection]:
-    """Every self-correction the front-end reported, in time order."""
+def self_corrections(trace: SessionTrace) -> list[tuple[float, ev.SelfCorrection]]:
+    """Every self-correction the front-end reported, in time order: its time and its payload (the frame of the
+    switch always set; a text that is not one, or a revision that is not an int, read as absent)."""
     out = []
     for e, c in ev.payloads(trace, ev.SelfCorrection):
-        out.append(SelfCorrection(
-            t=e.t, frame=int(e.frame if c.frame is None else c.frame),
-            revision=c.revision if isinstance(c.revision, int) else None, abandoned_text=_str(c.abandoned_text),
-            abandoned_frames=tuple(int(f) for f in c.abandoned_frames or []), new_text=_str(c.new_text)))
+        out.append((e.t, ev.SelfCorrection(
+            frame=int(e.frame if c.frame is None else c.frame),
+            abandoned_text=_str(c.abandoned_text), abandoned_frames=[int(f) for f in c.abandoned_frames or []],
+            revision=c.revision if isinstance(c.revision, int) else None, new_text=_str(c.new_text))))
     return out
 
 

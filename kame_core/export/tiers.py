@@ -329,7 +329,7 @@ def abandoned(trace: SessionTrace) -> list[Interval]:
     """Each self-correction's abandoned words over the frames they were said in."""
     F = FRAME_SECONDS
     out = []
-    for c in self_corrections(trace):
+    for _, c in self_corrections(trace):
         if not c.abandoned_frames or not c.abandoned_text.strip():
             continue
         to = f" → rev {c.revision}" if c.revision is not None else ""
@@ -350,9 +350,9 @@ def events(trace: SessionTrace) -> list[Point]:
     for r in oracle_revisions(trace):
         out.append(Point(r.reset_t, f"oracle reset: rev {r.revision} · hint {_hint(r.hint_level)}",
                          revision=r.revision, hint_level=r.hint_level, request=r.request))
-    for c in self_corrections(trace):
+    for t, c in self_corrections(trace):
         to = f" → rev {c.revision}" if c.revision is not None else ""
-        out.append(Point(c.t, f"self-correction{to}", revision=c.revision))
+        out.append(Point(t, f"self-correction{to}", revision=c.revision))
     for e in trace.events_of(EventKind.HOLD_START, EventKind.HOLD_END):
         out.append(Point(e.t, _hold_label(e)))
     for e in trace.events_of(EventKind.END_OF_TURN):

@@ -30,7 +30,6 @@ from ..protocols import (
     EndOfTurnDetector,
     FrontEnd,
     ListeningFrontEnd,
-    SelfCorrection,
     StreamingLLM,
     StreamingSTT,
     STTEvent,
@@ -244,10 +243,10 @@ class TandemPipeline:
         self._stop.set()  # the manager's task cancels its streams and ends; the driver awaits it
 
     # -- helpers ------------------------------------------------------------------------------------
-    def _record_correction(self, session: Session, correction: SelfCorrection, oracle: OracleToken,
+    def _record_correction(self, session: Session, correction: ev.SelfCorrection, oracle: OracleToken,
                            now: float) -> None:
-        """Record a self-correction with the revision the front-end had heard (resolved from the frame of
-        that revision's start token) and the frames whose words it abandoned."""
+        """Record the front-end's self-correction at this frame, with the revision it had heard (resolved from the
+        frame of that revision's start token) in place of that frame."""
         heard = correction.heard_oracle_frame
         revision = correction.revision
         if heard is not None:

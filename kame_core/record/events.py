@@ -2,14 +2,15 @@
 each kind carries.
 
 Each field is a field of the kind's payload in a trace file (``Event.data``), with its check
-(:mod:`kame_core.record.schema`) in its metadata: a field without a default is required, a field defaulting to
-None may be absent (and, where its check is ``optional(...)``, null). :data:`PAYLOADS` maps each kind to its
+(:mod:`kame_core.record.schema`) in its metadata: a field without a default is required, a field with a default
+(None, or an empty text or list, :func:`defaulting`) may be absent (and, where its check is ``optional(...)``,
+null). :data:`PAYLOADS` maps each kind to its
 dataclass; from it :func:`~kame_core.record.schema.check_event_data` checks a loaded trace field by field.
 
 * **writing** -- ``trace.record(t, OracleAppend(request=1, revision=2, text="hi ", tokens=[5]))``
   (:meth:`~kame_core.record.trace.SessionTrace.record`) stores :meth:`Payload.to_data`: every field the writer gave
   (None included: a cancel before any revision records ``"revision": null``) and every other field that is not
-  None, in declaration order; fields outside the dataclass (a note's details, a cancel's reason) go as extras.
+  its default, in declaration order; fields outside the dataclass (a note's details, a cancel's reason) go as extras.
   It is the one way events are written (a loaded trace's come from its file, checked field by field).
 * **reading** -- :func:`payload_of` builds an event's payload from its data (absent fields take their default,
   unknown extra fields are left out); :func:`payloads` lists a trace's events of one payload class with their
@@ -23,6 +24,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar, Literal, TypeVar, cast
 
@@ -33,7 +35,7 @@ from .trace import Event, EventKind, SessionTrace
 __all__ = ["PAYLOADS", "EndOfTurn", "HintLevel", "HoldEnd", "HoldStart", "LlmError", "LlmFirstChunk",
            "LlmRequestCancel", "LlmRequestFinish", "LlmRequestStart", "Note", "OracleAppend", "OracleReset",
            "Payload", "ResponseOnset", "SelfCorrection", "SttFinal", "SttPartial", "TurnBoundary", "UserSpeechEnd",
-           "UserSpeechStart", "bulky_fields", "field_checks", "live_data", "payload_of", "payloads"]
+           "UserSpeechStart", "bulky_fields", "defaulting", "field_checks", "live_data", "payload_of", "payloads"]
 
 
 def required(check: Check) -> Any:
@@ -44,6 +46,12 @@ def required(check: Check) -> Any:
 def absent_or(check: Check) -> Any:
     """A field that may be absent (None here); when present, checked by ``check``."""
     return dataclasses.field(default=None, metadata={"check": check})
+
+
+def defaulting(value: object, check: Check) -> Any:
+    """A field that may be absent, reading ``value`` then (an empty text or list: a field typed without None);
+    when present, checked by ``check``. ``value`` must be immutable (it is shared)."""
+    return dataclasses.field(default=value, metadata={"check": check})
 
 
 def bulky(check: Check) -> Any:
@@ -62,11 +70,11 @@ class Payload:
 
     def to_data(self) -> dict[str, Any]:
         """The event's ``data``: every field given when the payload was made, and every other field that is not
-        None (a default None means absent), in declaration order."""
+        its default (a default means absent), in declaration order."""
         data = {}
         for f in dataclasses.fields(self):
             value = getattr(self, f.name)
-            if value is not None or f.name in self._given:
+            if f.name in self._given or (value is not None and value != f.default):
                 data[f.name] = value
         return data
 
@@ -290,14 +298,21 @@ class ResponseOnset(Payload):
 @_payload
 @dataclass(frozen=True, kw_only=True)
 class SelfCorrection(Payload):
-    """The front-end abandoned what it was saying for a newer revision (``revision``: the one it heard)."""
+    """The front-end abandoned what it was saying because a newer answer arrived: what a front-end reports
+    (:attr:`kame_core.protocols.FrontEndOutput.self_correction`) and what the trace records.
+
+    ``abandoned_text``: what it had said of the abandoned answer; ``abandoned_frames``: the frames where the words
+    it takes back were spoken (words it keeps are not among them); ``new_text``: the answer it switched to;
+    ``revision``: the oracle revision it heard. A front-end reports ``heard_oracle_frame``, the frame of the start
+    token of that revision (None when the new answer did not come from the oracle stream: ``revision`` is then its
+    own count); the driver records the revision that frame fed, and ``frame``, the frame of the switch."""
 
     kind: ClassVar[EventKind] = EventKind.SELF_CORRECTION
     frame: int | None = absent_or(S.ident)
-    abandoned_text: str | None = absent_or(S.text)
-    abandoned_frames: list[int] | None = absent_or(S.list_of(S.ident))
+    abandoned_text: str = defaulting("", S.text)
+    abandoned_frames: Sequence[int] = defaulting((), S.list_of(S.ident))
     revision: int | None = absent_or(S.optional(S.ident))
-    new_text: str | None = absent_or(S.text)
+    new_text: str = defaulting("", S.text)
     heard_oracle_frame: int | None = absent_or(S.optional(S.ident))
 
 
@@ -356,7 +371,7 @@ def live_data(event: Event) -> dict[str, Any]:
 
 
 def payload_of(event: Event, *, lenient: bool = False) -> Payload:
-    """``event``'s payload, built from its data: absent fields take their default (None), unknown extra fields
+    """``event``'s payload, built from its data: absent fields take their default, unknown extra fields
     are left out. A required field it lacks (a loaded trace never does; a trace made in memory only if its writer
     left it out) raises :class:`~kame_core.record.schema.PayloadError`, or with ``lenient`` reads None -- as
     tolerant as ``data.get`` (:mod:`kame_core.analysis.trace_query` reads traces that were never checked this way)."""

@@ -14,7 +14,8 @@ import numpy as np
 
 from kame_core.analysis.metrics import SILENCE_RMS
 from kame_core.clock import FRAME_SECONDS, SAMPLE_RATE, SAMPLES_PER_FRAME, Clock
-from kame_core.protocols import ChatMessage, FrontEndOutput, LLMError, SelfCorrection, STTEvent, Synthesis, Word
+from kame_core.protocols import ChatMessage, FrontEndOutput, LLMError, STTEvent, Synthesis, Word
+from kame_core.record.events import SelfCorrection
 from kame_core.record.trace import Provenance
 
 DOUBLE = Provenance(kind="test-double", model_id="tests.doubles")
@@ -90,8 +91,8 @@ class EchoFrontEnd:
         correction = None
         if oracle_token == self.tokenizer.start_token_id:
             if self._cursor and self._cursor < len(self._words):
-                correction = SelfCorrection(" ".join(self._said), self._revision + 1,
-                                            abandoned_frames=tuple(self._said_frames), heard_oracle_frame=frame)
+                correction = SelfCorrection(abandoned_text=" ".join(self._said), revision=self._revision + 1,
+                                            abandoned_frames=list(self._said_frames), heard_oracle_frame=frame)
             self._revision += 1
             self._words, self._cursor, self._said, self._said_frames = [], 0, [], []
         elif oracle_token is not None:

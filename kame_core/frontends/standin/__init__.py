@@ -11,7 +11,7 @@ What it imitates, frame by frame on the 80 ms clock:
   given. A guess counts as an answer, so an oracle that contradicts it is corrected like any other.
 * When a newer oracle contradicts what it already said of the answer (the words said are not a prefix of
   the new oracle), it switches mid-sentence ("... Lyon, I mean, Paris") and reports a
-  :class:`~kame_core.protocols.SelfCorrection` at the frame of the switch. When the new oracle agrees with
+  :class:`~kame_core.record.events.SelfCorrection` at the frame of the switch. When the new oracle agrees with
   what was said, it carries on without a correction.
 * It takes turns: no new word while the user holds the floor (their voice, heard by Silero VAD on the
   user frames, and a pause long enough for how their transcript ends; :mod:`..floor`). The oracle may

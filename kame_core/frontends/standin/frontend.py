@@ -1,6 +1,7 @@
 """The stand-in front-end: one 80 ms step = hear, decide, speak (see :mod:`kame_core.frontends.standin`)."""
 from __future__ import annotations
 
+import dataclasses
 import random
 import weakref
 from collections import deque
@@ -12,7 +13,8 @@ from typing import Literal
 import numpy as np
 
 from ...clock import FRAME_SECONDS
-from ...protocols import TTS, FrontEndOutput, SelfCorrection, STTEvent, TextTokenizer
+from ...protocols import TTS, FrontEndOutput, STTEvent, TextTokenizer
+from ...record.events import SelfCorrection
 from ...record.trace import Provenance
 from ...turns.listener import UserFloor
 from ...turns.tracker import TurnConfig, UserTurnTracker
@@ -315,8 +317,7 @@ class StandInFrontEnd:
         st.unreported_correction = SelfCorrection(
             abandoned_text=earlier.abandoned_text if earlier else " ".join(answer.said),
             revision=revision, new_text=" ".join(new),
-            abandoned_frames=tuple(sorted(set(earlier.abandoned_frames if earlier else ())
-                                          | set(answer.said_frames[k:]))),
+            abandoned_frames=sorted(set(earlier.abandoned_frames if earlier else ()) | set(answer.said_frames[k:])),
             heard_oracle_frame=answer.oracle_frame)
         answer.words, answer.said, answer.said_frames = decision.words, decision.said, answer.said_frames[:k]
         st.voice.clear()
@@ -429,7 +430,7 @@ class StandInFrontEnd:
             st.answer.last_word_frame = st.frame
         correction, st.unreported_correction = st.unreported_correction, None
         if correction is not None and st.answer is not None:  # what it switches to, as known by now
-            correction.new_text = " ".join(st.answer.words)
+            correction = dataclasses.replace(correction, new_text=" ".join(st.answer.words))
         piece = " " + utterance.word.text
         ids = self.tokenizer.encode(piece)
         return self._output(st, piece, ids[0] if len(ids) == 1 else None, correction)
