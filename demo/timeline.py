@@ -325,7 +325,7 @@ def _abandoned_frames(trace: SessionTrace) -> dict[int, int]:
 
 
 #: what a hover says in place of a token id for the CPU stand-in front-end: it has no text vocabulary, and the
-#: ids in its trace are hashes of whole words (:class:`kame_core.frontends.tokenizer.WordTokenizer`)
+#: ids in its trace are hashes of whole words (:class:`kame_core.frontends.tokenizer.HashedWordTokenizer`)
 STAND_IN_TOKEN_NOTE = "stand-in word, no token id"
 #: the name of a cascade's words in the third lane (it has no front-end, so no inner monologue)
 _CASCADE_WORD = "TTS word"

@@ -2,11 +2,11 @@
 for tests that import them relatively."""
 from kame_core.testing.doubles import *  # noqa: F401,F403
 from kame_core.testing.doubles import (  # noqa: F401
+    DenseWordTokenizer,
     EchoFrontEnd,
     ScriptedLLM,
     ScriptedSTT,
     ToneTTS,
-    WordTokenizer,
     dominant_pitch,
     last_user_turn,
     loud,

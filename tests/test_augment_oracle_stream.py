@@ -17,13 +17,13 @@ from kame_core.augment.oracle_stream import (
     write_stream_npz,
 )
 from kame_core.augment.transcript import TranscriptWord, load_transcript
-from kame_core.augment.word_tokenizer import WordTokenizer
+from kame_core.augment.word_tokenizer import DenseWordTokenizer
 from kame_core.protocols import TextTokenizer
 
 from .shared_data import SPOKENWOZ
 
 SAMPLE = SPOKENWOZ
-PAD, START = WordTokenizer.PADDING_ID, WordTokenizer.START_ID
+PAD, START = DenseWordTokenizer.PADDING_ID, DenseWordTokenizer.START_ID
 
 
 def record(ms: int, prediction: str, ratio: float = 1.0, channel: int = 1) -> OracleRecord:
@@ -37,18 +37,18 @@ def sample_dir() -> Path:
 
 
 def test_word_tokenizer_is_a_text_tokenizer_with_per_instance_vocabulary() -> None:
-    tok = WordTokenizer()
+    tok = DenseWordTokenizer()
     assert isinstance(tok, TextTokenizer)
     assert tok.encode("hi there hi") == [2, 3, 2]
     assert tok.piece(3) == " there" and tok.piece(PAD) == "" and tok.piece(START) == ""
-    assert WordTokenizer().encode("there") == [2]  # a new instance starts a new vocabulary
+    assert DenseWordTokenizer().encode("there") == [2]  # a new instance starts a new vocabulary
     assert tok.vocabulary == ["", "", "hi", "there"]
     with pytest.raises(KeyError):
         tok.piece(99)
 
 
 def test_event_starts_at_its_frame_with_the_start_token_then_one_token_per_frame() -> None:
-    tok = WordTokenizer()
+    tok = DenseWordTokenizer()
     frames = oracle_frames([record(1000, "a b c", ratio=0.7)], tok, n_frames=20)
     assert frames.n_frames == 20
     assert frames.tokens.tolist() == [PAD] * 12 + [START, 2, 3, 4] + [PAD] * 4  # int(1.0 * 12.5) = 12
@@ -57,7 +57,7 @@ def test_event_starts_at_its_frame_with_the_start_token_then_one_token_per_frame
 
 
 def test_later_event_overwrites_from_its_own_frame_on() -> None:
-    tok = WordTokenizer()
+    tok = DenseWordTokenizer()
     # 0.5 s -> frame 6 (6.25), 0.8 s -> frame 10; the first event's last tokens are cut
     records = [record(500, "one two three four five six"), record(800, "x y", ratio=0.3, channel=0)]
     frames = oracle_frames(records, tok)
@@ -69,7 +69,7 @@ def test_later_event_overwrites_from_its_own_frame_on() -> None:
 
 
 def test_same_frame_event_replaces_and_padding_clears_old_tokens() -> None:
-    tok = WordTokenizer()
+    tok = DenseWordTokenizer()
     frames = oracle_frames([record(0, "a b c d"), record(40, "z")], tok, n_frames=8)  # both frame 0
     assert frames.tokens.tolist() == [START, tok.encode("z")[0]] + [PAD] * 6
     assert frames.revision.tolist() == [1, 1] + [NO_EVENT] * 6
@@ -78,7 +78,7 @@ def test_same_frame_event_replaces_and_padding_clears_old_tokens() -> None:
 
 
 def test_text_stream_puts_words_at_their_start_frame() -> None:
-    tok = WordTokenizer()
+    tok = DenseWordTokenizer()
     words = [TranscriptWord("A", "hello", 0.0, 0.5), TranscriptWord("B", "hi", 0.81, 0.9),
              TranscriptWord("B", "there", 0.85, 1.0), TranscriptWord("B", "friend", 1.2, 1.5)]
     text = text_frames(words, tok, n_frames=16, speaker="B")
@@ -93,7 +93,7 @@ def test_shared_dialogue_streams(dialogue: str, tmp_path: Path) -> None:
     root = sample_dir()
     words = load_transcript(root / "text" / f"{dialogue}.json")
     records = load_oracle_raw(root / "oracle_raw" / f"{dialogue}.json")
-    tok = WordTokenizer()
+    tok = DenseWordTokenizer()
     arrays = dialogue_stream_arrays(words, records, tok)
     n = dialogue_n_frames(words)
     assert all(arrays[k].shape == (n,) for k in ("text_tokens", "oracle_tokens", "oracle_revision"))

@@ -14,7 +14,7 @@ from kame_core.augment.training_dialogue import (
     dialogue_frames,
     load_training_dialogue,
 )
-from kame_core.augment.word_tokenizer import WordTokenizer
+from kame_core.augment.word_tokenizer import DenseWordTokenizer
 from kame_core.clock import SAMPLES_PER_FRAME
 
 from .shared_data import SPOKENWOZ
@@ -44,9 +44,9 @@ def test_shared_dialogue_becomes_four_streams(dialogue: str) -> None:
     for speaker, own, other in (("A", d.user_audio, d.assistant_audio), ("B", d.assistant_audio, d.user_audio)):
         spans = [(int(w.start * 24_000), int(w.end * 24_000)) for w in d.words if w.speaker == speaker]
         assert np.median([rms(own[a:b]) for a, b in spans]) > 10 * np.median([rms(other[a:b]) for a, b in spans])
-    frames = dialogue_frames(d, WordTokenizer())
+    frames = dialogue_frames(d, DenseWordTokenizer())
     assert "".join(frames.text_pieces).split() == [w.word for w in d.words if w.speaker == "B"]
-    starts = np.flatnonzero(frames.oracle.tokens == WordTokenizer.START_ID)
+    starts = np.flatnonzero(frames.oracle.tokens == DenseWordTokenizer.START_ID)
     assert len(starts) == len(d.records) == {"SNG0072": 20, "MUL1423": 23}[dialogue]
     assert frames.oracle_pieces[starts[0] + 1].strip() == d.records[0].prediction.split()[0]
     assert frames.oracle.hint_level[starts].tolist() == [r.hint_level for r in d.records]
@@ -58,7 +58,7 @@ def test_oracle_is_optional_and_mono_audio_is_refused(tmp_path: Path) -> None:
         (tmp_path / sub).mkdir()
         shutil.copy(root / sub / f"SNG0072.{'wav' if sub == 'audio' else 'json'}", tmp_path / sub)
     d = load_training_dialogue(tmp_path, "SNG0072")
-    assert d.records == [] and (dialogue_frames(d, WordTokenizer()).oracle.revision == -1).all()
+    assert d.records == [] and (dialogue_frames(d, DenseWordTokenizer()).oracle.revision == -1).all()
     soundfile.write(tmp_path / "audio" / "SNG0072.wav", np.zeros(800, np.float32), 8000)
     with pytest.raises(TrainingDialogueError, match=r"SNG0072\.wav: expected stereo"):
         load_training_dialogue(tmp_path, "SNG0072")

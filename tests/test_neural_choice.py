@@ -108,6 +108,7 @@ def test_warm_up_steps_may_outlast_the_pools_step_timeout_which_holds_again_afte
         done.set()
 
 
+@pytest.mark.slow  # the process's first load and warm-up of the tiny model: 4.4-5.3 s alone on 2 cores
 def test_pools_hand_out_slots_and_moshi_mode_says_what_it_is(tiny):
     with FrontEndChoice(weights=str(tiny), device="cpu", pool_size=2).load() as models:
         assert models.free_slots() == 2  # the warm-up slot was given back

@@ -6,7 +6,7 @@ from kame_core.oracle.config import Conversation, OracleConfig
 from kame_core.oracle.manager import OracleManager, OracleStream
 from kame_core.pipelines.tandem import SessionConfig, TandemRunner
 from kame_core.record.trace import EventKind, SessionTrace
-from kame_core.testing.doubles import EchoFrontEnd, ScriptedLLM, ScriptedSTT, WordTokenizer, speech_like, words_at
+from kame_core.testing.doubles import DenseWordTokenizer, EchoFrontEnd, ScriptedLLM, ScriptedSTT, speech_like, words_at
 
 
 def run_kame(words_segments, llm, total=None, **cfg):
@@ -30,7 +30,7 @@ class Harness:
 
     def __init__(self, **cfg):
         self.conv = Conversation()
-        self.tok = WordTokenizer()
+        self.tok = DenseWordTokenizer()
         self.stream = OracleStream(self.tok)
         self.trace = SessionTrace(mode="kame")
         self.clock = VirtualClock()

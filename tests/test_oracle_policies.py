@@ -19,7 +19,7 @@ from kame_core.protocols import ChatMessage
 from kame_core.record.schema import check_trace_config
 from kame_core.record.trace import EventKind, SessionTrace
 
-from .doubles import DOUBLE, EchoFrontEnd, ScriptedLLM, ScriptedSTT, WordTokenizer, speech_like, words_at
+from .doubles import DOUBLE, DenseWordTokenizer, EchoFrontEnd, ScriptedLLM, ScriptedSTT, speech_like, words_at
 
 
 def conversation() -> Conversation:
@@ -120,8 +120,8 @@ class Harness:
         self.trace = SessionTrace(mode="kame")
         self.clock = VirtualClock()
         self.config = OracleConfig(policy="emission", **cfg)  # type: ignore[arg-type]
-        self.manager = OracleManager(self.config, llm, self.conv, OracleStream(WordTokenizer()),
-                                     WordTokenizer(), self.clock, self.trace)
+        self.manager = OracleManager(self.config, llm, self.conv, OracleStream(DenseWordTokenizer()),
+                                     DenseWordTokenizer(), self.clock, self.trace)
 
     def run(self, script: list[tuple[float, Callable[[Conversation], None] | None]], until: float) -> SessionTrace:
         async def main() -> None:

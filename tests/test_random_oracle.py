@@ -183,7 +183,7 @@ def test_mixed_selection_flags_in_one_file_are_refused(tmp_path) -> None:
 def test_the_spokenwoz_sample_is_served_where_it_can_be_and_its_import_shows_the_ground_truth(tmp_path) -> None:
     from kame_core.augment.import_scenario import training_dialogue_scenario
     from kame_core.augment.oracle_stream import oracle_event_ids
-    from kame_core.augment.word_tokenizer import WordTokenizer
+    from kame_core.augment.word_tokenizer import DenseWordTokenizer
 
     words = load_transcript(SPOKENWOZ / "text" / "SNG0072.json")
     pool = response_pool([(p.stem, load_transcript(p)) for p in sorted((SPOKENWOZ / "text").glob("*.json"))],
@@ -206,7 +206,7 @@ def test_the_spokenwoz_sample_is_served_where_it_can_be_and_its_import_shows_the
     assert "random strategy, no LLM" in scenario.runs["training"].provenance["oracle"].label
     fed = [e.data.get("text") for run in scenario.runs.values() for e in run.events if "text" in e.data]
     assert all(r.selected in fed for r in hints[:5])
-    tokenizer = WordTokenizer()
+    tokenizer = DenseWordTokenizer()
     assert oracle_event_ids(hints[0], tokenizer)[1:] == tokenizer.encode(hints[0].hint)
 
 

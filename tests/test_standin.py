@@ -6,7 +6,7 @@ import pytest
 
 from kame_core.analysis.metrics import session_metrics
 from kame_core.clock import FRAME_SECONDS, SAMPLE_RATE, SAMPLES_PER_FRAME, VirtualClock
-from kame_core.frontends import StandInConfig, StandInFrontEnd, WordTokenizer, cut_words
+from kame_core.frontends import HashedWordTokenizer, StandInConfig, StandInFrontEnd, cut_words
 from kame_core.frontends.standin import first_contradiction
 from kame_core.pipelines.tandem import SessionConfig, TandemRunner
 from kame_core.protocols import FrontEnd, FrontEndOutput, Synthesis, TextTokenizer, Word
@@ -70,16 +70,16 @@ def stand_in(**kw) -> StandInFrontEnd:
 
 # ------------------------------------------------------------------------------------------- tokenizer
 def test_word_tokenizer_rebuilds_text_across_chunk_boundaries():
-    tok = WordTokenizer()
+    tok = HashedWordTokenizer()
     assert isinstance(tok, TextTokenizer)
     assert tok.start_token_id == 1 and tok.padding_token_id == 3
     chunks = ["The capi", "tal of France ", "is  Paris,\nof course. "]
     ids = [i for c in chunks for i in tok.encode(c)]
     assert "".join(tok.piece(i) for i in ids) == "The capital of France is Paris, of course. "
     assert tok.start_token_id not in ids and tok.padding_token_id not in ids
-    other = WordTokenizer()  # ids are stable across instances, vocabularies are per instance
+    other = HashedWordTokenizer()  # ids are stable across instances, vocabularies are per instance
     assert other.encode("is  Paris,\nof course. ") == tok.encode("is  Paris,\nof course. ")
-    assert WordTokenizer().piece(ids[0]) == f"<{ids[0]}>"
+    assert HashedWordTokenizer().piece(ids[0]) == f"<{ids[0]}>"
     assert tok.encode(" Paris,") == [ids[ids.index(tok.encode(" Paris,")[0])]]
 
 

@@ -6,7 +6,7 @@ import pytest
 
 from kame_core.clock import FRAME_SECONDS, SAMPLE_RATE, SAMPLES_PER_FRAME
 from kame_core.frontends import StandInConfig, StandInFrontEnd
-from kame_core.frontends.tokenizer import WordTokenizer
+from kame_core.frontends.tokenizer import HashedWordTokenizer
 from kame_core.testing.doubles import tone
 from kame_core.tts import make_tts
 from kame_core.turns.listener import UserFloor
@@ -63,7 +63,7 @@ def test_the_stand_in_waits_for_the_user_to_finish_before_answering(piper):
     question = piper.synthesize("Please tell me, which planet in our solar system is the largest one?")
     audio = padded(question.audio, tail_s=5.0)
     end_s = 0.5 + question.words[-1].end
-    tokenizer = WordTokenizer()
+    tokenizer = HashedWordTokenizer()
     oracle = [tokenizer.start_token_id, *tokenizer.encode(" Jupiter is the largest planet.")]
     fe = StandInFrontEnd(piper, tokenizer=tokenizer, background=False)
     spoken_at = []
@@ -77,7 +77,7 @@ def test_the_stand_in_waits_for_the_user_to_finish_before_answering(piper):
     assert spoken_at[0][0] < end_s + 1.0
     assert "Jupiter" in " ".join(w for _, w in spoken_at)
 
-    fe_no_turns = StandInFrontEnd(piper, tokenizer=WordTokenizer(), background=False,
+    fe_no_turns = StandInFrontEnd(piper, tokenizer=HashedWordTokenizer(), background=False,
                                   config=type(fe.config)(floor=None))
     tokenizer2 = fe_no_turns.tokenizer
     oracle2 = [tokenizer2.start_token_id, *tokenizer2.encode(" Jupiter is the largest planet.")]
@@ -110,7 +110,7 @@ def test_under_a_floor_policy_it_answers_on_the_frame_it_is_released(piper):
     audio = padded(question.audio, tail_s=3.0)
     end_s = 0.5 + question.words[-1].end
     release = int((end_s + 0.1) / FRAME_SECONDS)  # the frame a policy gives the floor on
-    tokenizer = WordTokenizer()
+    tokenizer = HashedWordTokenizer()
     answer = [tokenizer.start_token_id, *tokenizer.encode(" Jupiter is the largest planet.")]
 
     def run(own_floor: bool, oracle: list[int]) -> list[tuple[int, str, float]]:

@@ -39,7 +39,7 @@ from .simulators import SimulatorError
 from .spoken_dataset import BuildConfig, QAFileError, build_dataset, load_qa_pairs
 from .transcript import TranscriptError, load_transcript
 from .tts_factory import DEFAULT_TTS, TTSUnavailable, check_tts_available, load_tts_backend
-from .word_tokenizer import WordTokenizer
+from .word_tokenizer import DenseWordTokenizer
 
 EXIT_BAD_INPUT = 2
 EXIT_FAILED = 1
@@ -117,7 +117,7 @@ def run_streams(args: argparse.Namespace) -> int:
             raise CommandError(f"{path}: no oracle records at {oracle_path}")
         jobs.append((path.stem, load_transcript(path), load_oracle_raw(oracle_path)))
     for dialogue_id, words, records in tqdm(jobs, desc="streams", unit="dialogue", disable=None):
-        arrays = dialogue_stream_arrays(words, records, WordTokenizer(), assistant=args.assistant)
+        arrays = dialogue_stream_arrays(words, records, DenseWordTokenizer(), assistant=args.assistant)
         write_stream_npz(args.out_dir / f"{dialogue_id}.npz", arrays)
     print(f"wrote {len(jobs)} stream files to {args.out_dir}", file=sys.stderr)
     return 0

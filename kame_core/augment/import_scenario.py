@@ -17,7 +17,7 @@ from .oracle_records import OracleRecord
 from .oracle_stream import NO_EVENT
 from .training_dialogue import dialogue_frames, load_training_dialogue
 from .transcript import TranscriptWord
-from .word_tokenizer import WordTokenizer
+from .word_tokenizer import DenseWordTokenizer
 
 ASSISTANT, USER = "B", "A"
 ASSISTANT_CHANNEL = 1
@@ -49,7 +49,7 @@ def training_dialogue_scenario(root: str | Path, dialogue_id: str) -> Scenario:
     records = [r for r in dialogue.records if r.channel == ASSISTANT_CHANNEL]
     dialogue = type(dialogue)(dialogue.dialogue_id, dialogue.user_audio, dialogue.assistant_audio,
                               dialogue.words, records)
-    tokenizer = WordTokenizer()
+    tokenizer = DenseWordTokenizer()
     frames = dialogue_frames(dialogue, tokenizer, assistant=ASSISTANT)
     trace = SessionTrace(
         mode="imported", title=f"Training dialogue {dialogue_id}",

@@ -1,13 +1,16 @@
 """A word-level :class:`~kame_core.protocols.TextTokenizer` that needs no model files.
 
-Each whitespace-separated word is one token; ids are given out in order of first appearance, per instance
-(so two instances never share state). Good enough to lay oracle and text streams onto frames offline; the
-neural front-end uses its sentencepiece tokenizer instead.
+Each whitespace-separated word is one token; ids are dense, given out in order of first appearance, per instance
+(so two instances never share state), after padding 0 and the oracle start 1. Good enough to lay oracle and text
+streams onto frames offline (datasets, imported logs, the test doubles); the neural front-end uses its
+sentencepiece tokenizer instead, the CPU stand-in the
+:class:`~kame_core.frontends.tokenizer.HashedWordTokenizer` (ids stable across instances, Moshi's reserved ids,
+whitespace kept).
 """
 from __future__ import annotations
 
 
-class WordTokenizer:
+class DenseWordTokenizer:
     """Whitespace words -> ids; ``0`` is padding, ``1`` the oracle start token, words from ``2`` on."""
 
     PADDING_ID = 0

@@ -1,7 +1,7 @@
 """Front-ends that run without the trained weights.
 
 * :mod:`kame_core.frontends.standin`   -- :class:`StandInFrontEnd`, the CPU stand-in that imitates KAME
-* :mod:`kame_core.frontends.tokenizer` -- :class:`WordTokenizer`, a word-level tokenizer for it
+* :mod:`kame_core.frontends.tokenizer` -- :class:`HashedWordTokenizer`, a word-level tokenizer for it
 * :mod:`kame_core.frontends.speech`    -- synthesized phrases cut into words and placed on frames
   (shared with the cascade pipeline)
 
@@ -9,7 +9,7 @@ The neural front-ends (KAME / Moshi weights) live in :mod:`kame_core.neural`.
 """
 from .speech import Speaker, SpeechTape, WordAudio, cut_words
 from .standin import StandInConfig, StandInFrontEnd
-from .tokenizer import WordTokenizer
+from .tokenizer import HashedWordTokenizer
 
-__all__ = ["StandInFrontEnd", "StandInConfig", "WordTokenizer", "Speaker", "SpeechTape", "WordAudio",
+__all__ = ["StandInFrontEnd", "StandInConfig", "HashedWordTokenizer", "Speaker", "SpeechTape", "WordAudio",
            "cut_words"]

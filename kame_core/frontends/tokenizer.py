@@ -1,4 +1,5 @@
-"""A word-level text tokenizer for the CPU stand-in, used when no sentencepiece model is around.
+"""A word-level text tokenizer for the CPU stand-in, used when no sentencepiece model is around (datasets and the
+test doubles number their words densely instead: :class:`~kame_core.augment.word_tokenizer.DenseWordTokenizer`).
 
 The oracle manager tokenizes every streamed LLM chunk on its own, and chunks split text anywhere
 (``"The capi"`` + ``"tal of France"``, or ``"is "`` + ``"Paris"``). So that the front-end can rebuild the
@@ -22,7 +23,7 @@ _FIRST_WORD_ID = 1000
 _ID_SPACE = 2**31 - _FIRST_WORD_ID
 
 
-class WordTokenizer:
+class HashedWordTokenizer:
     """One token per word (with its leading space), plus a token for trailing whitespace.
 
     Reserved ids follow Moshi's text vocabulary where it has them: 0 end of text (unused here),

@@ -35,7 +35,7 @@ import soundfile as sf
 
 from ..analysis.metrics import annotate_onsets, record_hint_levels
 from ..audio_io import resample
-from ..augment.word_tokenizer import WordTokenizer
+from ..augment.word_tokenizer import DenseWordTokenizer
 from ..clock import SAMPLE_RATE, SAMPLES_PER_FRAME, frame_of
 from ..oracle.manager import OracleStream
 from ..record import events as ev
@@ -292,7 +292,7 @@ def import_official_log(log_dir: str | Path, recording: str | Path | None = None
                 request=s.request, revision=s.revision, text=s.text, chunks=len(rev.chunks) if rev else 0),
                 time_inferred=True)
 
-    tokenizer = WordTokenizer()
+    tokenizer = DenseWordTokenizer()
     oracle_events: list[tuple[float, int, list[int]]] = []  # (time, revision, token ids; [] for a reset)
     for k, rev in enumerate(revisions, start=1):
         request = rev.request

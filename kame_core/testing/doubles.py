@@ -13,35 +13,13 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from kame_core.analysis.metrics import SILENCE_RMS
+from kame_core.augment.word_tokenizer import DenseWordTokenizer
 from kame_core.clock import FRAME_SECONDS, SAMPLE_RATE, SAMPLES_PER_FRAME, Clock
 from kame_core.protocols import ChatMessage, FrontEndOutput, LLMError, STTEvent, Synthesis, Word
 from kame_core.record.events import SelfCorrection
 from kame_core.record.trace import Provenance
 
 DOUBLE = Provenance(kind="test-double", model_id="tests.doubles")
-
-
-class WordTokenizer:
-    """One token per whitespace word (piece = " word"); ids assigned on first sight, per instance."""
-
-    start_token_id = 1
-    padding_token_id = 3
-
-    def __init__(self) -> None:
-        self._ids: dict[str, int] = {}
-        self._words: dict[int, str] = {}
-
-    def encode(self, text: str) -> list[int]:
-        ids = []
-        for word in text.split():
-            if word not in self._ids:
-                self._ids[word] = 100 + len(self._ids)
-                self._words[self._ids[word]] = word
-            ids.append(self._ids[word])
-        return ids
-
-    def piece(self, token_id: int) -> str:
-        return " " + self._words.get(token_id, f"<{token_id}>")
 
 
 def tone(seconds: float, freq: float = 220.0, amp: float = 0.3, n: int | None = None) -> np.ndarray:
@@ -68,7 +46,7 @@ class EchoFrontEnd:
     provenance = DOUBLE
 
     def __init__(self, frames_per_word: int = 4) -> None:
-        self.tokenizer = WordTokenizer()
+        self.tokenizer = DenseWordTokenizer()
         self.frames_per_word = frames_per_word
         self.steps: list[tuple[int | None, bool]] = []  # what it was fed: (oracle token, hold)
 

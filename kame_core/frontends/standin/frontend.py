@@ -18,7 +18,7 @@ from ...record.events import SelfCorrection
 from ...record.trace import Provenance
 from ...turns.listener import UserFloor
 from ...turns.tracker import TurnConfig, UserTurnTracker
-from ..tokenizer import WordTokenizer
+from ..tokenizer import HashedWordTokenizer
 from .deciding import Answer, Source, decide
 from .hearing import OracleView, normalize
 from .speaking import Deferred, Voice, due, next_phrase
@@ -100,7 +100,7 @@ class StandInState:
 class StandInFrontEnd:
     """A :class:`~kame_core.protocols.FrontEnd` that imitates KAME on a CPU (see the package docstring).
 
-    ``tts`` speaks; ``tokenizer`` is shared with the oracle stream (a :class:`WordTokenizer` by default);
+    ``tts`` speaks; ``tokenizer`` is shared with the oracle stream (a :class:`HashedWordTokenizer` by default);
     ``opener_llm(transcript) -> str`` is an optional small-model guess said before the oracle arrives;
     ``answer_fn(transcript) -> str`` answers in Moshi mode (used only while no oracle was heard).
     ``background=False`` runs the TTS and the model inline instead of in threads (same trace).
@@ -113,7 +113,7 @@ class StandInFrontEnd:
         if not 0.5 <= words_per_s <= 10:
             raise ValueError(f"words_per_s={words_per_s}: expected a speech rate between 0.5 and 10 words/s")
         self.tts = tts
-        self.tokenizer: TextTokenizer = tokenizer or WordTokenizer()
+        self.tokenizer: TextTokenizer = tokenizer or HashedWordTokenizer()
         self.opener_llm = opener_llm
         self.answer_fn = answer_fn
         self.words_per_s = words_per_s
