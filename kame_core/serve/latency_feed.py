@@ -18,13 +18,12 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Any
 
 from ..analysis.metrics import TurnLatency, TurnOnset, latency_breakdown, latency_window
-from ..analysis.trace_query import oracle_token_use
+from ..analysis.trace_query import TokenUse, oracle_token_use
 from ..record.trace import SessionTrace
 from . import notices as N
 from . import protocol as P
@@ -56,7 +55,7 @@ class LatencyFeed:
         self._worker: ThreadPoolExecutor | None = None
         self._lock = threading.Lock()
         self._waiting: _Ask | None = None  # the newest request not yet taken up by the worker
-        self._sent: dict[int, dict[str, Any]] = {}  # the last breakdown sent per turn
+        self._sent: dict[int, N.TurnLatencyNotice] = {}  # the last breakdown sent per turn
         #: turns before this one are done: their breakdowns can no longer change
         self.first_open = 0
         #: the revisions of the open turns' requests (the sink counts their tokens fed)
@@ -118,13 +117,13 @@ class LatencyFeed:
                                         if r.revision is not None)
         return out
 
-    def _changes(self, found: list[TurnLatency], use: Any) -> list[bytes]:
+    def _changes(self, found: list[TurnLatency], use: Mapping[int, TokenUse]) -> list[bytes]:
         out = []
         for turn in found:
-            latency = turn.to_json(use)
-            if self._sent.get(turn.turn) != latency:
-                self._sent[turn.turn] = latency
-                out.append(P.notice(N.TurnLatency(**latency)))
+            notice = N.TurnLatencyNotice.of(turn, use)
+            if self._sent.get(turn.turn) != notice:
+                self._sent[turn.turn] = notice
+                out.append(P.notice(notice))
         return out
 
 

@@ -6,17 +6,20 @@ too, :class:`TraceEvent`); what a client sends is another, :data:`CLIENT_MESSAGE
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
+from ..analysis.metrics import TurnLatency, TurnOnset
+from ..analysis.trace_query import TokenUse
 from ..protocols import FrontEnd
-from ..record.events import live_data
+from ..record.events import HintLevel, live_data
 from ..record.trace import Event
 from .protocol import ProtocolError, parse_control
 
-__all__ = ["CLIENT_MESSAGES", "SERVER_MESSAGES", "ClientMessage", "End", "FrontEndInfo", "HintLevel", "InputWarning",
-           "Message", "Notice", "OracleHeard", "Saved", "SessionStarted", "TraceEvent", "TurnLatency", "TurnOnset",
-           "read_client_message"]
+__all__ = ["CLIENT_MESSAGES", "SERVER_MESSAGES", "ClientMessage", "End", "FrontEndInfo", "HintLevelNotice",
+           "InputWarning", "Message", "Notice", "OracleHeard", "Saved", "SessionStarted", "TraceEvent",
+           "TurnLatencyNotice", "TurnOnsetNotice", "read_client_message"]
 
 
 @dataclass(frozen=True)
@@ -123,18 +126,25 @@ class OracleHeard(Notice):
 
 
 @dataclass(frozen=True)
-class HintLevel(Notice):
-    """A revision's hint level, once the server knows it (sent again whenever it changes)."""
+class HintLevelNotice(Notice):
+    """A revision's hint level, once the server knows it (sent again whenever it changes): the trace's
+    :class:`~kame_core.record.events.HintLevel` event on the wire, without its request."""
 
     type: ClassVar[str] = "hint_level"
     revision: int
     hint_level: int
     spoken_ratio: float | None
 
+    @classmethod
+    def of(cls, level: HintLevel) -> HintLevelNotice:
+        return cls(level.revision, level.hint_level, level.spoken_ratio)
+
 
 @dataclass(frozen=True)
-class TurnOnset(Notice):
-    """A closed user turn and the assistant's first new word of it (the metrics' rule; ``latency_s`` signed)."""
+class TurnOnsetNotice(Notice):
+    """A closed user turn and the assistant's first new word of it: the metrics'
+    :class:`~kame_core.analysis.metrics.TurnOnset` on the wire (times to the millisecond, ``latency_s`` signed,
+    ``delay_s`` the latency clipped at 0 as Full-Duplex-Bench counts it; a turn with no words reads 0)."""
 
     type: ClassVar[str] = "turn_onset"
     turn: int
@@ -144,11 +154,18 @@ class TurnOnset(Notice):
     delay_s: float
     audio_start: float | None
 
+    @classmethod
+    def of(cls, onset: TurnOnset) -> TurnOnsetNotice:
+        latency = onset.latency_s or 0.0
+        return cls(onset.turn, round(onset.user_end, 3), round(onset.text_onset or 0.0, 3), round(latency, 3),
+                   round(max(0.0, latency), 3), None if onset.audio_onset is None else round(onset.audio_onset, 3))
+
 
 @dataclass(frozen=True)
-class TurnLatency(Notice):
-    """The turn's latency breakdown as known now (:meth:`kame_core.analysis.metrics.TurnLatency.to_json`): sent again
-    whenever it changes, a newer one for the same ``turn`` replacing the older."""
+class TurnLatencyNotice(Notice):
+    """The turn's latency breakdown as known now: the metrics' :class:`~kame_core.analysis.metrics.TurnLatency`
+    on the wire (its :meth:`~kame_core.analysis.metrics.TurnLatency.to_json`), sent again whenever it changes, a
+    newer one for the same ``turn`` replacing the older."""
 
     type: ClassVar[str] = "turn_latency"
     turn: int
@@ -157,10 +174,14 @@ class TurnLatency(Notice):
     steps: list[dict[str, Any]]
     requests: list[dict[str, Any]]
 
+    @classmethod
+    def of(cls, latency: TurnLatency, token_use: Mapping[int, TokenUse] | None = None) -> TurnLatencyNotice:
+        return cls(**latency.to_json(token_use))
+
 
 #: every message the server sends, in the order docs/protocol.md lists them
-SERVER_MESSAGES: tuple[type[Notice], ...] = (SessionStarted, TraceEvent, TurnOnset, TurnLatency, OracleHeard,
-                                             HintLevel, InputWarning, Saved)
+SERVER_MESSAGES: tuple[type[Notice], ...] = (SessionStarted, TraceEvent, TurnOnsetNotice, TurnLatencyNotice,
+                                             OracleHeard, HintLevelNotice, InputWarning, Saved)
 
 
 @dataclass(frozen=True)

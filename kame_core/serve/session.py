@@ -122,9 +122,7 @@ class StreamSink:
         rms = float(np.sqrt(np.mean(np.square(frame.output, dtype=np.float64)))) if len(frame.output) else 0.0
         onsets = self._onsets.add_frame(not frame.record.text_is_padding, rms, frame.events)
         for onset in onsets:
-            notice = N.TurnOnset(onset.turn, round(onset.user_end, 3), round(onset.text_onset or 0.0, 3),
-                                 round(onset.latency_s or 0.0, 3), round(max(0.0, onset.latency_s or 0.0), 3),
-                                 None if onset.audio_onset is None else round(onset.audio_onset, 3))
+            notice = N.TurnOnsetNotice.of(onset)
             self.turns.append(notice.to_json())
             out.append(P.notice(notice))
             if self._metrics is not None:
@@ -167,7 +165,7 @@ class StreamSink:
             known = (level.hint_level, level.spoken_ratio)
             if self._hints.get(level.revision) != known:
                 self._hints[level.revision] = known
-                out.append(P.notice(N.HintLevel(level.revision, level.hint_level, level.spoken_ratio)))
+                out.append(P.notice(N.HintLevelNotice.of(level)))
         return out
 
 
