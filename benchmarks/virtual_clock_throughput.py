@@ -14,7 +14,8 @@ import numpy as np
 
 from kame_core.analysis.metrics import session_metrics
 from kame_core.clock import VirtualClock
-from kame_core.pipelines.tandem import SessionConfig, TandemRunner
+from kame_core.pipelines.tandem import TandemRunner
+from kame_core.session.config import SessionConfig
 from kame_core.testing.doubles import EchoFrontEnd, ScriptedLLM, ScriptedSTT, speech_like, words_at
 
 QUESTIONS = [

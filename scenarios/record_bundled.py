@@ -30,9 +30,9 @@ import numpy as np
 from kame_core.analysis.metrics import session_metrics
 from kame_core.analysis.trace_query import oracle_revisions, self_corrections
 from kame_core.clock import SAMPLE_RATE
-from kame_core.pipelines.tandem import SessionConfig
 from kame_core.record.trace import SessionTrace
 from kame_core.scenario import Scenario, ScenarioError, save_scenario, scenario_path
+from kame_core.session.config import SessionConfig
 
 HERE = Path(__file__).resolve().parent
 SPEC_PATH = HERE / "bundled.json"

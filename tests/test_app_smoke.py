@@ -58,8 +58,9 @@ def test_callbacks_without_a_scenario_say_what_to_do():
 
 def test_summary_names_what_produced_each_run():
     from demo.inspector import run_summary_rows
-    from kame_core.pipelines.tandem import SessionConfig, TandemRunner
+    from kame_core.pipelines.tandem import TandemRunner
     from kame_core.scenario import Scenario
+    from kame_core.session.config import SessionConfig
     from kame_core.testing.doubles import EchoFrontEnd, ScriptedLLM, ScriptedSTT, speech_like, words_at
 
     seg = [words_at("hello there", 0.3)]

@@ -10,9 +10,10 @@ import pytest
 
 from kame_core.analysis.metrics import session_metrics, user_turns
 from kame_core.analysis.trace_query import oracle_revisions
-from kame_core.pipelines.tandem import SessionConfig, TandemRunner
+from kame_core.pipelines.tandem import TandemRunner
 from kame_core.record.trace import EventKind
 from kame_core.scenario import Scenario, load_scenario
+from kame_core.session.config import SessionConfig
 from kame_core.testing.doubles import EchoFrontEnd, ScriptedLLM, ScriptedSTT, speech_like, words_at
 from scenarios import record_bundled
 from scenarios.record_bundled import BundleError, load_specs, oracle_texts, save_checked

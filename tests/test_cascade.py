@@ -9,9 +9,10 @@ from kame_core.clock import FRAME_SECONDS, RealTimeClock, VirtualClock
 from kame_core.frontends import StandInFrontEnd
 from kame_core.pipelines import CascadeConfig, CascadeRunner, make_runner
 from kame_core.pipelines.cascade import split_sentences
-from kame_core.pipelines.tandem import SessionConfig, TandemRunner
+from kame_core.pipelines.tandem import TandemRunner
 from kame_core.record.trace import EventKind
 from kame_core.scenario import Scenario, load_scenario, save_scenario
+from kame_core.session.config import SessionConfig
 from kame_core.testing.doubles import (
     EchoFrontEnd,
     ScriptedLLM,

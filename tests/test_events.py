@@ -10,12 +10,13 @@ import pytest
 from kame_core.clock import VirtualClock
 from kame_core.oracle.config import OracleConfig
 from kame_core.pipelines.cascade import CascadeRunner
-from kame_core.pipelines.tandem import SessionConfig, TandemRunner
+from kame_core.pipelines.tandem import TandemRunner
 from kame_core.record import events as ev
 from kame_core.record.events import check_event_data
 from kame_core.record.schema import PayloadError
 from kame_core.record.trace import Event, EventKind, SessionTrace
 from kame_core.scenario import Scenario, load_scenario, save_scenario
+from kame_core.session.config import SessionConfig
 from kame_core.testing.doubles import EchoFrontEnd, ScriptedLLM, ScriptedSTT, ToneTTS
 from kame_core.testing.sessions import answer_for, mountain_session, session_audio_and_segments
 

@@ -8,8 +8,9 @@ from demo.evolution import SHAPES, evolution_figure
 from demo.tabs.evolution import evolution, evolution_bundled
 from kame_core.analysis.evolution import evolution_points, level_table_markdown, per_level, similarity
 from kame_core.clock import VirtualClock
-from kame_core.pipelines.tandem import SessionConfig, TandemRunner
+from kame_core.pipelines.tandem import TandemRunner
 from kame_core.serve.page.palette import hint_colour, hint_name
+from kame_core.session.config import SessionConfig
 
 from .doubles import EchoFrontEnd, ScriptedLLM, ScriptedSTT, speech_like, words_at
 

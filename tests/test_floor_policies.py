@@ -11,9 +11,10 @@ import numpy as np
 import pytest
 
 from kame_core.clock import SAMPLE_RATE, RealTimeClock, VirtualClock
-from kame_core.pipelines.tandem import SessionConfig, TandemPipeline, TandemRunner
+from kame_core.pipelines.tandem import TandemPipeline, TandemRunner
 from kame_core.record import events as ev
 from kame_core.record.trace import EventKind, Provenance, SessionTrace
+from kame_core.session.config import SessionConfig
 from kame_core.testing.doubles import EchoFrontEnd, ScriptedSTT, Word
 from kame_core.turns.end_of_turn import EndOfTurnConfig, SmolLMEndOfTurn
 from kame_core.turns.floor_policies import DEFAULT_FLOOR, FLOORS, FloorPolicy, GateFloor, check_floor, make_floor

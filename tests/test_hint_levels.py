@@ -10,7 +10,7 @@ from kame_core.analysis.hint_levels import hint_level, spoken_ratio
 from kame_core.analysis.metrics import record_hint_levels
 from kame_core.analysis.trace_query import oracle_revisions, request_spoken_ratios
 from kame_core.clock import FRAME_SECONDS, VirtualClock
-from kame_core.pipelines.tandem import SessionConfig, TandemRunner
+from kame_core.pipelines.tandem import TandemRunner
 from kame_core.record.events import (
     HintLevel,
     LlmRequestStart,
@@ -21,6 +21,7 @@ from kame_core.record.events import (
     UserSpeechStart,
 )
 from kame_core.record.trace import EventKind, SessionTrace
+from kame_core.session.config import SessionConfig
 
 from .doubles import EchoFrontEnd, ScriptedLLM, ScriptedSTT, speech_like, words_at
 

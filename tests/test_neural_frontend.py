@@ -124,8 +124,9 @@ def test_step_checks_the_frame_size(small_front_end: NeuralFrontEnd) -> None:
 def test_tandem_runner_end_to_end_with_the_neural_front_end(front_end: NeuralFrontEnd) -> None:
     """Tiny random KAME LM + random Mimi through the tandem runner on 2 s of synthesized speech."""
     from kame_core.clock import FRAME_SECONDS, VirtualClock
-    from kame_core.pipelines.tandem import SessionConfig, TandemRunner
+    from kame_core.pipelines.tandem import TandemRunner
     from kame_core.record.trace import EventKind
+    from kame_core.session.config import SessionConfig
     from kame_core.testing.doubles import ScriptedLLM, ScriptedSTT, words_at
 
     words = words_at("what is the capital", 0.1, per_word=0.3)

@@ -4,8 +4,9 @@ from __future__ import annotations
 from kame_core.clock import FRAME_SECONDS, VirtualClock
 from kame_core.oracle.config import Conversation, OracleConfig
 from kame_core.oracle.manager import OracleManager, OracleStream
-from kame_core.pipelines.tandem import SessionConfig, TandemRunner
+from kame_core.pipelines.tandem import TandemRunner
 from kame_core.record.trace import EventKind, SessionTrace
+from kame_core.session.config import SessionConfig
 from kame_core.testing.doubles import DenseWordTokenizer, EchoFrontEnd, ScriptedLLM, ScriptedSTT, speech_like, words_at
 
 

@@ -14,10 +14,11 @@ from kame_core.clock import Clock, VirtualClock
 from kame_core.oracle.config import DEFAULT_SYSTEM_PROMPT, OFFICIAL_SYSTEM_PROMPT, Conversation, OracleConfig
 from kame_core.oracle.manager import OracleManager, OracleStream
 from kame_core.oracle.policies import EmissionPolicy
-from kame_core.pipelines.tandem import SessionConfig, TandemRunner
+from kame_core.pipelines.tandem import TandemRunner
 from kame_core.protocols import ChatMessage
 from kame_core.record.schema import check_trace_config
 from kame_core.record.trace import EventKind, SessionTrace
+from kame_core.session.config import SessionConfig
 
 from .doubles import DOUBLE, DenseWordTokenizer, EchoFrontEnd, ScriptedLLM, ScriptedSTT, speech_like, words_at
 

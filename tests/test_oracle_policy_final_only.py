@@ -8,8 +8,9 @@ from kame_core.analysis.trace_query import llm_requests
 from kame_core.clock import VirtualClock
 from kame_core.oracle.config import OracleConfig
 from kame_core.pipelines.run_kinds import RUN_KINDS
-from kame_core.pipelines.tandem import SessionConfig, TandemRunner
+from kame_core.pipelines.tandem import TandemRunner
 from kame_core.record.trace import EventKind
+from kame_core.session.config import SessionConfig
 from kame_core.testing.doubles import EchoFrontEnd, ScriptedLLM, ScriptedSTT, speech_like, words_at
 
 

@@ -7,8 +7,9 @@ from demo.provenance_badge import provenance_badge
 from kame_core.analysis.metrics import session_metrics
 from kame_core.clock import VirtualClock
 from kame_core.pipelines.replay import ReplayLLM, ReplaySTT, ReplayUnavailable, recorded_input, rerun_front_end
-from kame_core.pipelines.tandem import SessionConfig, TandemRunner
+from kame_core.pipelines.tandem import TandemRunner
 from kame_core.record.trace import EventKind
+from kame_core.session.config import SessionConfig
 from kame_core.testing.doubles import EchoFrontEnd, ScriptedLLM, ScriptedSTT, speech_like, words_at
 
 QUESTION = "what is the tallest mountain in europe and how high is it"

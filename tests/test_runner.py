@@ -9,10 +9,11 @@ import pytest
 
 from kame_core.analysis.metrics import median_onset_latency, session_metrics, speech_segments
 from kame_core.clock import FRAME_SECONDS, SAMPLES_PER_FRAME, RealTimeClock, VirtualClock, frame_of
-from kame_core.pipelines.tandem import SessionConfig, TandemRunner
+from kame_core.pipelines.tandem import TandemRunner
 from kame_core.protocols import STTEvent
 from kame_core.record.trace import EventKind
 from kame_core.session import LiveSource, UserTurnTracker
+from kame_core.session.config import SessionConfig
 from kame_core.testing.doubles import EchoFrontEnd, ScriptedLLM, ScriptedSTT, speech_like, words_at
 
 QUESTION = "what is the capital city of france"

@@ -11,8 +11,9 @@ import numpy as np
 import pytest
 import soundfile
 
-from kame_core.pipelines.tandem import SessionConfig, TandemRunner
+from kame_core.pipelines.tandem import TandemRunner
 from kame_core.scenario import Scenario, ScenarioError, load_scenario, save_scenario, scenario_path
+from kame_core.session.config import SessionConfig
 from kame_core.testing.doubles import EchoFrontEnd, ScriptedLLM, ScriptedSTT, speech_like, words_at
 
 

@@ -8,9 +8,10 @@ import pytest
 
 from kame_core.audio_io import resample
 from kame_core.clock import SAMPLE_RATE, VirtualClock
-from kame_core.pipelines.tandem import SessionConfig, TandemRunner
+from kame_core.pipelines.tandem import TandemRunner
 from kame_core.record import events as ev
 from kame_core.record.trace import EventKind
+from kame_core.session.config import SessionConfig
 from kame_core.testing.doubles import EchoFrontEnd, ScriptedSTT, Word
 from kame_core.turns.floor_policies import FLOORS
 from kame_core.turns.floor_policies.smart_turn import SMART_TURN_CONFIG

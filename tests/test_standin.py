@@ -8,9 +8,10 @@ from kame_core.analysis.metrics import session_metrics
 from kame_core.clock import FRAME_SECONDS, SAMPLE_RATE, SAMPLES_PER_FRAME, VirtualClock
 from kame_core.frontends import HashedWordTokenizer, StandInConfig, StandInFrontEnd, cut_words
 from kame_core.frontends.standin import first_contradiction
-from kame_core.pipelines.tandem import SessionConfig, TandemRunner
+from kame_core.pipelines.tandem import TandemRunner
 from kame_core.protocols import FrontEnd, FrontEndOutput, Synthesis, TextTokenizer, Word
 from kame_core.record.trace import EventKind, Provenance
+from kame_core.session.config import SessionConfig
 from kame_core.testing.doubles import ScriptedLLM, ScriptedSTT, ToneTTS, dominant_pitch, loud, speech_like, words_at
 
 SILENT = np.zeros(SAMPLES_PER_FRAME, np.float32)

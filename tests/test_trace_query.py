@@ -16,7 +16,6 @@ from kame_core.analysis.trace_query import (
 )
 from kame_core.clock import FRAME_SECONDS, SAMPLES_PER_FRAME
 from kame_core.oracle.config import OracleConfig
-from kame_core.pipelines.tandem import SessionConfig
 from kame_core.record.events import (
     LlmError,
     LlmFirstChunk,
@@ -34,6 +33,7 @@ from kame_core.record.events import (
 )
 from kame_core.record.schema import PayloadError
 from kame_core.record.trace import EventKind, FrameRecord, OracleToken, SessionTrace
+from kame_core.session.config import SessionConfig
 from kame_core.testing.sessions import mountain_session
 
 SILENT = np.zeros(SAMPLES_PER_FRAME, np.float32)

@@ -45,9 +45,10 @@ from typing import Any
 
 from ..clock import FRAME_SECONDS, SAMPLES_PER_FRAME, VirtualClock
 from ..files import write_bytes_atomic
-from ..pipelines.tandem import SessionConfig, TandemRunner
+from ..pipelines.tandem import TandemRunner
 from ..protocols import STTEvent
 from ..record.trace import EventKind
+from ..session.config import SessionConfig
 from ..testing.doubles import EchoFrontEnd
 from ..turns.end_of_turn import EndOfTurnConfig, SmolLMEndOfTurn, spoken_words
 from ..turns.floor_policies import FusedConfig, StandInFloor

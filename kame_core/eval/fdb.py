@@ -147,7 +147,7 @@ def answer_locally(stack: Stack, mode: Mode, audio: np.ndarray, *, seed: int = 0
     """Run ``audio`` through ``stack`` in ``mode`` on a fresh virtual clock (a pool slot if the stack is neural),
     KAME and Moshi mode with the floor policy ``floor`` (default: the stack's)."""
     from ..pipelines import CascadeConfig
-    from ..pipelines.tandem import SessionConfig
+    from ..session.config import SessionConfig
 
     title = "Full-Duplex-Bench input"
     options: dict[str, Any] = ({"cascade": CascadeConfig(max_tail_s=tail_s)} if mode == "cascade" else

@@ -31,9 +31,9 @@ from ..analysis.trace_query import oracle_revisions
 from ..clock import FRAME_SECONDS
 from ..oracle.config import OracleConfig
 from ..pipelines import Mode
-from ..pipelines.tandem import SessionConfig
 from ..protocols import TTS
 from ..record.trace import SessionTrace, iter_frames, silence
+from ..session.config import SessionConfig
 from ..stacks.stack import Stack
 from ..turns.floor_policies import DEFAULT_FLOOR
 from .mtbench_data import Question

@@ -22,12 +22,13 @@ import dataclasses
 from ..clock import Clock, VirtualClock
 from ..protocols import TTS, AudioEndOfTurnDetector, EndOfTurnDetector, FrontEnd, StreamingLLM, StreamingSTT
 from ..session import SessionDriver
+from ..session.config import SessionConfig
 from .cascade import CascadeConfig, CascadePipeline, CascadeRunner
 from .run_kinds import MODES, RUN_KINDS, Mode, RunKind, run_label
-from .tandem import SessionConfig, TandemPipeline, TandemRunner
+from .tandem import TandemPipeline, TandemRunner
 
 __all__ = ["MODES", "RUN_KINDS", "CascadeConfig", "CascadePipeline", "CascadeRunner", "Mode", "RunKind",
-           "SessionConfig", "SessionDriver", "TandemPipeline", "TandemRunner", "make_runner", "run_label"]
+           "SessionDriver", "TandemPipeline", "TandemRunner", "make_runner", "run_label"]
 
 def make_runner(mode: Mode, *, stt: StreamingSTT, llm: StreamingLLM | None = None,
                 tts: TTS | None = None, front_end: FrontEnd | None = None, clock: Clock | None = None,

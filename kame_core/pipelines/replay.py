@@ -28,8 +28,9 @@ from ..clock import FRAME_SECONDS, SAMPLES_PER_FRAME, Clock, VirtualClock
 from ..protocols import ChatMessage, FrontEnd, LLMError, STTEvent, Word
 from ..record.events import SttFinal, SttPartial, payload_of
 from ..record.trace import Event, EventKind, Provenance, SessionTrace
+from ..session.config import SessionConfig
 from ..session.live import release_front_end
-from .tandem import SessionConfig, TandemRunner
+from .tandem import TandemRunner
 
 __all__ = ["ReplayUnavailable", "ReplaySTT", "ReplayLLM", "RecordedRequest", "recorded_input",
            "rerun_front_end", "REPLAY_LABEL"]

@@ -13,7 +13,7 @@ from typing import Literal
 
 from ..oracle.config import OracleConfig
 from ..oracle.policies import DEFAULT_POLICY, POLICIES
-from .tandem import SessionConfig
+from ..session.config import SessionConfig
 
 __all__ = ["MODES", "RUN_KINDS", "Mode", "RunKind", "policy_run_kind", "run_label"]
 

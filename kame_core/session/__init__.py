@@ -2,6 +2,8 @@
 
 * :mod:`.driver`   -- :class:`SessionDriver`, :class:`Session` (one running session, a value),
   :class:`Pipeline` (what tandem / cascade add), :class:`FrameSink` / :class:`FrameOut` (live output)
+* :mod:`.config`   -- :class:`SessionConfig`: what shapes a tandem session (mode, oracle, forced delay, floor),
+  recorded in the trace
 * :mod:`.sources`  -- :class:`ArraySource` (a recording), :class:`LiveSource` (pushed frames, may never end)
 * :mod:`.stt_loop` -- :class:`STTLoop` (recognition off the frame loop, events applied in order)
 * :class:`UserTurnTracker`, :class:`TurnConfig`, :func:`group_turns` (the user's turn) -- re-exported from

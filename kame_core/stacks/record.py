@@ -7,9 +7,9 @@ from collections.abc import Iterable
 import numpy as np
 
 from ..pipelines import MODES, CascadeConfig, Mode
-from ..pipelines.tandem import SessionConfig
 from ..record.trace import SessionTrace
 from ..scenario import Scenario
+from ..session.config import SessionConfig
 from .stack import Stack
 
 

@@ -15,9 +15,9 @@ from typing import TYPE_CHECKING, Any
 from ..clock import Clock, VirtualClock
 from ..neural.choice import NeuralModels
 from ..pipelines import CascadeConfig, Mode, make_runner
-from ..pipelines.tandem import SessionConfig
 from ..protocols import TTS, AudioEndOfTurnDetector, EndOfTurnDetector, FrontEnd, StreamingLLM, StreamingSTT
 from ..session import SessionDriver
+from ..session.config import SessionConfig
 from ..session.live import release, release_front_end
 from ..turns.floor_policies import DEFAULT_FLOOR, FLOORS, check_floor
 

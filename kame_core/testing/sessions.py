@@ -8,8 +8,9 @@ from typing import Literal
 
 from kame_core.clock import VirtualClock
 from kame_core.pipelines.cascade import CascadeRunner
-from kame_core.pipelines.tandem import SessionConfig, TandemRunner
+from kame_core.pipelines.tandem import TandemRunner
 from kame_core.record.trace import SessionTrace
+from kame_core.session.config import SessionConfig
 
 from .doubles import EchoFrontEnd, ScriptedLLM, ScriptedSTT, speech_like, words_at
 
