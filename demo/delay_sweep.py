@@ -21,7 +21,7 @@ from kame_core.pipelines.replay import rerun_front_end
 from kame_core.protocols import FrontEnd
 from kame_core.record.trace import SessionTrace
 
-from .scoring import AnswerScore, Judge, score_answer
+from .scoring import AnswerJudge, AnswerScore, score_answer
 from .timeline import format_latency
 
 #: the delays of the latency–quality curve (seconds)
@@ -133,7 +133,7 @@ def reference_answers(references: Sequence[str], kame: SessionTrace) -> tuple[li
 
 def run_delay(kame: SessionTrace, delay_s: float, make_front_end: Callable[[], FrontEnd],
               references: Sequence[str], *, cache: MutableMapping[Any, DelayOutcome] | None = None,
-              cache_key: Any = None, judge: Judge | None = None) -> DelayOutcome:
+              cache_key: Any = None, judge: AnswerJudge | None = None) -> DelayOutcome:
     """Re-run ``kame`` with a forced delay of ``delay_s`` (0–3 s); cached under ``(cache_key, ms)``."""
     if not 0.0 <= delay_s <= MAX_DELAY_S:
         raise ValueError(f"forced delay {delay_s} s: choose between 0 and {MAX_DELAY_S:g} s")

@@ -19,7 +19,7 @@ from kame_core.protocols import LLMError
 from kame_core.settings import Settings
 
 
-class Judge(Protocol):
+class AnswerJudge(Protocol):
     """An answer judge on the 1–10 MT-Bench scale."""
 
     @property
@@ -43,7 +43,7 @@ def judge_available(env: Mapping[str, str] | None = None) -> bool:
     return bool(keys_set(env))
 
 
-def score_answer(answer: str, references: Sequence[str], judge: Judge | None = None) -> AnswerScore:
+def score_answer(answer: str, references: Sequence[str], judge: AnswerJudge | None = None) -> AnswerScore:
     """Score ``answer`` against ``references``: with ``judge`` when given and a key is set, else the proxy."""
     note = ""
     if judge is not None and judge_available():

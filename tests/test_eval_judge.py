@@ -202,7 +202,7 @@ def test_cli_grades_cached_sessions_with_the_judge_and_prints_the_bill(data, fak
     control grades KAME's final oracle; the summary counts calls and labels the cost as an estimate."""
     from kame_core.eval.cli import build_parser, stack_identity
     from kame_core.eval.harness import plan_sessions, session_fields
-    from kame_core.eval.sessions import SessionResult, TurnTaking
+    from kame_core.eval.sessions import SessionResult, SimulatedTurnTaking
 
     fake.verdict_for = lambda prompt: "Rating: [[3]]" if "ORACLE" in prompt else "Rating: [[6]]"
     out = tmp_path / "out"
@@ -216,7 +216,7 @@ def test_cli_grades_cached_sessions_with_the_judge_and_prints_the_bill(data, fak
         result = SessionResult(item.question.question_id, item.mode, 0, 0.0, ["spoken one", "spoken two"], oracle,
                                -0.3 if item.mode == "kame" else 1.9, [None, None], [[6, 30], [80, 99]],
                                ["answer finished"], 12.0, 3, 1, 3)
-        cache.put("session", session_fields(item, stack_id, TurnTaking()), result.to_json())
+        cache.put("session", session_fields(item, stack_id, SimulatedTurnTaking()), result.to_json())
     assert main(argv) == 0
     printed = capsys.readouterr().out
     # 2 questions x 2 turns x (kame, cascade, control); kame and cascade said the same -> judged once

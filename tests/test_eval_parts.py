@@ -35,7 +35,7 @@ from kame_core.eval.report import (
     write_sweep,
     write_table_csv,
 )
-from kame_core.eval.sessions import SessionResult, TurnTaking, TurnTakingSource, final_oracle_text
+from kame_core.eval.sessions import SessionResult, SimulatedTurnTaking, TurnTakingSource, final_oracle_text
 from kame_core.record.events import PAYLOADS
 from kame_core.record.trace import EventKind, FrameRecord, SessionTrace, silence
 
@@ -151,7 +151,7 @@ def _speech(frames: int) -> np.ndarray:
 
 
 def test_turn_taking_waits_for_the_answer_to_end() -> None:
-    source = TurnTakingSource([_speech(10), _speech(5)], TurnTaking(lead_in_s=0.16, answer_quiet_s=0.8,
+    source = TurnTakingSource([_speech(10), _speech(5)], SimulatedTurnTaking(lead_in_s=0.16, answer_quiet_s=0.8,
                                                                     min_gap_s=0.4, max_wait_s=20))
     trace = SessionTrace(mode="kame")
     source.follow(trace)
@@ -167,7 +167,7 @@ def test_turn_taking_waits_for_the_answer_to_end() -> None:
 
 
 def test_turn_taking_gives_up_after_max_wait_when_nothing_is_said() -> None:
-    source = TurnTakingSource([_speech(3), _speech(3)], TurnTaking(lead_in_s=0, max_wait_s=1.6))
+    source = TurnTakingSource([_speech(3), _speech(3)], SimulatedTurnTaking(lead_in_s=0, max_wait_s=1.6))
     trace = SessionTrace(mode="moshi")
     source.follow(trace)
     i = 0

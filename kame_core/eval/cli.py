@@ -73,7 +73,7 @@ from .report import (
     write_sweep,
     write_table_csv,
 )
-from .sessions import TurnTaking
+from .sessions import SimulatedTurnTaking
 
 EXIT_BAD_INPUT = 2
 EXIT_FAILED = 1
@@ -134,9 +134,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--backoff", type=float, default=1.0, help="first retry wait in seconds (doubles each time)")
     p.add_argument("--tts", default="auto", help="TTS for the user turns and the stand-in: auto | piper | espeak")
     p.add_argument("--whisper-model", default=None, help="faster-whisper model folder (default: Whisper-base)")
-    p.add_argument("--answer-quiet", type=float, default=TurnTaking.answer_quiet_s,
+    p.add_argument("--answer-quiet", type=float, default=SimulatedTurnTaking.answer_quiet_s,
                    help="ask the next turn after this long without assistant speech (s)")
-    p.add_argument("--max-wait", type=float, default=TurnTaking.max_wait_s,
+    p.add_argument("--max-wait", type=float, default=SimulatedTurnTaking.max_wait_s,
                    help="ask the next turn anyway after this long (s)")
     p.add_argument("--cache", type=Path, default=None, help="result cache (default OUT/cache.jsonl)")
     p.add_argument("--fastchat-url", default=FASTCHAT_RAW, help=argparse.SUPPRESS)
@@ -258,7 +258,7 @@ def run_mtbench(args: argparse.Namespace, settings: Settings | None = None) -> i
         raise CommandError(str(exc)) from None
     args.out.mkdir(parents=True, exist_ok=True)
     cache = ResultCache(args.cache or args.out / "cache.jsonl")
-    taking = TurnTaking(answer_quiet_s=args.answer_quiet, max_wait_s=args.max_wait)
+    taking = SimulatedTurnTaking(answer_quiet_s=args.answer_quiet, max_wait_s=args.max_wait)
     items = plan_sessions(questions, modes, args.seeds, delays, sweep_modes)
     say = print if not args.no_progress else (lambda *a, **k: None)
     sweep = (f"sweep {','.join(sweep_modes)} at {', '.join(f'{d:g}' for d in delays)} s" if len(delays) > 1

@@ -151,7 +151,7 @@ def holds_under(replay: Replay, policy: Policy) -> list[bool]:
 
 
 @dataclass(frozen=True)
-class Outcome:
+class FloorOutcome:
     """What one input's floor decisions come to (None: not asked of its kind of input)."""
 
     #: pause handling: the floor given inside the annotated pause
@@ -163,20 +163,20 @@ class Outcome:
     after_backchannel: bool | None = None
 
 
-def outcome(replay: Replay, held: list[bool]) -> Outcome:
-    """The :class:`Outcome` of ``held`` (frame by frame, handled at ``(i + 1) x 80 ms``) on ``replay``."""
+def outcome(replay: Replay, held: list[bool]) -> FloorOutcome:
+    """The :class:`FloorOutcome` of ``held`` (frame by frame, handled at ``(i + 1) x 80 ms``) on ``replay``."""
     timed = [((i + 1) * FRAME_SECONDS, h) for i, h in enumerate(held)]
     start, end = replay.annotation
     if replay.task == "pause_handling":
-        return Outcome(in_pause=any(not h for t, h in timed if start < t <= end))
+        return FloorOutcome(in_pause=any(not h for t, h in timed if start < t <= end))
     if replay.task == "smooth_turn_taking":
         first_held = next((t for t, h in timed if h), None)
         given = [t for t, h in timed if t >= start and not h]
-        return Outcome(early=first_held is not None and any(not h for t, h in timed if first_held < t < start),
+        return FloorOutcome(early=first_held is not None and any(not h for t, h in timed if first_held < t < start),
                        latency_s=given[0] - start if given else math.inf)
     if replay.task == "backchannel":
-        return Outcome(after_backchannel=any(not h for t, h in timed if end < t <= end + 3.0))
-    return Outcome()
+        return FloorOutcome(after_backchannel=any(not h for t, h in timed if end < t <= end + 3.0))
+    return FloorOutcome()
 
 
 def measure(replays: list[Replay], config: Policy) -> dict[str, Any]:

@@ -133,7 +133,7 @@ def fit_output(audio: np.ndarray, n_samples: int) -> np.ndarray:
 
 # -- answering ------------------------------------------------------------------------------------------
 @dataclass
-class Answer:
+class SystemAnswer:
     """What a system said to one input (24 kHz) and where it came from."""
 
     audio: np.ndarray
@@ -143,7 +143,7 @@ class Answer:
 
 
 def answer_locally(stack: Stack, mode: Mode, audio: np.ndarray, *, seed: int = 0,
-                   tail_s: float = 0.5, floor: str | None = None) -> Answer:
+                   tail_s: float = 0.5, floor: str | None = None) -> SystemAnswer:
     """Run ``audio`` through ``stack`` in ``mode`` on a fresh virtual clock (a pool slot if the stack is neural),
     KAME and Moshi mode with the floor policy ``floor`` (default: the stack's)."""
     from ..pipelines import CascadeConfig
@@ -158,17 +158,17 @@ def answer_locally(stack: Stack, mode: Mode, audio: np.ndarray, *, seed: int = 0
     front = trace.provenance.get("front_end") or trace.provenance.get("tts")
     label = " · ".join(p for p in (front.kind, front.model_id, front.label) if p) if front else mode
     notes = [str(note.what or "") for _, note in payloads(trace, Note, lenient=True)]
-    return Answer(trace.output_audio, label, trace.spoken_text(), [n for n in notes if n])
+    return SystemAnswer(trace.output_audio, label, trace.spoken_text(), [n for n in notes if n])
 
 
-def answer_from_server(url: str, audio: np.ndarray) -> Answer:
+def answer_from_server(url: str, audio: np.ndarray) -> SystemAnswer:
     """Stream ``audio`` in real time to a live-protocol server, as Full-Duplex-Bench's moshi client does."""
     from ..serve.client import talk
 
     result = asyncio.run(talk(url, audio, tail_s=0.5, end=False))
     front = result.session.get("front_end") or {}
     label = " · ".join(str(front[k]) for k in ("kind", "model_id", "label") if front.get(k)) or "server"
-    return Answer(result.output, f"{label} (via {url.split('?')[0]})", result.words)
+    return SystemAnswer(result.output, f"{label} (via {url.split('?')[0]})", result.words)
 
 
 # -- words with times --------------------------------------------------------------------------------

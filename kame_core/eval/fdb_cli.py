@@ -62,7 +62,7 @@ def add_parser(sub: Any) -> None:
 
 
 def _local_answerer(args: argparse.Namespace, settings: Settings
-                    ) -> tuple[Callable[[Any, str], fdb.Answer], dict[str, str]]:
+                    ) -> tuple[Callable[[Any, str], fdb.SystemAnswer], dict[str, str]]:
     from ..stacks.build import build_stack
 
     try:
@@ -80,7 +80,7 @@ class Parts:
     """What answers and times the words, loaded once (a benchmark reuses it over passes)."""
 
     #: answers one input with a floor policy (a server answers with its own)
-    answer: Callable[[Any, str], fdb.Answer]
+    answer: Callable[[Any, str], fdb.SystemAnswer]
     components: dict[str, str]
     timer: fdb.WordTimer
 
@@ -91,7 +91,7 @@ def prepare(args: argparse.Namespace, settings: Settings | None = None) -> Parts
     settings = settings or Settings()
     if args.server:
         server = args.server
-        answer: Callable[[Any, str], fdb.Answer] = lambda audio, _: fdb.answer_from_server(server, audio)  # noqa: E731
+        answer: Callable[[Any, str], fdb.SystemAnswer] = lambda audio, _: fdb.answer_from_server(server, audio)  # noqa: E731
         components = {"server": server.split("?")[0]}
     else:
         answer, components = _local_answerer(args, settings)

@@ -29,7 +29,7 @@ from .judge import Judge, JudgeResult, build_judge_messages, judge_prompt_name
 from .mtbench_data import MTBenchData, Question
 from .proxy import PROXY_LABEL, ProxyScorer
 from .report import ScoreRow
-from .sessions import SESSION_VERSION, SessionResult, TurnTaking, run_session, stack_device, synthesize_turns
+from .sessions import SESSION_VERSION, SessionResult, SimulatedTurnTaking, run_session, stack_device, synthesize_turns
 
 PROXY_VERSION = 1
 
@@ -53,7 +53,7 @@ def plan_sessions(questions: Sequence[Question], modes: Sequence[Mode], seeds: i
     return items
 
 
-def session_fields(item: SessionItem, stack_id: dict[str, str], taking: TurnTaking) -> dict[str, object]:
+def session_fields(item: SessionItem, stack_id: dict[str, str], taking: SimulatedTurnTaking) -> dict[str, object]:
     """Everything that determines a session's result (its cache key)."""
     return {"version": SESSION_VERSION, "question_id": item.question.question_id,
             "turns": list(item.question.turns), "mode": item.mode, "seed": item.seed, "delay_s": item.delay_s,
@@ -67,7 +67,7 @@ class SessionWorker:
     Thread-safe: several threads may run sessions at once (a neural stack's sessions then step one batch).
     ``preload``: build the stack now (a Ray actor: a model that cannot load stops the run, naming the actor)."""
 
-    def __init__(self, stack: Callable[[], Stack], taking: TurnTaking = TurnTaking(),
+    def __init__(self, stack: Callable[[], Stack], taking: SimulatedTurnTaking = SimulatedTurnTaking(),
                  runner: Callable[..., tuple[SessionResult, object]] | None = None,
                  oracle: OracleConfig | None = None, preload: bool = False) -> None:
         self.stack_factory, self.taking, self.runner, self.oracle = stack, taking, runner, oracle
@@ -110,7 +110,7 @@ class SessionsFailed(RuntimeError):
 
 
 def run_sessions(items: Sequence[SessionItem], stack: Callable[[], Stack], stack_id: dict[str, str],
-                 cache: ResultCache, taking: TurnTaking = TurnTaking(),
+                 cache: ResultCache, taking: SimulatedTurnTaking = SimulatedTurnTaking(),
                  on_done: Callable[[SessionItem, bool], None] | None = None,
                  runner: Callable[..., tuple[SessionResult, object]] | None = None,
                  executor: Executor | None = None, oracle: OracleConfig | None = None,

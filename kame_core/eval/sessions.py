@@ -43,7 +43,7 @@ SESSION_VERSION = 1
 
 
 @dataclass(frozen=True)
-class TurnTaking:
+class SimulatedTurnTaking:
     """How the simulated user takes turns (seconds of session time)."""
 
     lead_in_s: float = 0.5
@@ -61,7 +61,7 @@ class TurnTaking:
 class TurnTakingSource:
     """A :class:`~kame_core.session.UserAudioSource` that asks each turn once the previous answer ended."""
 
-    def __init__(self, turns: Sequence[np.ndarray], taking: TurnTaking = TurnTaking()) -> None:
+    def __init__(self, turns: Sequence[np.ndarray], taking: SimulatedTurnTaking = SimulatedTurnTaking()) -> None:
         if not turns:
             raise ValueError("a session needs at least one user turn")
         self._turns = [iter_frames(np.asarray(t, np.float32)) for t in turns]
@@ -235,7 +235,7 @@ def session_config(mode: Mode, seed: int, delay_s: float, oracle: OracleConfig |
 
 
 def run_session(stack: Stack, mode: Mode, question: Question, turns_audio: Sequence[np.ndarray], *,
-                seed: int = 0, delay_s: float = 0.0, taking: TurnTaking = TurnTaking(),
+                seed: int = 0, delay_s: float = 0.0, taking: SimulatedTurnTaking = SimulatedTurnTaking(),
                 oracle: OracleConfig | None = None) -> tuple[SessionResult, SessionTrace]:
     """One two-turn session on a fresh virtual clock: the result and the full trace."""
     if mode == "cascade" and delay_s:

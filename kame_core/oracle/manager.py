@@ -41,7 +41,7 @@ from ..protocols import ChatMessage, LLMError, StreamingLLM, TextTokenizer
 from ..record import events as ev
 from ..record.trace import OracleToken, SessionTrace
 from .config import Conversation, OracleConfig
-from .policies import Drop, OraclePolicy, OracleState, StartPoint, Verdict, make_policy
+from .policies import ChunkVerdict, Drop, OraclePolicy, OracleState, StartPoint, make_policy
 
 
 class OracleStream:
@@ -182,7 +182,7 @@ class OracleManager:
         finally:
             await self.shutdown()
 
-    def _verdict(self, request: int, chunk: str, feeding: bool) -> Verdict | Drop:
+    def _verdict(self, request: int, chunk: str, feeding: bool) -> ChunkVerdict | Drop:
         if request in self.state.cancelled:  # never leak a token of a cancelled stream
             return Drop(self.state.cancelled[request])
         return self.policy.on_chunk(self.state, request, chunk, feeding)
@@ -201,9 +201,9 @@ class OracleManager:
                 if isinstance(verdict, Drop):
                     dropped = verdict
                     break
-                if verdict is Verdict.SKIP:
+                if verdict is ChunkVerdict.SKIP:
                     continue
-                if verdict is Verdict.ADOPT:
+                if verdict is ChunkVerdict.ADOPT:
                     revision = self._adopt(request)
                 elif revision is None:
                     raise RuntimeError(f"oracle policy {self.config.policy!r} fed request {request} before "

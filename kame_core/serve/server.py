@@ -27,7 +27,7 @@ from . import protocol as P
 from .http import http_protocol as http_protocol  # re-exported: the HTTP side lives in .http
 from .http import uvicorn_options as uvicorn_options
 from .metrics import CONTENT_TYPE_LATEST, ServerMetrics
-from .session import ChatSession, SessionResult, default_sessions_dir
+from .session import ChatSession, SessionEnd, default_sessions_dir
 
 log = logging.getLogger("kame.serve")
 
@@ -49,7 +49,7 @@ class ChatServer:
     #: one-use tickets of the app's Talk page, admitted in place of the token (:mod:`kame_core.tickets`)
     tickets: TicketBook = field(default_factory=TicketBook)
     #: how each session ended, newest last (for tests and logs; bounded)
-    results: list[SessionResult] = field(default_factory=list)
+    results: list[SessionEnd] = field(default_factory=list)
     #: the journal's flush interval of each session (seconds)
     journal_every_s: float = 1.0
     #: which replica this server is behind ``serve --replicas`` (None: a server on its own)

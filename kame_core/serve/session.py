@@ -40,7 +40,7 @@ from . import notices as N
 from . import protocol as P
 from .latency_feed import LatencyFeed, Runner
 
-__all__ = ["ChatSession", "Connection", "SessionResult", "StreamSink", "default_sessions_dir", "session_file"]
+__all__ = ["ChatSession", "Connection", "SessionEnd", "StreamSink", "default_sessions_dir", "session_file"]
 
 log = logging.getLogger("kame.serve")
 
@@ -170,7 +170,7 @@ class StreamSink:
 
 
 @dataclass
-class SessionResult:
+class SessionEnd:
     """How a session ended: its id, the saved scenario (None when no frame was made), why it ended, and the
     close code sent (None when the client had already gone)."""
 
@@ -257,7 +257,7 @@ class ChatSession:
         return None if self.live is None else self.live.source.trace
 
     # -- the whole session ----------------------------------------------------------------------------
-    async def serve(self, conn: Connection) -> SessionResult:
+    async def serve(self, conn: Connection) -> SessionEnd:
         """Run the conversation on ``conn`` until it ends; returns how it ended (the scenario is saved)."""
         loop = asyncio.get_running_loop()
         outbox: asyncio.Queue[bytes | None] = asyncio.Queue()
@@ -293,12 +293,12 @@ class ChatSession:
             reason = f"server busy: {err}"
             log.warning("session %s refused: %s", self.session_id, reason)
             await conn.close(P.CLOSE_TRY_LATER, reason[:120])
-            return SessionResult(self.session_id, None, 0, reason, P.CLOSE_TRY_LATER)
+            return SessionEnd(self.session_id, None, 0, reason, P.CLOSE_TRY_LATER)
         except Exception as err:  # noqa: BLE001 - told to the client; the server goes on
             log.exception("session %s: the runner could not be built", self.session_id)
             reason = f"the session could not start: {error_words(err)}"
             await conn.close(P.CLOSE_INTERNAL, reason)
-            return SessionResult(self.session_id, None, 0, reason, P.CLOSE_INTERNAL)
+            return SessionEnd(self.session_id, None, 0, reason, P.CLOSE_INTERNAL)
         live = self.live
         assert live is not None  # built above
         try:
@@ -307,7 +307,7 @@ class ChatSession:
             live.stop()  # idempotent; a driver that never started gives its slot back here
 
     async def _serve(self, conn: Connection, outbox: asyncio.Queue[bytes | None],
-                     driver_done: asyncio.Future[None]) -> SessionResult:
+                     driver_done: asyncio.Future[None]) -> SessionEnd:
         assert self.live is not None
         sender = asyncio.ensure_future(self._send_all(conn, outbox))
         await outbox.put(P.message(P.HANDSHAKE))
@@ -338,7 +338,7 @@ class ChatSession:
         else:
             sender.cancel()
         log.info("session %s ended (%s): %d frames, saved to %s", self.session_id, reason, frames, path)
-        return SessionResult(self.session_id, path, frames, reason, code, list(self.warnings), save_error)
+        return SessionEnd(self.session_id, path, frames, reason, code, list(self.warnings), save_error)
 
     async def _send_all(self, conn: Connection, outbox: asyncio.Queue[bytes | None]) -> None:
         while True:

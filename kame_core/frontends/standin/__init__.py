@@ -39,9 +39,9 @@ done by then, the step waits for it, so a session gives the same trace on any ma
 ``realtime``: a step then never waits (a stalled frame loop is worse than a later word) and late work is
 used at the first frame after it is ready.
 """
-from .deciding import Answer, Decision, common_prefix, decide, first_contradiction
+from .deciding import Decision, SpokenAnswer, common_prefix, decide, first_contradiction
 from .frontend import DEFAULT_OPENERS, DEFAULT_REPAIRS, StandInConfig, StandInFrontEnd
 from .hearing import OracleView, normalize
 
-__all__ = ["Answer", "DEFAULT_OPENERS", "DEFAULT_REPAIRS", "Decision", "OracleView", "StandInConfig",
+__all__ = ["SpokenAnswer", "DEFAULT_OPENERS", "DEFAULT_REPAIRS", "Decision", "OracleView", "StandInConfig",
            "StandInFrontEnd", "common_prefix", "decide", "first_contradiction", "normalize"]

@@ -15,7 +15,7 @@ Source = Literal["oracle", "guess", "moshi"]
 
 
 @dataclass
-class Answer:
+class SpokenAnswer:
     """The answer being spoken: its words, where they came from, and the words of it said so far.
 
     Invariant: ``said`` matches ``words[:len(said)]`` word for word (compared by :func:`normalize`);

@@ -19,7 +19,7 @@ from ...record.trace import Provenance
 from ...turns.listener import UserFloor
 from ...turns.tracker import TurnConfig, UserTurnTracker
 from ..tokenizer import HashedWordTokenizer
-from .deciding import Answer, Source, decide
+from .deciding import Source, SpokenAnswer, decide
 from .hearing import OracleView, normalize
 from .speaking import Deferred, Voice, due, next_phrase
 
@@ -84,7 +84,7 @@ class StandInState:
     user: UserTurnTracker
     frame: int = 0
     oracle: OracleView = field(default_factory=OracleView)
-    answer: Answer | None = None
+    answer: SpokenAnswer | None = None
     oracle_judged: tuple[int, int, bool] = (0, 0, False)  # (revision, pieces, settled) last judged
     requests: list[ModelRequest] = field(default_factory=list)
     inbox: deque[STTEvent] = field(default_factory=deque)  # appended from the driver's thread
@@ -242,7 +242,7 @@ class StandInFrontEnd:
         return st.oracle.quiet_frames >= _frames(self.config.settle_s)
 
     # -- deciding -----------------------------------------------------------------------------------
-    def _answer_is_live(self, st: StandInState, answer: Answer) -> bool:
+    def _answer_is_live(self, st: StandInState, answer: SpokenAnswer) -> bool:
         """Whether a new answer would revise this one (rather than start afresh)."""
         if answer.turn != st.user.turn:
             return False
@@ -285,7 +285,7 @@ class StandInFrontEnd:
 
     def _start_answer(self, st: StandInState, source: Source, revision: int | None, words: list[str]) -> None:
         """A fresh answer (a new turn, or nothing said lately): nothing said of it yet, nothing to correct."""
-        st.answer = Answer(words=list(words), source=source, revision=revision, turn=st.user.turn,
+        st.answer = SpokenAnswer(words=list(words), source=source, revision=revision, turn=st.user.turn,
                            oracle_frame=st.oracle.started_frame if source == "oracle" else None)
         st.voice.drop_answer_words()
 

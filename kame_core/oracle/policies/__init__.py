@@ -14,13 +14,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from .base import Drop, NoOptions, OraclePolicy, OracleState, PolicyConfig, StartPoint, Verdict, make_options
+from .base import ChunkVerdict, Drop, NoOptions, OraclePolicy, OracleState, PolicyConfig, StartPoint, make_options
 from .emission import EmissionOptions, EmissionPolicy
 from .final_only import FinalOnlyPolicy
 from .restart import RestartOptions, RestartPolicy
 
-__all__ = ["DEFAULT_POLICY", "POLICIES", "Drop", "EmissionOptions", "EmissionPolicy", "FinalOnlyPolicy", "NoOptions",
-           "OraclePolicy", "OracleState", "PolicyFactory", "RestartOptions", "RestartPolicy", "StartPoint", "Verdict",
+__all__ = ["DEFAULT_POLICY", "POLICIES", "ChunkVerdict", "Drop", "EmissionOptions", "EmissionPolicy", "FinalOnlyPolicy",
+           "NoOptions", "OraclePolicy", "OracleState", "PolicyFactory", "RestartOptions", "RestartPolicy", "StartPoint",
            "make_policy"]
 
 

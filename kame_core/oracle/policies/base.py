@@ -90,7 +90,7 @@ def _same_kind(value: object, default: object) -> bool:
     return isinstance(value, type(default))
 
 
-class Verdict(enum.Enum):
+class ChunkVerdict(enum.Enum):
     """What a chunk of a running (not cancelled) stream does to the oracle stream."""
 
     SKIP = "skip"    #: nothing, and the stream goes on (an empty chunk before its first words)
@@ -166,8 +166,8 @@ class OraclePolicy(abc.ABC):
         """The running streams to cancel before request ``state.newest + 1`` starts, each with why."""
         return {request: f"superseded by request {state.newest + 1}" for request in state.live}
 
-    def on_chunk(self, state: OracleState, request: int, chunk: str, feeding: bool) -> Verdict | Drop:
+    def on_chunk(self, state: OracleState, request: int, chunk: str, feeding: bool) -> ChunkVerdict | Drop:
         """What ``chunk`` of the running, not cancelled ``request`` does (``feeding``: it has a revision)."""
         if feeding:
-            return Verdict.FEED
-        return Verdict.ADOPT if chunk.strip() else Verdict.SKIP
+            return ChunkVerdict.FEED
+        return ChunkVerdict.ADOPT if chunk.strip() else ChunkVerdict.SKIP
