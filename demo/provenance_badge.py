@@ -3,16 +3,16 @@
 Users compare runs made by very different machinery (trained KAME weights, the CPU stand-in, test doubles,
 recorded files, imported training dialogues). A figure that does not say which is which invites
 over-reading a stand-in as the real model, so every run in the visualiser carries this badge. The words
-come from :data:`kame_core.record.trace.PROVENANCE_KINDS` only, worded by :func:`kame_core.provenance.describe_run` (the
-exports say it the same way): nothing here may call a run "neural KAME" unless its front-end provenance kind is
-``neural-kame``.
+come from :data:`kame_core.record.trace.PROVENANCE_KINDS` only, worded by
+:func:`kame_core.record.provenance.describe_run` (the exports say it the same way): nothing here may call a run
+"neural KAME" unless its front-end provenance kind is ``neural-kame``.
 """
 from __future__ import annotations
 
 import html
 from dataclasses import dataclass
 
-from kame_core.provenance import ORIGIN_KINDS, describe_kind, describe_run
+from kame_core.record.provenance import ORIGIN_KINDS, describe_kind, describe_run
 from kame_core.record.trace import Provenance, SessionTrace
 
 __all__ = ["Badge", "describe_kind", "provenance_badge"]

@@ -1,6 +1,6 @@
 """Spreadsheet formulas in the CSVs the project writes (issue 42): a text cell that starts with ``=``, ``+``, ``-``,
 ``@``, a tab or a carriage return -- a user's words, KAME's speech, a scenario's title, an eval's system name -- comes
-out with a quote before it (:mod:`kame_core.spreadsheet`), through the export command, the corpus table, the
+out with a quote before it (:mod:`kame_core.export.spreadsheet`), through the export command, the corpus table, the
 Sessions tab's download and the eval report; numbers, negative ones included, stay bare numbers."""
 from __future__ import annotations
 
@@ -14,10 +14,10 @@ import pytest
 from kame_core.eval.report import SystemSummary, write_sweep, write_table_csv
 from kame_core.export.cli import main
 from kame_core.export.corpus import COLUMNS, scan
+from kame_core.export.spreadsheet import FORMULA_STARTS, csv_cells, plain_text, text_cell
 from kame_core.export.tiers import annotate
 from kame_core.record.trace import Event, EventKind
 from kame_core.scenario import Scenario, load_scenario, save_scenario
-from kame_core.spreadsheet import FORMULA_STARTS, csv_cells, plain_text, text_cell
 from tests.shared_data import REPO
 
 #: what a crafted file, an imported log or an LLM's answer may put in a text cell

@@ -18,9 +18,9 @@ from pympi import Elan
 
 from kame_core.export import COLUMNS, TIER_NAMES
 from kame_core.export.cli import main
+from kame_core.export.spreadsheet import text_cell
 from kame_core.record.trace import Event, EventKind, SessionTrace
 from kame_core.scenario import Scenario, load_scenario, save_scenario
-from kame_core.spreadsheet import text_cell
 from kame_core.testing.sessions import build_session
 from tests.shared_data import REPO, SPOKENWOZ, needs_spokenwoz
 from tests.test_official_log_import import write_log
@@ -91,7 +91,7 @@ def _check_run(path: Path, run: str, trace: SessionTrace, out: Path) -> None:
             assert abs(start - s * 1000) <= 1 and abs(end - (e * 1000 + (1 if name == POINT_TIER else 0))) <= 1
 
     # CSV: the columns, one row per exported item, the same labels (a label a spreadsheet would run as a formula,
-    # such as the word "+", quoted: kame_core.spreadsheet)
+    # such as the word "+", quoted: kame_core.export.spreadsheet)
     with open(_export(path, run, "csv", stem.with_suffix(".csv")), newline="", encoding="utf-8") as f:
         reader = csv.DictReader(f)
         rows = list(reader)
@@ -108,7 +108,7 @@ def _check_run(path: Path, run: str, trace: SessionTrace, out: Path) -> None:
 
 
 def _provenance_words(trace: SessionTrace) -> str:
-    from kame_core.provenance import describe_run
+    from kame_core.record.provenance import describe_run
 
     return describe_run(trace).headline
 

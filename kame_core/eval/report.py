@@ -22,9 +22,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ..analysis.hint_levels import HINT_LEVEL_BOUNDS, MAX_HINT_LEVEL
+from ..export.spreadsheet import csv_cells
 from ..files import write_bytes_atomic
 from ..pipelines.run_kinds import RUN_KINDS
-from ..spreadsheet import csv_cells
 from .proxy import PROXY_LABEL
 
 if TYPE_CHECKING:
@@ -263,7 +263,7 @@ def write_table_csv(path: Path, summaries: Sequence[SystemSummary], score_label:
 
 
 def _write_csv(path: Path, lines: Iterable[Sequence[object]]) -> None:
-    """A report CSV through the one writer, its text cells as :func:`kame_core.spreadsheet.csv_cells` writes them
+    """A report CSV through the one writer, its text cells as :func:`kame_core.export.spreadsheet.csv_cells` writes them
     (numbers are :func:`_csv`'s decimals: never quoted)."""
     buffer = io.StringIO()
     csv.writer(buffer).writerows(csv_cells(line) for line in lines)

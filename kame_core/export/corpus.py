@@ -15,8 +15,8 @@ instead of its files; a dialogue file that is not a regular file (a named pipe, 
 reader's bound is not read, and its dialogue is skipped with that reason (:mod:`kame_core.files`). Each
 value is what the library's own metric says (:func:`kame_core.analysis.metrics.session_metrics`,
 :func:`kame_core.analysis.duplex_metrics.duplex_metrics`, :func:`kame_core.analysis.trace_query.oracle_revisions`,
-:func:`kame_core.provenance.describe_run`). ``python -m kame_core.export --table DIR... --out sessions.csv`` writes
-the table.
+:func:`kame_core.record.provenance.describe_run`). ``python -m kame_core.export --table DIR... --out sessions.csv``
+writes the table.
 """
 from __future__ import annotations
 
@@ -40,10 +40,10 @@ from ..analysis.metrics import session_metrics
 from ..analysis.trace_query import oracle_revisions
 from ..files import read_regular, write_bytes_atomic
 from ..paths import cache_root
-from ..provenance import ORIGIN_KINDS, describe_run
+from ..record.provenance import ORIGIN_KINDS, describe_run
 from ..record.trace import SessionTrace
 from ..scenario import SUFFIX, Scenario, load_scenario
-from ..spreadsheet import csv_cells
+from .spreadsheet import csv_cells
 
 __all__ = ["CACHE_LIMIT", "CACHE_VERSION", "COLUMNS", "COLUMN_DOCS", "CorpusRow", "CorpusScan", "RowCache", "Skipped",
            "default_cache_file", "portable_rows", "portable_source", "rows_of", "scan", "write_table"]
@@ -63,7 +63,7 @@ COLUMN_DOCS: dict[str, str] = {
     "title": "the scenario's title (its name when it has none)",
     "run": "the run id (kame, moshi, cascade, kame-<policy>, training ...)",
     "mode": "the trace's pipeline mode (kame, moshi, cascade, imported ...)",
-    "provenance": "what produced the speech, in the app's words (kame_core.provenance.describe_run headline)",
+    "provenance": "what produced the speech, in the app's words (kame_core.record.provenance.describe_run headline)",
     "origin": "how the run reached us when not computed now (e.g. recorded scenario), else empty",
     "front_end": "the front-end's provenance kind (cpu-stand-in, neural-kame ...); empty without a front-end",
     "checkpoint": "the front-end's recorded model id (weights / checkpoint); empty if none is recorded or the run "
@@ -441,7 +441,7 @@ def _cell(name: str, value: object) -> object:
 
 def write_table(rows: Iterable[CorpusRow], path: str | os.PathLike[str]) -> Path:
     """Write ``rows`` as CSV (UTF-8, a header of :data:`COLUMNS`; None as an empty cell; ``mtime`` in ISO 8601 UTC;
-    text cells a spreadsheet would run as a formula quoted: :mod:`kame_core.spreadsheet`) through the one writer
+    text cells a spreadsheet would run as a formula quoted: :mod:`kame_core.export.spreadsheet`) through the one writer
     (:mod:`kame_core.files`); returns the path."""
     path = Path(path)
     buffer = io.StringIO()

@@ -2,8 +2,8 @@
 
 Columns (:data:`COLUMNS`): ``stream`` (the tier's name), ``start`` and ``end`` (seconds; a point has both at its
 time), ``text`` (the label), ``revision``, ``hint_level``, ``request`` (empty where not applicable or not known),
-``provenance`` (what produced the run, in words: :func:`kame_core.provenance.describe_run`). A text cell a
-spreadsheet would run as a formula is quoted (:mod:`kame_core.spreadsheet`).
+``provenance`` (what produced the run, in words: :func:`kame_core.record.provenance.describe_run`). A text cell a
+spreadsheet would run as a formula is quoted (:mod:`kame_core.export.spreadsheet`).
 """
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from decimal import Decimal
 from pathlib import Path
 
 from ..files import write_bytes_atomic
-from ..spreadsheet import csv_cells
+from .spreadsheet import csv_cells
 from .tiers import Annotations, Interval, IntervalTier, Point, PointTier
 
 COLUMNS = ("stream", "start", "end", "text", "revision", "hint_level", "request", "provenance")
@@ -43,7 +43,7 @@ def rows(doc: Annotations) -> list[dict[str, object]]:
 
 def csv_text(doc: Annotations) -> str:
     """The CSV of ``doc``, as text (a header row, then :func:`rows`; a label a spreadsheet would run as a formula
-    quoted: :mod:`kame_core.spreadsheet`)."""
+    quoted: :mod:`kame_core.export.spreadsheet`)."""
     buffer = io.StringIO()
     writer = csv.writer(buffer, lineterminator="\n")
     writer.writerow(COLUMNS)

@@ -51,8 +51,8 @@ from ..analysis.trace_query import (
     user_turns,
 )
 from ..clock import FRAME_SECONDS, SAMPLES_PER_FRAME
-from ..provenance import describe_run
 from ..record import events as ev
+from ..record.provenance import describe_run
 from ..record.trace import Event, EventKind, SessionTrace
 
 USER_WORDS, USER_STT, MONOLOGUE, SPEECH, ORACLE, TURNS, LATENCY, ABANDONED, EVENTS = (
@@ -128,7 +128,7 @@ class Annotations:
     tiers: tuple[Tier, ...]
     run: str = ""
     title: str = ""
-    #: what produced the run, in words (:func:`kame_core.provenance.describe_run`)
+    #: what produced the run, in words (:func:`kame_core.record.provenance.describe_run`)
     provenance: str = ""
 
     def tier(self, name: str) -> Tier:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .record.trace import PROVENANCE_KINDS, SessionTrace
+from .trace import PROVENANCE_KINDS, SessionTrace
 
 #: kinds that describe how a whole run reached us rather than one of its components
 ORIGIN_KINDS = ("imported-training-dialogue", "imported-official-log", "recorded", "replay")
