@@ -64,6 +64,33 @@ def bench_app(folder: Path, name: str, runs: int) -> None:
     assert session.loaded is not None, result.status
     print(f"  app compare ({len(session.loaded.scenario.runs)} runs): {median * 1000:.0f} ms median "
           f"(first {first * 1000:.0f} ms), figure JSON {size / 1e6:.2f} MB")
+    bench_whole_open(settings, name, runs)
+
+
+def bench_whole_open(settings: object, name: str, runs: int) -> None:
+    """What a user waits for when opening: the open's outputs, then every panel (``demo.tabs.panels``, as the
+    page's ``show_panels`` draws them), with the timeline figures built on the way counted."""
+    from demo import views
+    from demo.tabs import panels
+
+    built = []
+    timeline_figure = views.timeline_figure
+
+    def counted(*args, **kwargs):  # type: ignore[no-untyped-def]
+        built.append(1)
+        return timeline_figure(*args, **kwargs)
+
+    def whole() -> None:
+        opened = views.open_bundled(name, settings=settings)  # type: ignore[arg-type]
+        panels(opened.session, settings=settings)  # type: ignore[arg-type]
+
+    views.timeline_figure = counted  # type: ignore[assignment]
+    try:
+        median, first, _ = time_it(whole, runs)
+    finally:
+        views.timeline_figure = timeline_figure  # type: ignore[assignment]
+    print(f"  app open + every panel: {median * 1000:.0f} ms median (first {first * 1000:.0f} ms), "
+          f"timeline figures built per open: {len(built) / runs:g}")
 
 
 def main() -> None:

@@ -85,6 +85,9 @@ class AppSession:
     claims: dict[str, str] = field(default_factory=dict)  # Talk session id -> the claim this page opened it with
     lanes: LaneLayout = field(default_factory=LaneLayout.default)  # the Timeline's and Compare's lanes, in order
     regions: tuple[Region, ...] = ()      # the Timeline's named regions on the open input (demo.regions)
+    #: the last Timeline view built (what it was built from, and the view): an open draws it for its own outputs,
+    #: then for the panels, from the same inputs (:func:`view_of` builds it once)
+    last_view: tuple[tuple[Any, ...], tuple[Any, list[list[Any]], str]] | None = None
 
     def show(self, loaded: library.LoadedScenario, run_id: str) -> None:
         """Make ``loaded`` the open scenario: re-runs of another scenario and the memory booked for an upload
@@ -233,14 +236,25 @@ EMPTY_OPEN: tuple[Any, list, Any, str, Any] = (None, [], None, "", None)
 
 def view_of(session: AppSession, loaded: library.LoadedScenario, run_id: str) -> tuple[Any, list[list[Any]], str]:
     """The Timeline view of ``loaded``'s run ``run_id`` (figure, summary rows, player): built in full before
-    anything is assigned, so a scenario that fails to render leaves the session as it was."""
+    anything is assigned, so a scenario that fails to render leaves the session as it was. The view last built is
+    kept (:attr:`AppSession.last_view`) and given again while its input, run, trace, frames and lanes are the same:
+    callers treat it as read-only (:func:`demo.timeline.with_playhead` copies)."""
     trace = loaded.scenario.runs[run_id]
+    made_from = (loaded, run_id, trace, trace.n_frames, session.lanes)
+    if session.last_view is not None and _same(session.last_view[0], made_from):
+        return session.last_view[1]
     fig = timeline_figure(trace, title=f"{loaded.title} — {run_label(run_id, trace)}", recorded=loaded.recorded,
                           lanes=session.lanes, acoustics=loaded.acoustics)
     rows = run_summary_rows(loaded.scenario)
     key = f"{loaded.key}:{run_id}:{trace.n_frames}"
     sound = player_html(write_mix(trace, session.files(), key), "timeline", TIMELINE_PLAYER)
+    session.last_view = made_from, (fig, rows, sound)
     return fig, rows, sound
+
+
+def _same(a: tuple[Any, ...], b: tuple[Any, ...]) -> bool:
+    """Whether two views were made from the same input, run, trace (the same objects) and frame count and lanes."""
+    return a[0] is b[0] and a[1] == b[1] and a[2] is b[2] and a[3:] == b[3:]
 
 
 def _opened(session: AppSession, loaded: library.LoadedScenario) -> Opened:
