@@ -12,6 +12,11 @@ the front-end slot is given back, and the trace with both audio tracks is saved 
 :class:`~kame_core.session.SessionStore` of the sessions folder.
 
 The transport is a :class:`Connection` (the server adapts a Starlette websocket; tests may pass their own).
+
+Threads: :meth:`ChatSession.serve` and its receive and send tasks run on the server's event loop; the sink
+(:class:`StreamSink`) runs on the live session's thread and hands each frame's messages to the loop
+(``call_soon_threadsafe``). The whole model, with every hand-off: docs/architecture.md, "The threads of a live
+session".
 """
 from __future__ import annotations
 

@@ -5,6 +5,10 @@ once ``head_start_s`` of audio has arrived), its runner on a :class:`~kame_core.
 thread of its own, the front-end the runner holds (a neural pool slot, given back when the session ends,
 however it ends), and how it ends: :meth:`stop` (now), :meth:`finish` (after the input drained), errors. The
 live protocol (:mod:`kame_core.serve.session`) and the app's microphone are transports around it.
+
+Threads: the transport pushes audio from its own thread (a lock); the runner, its sinks and its journal run on
+the session's thread (``kame-talk-session``), which gives the front-end back however it ends. The whole model:
+docs/architecture.md, "The threads of a live session".
 """
 from __future__ import annotations
 
