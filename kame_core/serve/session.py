@@ -27,22 +27,25 @@ import weakref
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, ParamSpec, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, ParamSpec, Protocol, TypeVar
 
 import numpy as np
 
 from ..analysis.metrics import LiveOnsets
-from ..clock import FRAME_SECONDS, SAMPLE_RATE, SAMPLES_PER_FRAME
+from ..clock import FRAME_SECONDS, SAMPLE_RATE, SAMPLES_PER_FRAME, Clock
 from ..protocols import PoolFull
 from ..record import events as ev
 from ..record.trace import Event, EventKind, SessionTrace
-from ..session import FrameOut, LiveSession, SessionStore
+from ..session import FrameOut, LiveSession, SessionDriver, SessionStore
 from ..session.disk import error_words
 from ..session.journal import SessionJournal
 from ..session.saving import RetryingSaves, save_with_retries
 from ..session.store import claim_digest, default_sessions_dir, new_session_id, session_file
 from . import notices as N
 from . import protocol as P
+
+if TYPE_CHECKING:
+    from .metrics import SessionMetricsTap
 from .latency_feed import LatencyFeed, Runner
 
 __all__ = ["ChatSession", "Connection", "SessionEnd", "StreamSink", "default_sessions_dir", "session_file"]
@@ -92,11 +95,11 @@ class StreamSink:
     work is run (None: on a worker thread of the sink's own; tests run it at once)."""
 
     def __init__(self, post: Callable[[list[bytes]], None], pcm_out: bool,
-                 trace_of: Callable[[], SessionTrace | None] = lambda: None, metrics: Any = None,
-                 run_figures: Runner | None = None) -> None:
+                 trace_of: Callable[[], SessionTrace | None] = lambda: None,
+                 metrics: SessionMetricsTap | None = None, run_figures: Runner | None = None) -> None:
         import sphn
 
-        self._metrics = metrics  # a SessionMetricsTap, or None
+        self._metrics = metrics
         self._post = post
         self._opus = None if pcm_out else sphn.OpusStreamWriter(SAMPLE_RATE)
         self._onsets = LiveOnsets()
@@ -202,7 +205,7 @@ class ChatSession:
     """One conversation on one connection (see the module docstring). ``make_runner`` builds a fresh KAME runner
     on the clock it is given (e.g. ``lambda clock: stack.runner("kame", clock=clock)``)."""
 
-    make_runner: Callable[[Any], Any]
+    make_runner: Callable[[Clock], SessionDriver]
     sessions_dir: Path
     limits: P.Limits = field(default_factory=P.Limits)
     pcm_out: bool = False
@@ -210,7 +213,7 @@ class ChatSession:
     components: str = ""
     session_id: str = field(default_factory=new_session_id)
     #: a :class:`~.metrics.SessionMetricsTap` the session's frames are reported to (None: not reported)
-    metrics: Any = None
+    metrics: SessionMetricsTap | None = None
     #: the claim of the page that opened the session (``?claim=``): only it can open the saved session in the app
     claim: str = ""
     #: where a save that failed at the end is retried in the background (the server's; None: not retried)

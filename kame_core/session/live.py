@@ -15,7 +15,7 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -25,6 +25,10 @@ from ..record.trace import SessionTrace
 from .disk import error_words
 from .driver import FrameSink, SessionDriver
 from .sources import LiveSource
+
+if TYPE_CHECKING:
+    from .driver import FrameOut
+    from .journal import SessionJournal
 
 log = logging.getLogger("kame.session")
 
@@ -54,7 +58,7 @@ class LiveSession:
 
     def __init__(self, make_runner: Callable[[Clock], SessionDriver], *, head_start_s: float = 0.16,
                  max_input_s: float = MAX_INPUT_S, sink: FrameSink | None = None,
-                 on_end: Callable[[], object] | None = None, journal: Any = None) -> None:
+                 on_end: Callable[[], object] | None = None, journal: SessionJournal | None = None) -> None:
         clock = RealTimeClock()
         self.runner = make_runner(clock)
         # a pooled front-end steps every session of its pool at once: frame on the pool's boundaries
@@ -71,8 +75,10 @@ class LiveSession:
         self._lock = threading.Lock()
 
     @property
-    def front_end(self) -> Any:
-        return getattr(self.runner, "front_end", None)
+    def front_end(self) -> FrontEnd | None:
+        """The runner's front-end (None for a runner without one: the cascade)."""
+        front_end: FrontEnd | None = getattr(self.runner, "front_end", None)
+        return front_end
 
     @property
     def started(self) -> bool:
@@ -141,7 +147,7 @@ class LiveSession:
             self._thread = threading.Thread(target=self._run, name="kame-talk-session", daemon=True)
             self._thread.start()
 
-    def on_frame(self, frame: Any) -> None:
+    def on_frame(self, frame: FrameOut) -> None:
         """The runner's sink: the transport's, then the journal."""
         if self.sink is not None:
             self.sink.on_frame(frame)
