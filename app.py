@@ -1,8 +1,8 @@
 """KAME studio app entry point: `python app.py` (or `make run`) serves http://127.0.0.1:7860.
 
-The interface lives in :mod:`demo.ui` (the page, composed), :mod:`demo.tabs` (one module per tab: its layout,
-callbacks and wiring) and :mod:`demo.views` (the open input and the paths that open it); the HTTP server
-(Gradio mounted on FastAPI, plus the session-file route) in :mod:`demo.server`. Gradio analytics are off.
+The interface lives in :mod:`demo.app.page` (the page, composed), :mod:`demo.tabs` (one module per tab: its layout,
+callbacks and wiring) and :mod:`demo.open.views` (the open input and the paths that open it); the HTTP server
+(Gradio mounted on FastAPI, plus the session-file route) in :mod:`demo.app.server`. Gradio analytics are off.
 The environment is read once, here (:class:`kame_core.settings.Settings`; docs/environment.md lists it):
 ``KAME_HOST`` / ``KAME_PORT`` change the address, ``KAME_SCENARIOS_DIR`` the scenarios folder; a malformed
 value stops the app with one ``error:`` line before anything loads.
@@ -15,8 +15,8 @@ import sys
 # before Gradio is imported (it reads the variable then); see kame_core/settings.py
 os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
 
-from demo.server import chat_server, serve  # noqa: E402
-from demo.ui import build_app, launch_options  # noqa: E402
+from demo.app.page import build_app, launch_options  # noqa: E402
+from demo.app.server import chat_server, serve  # noqa: E402
 from kame_core.settings import settings_or_exit  # noqa: E402
 
 

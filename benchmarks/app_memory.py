@@ -19,8 +19,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from demo import library, views
-from demo.upload_budget import MB, UploadBudget
+from demo.open import library, views
+from demo.open.upload_budget import MB, UploadBudget
 from kame_core.testing.sessions import silent_scenario
 
 

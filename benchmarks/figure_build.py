@@ -9,7 +9,7 @@ Goal (issue 6): <= 1 s and figure JSON <= 2 MB. Two 2-minute sessions:
   records with hint levels), when ../shared/data/spokenwoz_sample is present.
 
 Timed from ``load_scenario`` to ``fig.to_json()`` for the single-run timeline and the comparison, and the
-app's own callbacks end to end (``demo.views.open_bundled``: load, validate, timeline figure, summary,
+app's own callbacks end to end (``demo.open.views.open_bundled``: load, validate, timeline figure, summary,
 audio file for the player; ``demo.tabs.compare.compare``). Prints the median of N repetitions.
 """
 from __future__ import annotations
@@ -43,8 +43,8 @@ def time_it(fn: Callable[[], T], runs: int) -> tuple[float, float, T]:
 
 def bench_app(folder: Path, name: str, runs: int) -> None:
     """The app's callbacks, server side: open a scenario (figure ready) and compare its runs."""
-    from demo import views
-    from demo.results import Opened
+    from demo.open import views
+    from demo.open.results import Opened
     from demo.tabs.compare import compare
     from kame_core.settings import Settings
 
@@ -68,10 +68,10 @@ def bench_app(folder: Path, name: str, runs: int) -> None:
 
 
 def bench_whole_open(settings: object, name: str, runs: int) -> None:
-    """What a user waits for when opening: the open's outputs, then every panel (``demo.tabs.panels``, as the
+    """What a user waits for when opening: the open's outputs, then every panel (``demo.app.panels``, as the
     page's ``show_panels`` draws them), with the timeline figures built on the way counted."""
-    from demo import views
-    from demo.tabs import panels
+    from demo.app.panels import panels
+    from demo.open import views
 
     built = []
     timeline_figure = views.timeline_figure
@@ -100,7 +100,7 @@ def main() -> None:
     args = parser.parse_args()
 
     t0 = time.perf_counter()
-    from demo.timeline import compare_figure, timeline_figure
+    from demo.figures.timeline import compare_figure, timeline_figure
     import_s = time.perf_counter() - t0
 
     kame, moshi = build_session("kame", args.seconds), build_session("moshi", args.seconds)
@@ -112,7 +112,7 @@ def main() -> None:
         runs = {"kame": kame, "moshi": moshi, "cascade": cascade}
         path = save_scenario(Scenario(name="bench-2min", runs=runs), Path(tmp) / "bench-2min.kame")
         print(f"scenario file: {path.stat().st_size / 1e6:.2f} MB")
-        print(f"import demo.timeline (once per server process): {import_s * 1000:.0f} ms")
+        print(f"import demo.figures.timeline (once per server process): {import_s * 1000:.0f} ms")
         for label, build in (
             ("timeline (KAME run)", lambda s: timeline_figure(s.runs["kame"], recorded=True)),
             ("compare (3 runs)", lambda s: compare_figure(

@@ -1,6 +1,6 @@
 """Redraws of the timeline in the browser, for a 2-minute session (goal, issue 29: each under 100 ms).
 
-Headless Chromium opens the timeline on a page of its own (:mod:`demo.figure_page`: the figure, its audio and
+Headless Chromium opens the timeline on a page of its own (:mod:`demo.figures.page`: the figure, its audio and
 ``demo/static/timeline.js``, as in the app) and times what a researcher waits for:
 
 * ``figure``: the page's own Plotly drawing a figure it was handed (once per opened input);
@@ -24,9 +24,9 @@ import tempfile
 import time
 from pathlib import Path
 
-from demo.figure_page import write_page
-from demo.lanes import ALL_LANES, LANES, LaneLayout
-from demo.timeline import compare_figure, timeline_figure
+from demo.figures.lanes import ALL_LANES, LANES, LaneLayout
+from demo.figures.page import write_page
+from demo.figures.timeline import compare_figure, timeline_figure
 from kame_core.testing.sessions import build_cascade, build_session
 
 REPO = Path(__file__).resolve().parents[1]

@@ -263,7 +263,7 @@ class JudgeSettings:
 
 @dataclass(frozen=True)
 class UploadLimits:
-    """Decoded audio the app's open uploads may hold (:class:`demo.upload_budget.UploadBudget`)."""
+    """Decoded audio the app's open uploads may hold (:class:`demo.open.upload_budget.UploadBudget`)."""
 
     #: ``KAME_UPLOAD_BUDGET_MB``: all open uploads together
     budget_bytes: int = DEFAULT_BUDGET_MB * MB
@@ -291,7 +291,7 @@ class UploadLimits:
 
 @dataclass(frozen=True)
 class Hosting:
-    """What Hugging Face Spaces tell the app about where it runs (:func:`demo.hardware.detect`)."""
+    """What Hugging Face Spaces tell the app about where it runs (:func:`demo.app.hardware.detect`)."""
 
     #: ``SPACES_ZERO_GPU`` (set by ZeroGPU)
     zero_gpu: bool = False

@@ -2,7 +2,7 @@
 
 The page used to need no token because its ``Origin`` matched its ``Host`` -- but both headers are sent by the
 client, so any program could claim to be the page. Instead the page asks the app for a ticket through a Gradio
-event of its own session right before it connects (:func:`demo.views.talk_ticket`) and sends ``?ticket=``; the
+event of its own session right before it connects (:func:`demo.open.views.talk_ticket`) and sends ``?ticket=``; the
 live server (:class:`kame_core.serve.ChatServer`, which holds the :class:`TicketBook`) admits it once.
 
 A ticket is random (192 bits), short-lived (:attr:`TicketBook.lifetime_s`), single-use, and bound to the Gradio

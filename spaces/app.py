@@ -1,6 +1,6 @@
 """Hugging Face Space entry point for KAME studio (``app_file`` in spaces/README.md).
 
-It imports the repository's app (``demo.ui``) — from beside this file in a deployed Space, or from the
+It imports the repository's app (``demo.app.page``) — from beside this file in a deployed Space, or from the
 repository root when run from a checkout — and, when the ``spaces`` package is importable (ZeroGPU
 hardware), wraps the GPU-bound callbacks with ``spaces.GPU`` when the app is built, before the server starts.
 Without a GPU the Space runs the CPU stack and the bundled recorded scenarios, exactly like ``make run``.
@@ -20,9 +20,9 @@ from collections.abc import Callable, Mapping
 # before Gradio is imported (it reads the variable then); see kame_core/settings.py
 os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
 
-from demo.hardware import detect  # noqa: E402
-from demo.server import chat_server, serve  # noqa: E402
-from demo.ui import build_app, launch_options  # noqa: E402
+from demo.app.hardware import detect  # noqa: E402
+from demo.app.page import build_app, launch_options  # noqa: E402
+from demo.app.server import chat_server, serve  # noqa: E402
 from kame_core.settings import Settings, settings_or_exit  # noqa: E402
 from kame_core.tickets import TicketBook  # noqa: E402
 

@@ -30,7 +30,8 @@ REPO_ROOT = HERE.parent
 ROOT_FILES = ("README.md", "app.py", "requirements.txt")
 #: code packages copied whole (their ``*.py`` files)
 PACKAGES = ("kame_core", "demo")
-#: the pages' scripts, styles and markup (:mod:`demo.assets`, :mod:`kame_core.serve.page.assets`), copied with the code
+#: the pages' scripts, styles and markup (:mod:`demo.app.assets`, :mod:`kame_core.serve.page.assets`), copied
+#: with the code
 STATIC = ("demo/static", "kame_core/serve/page/static")
 STATIC_SUFFIXES = (".js", ".css", ".html")
 #: what of ``scenarios/`` the app needs: the bundled files, their provenance note, the package marker

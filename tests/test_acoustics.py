@@ -14,9 +14,9 @@ import parselmouth
 import pytest
 import soundfile as sf
 
-from demo.inspector import frame_details
-from demo.lanes import ACOUSTIC_LANES, LaneLayout
-from demo.timeline import timeline_figure
+from demo.figures.lanes import ACOUSTIC_LANES, LaneLayout
+from demo.figures.timeline import timeline_figure
+from demo.open.inspector import frame_details
 from kame_core.analysis.acoustics import AcousticsKept, praat_acoustics
 from kame_core.scenario import load_scenario
 

@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from demo import views
+from demo.open import views
 from demo.tabs import compare
 from kame_core.export.corpus import RowCache
 from kame_core.settings import Settings

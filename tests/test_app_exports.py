@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from demo import session_files, views
+from demo.app import session_files
+from demo.open import views
 from demo.tabs import timeline
 from kame_core.export import TIER_NAMES
 

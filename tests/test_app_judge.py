@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pytest
 
-from demo.scoring import JudgeUnavailable, MTBenchJudge, judge_for, score_answer
+from demo.app.scoring import JudgeUnavailable, MTBenchJudge, judge_for, score_answer
 from kame_core.settings import Settings
 
 from .fakes.judge import FakeJudge

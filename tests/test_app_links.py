@@ -1,4 +1,4 @@
-"""Deep links (:mod:`demo.links`): ``/?open=ID&run=KIND&t=SECONDS`` opens on page load exactly the view the same
+"""Deep links (:mod:`demo.open.links`): ``/?open=ID&run=KIND&t=SECONDS`` opens on page load exactly the view the same
 input, run and Inspect time opened through the UI show — every panel compared the way
 ``test_app_stale_panels`` compares them — the "Link to this view" box shows the link that reopens it, and a
 parameter that cannot be honoured opens the default view with a status naming it.
@@ -17,7 +17,7 @@ from urllib.parse import parse_qsl, urlsplit
 import gradio as gr
 import pytest
 
-from demo import links, views
+from demo.open import links, views
 
 from .test_app_stale_panels import (
     CLAIM,
@@ -157,14 +157,14 @@ def test_the_lanes_chosen_travel_in_the_link_and_redraw_timeline_and_compare(pag
     """Lanes hidden and reordered in the Lanes box: every panel that draws lanes shows them, in that order, the
     link carries them, and the link opens the same view in a new tab. Only those panels are redrawn (every tab's
     took seconds on a 2-minute session)."""
-    import demo.ui
+    import demo.app.page
 
     ui = pages(request_for(""))
     pick("07-interruption-eiffel-tower")(ui)
     order = ["oracle stream", "user spectrogram", "inner monologue", "events"]
     every_panel: list[int] = []
     with monkeypatch.context() as patched:
-        patched.setattr(demo.ui, "panels", lambda *a, **k: every_panel.append(1))
+        patched.setattr(demo.app.page, "panels", lambda *a, **k: every_panel.append(1))
         ui.fire(ui.find(gr.Dropdown, elem_id="kame-lanes"), "input", order)
     assert not every_panel
     shown = ui.panels()

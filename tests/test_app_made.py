@@ -2,7 +2,7 @@
 their own session state, reopens from there, and nothing else can be opened through it."""
 from __future__ import annotations
 
-from demo import library, views
+from demo.open import library, views
 from kame_core.testing.sessions import silent_scenario
 
 

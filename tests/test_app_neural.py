@@ -7,7 +7,8 @@ from __future__ import annotations
 import pytest
 import soundfile as sf
 
-from demo import stacks, views
+from demo.app import stacks
+from demo.open import views
 from demo.tabs.compare import compare
 from demo.tabs.delay import forced_delay
 from demo.tabs.live import live_upload
@@ -77,7 +78,7 @@ def test_a_live_upload_runs_kame_and_moshi_mode_on_the_pool_beside_the_cascade(n
 
 
 def test_the_header_names_the_neural_front_end(neural_env):
-    from demo.hardware import Hardware
+    from demo.app.hardware import Hardware
 
     line = Hardware("cpu", talk_on_cpu=False).header_line(neural_env.stack.front_end)
     assert neural_env.stack.front_end.weights in line and "neural front-end" in line and "2 sessions at once" in line

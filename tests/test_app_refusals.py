@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from demo import library, views
+from demo.open import library, views
 from demo.tabs.compare import compare
 from demo.tabs.delay import forced_delay
 from kame_core.frontends import StandInFrontEnd

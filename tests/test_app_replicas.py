@@ -61,9 +61,9 @@ async def _talk(url: str, seconds: float) -> tuple[dict[str, Any], list[dict[str
 def test_the_apps_talk_runs_on_replicas_behind_its_own_port(tmp_path: Path,
                                                               monkeypatch: pytest.MonkeyPatch) -> None:
     pytest.importorskip("ray.serve")
-    from demo import views
-    from demo.server import chat_server, create_app
-    from demo.ui import build_app
+    from demo.app.page import build_app
+    from demo.app.server import chat_server, create_app
+    from demo.open import views
     from kame_core.executors.ray_executor import RAY_WORKER_NICENESS
     from kame_core.serve.replicas import ReplicatedChat, replica_dir
 

@@ -18,7 +18,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from demo.timeline import LANES
+from demo.figures.timeline import LANES
 
 from .app_scenarios import QUESTIONS, record_question
 from .app_server import REPO, running_app
@@ -348,7 +348,7 @@ def test_the_app_was_ready_when_it_listened_and_reports_metrics(app_url):
 
 
 def test_uploads_over_the_size_limit_are_refused(app_url):
-    """Bug 7: anonymous uploads are capped (demo.server.MAX_UPLOAD)."""
+    """Bug 7: anonymous uploads are capped (demo.app.server.MAX_UPLOAD)."""
     import requests
 
     big = requests.post(app_url + "gradio_api/upload", files={"files": ("big.kame", b"\0" * (31 * 2 ** 20))},

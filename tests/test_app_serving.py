@@ -12,7 +12,7 @@ import time
 
 import pytest
 
-from demo import session_files
+from demo.app import session_files
 from kame_core.frontends.standin.deciding import common_prefix, decide, first_contradiction
 from kame_core.session import SessionGate
 from kame_core.settings import Settings
@@ -53,7 +53,7 @@ def test_folders_of_dead_processes_are_swept_at_start():
 def test_sigterm_removes_the_process_folder():
     script = textwrap.dedent("""
         import sys, time
-        from demo import session_files
+        from demo.app import session_files
         session_files.Janitor().start()
         (session_files.new_folder() / "a.wav").write_bytes(b"x")
         print(session_files.files_root(), flush=True)

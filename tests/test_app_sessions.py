@@ -9,7 +9,8 @@ import re
 import gradio as gr
 import pytest
 
-from demo import library, session_files, views
+from demo.app import session_files
+from demo.open import library, listing, views
 from demo.tabs import sessions
 from kame_core.export.corpus import COLUMNS, RowCache, scan
 from kame_core.settings import Settings
@@ -25,9 +26,9 @@ def test_the_list_holds_every_bundled_run_with_the_corpus_measures():
     by_key = {(r[1], r[2]): r for r in rows}
     for row in expected:
         shown = by_key[(row.open_id, row.run)]
-        assert shown[0] == sessions.WHERE["bundled"]
-        assert shown[sessions.HEADERS.index("oracle adherence")] == row.adherence_share
-        assert shown[sessions.HEADERS.index("onset median (s)")] == row.onset_median_s
+        assert shown[0] == listing.WHERE["bundled"]
+        assert shown[listing.HEADERS.index("oracle adherence")] == row.adherence_share
+        assert shown[listing.HEADERS.index("onset median (s)")] == row.onset_median_s
     with open(csv_path, newline="", encoding="utf-8") as f:
         reader = csv.DictReader(f)
         assert tuple(reader.fieldnames or ()) == COLUMNS and len(list(reader)) == len(rows)
@@ -53,11 +54,11 @@ def test_what_this_browser_made_is_listed_and_opens_here_only(tmp_path):
     reopened = library.open_file(made, origin="live", key="talk:session-1")
     maker.show(reopened, "kame")
     _, rows, _, _ = sessions.listing(maker, settings=Settings(), cache=RowCache())
-    mine = [r for r in rows if r[0] == sessions.WHERE["made"]]
+    mine = [r for r in rows if r[0] == listing.WHERE["made"]]
     assert mine and all(r[1] == maker.made[0].label for r in mine)
     other = views.AppSession()
     _, theirs, _, _ = sessions.listing(other, settings=Settings(), cache=RowCache())
-    assert not [r for r in theirs if r[0] == sessions.WHERE["made"]], "another browser session does not see it"
+    assert not [r for r in theirs if r[0] == listing.WHERE["made"]], "another browser session does not see it"
     opened = sessions.open_row(mine[-1], views.AppSession())  # the label means nothing to another session
     assert opened.figure is None and "Pick a session made in this browser session" in opened.status
 
@@ -93,7 +94,7 @@ def test_the_filter_keeps_the_rows_holding_every_word_and_the_csv_holds_those_ro
     with open(csv_path, newline="", encoding="utf-8") as f:
         written = list(csv.DictReader(f))
     assert [(w["open_id"], w["run"]) for w in written] == [(r[1], r[2]) for r in rows]
-    assert all(w["source"] == f"{sessions.WHERE['bundled']}/{w['open_id']}.kame" for w in written)
+    assert all(w["source"] == f"{listing.WHERE['bundled']}/{w['open_id']}.kame" for w in written)
     assert str(library.scenarios_dir()) not in open(csv_path, encoding="utf-8").read()
     _, none, status, csv_path = sessions.listing(session, "no-such-word", settings=Settings(), cache=RowCache())
     assert none == [] and csv_path is None and status.startswith(f"0 of {len(every)} rows hold")
@@ -107,7 +108,7 @@ def test_a_filter_that_is_not_text_or_too_long_is_refused_before_any_work():
 
 
 def test_the_tab_filters_as_you_type_and_a_refused_filter_leaves_the_list_as_it_was():
-    from demo.ui import build_app
+    from demo.app.page import build_app
 
     from .test_app_stale_panels import Page
 

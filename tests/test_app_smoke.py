@@ -5,7 +5,7 @@ import json
 import zipfile
 
 import app
-from demo import views
+from demo.open import views
 from demo.tabs.compare import compare
 from demo.tabs.delay import forced_delay
 from demo.tabs.timeline import seek
@@ -57,7 +57,7 @@ def test_callbacks_without_a_scenario_say_what_to_do():
 
 
 def test_summary_names_what_produced_each_run():
-    from demo.inspector import run_summary_rows
+    from demo.open.inspector import run_summary_rows
     from kame_core.pipelines.tandem import TandemRunner
     from kame_core.scenario import Scenario
     from kame_core.session.config import SessionConfig
@@ -85,7 +85,7 @@ def test_a_finished_session_takes_its_private_files_with_it():
 
 def test_the_header_says_at_each_page_load_when_talk_sessions_cannot_be_recorded(tmp_path):
     """The app's chat server probes its sessions folder; the header line reads it at every page load."""
-    from demo.server import chat_server
+    from demo.app.server import chat_server
     from kame_core.session.disk import probe_writable
 
     folder = tmp_path / "sessions"

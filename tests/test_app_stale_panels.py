@@ -26,11 +26,11 @@ import pytest
 from gradio.blocks import Block
 from gradio.utils import get_upload_folder
 
-from demo import library, views
-from demo.results import LiveRun
+from demo.app.page import build_app
+from demo.open import library, views
+from demo.open.results import LiveRun
 from demo.tabs import live as live_tab
 from demo.tabs.delay import CURVE_NOT_RUN, DELAY_NOT_RUN
-from demo.ui import build_app
 from kame_core.session import SessionStore
 from kame_core.settings import Settings
 
@@ -62,7 +62,7 @@ def fake_live_upload(file: Any, modes: Any, state: Any = None, *, settings: Any 
 class Page:
     """One browser page of the app, in process: the components' values and props, and its events run through
     the app's own wiring (each listener, then the ``.then`` listeners that follow it). ``request``: the page's
-    HTTP request, given to the listeners that take one (its query names a link, :mod:`demo.links`)."""
+    HTTP request, given to the listeners that take one (its query names a link, :mod:`demo.open.links`)."""
 
     def __init__(self, blocks: gr.Blocks, request: gr.Request | None = None) -> None:
         self.blocks = blocks
@@ -75,7 +75,7 @@ class Page:
 
     def uploaded(self, source: Path) -> str:
         """What Gradio's upload route does with a file the browser sends: a copy in its upload folder, recorded as
-        received (:mod:`demo.client_files` opens only such files). Its path, as the component hands it over."""
+        received (:mod:`demo.app.client_files` opens only such files). Its path, as the component hands it over."""
         folder = Path(get_upload_folder()) / f"test-{uuid.uuid4().hex}"
         folder.mkdir(parents=True)
         self.uploads.append(folder)

@@ -9,14 +9,15 @@ import numpy as np
 import pytest
 import soundfile as sf
 
-from demo import library, session_files, views
-from demo.delay_sweep import DELAYS_S, oracle_at
-from demo.library import LoadedScenario
-from demo.scoring import score_answer
+from demo.app import session_files
+from demo.app.scoring import score_answer
+from demo.figures.timeline import LANES
+from demo.open import library, views
+from demo.open.delay_runs import DELAYS_S, oracle_at
+from demo.open.library import LoadedScenario
+from demo.open.uploads import MAX_SECONDS, UploadError, decode_upload
 from demo.tabs.delay import delay_curve, forced_delay
 from demo.tabs.live import live_upload
-from demo.timeline import LANES
-from demo.uploads import MAX_SECONDS, UploadError, decode_upload
 from kame_core.analysis.metrics import turn_onsets
 from kame_core.clock import SAMPLE_RATE
 from kame_core.frontends import StandInFrontEnd

@@ -31,7 +31,7 @@ def test_a_deferred_import_counts_and_a_package_read_by_its_own_modules_does_not
     graph = _graph()
     assert "kame_core.serve.ingress" in graph["kame_core.serve.__main__"]  # imported inside a function
     assert "kame_core.serve.page.talk" in graph["demo.tabs.talk"]  # the app reuses the server's page
-    assert "kame_core.serve.page.palette" in graph["demo.timeline"]
+    assert "kame_core.serve.page.palette" in graph["demo.figures.timeline"]
     worker = REPO / "kame_core" / "llm" / "smollm_worker.py"  # ``from . import smollm_model``, inside a function
     read = set(figures.imported_modules(worker, ast.parse(worker.read_text())))
     assert {"kame_core.llm", "kame_core.llm.smollm_model"} <= read

@@ -196,7 +196,7 @@ def _old_stand_in_rule(monkeypatch) -> None:
 
 @pytest.fixture(scope="module")
 def rerun_stand_in():
-    from demo.stacks import rerun_front_end
+    from demo.app.stacks import rerun_front_end
     from kame_core.settings import Settings
 
     return rerun_front_end(Settings().stack)
@@ -207,7 +207,7 @@ def test_kame_run_rerun_at_0s_reproduces_the_recording_or_says_why_not(path, sce
                                                                        monkeypatch):
     """The back-ends are replayed exactly: the front-end that made the recording, re-run at 0 s, says what the
     recording says word for word. Today's stand-in (a later version) may not, and the Forced delay tab says so."""
-    from demo.delay_sweep import front_end_difference
+    from demo.open.delay_runs import front_end_difference
     from kame_core.frontends.standin.frontend import __version__ as current
     from kame_core.pipelines.replay import rerun_front_end
 
@@ -227,7 +227,7 @@ def test_kame_run_rerun_at_0s_reproduces_the_recording_or_says_why_not(path, sce
 
 
 def test_forced_delay_tab_names_the_other_front_end_next_to_the_0s_result(rerun_stand_in):
-    from demo import views
+    from demo.open import views
     from demo.tabs.delay import forced_delay
     from kame_core.frontends.standin.frontend import __version__ as current
 

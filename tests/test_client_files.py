@@ -1,4 +1,4 @@
-"""A file a client names is opened only when Gradio received it as an upload (demo.client_files): the app's own
+"""A file a client names is opened only when Gradio received it as an upload (demo.app.client_files): the app's own
 check, in process. The running app refusing raw clients (Gradio's check on under mount_gradio_app, and ours behind
 it) is tested in tests/test_app_server.py."""
 from __future__ import annotations
@@ -11,9 +11,9 @@ from types import SimpleNamespace
 import pytest
 from gradio.utils import get_upload_folder
 
-from demo import views
-from demo.client_files import ClientFileRefused, ReceivedUploads
-from demo.ui import build_app
+from demo.app.client_files import ClientFileRefused, ReceivedUploads
+from demo.app.page import build_app
+from demo.open import views
 from kame_core.settings import Settings
 
 from .shared_data import REPO
@@ -102,7 +102,7 @@ def test_the_apps_file_taking_callbacks_refuse_a_server_path_and_leave_the_sessi
 
 def test_a_mounted_app_has_gradios_own_file_check_on(tmp_path):
     """``gr.mount_gradio_app`` leaves ``has_launched`` unset, which turns Gradio's check off; the app sets it."""
-    from demo.server import create_app
+    from demo.app.server import create_app
     from kame_core.serve import ChatServer
 
     blocks = build_app()

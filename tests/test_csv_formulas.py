@@ -91,7 +91,7 @@ def test_the_corpus_table_quotes_formula_titles_and_keeps_negative_numbers(via: 
         out = tmp_path / "sessions.csv"
         assert main(["--table", str(folder), "--out", str(out), "--no-cache"]) == 0
     else:
-        from demo import views
+        from demo.open import views
         from demo.tabs import sessions
         from kame_core.export.corpus import RowCache
         from kame_core.settings import ContentSettings, Settings

@@ -3,8 +3,8 @@ from __future__ import annotations
 
 import pytest
 
-from demo import views
-from demo.evolution import SHAPES, evolution_figure
+from demo.figures.evolution import SHAPES, evolution_figure
+from demo.open import views
 from demo.tabs.evolution import evolution, evolution_bundled
 from kame_core.analysis.evolution import evolution_points, level_table_markdown, per_level, similarity
 from kame_core.clock import VirtualClock
@@ -83,7 +83,7 @@ def test_app_views_per_input_and_over_the_folder() -> None:
     assert "Revisions made by" in text and "not the trained model" in text   # provenance of the points
     pooled = evolution_bundled(plotted.session)
     fig, text = pooled.figure, pooled.text
-    from demo import library
+    from demo.open import library
 
     assert fig is not None and f"over {len(library.bundled_names())} scenarios" in fig.layout.title.text
     assert "Revisions made by" in text and "not the trained model" in text and "recorded" in text.lower()

@@ -159,8 +159,8 @@ def test_a_stack_names_its_floor_and_the_gate_its_end_of_turn_detector() -> None
 
 @pytest.mark.slow
 def test_the_timeline_shows_who_held_the_floor_and_the_probability_it_rested_on(paused_question, detector) -> None:
-    from demo.lanes import LaneLayout
-    from demo.timeline import timeline_figure
+    from demo.figures.lanes import LaneLayout
+    from demo.figures.timeline import timeline_figure
 
     _, segments, end = paused_question
     gated = _run(EchoFrontEnd(), "gate", paused_question, detector)

@@ -4,8 +4,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from demo import views
-from demo.hardware import ABOUT, Hardware, detect
+from demo.app.hardware import ABOUT, Hardware, detect
+from demo.open import views
 from demo.tabs import live as live_tab
 from kame_core.session import SessionGate
 from kame_core.settings import Hosting

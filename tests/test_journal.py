@@ -67,7 +67,7 @@ def test_a_session_whose_end_never_came_is_recovered_incomplete(tmp_path):
 
 def test_a_recovered_session_opens_for_its_owner_only(tmp_path):
     """The app's Talk open on a session recovered from a journal: the claim of the page that made it opens it."""
-    from demo.views import open_talk_session
+    from demo.open.views import open_talk_session
 
     sid = "talk-20260101-000000-" + "ab" * 12
     store = SessionStore(tmp_path)

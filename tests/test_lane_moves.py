@@ -1,7 +1,7 @@
 """Issue 44 item 5: lanes move in the page. The page's move of a figure's lanes (``reorderLanes`` in
 demo/static/timeline-layout.js, run here by node on the figure's JSON as the server sends it) equals the figure the
 server draws for the new order, element for element; and every element the figure draws in a lane is tagged with it
-(demo/lane_tags.py)."""
+(demo/figures/lane_tags.py)."""
 from __future__ import annotations
 
 import base64
@@ -14,9 +14,9 @@ from typing import Any
 import numpy as np
 import pytest
 
-from demo.lane_tags import lane_tags
-from demo.lanes import ALL_LANES, LANES, LaneLayout
-from demo.timeline import compare_figure, timeline_figure
+from demo.figures.lane_tags import lane_tags
+from demo.figures.lanes import ALL_LANES, LANES, LaneLayout
+from demo.figures.timeline import compare_figure, timeline_figure
 from kame_core.scenario import load_scenario
 
 REPO = Path(__file__).resolve().parents[1]
@@ -161,7 +161,7 @@ def test_every_element_drawn_in_a_lane_is_tagged_with_it():
 def test_the_server_takes_the_pages_order_and_refuses_any_other_set_leaving_the_lanes_as_they_were():
     """``move_lanes`` (the hidden #kame-lane-order box): the link and the Lanes box follow the page's order; another
     set of lanes, a repeat, an unknown or overlong name is refused with a notice and changes nothing."""
-    from demo import views
+    from demo.open import views
     from demo.tabs import timeline
 
     session = views.open_bundled("07-interruption-eiffel-tower").session

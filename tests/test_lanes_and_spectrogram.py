@@ -1,5 +1,5 @@
-"""Lanes a researcher hides and orders (demo.lanes, kept in the link), and the spectrogram lanes
-(demo.spectrogram): a tone is dark at its frequency, the image spans the audio, and a figure shows exactly the
+"""Lanes a researcher hides and orders (demo.figures.lanes, kept in the link), and the spectrogram lanes
+(demo.figures.spectrogram): a tone is dark at its frequency, the image spans the audio, and a figure shows exactly the
 lanes asked for, in that order."""
 from __future__ import annotations
 
@@ -11,9 +11,9 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from demo.lanes import ALL_LANES, LANES, LaneLayout
-from demo.spectrogram import MAX_COLUMNS, spectrogram
-from demo.timeline import timeline_figure
+from demo.figures.lanes import ALL_LANES, LANES, LaneLayout
+from demo.figures.spectrogram import MAX_COLUMNS, spectrogram
+from demo.figures.timeline import timeline_figure
 from kame_core.testing.sessions import build_session, mountain_session
 
 

@@ -14,9 +14,9 @@ import numpy as np
 import pytest
 from starlette.datastructures import QueryParams
 
-from demo.hardware import Hardware
-from demo.server import create_app
-from demo.ui import build_app
+from demo.app.hardware import Hardware
+from demo.app.page import build_app
+from demo.app.server import create_app
 from kame_core.access import LOOPBACK_HOSTS, Access
 from kame_core.serve import ChatServer, Limits, standalone_app
 from kame_core.serve import notices as N

@@ -350,7 +350,7 @@ def test_the_window_of_the_open_turns_breaks_them_down_as_the_whole_trace_does(n
 
 
 def test_the_talk_opener_refuses_a_bad_or_unknown_id(tmp_path):
-    from demo import views
+    from demo.open import views
 
     opened = views.open_talk_session("../../secret", None, sessions_dir=tmp_path)
     assert opened.file is None and "not a session id" in opened.status
@@ -422,7 +422,7 @@ def test_the_sink_says_which_revision_is_heard_and_its_hint_level_once_known() -
 
 
 def test_a_talk_session_opens_only_with_the_claim_of_the_page_that_made_it(tmp_path):
-    from demo import views
+    from demo.open import views
     from kame_core.session import SessionStore
     from kame_core.stacks.stack import Stack
     from kame_core.testing.doubles import EchoFrontEnd, ScriptedLLM, ScriptedSTT, ToneTTS, words_at
@@ -450,7 +450,7 @@ def test_a_talk_session_opens_only_with_the_claim_of_the_page_that_made_it(tmp_p
 def test_a_talk_session_a_replica_saved_opens_from_the_sessions_folder_above_it(tmp_path):
     """``KAME_REPLICAS``: replica K saves in ``<sessions dir>/replica-K``; the Talk tab, given the sessions folder,
     finds the session there (with its claim), never through a link named like a replica folder."""
-    from demo import views
+    from demo.open import views
     from kame_core.serve.replicas import replica_dir
     from kame_core.session import SessionStore
     from kame_core.session.store import saving_folder

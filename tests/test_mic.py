@@ -7,7 +7,7 @@ import time
 import numpy as np
 import pytest
 
-from demo import library, views
+from demo.open import library, views
 from demo.tabs.live import mic_chunk, mic_stop
 from kame_core.audio_io import resample
 from kame_core.clock import SAMPLE_RATE

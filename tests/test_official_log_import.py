@@ -128,7 +128,7 @@ def test_times_from_the_recording_start_and_its_audio(tmp_path: Path, capsys: py
 
 
 def test_the_app_opens_a_zipped_log_folder(tmp_path: Path) -> None:
-    from demo import views
+    from demo.open import views
 
     folder = write_log(tmp_path / "zipme" / "session-7")
     archive = tmp_path / "session-7.zip"

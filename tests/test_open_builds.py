@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from demo import views
-from demo.lanes import LANES, LaneLayout
-from demo.tabs import panels, timeline
+from demo.app.panels import panels
+from demo.figures.lanes import LANES, LaneLayout
+from demo.open import views
+from demo.tabs import timeline
 
 
 @pytest.fixture

@@ -237,9 +237,9 @@ def test_run_loop_polls_on_the_cadence_and_shutdown_cancels_everything() -> None
 
 
 def test_a_live_run_can_put_both_oracle_policies_side_by_side(tmp_path) -> None:
-    from demo.live import run_audio
+    from demo.open.views import session_of
     from demo.tabs.compare import compare
-    from demo.views import session_of
+    from demo.tabs.live import run_audio
     from kame_core.stacks.stack import Stack
     from kame_core.testing.doubles import ToneTTS
 

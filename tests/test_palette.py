@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from demo.evolution import evolution_figure, scenario_points
-from demo.timeline import HINT_LEGEND, compare_figure, timeline_figure
+from demo.figures.evolution import evolution_figure, scenario_points
+from demo.figures.timeline import HINT_LEGEND, compare_figure, timeline_figure
 from kame_core.analysis.hint_levels import HINT_LEVEL_BOUNDS, hint_level
 from kame_core.analysis.trace_query import oracle_revisions
 from kame_core.record.trace import SessionTrace

@@ -1,4 +1,4 @@
-"""The app's figures are built unchecked (demo/plot_build.py): each must equal the same figure built through
+"""The app's figures are built unchecked (demo/figures/plot_build.py): each must equal the same figure built through
 plotly's checks, which would refuse a misspelt property or expand shorthand the browser does not read."""
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ from typing import Any
 import plotly.graph_objects as go
 import pytest
 
-from demo.plot_build import copy_figure, figure_from_dicts
-from demo.timeline import PLAYHEAD, compare_figure, timeline_figure, with_playhead
+from demo.figures.plot_build import copy_figure, figure_from_dicts
+from demo.figures.timeline import PLAYHEAD, compare_figure, timeline_figure, with_playhead
 from kame_core.scenario import load_scenario
 
 BUNDLED = sorted((Path(__file__).resolve().parents[1] / "scenarios").glob("*.kame"))

@@ -13,7 +13,7 @@ from urllib.parse import parse_qsl, urlsplit
 import pytest
 import soundfile as sf
 
-from demo import links, regions, views
+from demo.open import links, regions, views
 from demo.tabs import timeline
 from kame_core.export.selection import cut, span_of, write_selection
 from kame_core.export.tiers import REGIONS, IntervalTier, annotate

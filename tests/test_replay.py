@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pytest
 
-from demo.provenance_badge import provenance_badge
+from demo.figures.badge import provenance_badge
 from kame_core.analysis.metrics import session_metrics
 from kame_core.clock import VirtualClock
 from kame_core.pipelines.replay import ReplayLLM, ReplaySTT, ReplayUnavailable, recorded_input, rerun_front_end

@@ -193,7 +193,7 @@ def test_live_source_reads_silence_on_underrun_and_ends_when_closed():
 
 
 def test_latency_breakdown_follows_the_answer_from_the_end_of_speech():
-    from demo.inspector import latency_markdown
+    from demo.open.inspector import latency_markdown
     from kame_core.analysis.metrics import latency_breakdown
 
     trace, _ = run(delay_ms=1500)

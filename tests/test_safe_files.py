@@ -245,7 +245,7 @@ def test_a_transcript_over_the_bound_is_skipped_unread(root: Path) -> None:
 
 @needs_spokenwoz
 def test_the_sessions_tab_lists_a_training_root_with_a_pipe_in_it(root: Path) -> None:
-    from demo import views
+    from demo.open import views
     from demo.tabs import sessions
     from kame_core.export.corpus import RowCache
     from kame_core.settings import ContentSettings, Settings

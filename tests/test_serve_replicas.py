@@ -53,7 +53,7 @@ def test_kame_replicas_is_parsed_and_checked() -> None:
 
 
 def test_kame_max_replicas_is_parsed_checked_and_given_to_the_apps_door() -> None:
-    from demo.server import chat_server
+    from demo.app.server import chat_server
 
     assert Settings.from_env({}).server.max_replicas == 0
     assert Settings.from_env({"KAME_REPLICAS": "1", "KAME_MAX_REPLICAS": "4"}).server.max_replicas == 4
@@ -326,7 +326,7 @@ def test_a_killed_replica_closes_its_client_and_is_restarted_with_its_journal(cl
             await asyncio.sleep(0.5)
         return doomed, survivor, index
 
-    from demo.views import open_talk_session
+    from demo.open.views import open_talk_session
 
     doomed, survivor, index = asyncio.run(scenario())
     assert doomed.code == P.CLOSE_INTERNAL and f"replica {index} stopped mid-session" in doomed.reason, \

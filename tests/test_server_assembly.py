@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from demo.server import chat_server
+from demo.app.server import chat_server
 from kame_core.access import LOOPBACK_HOSTS, Access
 from kame_core.serve import ChatServer
 from kame_core.serve.__main__ import server_from

@@ -35,7 +35,7 @@ ENVIRONMENT_READERS = {
     "kame_core/export/cli.py": "entry point: python -m kame_core.export (the cache root of --table)",
     "app.py": "entry point (and GRADIO_ANALYTICS_ENABLED before Gradio is imported)",
     "spaces/app.py": "entry point of the Space (and GRADIO_ANALYTICS_ENABLED)",
-    "demo/ui.py": "GRADIO_ANALYTICS_ENABLED before Gradio is imported",
+    "demo/app/page.py": "GRADIO_ANALYTICS_ENABLED before Gradio is imported",
 }
 
 

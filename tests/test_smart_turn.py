@@ -109,8 +109,8 @@ def test_the_smart_turn_floor_holds_through_an_unfinished_pause_and_lets_go_afte
     assert set(FLOORS) >= {"smart-turn"} and FLOORS["smart-turn"].policy.scores_audio
 
     # the Timeline's floor lane draws the sound's probability (dashed) and its threshold; the exports name it
-    from demo.lanes import LaneLayout
-    from demo.timeline import timeline_figure
+    from demo.figures.lanes import LaneLayout
+    from demo.figures.timeline import timeline_figure
     from kame_core.export.tiers import events
 
     lanes = LaneLayout(("user audio", "floor", "output audio"))

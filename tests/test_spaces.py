@@ -189,7 +189,7 @@ def test_build_refuses_a_front_matter_that_disagrees_with_gradio_and_the_reposit
 def test_built_space_imports_from_its_own_folder_and_lists_the_bundled_scenarios(tmp_path):
     out = tmp_path / "space"
     _load_builder().build(out)
-    script = ("import sys; sys.modules['spaces'] = None; import app; from demo import library; "
+    script = ("import sys; sys.modules['spaces'] = None; import app; from demo.open import library; "
               "blocks = app.build(); print(type(blocks).__name__); print(','.join(library.bundled_names())); "
               "print(library.__file__)")
     env = {k: v for k, v in os.environ.items() if k not in ("KAME_SCENARIOS_DIR", "PYTHONPATH")}

@@ -11,8 +11,8 @@ import gradio as gr
 import pytest
 from fastapi.testclient import TestClient
 
-from demo import assets
-from demo.server import create_app
+from demo.app import assets
+from demo.app.server import create_app
 from kame_core.serve import ChatServer
 from kame_core.serve.page.assets import MEDIA_TYPES, PAGE, STATIC_DIR, StaticFiles
 

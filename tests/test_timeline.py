@@ -13,8 +13,8 @@ import numpy as np
 import plotly.graph_objects as go
 import pytest
 
-from demo.provenance_badge import provenance_badge
-from demo.timeline import (
+from demo.figures.badge import provenance_badge
+from demo.figures.timeline import (
     _REF_PLOT_PX,
     BADGE,
     CASCADE_SPEECH_LANE,
@@ -648,7 +648,7 @@ def test_the_stand_ins_word_hashes_are_not_shown_as_token_ids_but_real_ids_are(b
 
 def test_the_inspector_prints_real_token_ids_and_never_the_stand_ins_word_hashes(bundled):
     """Inspect time's text (issue 44: it printed a stand-in hash, 1807565628, as a token id)."""
-    from demo.inspector import frame_details
+    from demo.open.inspector import frame_details
 
     trace = bundled["01-knowledge-capital-of-france"].runs["kame"]
     word = next(i for i, f in enumerate(trace.frames) if not f.text_is_padding)

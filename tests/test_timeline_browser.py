@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from demo import assets
-from demo.timeline import LANES, timeline_figure
+from demo.app import assets
+from demo.figures.timeline import LANES, timeline_figure
 from kame_core.testing.sessions import mountain_session as run
 
 CHROMIUM = next((p for p in (shutil.which(n) for n in ("chromium", "chromium-browser")) if p), None)

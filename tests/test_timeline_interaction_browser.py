@@ -1,5 +1,5 @@
 """The timeline as researchers work it, in headless Chromium (``demo/static/timeline.js`` on a page of its own,
-:mod:`demo.figure_page`, with a two-minute session of the test doubles and its conversation audio):
+:mod:`demo.figures.page`, with a two-minute session of the test doubles and its conversation audio):
 
 * word labels are laid out again at every zoom: at the overview some words are left out and counted in the
   lane's note; zoomed onto such a word it is printed; printed labels never overlap, at any zoom;
@@ -16,8 +16,8 @@ import time
 
 import pytest
 
-from demo.figure_page import write_page
-from demo.timeline import timeline_figure
+from demo.figures.page import write_page
+from demo.figures.timeline import timeline_figure
 from kame_core.testing.sessions import build_session
 
 from .cdp import CHROMIUM, Chromium

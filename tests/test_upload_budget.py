@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from demo import library, views
-from demo.upload_budget import MB, UploadBudget
+from demo.open import library, views
+from demo.open.upload_budget import MB, UploadBudget
 from kame_core.scenario import ScenarioError, load_scenario
 from kame_core.settings import UploadLimits
 from kame_core.testing.sessions import silent_scenario

@@ -1,12 +1,12 @@
 // The timeline's logic that is not drawing (window.kameLayout in the page; a module under node, tests/js):
 // word labels laid out again at every zoom, stepping the playhead by frames and seconds, and a selected region
 // played once or looped. The figure says which labels there are (layout.meta.kame_timeline.labels, written by
-// demo/timeline.py: per lane of a run, its traces, rows, font size, words and where each starts).
+// demo/figures/timeline.py: per lane of a run, its traces, rows, font size, words and where each starts).
 (function (root) {
   'use strict';
   var FRAME = 0.08;
 
-  // the width of a label in px, as demo/timeline.py estimates it (its tick and a gap included)
+  // the width of a label in px, as demo/figures/timeline.py estimates it (its tick and a gap included)
   function textWidthPx(text, fontPx) {
     return String(text).length * fontPx * 0.6 + 10;
   }
@@ -42,7 +42,7 @@
     return {text: text, y: y, hidden: hidden};
   }
 
-  // a line cut with '…' to widthS seconds at pxPerS, as demo/timeline.py cuts it at the overview ('' when not
+  // a line cut with '…' to widthS seconds at pxPerS, as demo/figures/timeline.py cuts it at the overview ('' when not
   // even one character and the ellipsis fit)
   function fitText(text, widthS, fontPx, pxPerS) {
     var room = Math.floor((widthS * pxPerS - 6) / (fontPx * 0.6));
@@ -92,7 +92,7 @@
   }
 
   // the named regions in time order, each {name, start, end} with a name (default "region N") and ms times; the
-  // JSON the page sends the server (demo/regions.py reads it)
+  // JSON the page sends the server (demo/open/regions.py reads it)
   function regionList(regions) {
     return (regions || []).filter(function (r) { return r && r.end > r.start; }).map(function (r, i) {
       return {name: String(r.name || '').trim() || 'region ' + (i + 1),
@@ -108,7 +108,7 @@
 
   // ------------------------------------------------------------------------------------------ moving lanes
   // A panel's y axis is in lane units, the lanes stacked from the top in meta.lanes' order, each meta.heights[lane]
-  // tall; meta.lanes_of names each element's lane (demo/lane_tags.py). Moving lanes moves every element of a lane by
+  // tall; meta.lanes_of names each element's lane (demo/figures/lane_tags.py). Moving lanes moves every element of a lane by
   // the same number of units: nothing else changes, so the page does it itself.
 
   // each lane's [bottom, top] for an order

@@ -4,9 +4,10 @@
 
 Each module holds its tab's layout (``build()``: the components, made inside the current ``gr.Tab``, as a small
 frozen dataclass), its callbacks (plain functions of (inputs, per-user session) -> outputs, which tests call
-directly) and its event wiring (``wire(components, wiring)``); :func:`demo.ui.build_app` composes them. The open
-input they all show is :mod:`demo.views`' (the tabs import it, never the other way round); :func:`panels` draws
-every tab's panels for it, after every open path.
+directly) and its event wiring (``wire(components, wiring)``); :func:`demo.app.page.build_app` composes them. The
+open input they all show is :mod:`demo.open.views`' (the tabs import it, never the other way round);
+:func:`demo.app.panels.panels` draws every tab's panels for it, after every open path. A tab never imports another
+tab: what two tabs share lives in :mod:`demo.open` (the open input and what it can open) or :mod:`demo.figures`.
 """
 from __future__ import annotations
 
@@ -19,13 +20,11 @@ import gradio as gr
 from kame_core.settings import Settings
 from kame_core.tickets import TicketBook
 
-from .. import views
-from ..client_files import ReceivedUploads
-from ..hardware import Hardware
-from ..results import Opened, Panels, TalkOpened
-from . import compare, delay, evolution, live, timeline
+from ..app.client_files import ReceivedUploads
+from ..app.hardware import Hardware
+from ..open.results import Opened, TalkOpened
 
-__all__ = ["Wiring", "panels"]
+__all__ = ["Wiring"]
 
 
 @dataclass(frozen=True)
@@ -48,17 +47,4 @@ class Wiring:
     show: Callable[[Opened | TalkOpened], tuple]
     opens: Callable[[Any], Any]
     lanes_changed: Callable[[Any], Any]
-    received: ReceivedUploads  # every file a client names goes through its ``accept`` (:mod:`demo.client_files`)
-
-
-def panels(state: Any = None, *, settings: Settings | None = None) -> Panels:
-    """Every panel that shows the open input, as opening it leaves them. Every open path (a scenario of the
-    folder, an upload, a training dialogue, a Live upload, a microphone or Talk session, a pick from the made
-    list) ends here, so no panel keeps the previous input's numbers; the Forced-delay tab's results and the
-    Live tab's run, which need an action, are cleared unless they are about this very input already (a refused
-    open keeps them). ``settings.content`` names the scenarios folder the picker lists."""
-    session = views.session_of(state)
-    cleared, curve_cleared = delay.cleared(session)
-    return Panels(session, timeline.panel(session), compare.compare(session), evolution.evolution(session),
-                  cleared, curve_cleared, views.bar(session, settings or Settings()), views.link_text(session),
-                  live.cleared(session))
+    received: ReceivedUploads  # every file a client names goes through its ``accept`` (:mod:`demo.app.client_files`)

@@ -15,17 +15,16 @@ from kame_core.analysis.diff import diff_markdown, diff_runs, revision_diffs, su
 from kame_core.analysis.duplex_metrics import duplex_metrics
 from kame_core.analysis.metrics import session_metrics
 from kame_core.export.corpus import RowCache
-from kame_core.pipelines.run_kinds import RUN_KINDS
 from kame_core.record.trace import SessionTrace
 from kame_core.scenario import ScenarioError
 from kame_core.settings import Settings
 
-from .. import library, views
-from ..inspector import PAPER_NOTE, PAPER_TABLE_HEADERS, PAPER_TABLE_ROWS, duplex_text, latency_markdown
-from ..provenance_badge import provenance_badge
-from ..results import Compared
-from ..timeline import compare_figure
-from .sessions import WHERE, listed_rows
+from ..figures.badge import provenance_badge
+from ..figures.timeline import compare_figure
+from ..open import library, views
+from ..open.inspector import PAPER_NOTE, PAPER_TABLE_HEADERS, PAPER_TABLE_ROWS, duplex_text, latency_markdown
+from ..open.listing import WHERE, listed_rows
+from ..open.results import Compared
 
 if TYPE_CHECKING:
     from . import Wiring
@@ -61,8 +60,8 @@ def build() -> CompareTab:
     with gr.Row(equal_height=False):
         with gr.Column(scale=4, min_width=640):
             plot = gr.Plot(label="KAME · Moshi mode · cascade", show_label=False, elem_id="kame-plot-compare")
-        # beside the plot, pinned while the page scrolls: one native player per run (demo.player; each div carries
-        # its kame-audio-* id), all on the plot's one playhead
+        # beside the plot, pinned while the page scrolls: one native player per run (demo.figures.player; each div
+        # carries its kame-audio-* id), all on the plot's one playhead
         with gr.Column(scale=1, min_width=300, elem_classes=["kame-side"]):
             slots = tuple(gr.HTML("") for _ in range(COMPARE_SLOTS))
             names = gr.Markdown(elem_id="kame-compare-names")
@@ -159,14 +158,6 @@ def compare_runs(picks: list[str] | None, state: Any = None, *, settings: Settin
     return _shown(session, runs, "the runs picked, on one clock")
 
 
-def ordered_runs(loaded: library.LoadedScenario) -> list[tuple[str, SessionTrace]]:
-    """The runs of ``loaded`` in the order of the run kinds (then any other)."""
-    runs = loaded.scenario.runs
-    known = tuple(RUN_KINDS)
-    order = [k for k in known if k in runs] + [k for k in runs if k not in known]
-    return [(k, runs[k]) for k in order]
-
-
 def compare(state: Any = None) -> Compared:
     """All runs of the opened input on one time axis: (session, figure, rows, slot audio ×3, transcripts).
 
@@ -176,7 +167,7 @@ def compare(state: Any = None) -> Compared:
     if session.loaded is None:
         return Compared(session, None, [], None, None, None, "Open a scenario first.")
     recorded = session.loaded.recorded
-    runs = [(views.run_label(k, t), k, t, recorded) for k, t in ordered_runs(session.loaded)]
+    runs = [(views.run_label(k, t), k, t, recorded) for k, t in library.ordered_runs(session.loaded)]
     return _shown(session, runs, "every mode on one clock", title=session.loaded.title)
 
 

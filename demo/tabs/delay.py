@@ -14,20 +14,20 @@ from kame_core.protocols import PoolFull
 from kame_core.record.trace import SessionTrace
 from kame_core.settings import Settings
 
-from .. import views
-from ..delay_sweep import (
+from ..app.scoring import MTBenchJudge, judge_for
+from ..app.stacks import rerun_front_end
+from ..figures.delay_curve import curve_figure
+from ..figures.timeline import compare_figure
+from ..open import views
+from ..open.delay_runs import (
     DELAYS_S,
     DelayOutcome,
-    curve_figure,
     describe_outcome,
     front_end_difference,
     reference_answers,
     run_delay,
 )
-from ..results import Plotted
-from ..scoring import MTBenchJudge, judge_for
-from ..stacks import rerun_front_end
-from ..timeline import compare_figure
+from ..open.results import Plotted
 
 if TYPE_CHECKING:
     from . import Wiring
@@ -125,7 +125,7 @@ def _judge(session: views.AppSession, settings: Settings) -> MTBenchJudge | None
 def forced_delay(delay_s: float, state: Any = None, *, front_end: Any = None,
                  settings: Settings | None = None) -> Plotted:
     """Re-run the opened input's KAME run with ``delay_s`` of forced delay: (session, figure, markdown).
-    ``front_end`` (default: :func:`demo.stacks.rerun_front_end` of ``settings``) makes the re-run's front-end."""
+    ``front_end`` (default: :func:`demo.app.stacks.rerun_front_end` of ``settings``) makes the re-run's front-end."""
     settings = settings or Settings()
     session = views.session_of(state)
     session.delay_tab_of = session.loaded.key if session.loaded is not None else None

@@ -13,10 +13,10 @@ from kame_core.record.trace import EventKind
 from kame_core.scenario import ScenarioError, load_scenario
 from kame_core.settings import Settings
 
-from .. import library, views
-from ..evolution import evolution_figure, scenario_points
-from ..provenance_badge import provenance_badge
-from ..results import Plotted
+from ..figures.badge import provenance_badge
+from ..figures.evolution import evolution_figure, scenario_points
+from ..open import library, views
+from ..open.results import Plotted
 
 if TYPE_CHECKING:
     from . import Wiring

@@ -3,7 +3,7 @@ cascade on the available stack; what it made becomes a scenario file (downloadab
 from __future__ import annotations
 
 import functools
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -19,16 +19,16 @@ from kame_core.record.trace import SessionTrace
 from kame_core.scenario import ScenarioError
 from kame_core.session import SessionStore, new_session_id
 from kame_core.settings import Settings
+from kame_core.stacks.stack import Stack
 
-from .. import library, views
-from ..client_files import ClientFileRefused
-from ..live import run_audio
-from ..mic import MAX_SECONDS, MicSession
-from ..results import LiveRun, MicProgress
-from ..stacks import cpu_live_stack, live_stack
-from ..timeline import compare_figure, timeline_figure
-from ..uploads import UploadError, decode_upload
-from .compare import ordered_runs
+from ..app.client_files import ClientFileRefused
+from ..app.stacks import cpu_live_stack, live_stack
+from ..figures.timeline import compare_figure, timeline_figure
+from ..open import library, views
+from ..open.library import LoadedScenario
+from ..open.mic import MAX_SECONDS, MicSession
+from ..open.results import LiveRun, MicProgress
+from ..open.uploads import UploadError, decode_upload
 
 if TYPE_CHECKING:
     from . import Wiring
@@ -37,6 +37,36 @@ if TYPE_CHECKING:
 GATE_POLL_S = 2.0
 #: seconds of new audio between two redraws of the live figure
 MIC_REDRAW_S = 1.5
+
+
+@dataclass
+class LiveProgress:
+    """One step of a live run: a message, and once done the scenario and its file."""
+
+    message: str
+    loaded: LoadedScenario | None = None
+    file: Path | None = None
+
+
+def run_audio(stack: Stack, audio: np.ndarray, modes: Iterable[str], out_dir: Path, *, components: str,
+              source: str) -> Iterator[LiveProgress]:
+    """Run ``audio`` as each of the run kinds ``modes`` names (ids of
+    :data:`~kame_core.pipelines.run_kinds.RUN_KINDS`); yields progress, the last item carries the scenario."""
+    chosen = [kind for kind in RUN_KINDS.values() if kind.id in set(modes)]
+    if not chosen:
+        raise ValueError("choose at least one of: " + ", ".join(kind.label for kind in RUN_KINDS.values()))
+    name = new_session_id("live")
+    runs = {}
+    for k, kind in enumerate(chosen):
+        yield LiveProgress(f"running {kind.label} ({k + 1}/{len(chosen)}) on {len(audio) / 24000:.1f} s of "
+                           f"{source} …")
+        options = {} if kind.session is None else {"session": kind.session}
+        with stack.session(kind.mode, **options) as runner:  # a neural pool slot is held for this run only
+            runs[kind.id] = runner.run_sync(audio)
+    saved = SessionStore(out_dir).save(name, runs, title=f"Live session ({source})", components=components)
+    loaded = LoadedScenario(scenario=saved.scenario, key=f"live:{name}", origin="live", recorded=False,
+                            path=saved.path)
+    yield LiveProgress(f"done: {', '.join(kind.label for kind in chosen)}", loaded, saved.path)
 
 
 @dataclass(frozen=True)
@@ -71,7 +101,7 @@ def build() -> LiveTab:
     status = gr.Markdown(elem_id="kame-live-status")
     components = gr.Markdown(elem_id="kame-live-components")
     plot = gr.Plot(label="Live session", show_label=False, elem_id="kame-plot-live")
-    # the scenario file the run made: a link the app's own route serves (demo.session_files)
+    # the scenario file the run made: a link the app's own route serves (demo.app.session_files)
     file = gr.HTML("", elem_id="kame-live-file", elem_classes=["kame-exports"])
     return LiveTab(recording, modes, run, mic, status, components, plot, file)
 
@@ -93,7 +123,7 @@ def wire(tab: LiveTab, wiring: Wiring) -> None:
         return wiring.show(views.show_opened(session))
 
     def on_run(file, modes, st):
-        """A recording only when Gradio received it as an upload (:mod:`demo.client_files`), then the run."""
+        """A recording only when Gradio received it as an upload (:mod:`demo.app.client_files`), then the run."""
         try:
             file = wiring.received.accept(file)
         except ClientFileRefused as err:
@@ -150,7 +180,7 @@ def cleared(session: views.AppSession) -> LiveRun | None:
 def live_upload(file: str | None, modes: list[str] | None, state: Any = None, *, stack: Any = None,
                 settings: Settings | None = None) -> Iterator[LiveRun]:
     """Run an uploaded recording live: yields (session, status, figure, components, scenario file). ``stack``
-    (default: :func:`demo.stacks.live_stack` of ``settings``) is the live stack it runs on."""
+    (default: :func:`demo.app.stacks.live_stack` of ``settings``) is the live stack it runs on."""
     session = views.session_of(state)
     try:
         chosen = list(modes or [])
@@ -170,7 +200,7 @@ def live_upload(file: str | None, modes: list[str] | None, state: Any = None, *,
                     yield LiveRun(session, step.message, None, live.summary, None)
                     continue
                 session.show(step.loaded, views.default_run(step.loaded))
-                traces = {views.run_label(k, t): t for k, t in ordered_runs(step.loaded)}
+                traces = {views.run_label(k, t): t for k, t in library.ordered_runs(step.loaded)}
                 fig = compare_figure(traces, title=step.loaded.title, recorded=False)
                 ran = "**Components that ran:** " + live.summary
                 yield LiveRun(session, outcome_message(step.message, step.loaded.scenario.runs), fig, ran,
@@ -197,7 +227,7 @@ def mic_chunk(chunk: Any, state: Any = None, *, stack: Any = None, cpu_only: boo
     chunk, on the real-time clock). Returns (session, status, figure of the session so far or None).
 
     ``cpu_only`` starts the session on the CPU stack even where a GPU model exists (ZeroGPU: a talk session
-    cannot hold a GPU slot; see :mod:`demo.hardware`). ``settings.stack`` names the stacks (default settings
+    cannot hold a GPU slot; see :mod:`demo.app.hardware`). ``settings.stack`` names the stacks (default settings
     without ``settings``)."""
     session = views.session_of(state)
     if chunk is None:
@@ -261,6 +291,6 @@ def mic_stop(modes: list[str] | None, state: Any = None) -> LiveRun:
     session.show(library.LoadedScenario(scenario=scenario, key=f"live:{name}", origin="live", recorded=False,
                                         path=path), "kame")
     assert session.loaded is not None  # shown just above
-    traces = {views.run_label(k, t): t for k, t in ordered_runs(session.loaded)}
+    traces = {views.run_label(k, t): t for k, t in library.ordered_runs(session.loaded)}
     fig = compare_figure(traces, title=scenario.title, recorded=False)
     return LiveRun(session, outcome_message(f"done: {trace.duration:.1f} s session", runs), fig, ran, str(path))

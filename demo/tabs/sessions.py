@@ -20,22 +20,18 @@ from typing import TYPE_CHECKING, Any
 
 import gradio as gr
 
-from kame_core.export.corpus import CorpusRow, CorpusScan, RowCache, scan, write_table
+from kame_core.export.corpus import CorpusRow, RowCache, write_table
 from kame_core.session.disk import error_words
 from kame_core.settings import Settings
 
-from .. import library, views
-from ..results import Opened
-from ..session_files import download_link
+from ..app.session_files import download_link
+from ..open import views
+from ..open.listing import HEADERS, WHERE, listed_rows
+from ..open.results import Opened
 
 if TYPE_CHECKING:
     from . import Wiring
 
-#: the columns shown (the CSV has every column of kame_core.export.corpus.COLUMNS)
-HEADERS = ["where", "open", "run", "title", "front-end / pipeline", "duration (s)", "turns", "onset median (s)",
-           "onset p90 (s)", "revisions", "hint levels", "self-corrections", "oracle adherence", "FDB takeover",
-           "FDB latency (s)"]
-WHERE = {"bundled": "scenarios folder", "training": "training dialogue", "made": "made in this browser"}
 #: the first columns, which say which session a row is: they stay in view while the others scroll
 PINNED = 3
 #: the columns' widths (px): the pinned ones fit their usual content, the measures are narrow
@@ -112,16 +108,6 @@ def wire(tab: SessionsTab, wiring: Wiring, cache: RowCache, shown: Any) -> None:
     wiring.opens(tab.table.select(on_row, state, [*wiring.opened, wiring.tabs], api_visibility="private"))
 
 
-def _sources(session: views.AppSession, settings: Settings) -> list[tuple[str, Path]]:
-    content = settings.content
-    out = [("bundled", library.scenarios_dir(content.scenarios_dir))]
-    root = library.training_root(content.training_dir)
-    if root is not None:
-        out.append(("training", root))
-    out += [("made", m.path) for m in session.made if m.path.is_file()]
-    return out
-
-
 class FilterRefused(ValueError):
     """A filter the list does not take (its message says why)."""
 
@@ -180,32 +166,6 @@ def _private(row: CorpusRow, cells: list[Any]) -> CorpusRow:
     """The row as the CSV gives it to the page's user: its source named by where it is (``cells``: the row as the
     table shows it) and its file's name, not by its path on the server."""
     return dataclasses.replace(row, source=f"{cells[0]}/{Path(row.source).name}")
-
-
-def listed_rows(session: views.AppSession, *, settings: Settings | None = None,
-                cache: RowCache | None = None) -> tuple[CorpusScan, list[list[Any]]]:
-    """What this browser session can open: the scan of its sources, and its rows as the table shows them."""
-    sources = _sources(session, settings or Settings())
-    found = scan([path for _, path in sources if path.exists()], cache)
-    made = {str(m.path.resolve()): m.label for m in session.made}
-    return found, [_shown(row, made) for row in found.rows]
-
-
-def _where(row: CorpusRow, made: dict[str, str]) -> tuple[str, str]:
-    """Where a row's session comes from and what opens it (a link's ``open=`` id, or the made list's label)."""
-    resolved = str(Path(row.source).resolve()) if row.source.endswith(".kame") else ""
-    if resolved in made:
-        return WHERE["made"], made[resolved]
-    if row.source.endswith(".kame"):
-        return WHERE["bundled"], row.open_id
-    return WHERE["training"], row.open_id
-
-
-def _shown(row: CorpusRow, made: dict[str, str]) -> list[Any]:
-    where, opens = _where(row, made)
-    return [where, opens, row.run, row.title, row.provenance, row.duration_s, row.turns, row.onset_median_s,
-            row.onset_p90_s, row.revisions, row.hint_levels, row.self_corrections, row.adherence_share,
-            row.fdb_takeover_rate, row.fdb_latency_clipped_s]
 
 
 def open_row(values: list[Any], state: Any = None, *, settings: Settings | None = None) -> Opened:

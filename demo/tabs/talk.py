@@ -19,7 +19,7 @@ from kame_core.serve.page.talk import (
 )
 from kame_core.tickets import TicketBook, TicketRefused
 
-from .. import views
+from ..open import views
 
 if TYPE_CHECKING:
     from . import Wiring

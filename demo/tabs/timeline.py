@@ -3,7 +3,7 @@ Inspect time, the latency per user turn, the runs' summary and a link to the vie
 
 The plot takes the width; beside it, pinned while the page scrolls, the player and the inspector's result, so the
 playhead, the audio and what the streams held at that time stay in sight together. The lanes (which, and in what
-order) are the open view's, shared with Compare and kept in the link (:mod:`demo.lanes`)."""
+order) are the open view's, shared with Compare and kept in the link (:mod:`demo.figures.lanes`)."""
 from __future__ import annotations
 
 import hashlib
@@ -21,12 +21,12 @@ from kame_core.export import SUFFIXES, write_eaf_bundle, write_run
 from kame_core.export.selection import span_of, write_selection
 from kame_core.record.trace import SessionTrace
 
-from .. import regions, views
-from ..inspector import RUN_SUMMARY_HEADERS, frame_details, latency_markdown
-from ..lanes import ALL_LANES, LaneLayout
-from ..results import RunShown, Seeked, TimelinePanel
-from ..session_files import download_link, no_download
-from ..timeline import timeline_figure, with_playhead
+from ..app.session_files import download_link, no_download
+from ..figures.lanes import ALL_LANES, LaneLayout
+from ..figures.timeline import timeline_figure, with_playhead
+from ..open import regions, views
+from ..open.inspector import RUN_SUMMARY_HEADERS, frame_details, latency_markdown
+from ..open.results import RunShown, Seeked, TimelinePanel
 
 if TYPE_CHECKING:
     from . import Wiring
@@ -47,7 +47,7 @@ class TimelineTab:
     #: links to the shown run as a Praat TextGrid, an ELAN EAF with its WAV (zip), a CSV, RTTM and Audacity labels
     #: (:func:`export_links`), served by the app's own route
     exports: gr.HTML
-    #: the named regions, as the page's script and the server pass them (:mod:`demo.regions`; not shown)
+    #: the named regions, as the page's script and the server pass them (:mod:`demo.open.regions`; not shown)
     regions: gr.Textbox
     #: the span the page asks to export on its own (``{"start", "end", "ask"}``; not shown)
     selection: gr.Textbox
@@ -65,14 +65,14 @@ def build() -> TimelineTab:
                             multiselect=True,
                             label="Lanes, top to bottom (remove to hide; drag a title on the plot to move its lane)",
                             elem_id="kame-lanes", scale=5)
-        # the open input, run, time and lanes as a link (demo.links); beside them: the plot stays in view
+        # the open input, run, time and lanes as a link (demo.open.links); beside them: the plot stays in view
         link = gr.Textbox(label="Link to this view", interactive=False, buttons=["copy"], max_lines=1,
                           elem_id="kame-link", scale=2)
     with gr.Row(equal_height=False):
         with gr.Column(scale=4, min_width=640):
             plot = gr.Plot(label="Timeline", show_label=False, elem_id="kame-plot-timeline")
         with gr.Column(scale=1, min_width=300, elem_classes=["kame-side"]):
-            audio = gr.HTML("")  # the native audio player (demo.player); its div carries the kame-audio-* id
+            audio = gr.HTML("")  # the native audio player (demo.figures.player); its div carries the kame-audio-* id
             exports = gr.HTML(export_links_html((None,) * len(EXPORT_BUTTONS)), elem_classes=["kame-exports"])
             details = gr.Markdown(elem_id="kame-details")
     # the page's script writes these (demo/static/timeline.js): not for the eye
@@ -134,7 +134,7 @@ def move_lanes(text: str | None, state: Any = None) -> tuple[views.AppSession, A
 
 
 def set_regions(text: str | None, state: Any = None) -> tuple[views.AppSession, str, str]:
-    """Keep the page's named regions (:func:`demo.regions.from_page`): (session, the link, the exports, now with a
+    """Keep the page's named regions (:func:`demo.open.regions.from_page`): (session, the link, the exports, now with a
     regions tier). Refused whole (the regions kept stay, and a notice says why): anything but a list of named
     spans."""
     session = views.session_of(state)
@@ -255,7 +255,7 @@ def export_links(state: Any = None) -> str:
 def export_links_html(paths: tuple[str | None, ...], *, selection: tuple[str, str] | None = None,
                       note: str = "") -> str:
     """One link per format of :data:`EXPORT_BUTTONS`, served by the app's own route (``/kame/files/<token>/<name>``,
-    :mod:`demo.session_files`: no path of the server in the page) and saved under the scenario's and run's name; a
+    :mod:`demo.app.session_files`: no path of the server in the page) and saved under the scenario's and run's name; a
     format with no file is shown disabled. ``selection``: (its zip, the page's request) one more link, which the
     page follows; ``note``: a line under them (why a selection was not exported)."""
     parts = []

@@ -1,7 +1,7 @@
 """What produced a run, in words: the one wording of provenance every view and export uses.
 
 The words come from :data:`kame_core.record.trace.PROVENANCE_KINDS` only: nothing may call a run "neural KAME" unless
-its front-end provenance kind is ``neural-kame``. The app's badge (:mod:`demo.provenance_badge`) and the
+its front-end provenance kind is ``neural-kame``. The app's badge (:mod:`demo.figures.badge`) and the
 exports' CSV (:mod:`kame_core.export.table`) both say it with :func:`describe_run`.
 """
 from __future__ import annotations

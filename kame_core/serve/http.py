@@ -13,7 +13,7 @@ would still hold its descriptor until the deadline; :func:`http_protocol` refuse
 moment it is made (a 503, then close; past twice the limit a plain close), so the descriptors held stay bounded
 whatever the clients do (:func:`connection_limit` says how many).
 
-Both entry points (``demo.server.serve``, ``kame_core.serve.__main__``) pass :func:`uvicorn_options`, which names
+Both entry points (``demo.app.server.serve``, ``kame_core.serve.__main__``) pass :func:`uvicorn_options`, which names
 this class: uvicorn's default (``http="auto"``) would be httptools where that is installed, without the deadline.
 """
 from __future__ import annotations

@@ -4,7 +4,7 @@ and websockets on ``uvicorn.error``), so ``/api/chat?token=SECRET`` would put th
 :class:`SecretQueryFilter` rewrites the value of each secret parameter (:data:`SECRET_PARAMS`: the token, the
 Talk page's one-use ticket and its claim) to ``[redacted]`` in a record's message and arguments, matching the name
 as a server decodes it (``%74oken=`` is ``token=`` too) in any case; :func:`install_redaction` puts it on uvicorn's
-loggers. Both entry points (``python -m kame_core.serve`` and :func:`demo.server.serve`) install it before uvicorn
+loggers. Both entry points (``python -m kame_core.serve`` and :func:`demo.app.server.serve`) install it before uvicorn
 starts (uvicorn's logging configuration keeps a logger's filters).
 """
 from __future__ import annotations

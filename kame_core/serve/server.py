@@ -4,7 +4,7 @@ per websocket, admitted by the server's session limit and the pool's slots (two
 
 :class:`ChatServer` holds what sessions share read-only (the stack, built once on first use, the sessions
 folder, the limits) and the admission gate; :meth:`ChatServer.mount` adds the route to an app (the studio's
-own app in :func:`demo.server.create_app`, or the standalone one of :func:`standalone_app`). Past the limit a
+own app in :func:`demo.app.server.create_app`, or the standalone one of :func:`standalone_app`). Past the limit a
 client is accepted and closed at once with code 1013 ("try again later") and a reason -- never left hanging.
 """
 from __future__ import annotations

@@ -3,7 +3,7 @@
 :func:`live_stack` puts a CPU stack on the neural models' session pools when they loaded (one admission for every
 door: the pool's slots), else keeps the stand-in and says why in its components. :func:`rerun_front_end` is the
 front-end of re-runs on the virtual clock: a slot of the neural model's pool, else the stand-in. The app builds
-each once per process (:mod:`demo.stacks`).
+each once per process (:mod:`demo.app.stacks`).
 """
 from __future__ import annotations
 

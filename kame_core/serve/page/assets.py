@@ -3,7 +3,7 @@
 :data:`PAGE` is the Talk page's own files (``kame_core/serve/page/static/``: ``protocol.js``, ``talk.js`` and its
 worklets ``talk-worklets.js``, ``talk.css``, ``talk-page.css``, and the markup ``talk.html`` / ``talk-page.html``
 read by :mod:`.talk` and :mod:`.mount`). The studio's app serves a larger set at the same route, built with
-:meth:`StaticFiles.with_files` (:mod:`demo.assets`). Each address carries a digest of its file
+:meth:`StaticFiles.with_files` (:mod:`demo.app.assets`). Each address carries a digest of its file
 (:meth:`StaticFiles.url`), so a browser never runs a stale copy; only the files a set names are served
 (:meth:`StaticFiles.resolve`): nothing else of a folder or the machine.
 """

@@ -3,7 +3,7 @@
 :func:`talk_html` is its markup (``static/talk.html``: start / stop, the live view) with its settings
 (:func:`talk_config`); ``static/talk.js`` runs it. ``python -m kame_core.serve`` serves it at ``/`` (:mod:`.mount`:
 no ticket box; it connects with the token of its address); the studio's Talk tab (:mod:`demo.tabs.talk`) shows the
-same markup, its script loaded by the app's page head (:mod:`demo.assets`). In the page:
+same markup, its script loaded by the app's page head (:mod:`demo.app.assets`). In the page:
 
 * the microphone is captured with ``getUserMedia`` (echo cancellation, noise suppression, auto gain on) into
   an ``AudioContext`` at 24 kHz; a capture AudioWorklet cuts 1920-sample frames that are sent as raw PCM
@@ -21,7 +21,7 @@ same markup, its script loaded by the app's page head (:mod:`demo.assets`). In t
   steps, request outcomes and oracle token counts come in; a newer one replaces the row), and a revision's
   ``hint_level`` colours it as soon as it comes (kept by revision, should it come before the revision's reset);
 * Stop sends ``{"type": "end"}``; once the server replies ``saved``, the session id goes into a hidden
-  textbox and a hidden button opens it in Timeline / Compare (:func:`demo.views.open_talk_session`);
+  textbox and a hidden button opens it in Timeline / Compare (:func:`demo.open.views.open_talk_session`);
 * right before it connects, the page clicks a hidden button whose Gradio event (of this page's session) puts a
   fresh one-use ticket of the chat server into a hidden textbox (:func:`demo.tabs.talk.talk_ticket`); the page
   connects with ``&ticket=`` -- what admits it when the server has a ``KAME_TOKEN`` (a server without one

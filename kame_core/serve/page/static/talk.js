@@ -1,4 +1,4 @@
-// KAME studio's Talk page: a browser client of the live protocol at /api/chat (demo/talk.py says how it works).
+// KAME studio's Talk page: a browser client of the live protocol at /api/chat (kame_core/serve/page/talk.py says how it works).
 // Its settings come with its markup: the JSON in #kame-talk's data-config (colours, the worklets' address, how
 // to get a ticket and how to open a saved session; either may be null where the page is not the app's).
 (function () {
@@ -29,7 +29,7 @@
   function hintColour(level) {
     return (level === null || level === undefined || !colours().hints[level]) ? colours().hint_unknown : colours().hints[level];
   }
-  // a revision span's fill: its hint colour at the Timeline's strength over white (demo/palette.py's hint_fill)
+  // a revision span's fill: its hint colour at the Timeline's strength over white (kame_core/serve/page/palette.py's hint_fill)
   function hintFill(level) {
     return (level === null || level === undefined || !colours().hint_fills[level]) ? colours().hint_unknown_fill
       : colours().hint_fills[level];

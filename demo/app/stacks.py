@@ -12,7 +12,7 @@ environment once at startup) and caches what it builds per settings:
   frontier model when its key is set, else the offline SmolLM2). It says, in words, which components it is
   made of and why.
 * :func:`cpu_live_stack` -- the same without the neural front-end, for live talk sessions on ZeroGPU
-  (:mod:`demo.hardware`).
+  (:mod:`demo.app.hardware`).
 * :func:`rerun_front_end` -- the front-end factory for forced-delay re-runs: a pool slot of the neural model
   when weights are set, else the CPU stand-in speaking with the stack's TTS (openers from SmolLM2 unless
   ``KAME_SMALL_MODEL=0``).

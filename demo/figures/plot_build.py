@@ -2,7 +2,7 @@
 
 ``go.Figure(data=..., layout=...)`` checks and coerces every property of every trace, and deep-copies the named
 template into the layout: two thirds of a Timeline figure's build (a 2-minute session: 170 ms → 48 ms,
-``benchmarks/figure_build.py``). The figures of :mod:`demo.timeline` are plain dicts built by our own code, so
+``benchmarks/figure_build.py``). The figures of :mod:`demo.figures.timeline` are plain dicts built by our own code, so
 the app builds them unchecked here; the tests build the same figures checked and compare the two
 (``tests/test_plot_build.py``), so a property plotly would refuse still fails there.
 """

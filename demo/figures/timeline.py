@@ -29,7 +29,7 @@ reset, first audible output; the cascade's first token and TTS audio) are ticks 
 the events lane, with the times in hover. Text that has no room at the reference zoom is left out of the
 printed text (never replaced by a placeholder), a muted note per lane says how many; every word keeps a
 tick in a visible trace whose hover gives it at any zoom, and the "… (close zoom)" legend entries print them
-all. Every panel carries a provenance badge (:mod:`demo.provenance_badge`) in a header row above it; a figure
+all. Every panel carries a provenance badge (:mod:`demo.figures.badge`) in a header row above it; a figure
 with oracle revisions has one line naming the hint levels and their colours.
 
 Hooks for the app (documented names, stable):
@@ -102,10 +102,10 @@ from kame_core.serve.page.palette import (
     hint_swatches_html,
 )
 
+from .badge import provenance_badge
 from .lane_tags import FILL, LINE, frame_shape, lane_tags
 from .lanes import ALL_LANES, LANE_HEIGHTS, LANES, LaneLayout
 from .plot_build import copy_figure, figure_from_dicts
-from .provenance_badge import provenance_badge
 from .spectrogram import spectrogram
 
 __all__ = [
@@ -140,7 +140,7 @@ def lane_titles(mode: str, lanes: Sequence[str] = LANES) -> tuple[str, ...]:
     return tuple(lanes)
 
 
-# -- geometry: a panel's y axis is in lane units (demo.lanes: each lane's band, in the order shown); the rows
+# -- geometry: a panel's y axis is in lane units (demo.figures.lanes: each lane's band, in the order shown); the rows
 #    inside a lane are offsets above its bottom
 _WAVE = {"user audio": (0.56, 0.3), "output audio": (0.4, 0.32)}      # (centre, half height)
 _ROWS: dict[str, tuple[str, Any]] = {  # (lane, a row or the rows of a staggered lane)
@@ -568,7 +568,7 @@ class _RunBuilder:
     # -- layers -------------------------------------------------------------------------------------
     def _lanes(self) -> None:
         top = self.lanes.order[0]
-        for lane in self.lanes.order:  # named, so the page can move them with their lane (demo.lane_tags)
+        for lane in self.lanes.order:  # named, so the page can move them with their lane (demo.figures.lane_tags)
             lo, hi = self.lanes.band(lane)
             fill = LANE_FILLS.get(lane)
             if fill:
@@ -623,8 +623,8 @@ class _RunBuilder:
                                     fillcolor=_rgba(colour, 0.55)))
 
     def _spectrograms(self) -> None:
-        """Each shown spectrogram lane: the image of :func:`demo.spectrogram.spectrogram` stretched over the lane
-        (named ``"spectrogram:<run>:<lane>"``), its frequencies ticked at the lane's right end every 2 kHz."""
+        """Each shown spectrogram lane: the image of :func:`demo.figures.spectrogram.spectrogram` stretched over
+        the lane (named ``"spectrogram:<run>:<lane>"``), its frequencies ticked at the lane's right end every 2 kHz."""
         for lane, audio in (("user spectrogram", self.trace.user_audio),
                             ("output spectrogram", self.trace.output_audio)):
             if not self.lanes.shows(lane):

@@ -4,10 +4,10 @@
 ``open`` names a bundled scenario (its file name without ``.kame``), else a training dialogue's id, else a Talk
 session saved in the sessions folder (which opens only with its claim, as the Talk tab's own open does); ``run``
 a run of it; ``t`` the Inspect time in seconds; ``lanes`` the timeline's lanes, top to bottom
-(:meth:`demo.lanes.LaneLayout.parse`; left out for the default five); ``regions`` the Timeline's named regions
-(:func:`demo.regions.parse_link`; left out when there are none). This module reads and writes the query
+(:meth:`demo.figures.lanes.LaneLayout.parse`; left out for the default five); ``regions`` the Timeline's named regions
+(:func:`demo.open.regions.parse_link`; left out when there are none). This module reads and writes the query
 only; what it opens, and the refusals that need the input (an unknown id or run, a time past the run's end), are
-:func:`demo.views.open_link`'s.
+:func:`demo.open.views.open_link`'s.
 """
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from urllib.parse import urlencode, urlsplit, urlunsplit
 
-from .lanes import LANES, LaneLayout
+from ..figures.lanes import LANES, LaneLayout
 from .regions import Region, link_value, parse_link
 
 #: the query parameters a link may carry (others, e.g. Gradio's ``__theme``, are left to their owners)

@@ -1,5 +1,5 @@
 """What the view callbacks return, by name: each is a NamedTuple, so Gradio gets its outputs in order and the
-wiring (``demo/ui.py``, ``demo/tabs/``) and tests read fields by name instead of by position."""
+wiring (``demo/app/page.py``, ``demo/tabs/``) and tests read fields by name instead of by position."""
 from __future__ import annotations
 
 from typing import Any, NamedTuple
@@ -116,10 +116,10 @@ class Bar(NamedTuple):
 
 
 class Panels(NamedTuple):
-    """Every panel that shows the open input (:func:`demo.tabs.panels`). ``delay`` and ``curve`` are the
+    """Every panel that shows the open input (:func:`demo.app.panels`). ``delay`` and ``curve`` are the
     Forced-delay tab's results, which need an action: cleared (saying so) when they show another input, None
     when they already show this one (kept as they are); ``live``, the Live tab's last run, the same way.
-    ``link``: the address that opens this view (:func:`demo.views.link_text`)."""
+    ``link``: the address that opens this view (:func:`demo.open.views.link_text`)."""
 
     session: Any
     timeline: TimelinePanel

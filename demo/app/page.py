@@ -1,14 +1,14 @@
 """The Gradio interface, composed (each event has an ``api_name`` for gradio_client); the page's scripts and
-styles are files under ``demo/static/`` and ``kame_core/serve/page/static/`` (:mod:`demo.assets`).
+styles are files under ``demo/static/`` and ``kame_core/serve/page/static/`` (:mod:`demo.app.assets`).
 
-:func:`build_app` lays out the header and the bar that opens an input (:mod:`demo.views`), then one ``gr.Tab``
+:func:`build_app` lays out the header and the bar that opens an input (:mod:`demo.open.views`), then one ``gr.Tab``
 per module of :mod:`demo.tabs`, each laid out and wired by its module: Timeline (one run, playhead synced to its
 audio), Compare (every mode of one input on one clock, with the paper's Table 2 quoted beside), Evolution (the
 oracle's revisions by hint level), Forced delay (re-run with a chosen delay; latency–quality curve), Live (an
 uploaded recording or the microphone through KAME and/or the cascade, downloadable as a scenario file), Talk (full
 duplex over the live protocol at ``/api/chat``: :mod:`kame_core.serve.page.talk`), Sessions (every session the page can
 open, a row per session and run with its provenance and measures). Every open path ends with every panel of every tab
-redrawn (:func:`demo.tabs.panels`).
+redrawn (:func:`demo.app.panels`).
 """
 from __future__ import annotations
 
@@ -26,13 +26,15 @@ from kame_core.export.corpus import RowCache  # noqa: E402
 from kame_core.settings import Settings  # noqa: E402
 from kame_core.tickets import TicketBook  # noqa: E402
 
-from . import assets, library, links, regions, views  # noqa: E402
+from ..figures.timeline import LANES  # noqa: E402
+from ..open import library, links, regions, views  # noqa: E402
+from ..open.results import Opened, TalkOpened  # noqa: E402
+from ..open.upload_budget import UploadBudget  # noqa: E402
+from ..tabs import Wiring, compare, delay, evolution, live, sessions, talk, timeline  # noqa: E402
+from . import assets  # noqa: E402
 from . import hardware as hw  # noqa: E402
 from .client_files import ClientFileRefused, ReceivedUploads  # noqa: E402
-from .results import Opened, TalkOpened  # noqa: E402
-from .tabs import Wiring, compare, delay, evolution, live, panels, sessions, talk, timeline  # noqa: E402
-from .timeline import LANES  # noqa: E402
-from .upload_budget import UploadBudget  # noqa: E402
+from .panels import panels  # noqa: E402
 
 #: Gradio (6.x, ``gradio/routes.py``) reads Starlette's deprecated ``HTTP_422_UNPROCESSABLE_ENTITY`` on every queued
 #: event, and Starlette warns as a UserWarning, shown by default: two lines in the app's log per click. The cause is
@@ -62,7 +64,7 @@ def build_app(gpu: Callable[[Callable], Callable] | None = None, hardware: hw.Ha
 
     ``gpu`` wraps the callbacks that may use a GPU (live uploads on the neural front-end), e.g.
     ``spaces.GPU(duration=120)`` on a ZeroGPU Space; None leaves them as they are. ``hardware`` (default:
-    detected from ``settings.hosting``, :func:`demo.hardware.detect`) is shown in the header and decides where
+    detected from ``settings.hosting``, :func:`demo.app.hardware.detect`) is shown in the header and decides where
     a live talk session runs (the CPU stack on ZeroGPU). ``settings``: what the entry point read from the
     environment (default: an empty environment's); every callback that needs a part of it is given it here.
     ``tickets``: the book of the chat server that serves ``/api/chat`` beside this app
@@ -101,7 +103,7 @@ def build_app(gpu: Callable[[Callable], Callable] | None = None, hardware: hw.Ha
                                elem_id="kame-made", scale=2)
             upload = gr.UploadButton("Open a .kame file or an official KAME log (.zip)", file_types=[".kame", ".zip"],
                                      type="filepath", scale=1, elem_id="kame-upload")
-            # a link the app's own route serves (demo.session_files), there from the moment an input opens
+            # a link the app's own route serves (demo.app.session_files), there from the moment an input opens
             download = gr.HTML(views.download_html(None), elem_id="kame-download", elem_classes=["kame-exports"],
                                scale=1, min_width=160)
         status = gr.Markdown(elem_id="kame-status")
@@ -149,7 +151,7 @@ def build_app(gpu: Callable[[Callable], Callable] | None = None, hardware: hw.Ha
             return _opened_outputs(views.open_made(label, st))
 
         def on_load(st, request: gr.Request | None = None):
-            """The first view: what the page's link names (``?open=ID&run=KIND&t=SECONDS``, :mod:`demo.links`),
+            """The first view: what the page's link names (``?open=ID&run=KIND&t=SECONDS``, :mod:`demo.open.links`),
             else the default one; the page's own address is kept as the base of the links it shows."""
             query = dict(request.query_params) if request is not None else {}
             headers = dict(request.headers) if request is not None else {}
@@ -164,7 +166,7 @@ def build_app(gpu: Callable[[Callable], Callable] | None = None, hardware: hw.Ha
                          lv.file, tk.shown]
 
         def show_panels(st):
-            """Every panel from :func:`demo.tabs.panels` (one function for every open path)."""
+            """Every panel from :func:`demo.app.panels` (one function for every open path)."""
             p = panels(st, settings=settings)
             t, b = p.timeline, p.bar
             kept = (gr.skip(), gr.skip())
@@ -220,8 +222,8 @@ def build_app(gpu: Callable[[Callable], Callable] | None = None, hardware: hw.Ha
 
 def launch_options() -> dict:
     """Page options for ``Blocks.launch`` / ``gr.mount_gradio_app`` (Gradio 6 takes the page's JS and CSS there):
-    the scripts and styles of :mod:`demo.assets` (:func:`demo.server.create_app` serves them),
+    the scripts and styles of :mod:`demo.app.assets` (:func:`demo.app.server.create_app` serves them),
     and the Sessions table's pinned columns (:func:`demo.tabs.sessions.pinned_css`).
 
-    No ``allowed_paths``: session files are served by :mod:`demo.server`'s token route only."""
+    No ``allowed_paths``: session files are served by :mod:`demo.app.server`'s token route only."""
     return dict(head=assets.page_head(), css=assets.page_css() + "\n" + sessions.pinned_css())

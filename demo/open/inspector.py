@@ -16,8 +16,8 @@ from kame_core.clock import FRAME_SECONDS, frame_of
 from kame_core.record.trace import PROVENANCE_KINDS, SessionTrace
 from kame_core.scenario import Scenario
 
-from .lanes import LaneLayout
-from .timeline import STAND_IN_TOKEN_NOTE, is_stand_in_run
+from ..figures.lanes import LaneLayout
+from ..figures.timeline import STAND_IN_TOKEN_NOTE, is_stand_in_run
 
 
 def run_summary_rows(scenario: Scenario) -> list[list[Any]]:

@@ -14,7 +14,7 @@ import plotly.graph_objects as go
 
 from kame_core.record.trace import SessionTrace
 
-from . import assets
+from ..app import assets
 from .player import write_mix
 
 PAGE_SCRIPTS = ("plotly.min.js", "timeline-layout.js", "timeline.js")

@@ -15,11 +15,11 @@ from pathlib import Path
 
 from kame_core.serve.page.assets import PAGE, StaticFiles
 
-STATIC_DIR = Path(__file__).with_name("static")
+STATIC_DIR = Path(__file__).parent.parent / "static"
 #: the app's own files (``demo/static/``), and the plotly.js of the installed ``plotly`` package
 OWN = ("timeline-layout.js", "timeline.js", "app.css")
 PLOTLY = Path(str(importlib.resources.files("plotly").joinpath("package_data/plotly.min.js")))
-#: every file the app serves (:func:`demo.server.create_app` mounts it)
+#: every file the app serves (:func:`demo.app.server.create_app` mounts it)
 APP: StaticFiles = PAGE.with_files({"plotly.min.js": PLOTLY, **{name: STATIC_DIR / name for name in OWN}},
                                    ("plotly.min.js", *OWN))
 SCRIPTS = ("plotly.min.js", "protocol.js", "timeline-layout.js", "timeline.js", "talk.js")

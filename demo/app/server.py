@@ -2,9 +2,9 @@
 
 :func:`create_app` mounts the Gradio Blocks on a FastAPI app that also serves
 
-* ``GET /kame/files/<token>/<name>`` -- a file of one session's private folder (:mod:`demo.session_files`);
+* ``GET /kame/files/<token>/<name>`` -- a file of one session's private folder (:mod:`demo.app.session_files`);
   nothing else of the machine is served (no ``allowed_paths``);
-* ``GET /kame/static/<name>`` -- the page's scripts and styles (:mod:`demo.assets`; those files only);
+* ``GET /kame/static/<name>`` -- the page's scripts and styles (:mod:`demo.app.assets`; those files only);
 * ``ws /api/chat`` -- the live protocol (:mod:`kame_core.serve`) on the app's stack (:func:`chat_server`), the
   server ``python -m kame_core.serve`` builds from the same variables (docs/deploy.md): at most
   ``KAME_MAX_SESSIONS`` conversations at once (default: 2 on the CPU stand-in, the pool size with weights), each
@@ -13,13 +13,13 @@
 
 and :func:`serve` runs it with uvicorn (secret query values kept out of its log: :mod:`kame_core.serve.redaction`).
 Gradio's file cache is cleaned on a schedule and uploads are capped (:data:`MAX_UPLOAD`); a file a client names is
-taken only when Gradio received it as an upload (:mod:`demo.client_files`: Gradio's own check, which
+taken only when Gradio received it as an upload (:mod:`demo.app.client_files`: Gradio's own check, which
 ``mount_gradio_app`` leaves off, is turned on). The variables come in as
 the entry point's :class:`kame_core.settings.Settings`.
 
 The Talk page passes a ``KAME_TOKEN`` check with one-use tickets of the chat server's book
 (:attr:`kame_core.serve.ChatServer.tickets`): the entry point builds the chat server first and hands its book to
-:func:`demo.ui.build_app` and the server itself to :func:`serve`, so the page's tickets are the ones the server
+:func:`demo.app.page.build_app` and the server itself to :func:`serve`, so the page's tickets are the ones the server
 redeems.
 """
 from __future__ import annotations
@@ -53,7 +53,7 @@ MAX_UPLOAD = "30mb"
 def chat_server(settings: Settings | None = None, host: str = "127.0.0.1") -> ChatServer | ReplicatedChat:
     """The live-protocol server of the app, built as ``python -m kame_core.serve`` builds its own
     (:func:`kame_core.serve.assembly.build_server` of ``settings.server``, listening on ``host``) on the live stack
-    (:func:`demo.stacks.live_stack` of ``settings.stack``, loaded on the first conversation)."""
+    (:func:`demo.app.stacks.live_stack` of ``settings.stack``, loaded on the first conversation)."""
     settings = settings or Settings()
     stack_settings = settings.stack
 

@@ -15,9 +15,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from kame_core.analysis.acoustics import AcousticsKept
+from kame_core.pipelines.run_kinds import RUN_KINDS
+from kame_core.record.trace import SessionTrace
 from kame_core.scenario import SUFFIX, Scenario, ScenarioError, load_scenario, scenario_path
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
+REPO_ROOT = Path(__file__).resolve().parents[2]
 #: shown when the scenarios folder holds no scenario file
 NO_SCENARIOS = ("No scenario files in {folder}. Upload a .kame file, open a training dialogue, or record one in "
                 "the Live tab (set KAME_SCENARIOS_DIR to use another folder).")
@@ -185,3 +187,11 @@ def open_training(dialogue_id: str, root: Path | None = None) -> LoadedScenario:
         raise ScenarioError(f"dialogue {dialogue_id!r}", f"not found in {root}")
     scenario = training_dialogue_scenario(root, dialogue_id)
     return LoadedScenario(scenario=scenario, key=f"training:{dialogue_id}", origin="training", recorded=False)
+
+
+def ordered_runs(loaded: LoadedScenario) -> list[tuple[str, SessionTrace]]:
+    """The runs of ``loaded`` in the order of the run kinds (then any other)."""
+    runs = loaded.scenario.runs
+    known = tuple(RUN_KINDS)
+    order = [k for k in known if k in runs] + [k for k in runs if k not in known]
+    return [(k, runs[k]) for k in order]

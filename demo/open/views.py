@@ -4,7 +4,7 @@ Each user's :class:`AppSession` lives in a ``gr.State``: the opened scenario, th
 forced-delay re-runs and a private folder for files offered for download. Nothing is shared between users except
 read-only model caches. Here: the session, every open path (``open_*``, :func:`show_opened`), the bar naming the
 open input (:func:`bar`), Download and the links to a view; each tab's own callbacks live in its module under
-:mod:`demo.tabs` (which imports this module, never the other way round), and :mod:`demo.ui` wires them. Tests call
+:mod:`demo.tabs` (which imports this module, never the other way round), and :mod:`demo.app.page` wires them. Tests call
 them directly. Every callback turns bad input into a message and leaves the session usable.
 """
 from __future__ import annotations
@@ -26,16 +26,17 @@ from kame_core.session.store import saving_folder
 from kame_core.settings import Settings
 from kame_core.stacks.live import LiveStack
 
-from . import library, links, session_files
-from .delay_sweep import DelayOutcome
+from ..app import session_files
+from ..figures.badge import provenance_badge
+from ..figures.lanes import LaneLayout
+from ..figures.player import player_html, write_mix
+from ..figures.timeline import RUN_NAMES, timeline_figure
+from . import library, links
+from .delay_runs import DelayOutcome
 from .inspector import run_summary_rows
-from .lanes import LaneLayout
 from .mic import MicSession
-from .player import player_html, write_mix
-from .provenance_badge import provenance_badge
 from .regions import Region
 from .results import Bar, Opened, TalkOpened
-from .timeline import RUN_NAMES, timeline_figure
 from .upload_budget import Reservation
 
 TIMELINE_PLAYER = "Conversation audio (user + assistant) — the timeline's playhead follows it"
@@ -81,10 +82,10 @@ class AppSession:
     delay_tab_of: str | None = None       # the input (key) the Forced-delay tab's results or notes are about
     live_tab_of: str | None = None        # the input (key) the Live tab's run (status, plot, file) made
     at: float = 0.0                       # the Timeline's Inspect time (s) on the shown run
-    page: str = "/"                       # this page's own address, the base of its links (demo.links)
+    page: str = "/"                       # this page's own address, the base of its links (demo.open.links)
     claims: dict[str, str] = field(default_factory=dict)  # Talk session id -> the claim this page opened it with
     lanes: LaneLayout = field(default_factory=LaneLayout.default)  # the Timeline's and Compare's lanes, in order
-    regions: tuple[Region, ...] = ()      # the Timeline's named regions on the open input (demo.regions)
+    regions: tuple[Region, ...] = ()      # the Timeline's named regions on the open input (demo.open.regions)
     #: the last Timeline view built (what it was built from, and the view): an open draws it for its own outputs,
     #: then for the panels, from the same inputs (:func:`view_of` builds it once)
     last_view: tuple[tuple[Any, ...], tuple[Any, list[list[Any]], str]] | None = None
@@ -192,7 +193,7 @@ DOWNLOAD_LABEL = "Download this scenario (.kame)"
 
 def _download_path(session: AppSession) -> str | None:
     """The open input's file, in the session's private folder (the only files the app hands a client, served by its
-    own route: :mod:`demo.session_files`): imported dialogues are written there on the first request, a file of the
+    own route: :mod:`demo.app.session_files`): imported dialogues are written there on the first request, a file of the
     scenarios folder or an upload is copied there (:data:`OFFERED`)."""
     loaded = session.loaded
     if loaded is None:
@@ -238,7 +239,7 @@ def view_of(session: AppSession, loaded: library.LoadedScenario, run_id: str) ->
     """The Timeline view of ``loaded``'s run ``run_id`` (figure, summary rows, player): built in full before
     anything is assigned, so a scenario that fails to render leaves the session as it was. The view last built is
     kept (:attr:`AppSession.last_view`) and given again while its input, run, trace, frames and lanes are the same:
-    callers treat it as read-only (:func:`demo.timeline.with_playhead` copies)."""
+    callers treat it as read-only (:func:`demo.figures.timeline.with_playhead` copies)."""
     trace = loaded.scenario.runs[run_id]
     made_from = (loaded, run_id, trace, trace.n_frames, session.lanes)
     if session.last_view is not None and _same(session.last_view[0], made_from):
@@ -320,7 +321,7 @@ def open_bundled(name: str | None, state: Any = None, *, settings: Settings | No
 def open_upload(file: str | None, state: Any = None, budget: Any = None) -> Opened:
     """Open an uploaded scenario file, or a zipped official KAME server log folder (validated; an invalid one
     gives an error naming the field, or the log file and line, and the session keeps the scenario it had).
-    ``budget`` (:class:`demo.upload_budget.UploadBudget`): its decoded audio is booked before it is decoded,
+    ``budget`` (:class:`demo.open.upload_budget.UploadBudget`): its decoded audio is booked before it is decoded,
     and held while this session keeps it open."""
     session = session_of(state)
     if not file:
@@ -453,7 +454,7 @@ NO_LINK = "(no link: {what} opens only in this browser session)"
 
 
 def view_link(state: Any = None) -> links.Link | None:
-    """The link to the view shown (:mod:`demo.links`): the open input's id, the shown run and Inspect time, and a
+    """The link to the view shown (:mod:`demo.open.links`): the open input's id, the shown run and Inspect time, and a
     Talk session's claim when this page opened it with one. None for what no link can name: an upload, a Live
     upload or a microphone session (files of this browser session only), nothing open."""
     session = session_of(state)
@@ -498,7 +499,7 @@ def _owned_talk(sessions_dir: Path, ident: str, claim: str | None) -> bool:
 
 
 def _open_linked(session: AppSession, link: links.Link, settings: Settings) -> Opened:
-    """Open the input, run and time ``link`` names; :class:`demo.links.LinkError` names what cannot be."""
+    """Open the input, run and time ``link`` names; :class:`demo.open.links.LinkError` names what cannot be."""
     content = settings.content
     folder = library.scenarios_dir(content.scenarios_dir)
     root = library.training_root(content.training_dir)
@@ -533,7 +534,7 @@ def _open_linked(session: AppSession, link: links.Link, settings: Settings) -> O
 
 def open_link(query: Mapping[str, str], state: Any = None, *, page: str | None = None,
               settings: Settings | None = None) -> Opened:
-    """The page's first view from its query parameters (:mod:`demo.links`): the input, run and Inspect time a
+    """The page's first view from its query parameters (:mod:`demo.open.links`): the input, run and Inspect time a
     link names, else the default view (:func:`open_default`); a parameter that cannot be honoured (an unknown id
     or run, a time that is not finite or not in the run, a Talk session without its claim) opens the default view
     with a status naming it. ``page``: the page's own address, the base of the links it shows."""

@@ -1,13 +1,14 @@
 """Which lane each element of a timeline figure sits in, so the page can move lanes without asking the server.
 
-A panel's y axis is in lane units (:mod:`demo.lanes`): every trace, shape, annotation and image of a lane lies in that
-lane's band. Moving a lane to another place in the order moves all of them by the same number of units, and nothing
-else changes -- which the page does itself (``reorderLanes`` in ``demo/static/timeline-layout.js``) when a lane's
-title is dragged, in a few ms where the server redrew every figure. :func:`lane_tags` names, for each element, the
-lane whose band holds all its y values, or ``None`` for what belongs to no lane (the onset labels in the room above the
-lanes, the onset lines across all of them, anything placed on the plot's domain or paper). The lanes' frames are
-named by :func:`frame_shape` and tagged by that name: a lane's separator line sits on the boundary it shares with the
-lane above, and the top lane's fill reaches into the room above it, so neither can be told by its y alone.
+A panel's y axis is in lane units (:mod:`demo.figures.lanes`): every trace, shape, annotation and image of a lane
+lies in that lane's band. Moving a lane to another place in the order moves all of them by the same number of units,
+and nothing else changes -- which the page does itself (``reorderLanes`` in ``demo/static/timeline-layout.js``) when
+a lane's title is dragged, in a few ms where the server redrew every figure. :func:`lane_tags` names, for each
+element, the lane whose band holds all its y values, or ``None`` for what belongs to no lane (the onset labels in
+the room above the lanes, the onset lines across all of them, anything placed on the plot's domain or paper). The
+lanes' frames are named by :func:`frame_shape` and tagged by that name: a lane's separator line sits on the boundary
+it shares with the lane above, and the top lane's fill reaches into the room above it, so neither can be told by its
+y alone.
 """
 from __future__ import annotations
 

@@ -2,7 +2,7 @@
 sends, what a link carries (``regions=START-END:NAME;...``) and what the exports write as a tier.
 
 The page owns the editing (drag, name, delete; ``demo/static/timeline.js``) and sends the whole list as JSON after
-each change; the server keeps the last valid list on the session (:attr:`demo.views.AppSession.regions`). A list
+each change; the server keeps the last valid list on the session (:attr:`demo.open.views.AppSession.regions`). A list
 that is not valid is refused whole, naming why, and the session keeps what it had.
 """
 from __future__ import annotations

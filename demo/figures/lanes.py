@@ -9,7 +9,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-#: the four streams and the events lane, as titled on the y axis (a cascade's third: ``demo.timeline.lane_titles``)
+#: the four streams and the events lane, as titled on the y axis
+#: (a cascade's third: ``demo.figures.timeline.lane_titles``)
 LANES: tuple[str, ...] = ("events", "user audio", "inner monologue", "output audio", "oracle stream")
 #: the spectrograms of the user's and KAME's audio (Praat's view under the waveform)
 SPECTROGRAM_LANES: tuple[str, ...] = ("user spectrogram", "output spectrogram")

@@ -2,7 +2,7 @@
 
 The timeline's playhead follows this element (``demo/static/timeline.js`` listens to its media events). The audio
 is written once per (scenario, run) as 16-bit WAV into the session's folder and served under the session's
-unguessable token (:mod:`demo.session_files`).
+unguessable token (:mod:`demo.app.session_files`).
 """
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ import soundfile as sf
 from kame_core.clock import SAMPLE_RATE
 from kame_core.record.trace import SessionTrace
 
-from .session_files import url_of
+from ..app.session_files import url_of
 
 
 def conversation_mix(trace: SessionTrace) -> np.ndarray:

@@ -10,7 +10,7 @@ recording, ``/etc/passwd``). Two checks stop it, each enough alone:
   input, the microphone's stream and Gradio's own copies included.
 * Ours, :class:`ReceivedUploads`: a callback that takes a file path opens it only when it is exactly one of the files
   Gradio's upload route received (``Blocks.upload_file_set``), a regular file (not a link) inside the upload
-  folder. Every file-taking callback of :mod:`demo.ui` and :mod:`demo.tabs` goes through
+  folder. Every file-taking callback of :mod:`demo.app.page` and :mod:`demo.tabs` goes through
   :meth:`ReceivedUploads.accept`.
 
 Gradio's uploads carry no browser session; an upload's folder is named by a keyed hash of its bytes (a secret
