@@ -9,7 +9,9 @@ inflate it less than wall time):
 
 * **loop thread per frame**: its CPU time between one frame's wake-up and the next -- everything it did for
   that frame period (median, p99, max);
-* **sink per frame**: the part of it spent in the frame sink (:class:`kame_core.serve.session.StreamSink`).
+* **sink per frame**: the part of it spent in the live connection's sinks
+  (:func:`kame_core.serve.frame_sinks.connection_sinks`, behind one :class:`~kame_core.session.fan_out.FrameFanOut`),
+  and each sink's own share (median, p99).
 
 The input: ``--questions`` spoken questions (Piper) 12 s apart, answered by the tandem pipeline (streaming
 faster-whisper, the SmolLM2 oracle, the CPU stand-in front-end, Piper). The longer the session, the more a
@@ -28,7 +30,7 @@ import numpy as np
 from kame_core.clock import SAMPLE_RATE, RealTimeClock
 from kame_core.protocols import TTS
 from kame_core.record.trace import SessionTrace
-from kame_core.serve.session import StreamSink
+from kame_core.serve.frame_sinks import connection_sinks
 from kame_core.session import SessionDriver
 from kame_core.session.driver import FrameOut
 from kame_core.settings import Settings
@@ -64,20 +66,29 @@ class LoopThreadClock(RealTimeClock):
 
 
 class TimedSink:
-    """The live server's frame sink, its CPU time per frame noted."""
+    """The live server's sinks in their fan-out order, the CPU time per frame of all of them and of each noted."""
 
     def __init__(self, driver: SessionDriver) -> None:
-        self.sink = StreamSink(lambda messages: None, pcm_out=False, trace_of=lambda: self._trace(driver))
+        self.sinks = connection_sinks(lambda messages: None, pcm_out=False, trace_of=lambda: self._trace(driver))
         self.times: list[float] = []
+        self.each: dict[str, list[float]] = {type(sink).__name__: [] for sink in self.sinks}
 
     @staticmethod
     def _trace(driver: SessionDriver) -> SessionTrace | None:
         return None if driver.session is None else driver.session.trace
 
     def on_frame(self, frame: FrameOut) -> None:
-        start = time.thread_time()
-        self.sink.on_frame(frame)
+        start = before = time.thread_time()
+        for sink in self.sinks:
+            sink.on_frame(frame)
+            after = time.thread_time()
+            self.each[type(sink).__name__].append(after - before)
+            before = after
         self.times.append(time.thread_time() - start)
+
+    def end(self) -> None:
+        for sink in self.sinks:
+            sink.on_end()
 
 
 def ms(seconds: list[float]) -> str:
@@ -102,11 +113,15 @@ def main() -> None:
     print(f"cores {os.cpu_count()}; load average {os.getloadavg()[0]:.2f}; input {len(audio) / SAMPLE_RATE:.1f} s")
     loop_times: list[float] = []
     sink_times: list[float] = []
+    each: dict[str, list[float]] = {}
     for r in range(args.repeats):
         clock = LoopThreadClock()
         with stack.session("kame", clock=clock) as driver:
             sink = TimedSink(driver)
             trace = driver.run_sync(audio, sink)
+            sink.end()
+        for name, times in sink.each.items():
+            each.setdefault(name, []).extend(times)
         per_frame = list(np.diff(clock.wakeups))
         loop_times += per_frame
         sink_times += sink.times
@@ -116,6 +131,8 @@ def main() -> None:
     print("\nSUMMARY")
     print(f"  loop thread per frame: {ms(loop_times)}")
     print(f"  sink per frame:        {ms(sink_times)}")
+    for name, times in each.items():
+        print(f"    {name + ':':<22} {ms(times)}")
 
 
 if __name__ == "__main__":

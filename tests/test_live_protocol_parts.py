@@ -14,8 +14,10 @@ from kame_core.record.events import PAYLOADS, HintLevel, OracleReset, SttFinal
 from kame_core.record.trace import Event, EventKind, FrameRecord, SessionTrace
 from kame_core.serve import notices as N
 from kame_core.serve import protocol as P
-from kame_core.serve.session import StreamSink, default_sessions_dir, session_file
+from kame_core.serve.frame_sinks import Runner, connection_sinks, frame_messages
+from kame_core.serve.session import default_sessions_dir, session_file
 from kame_core.session import FrameOut
+from kame_core.session.fan_out import FrameFanOut
 
 
 def test_messages_split_and_pcm_round_trip():
@@ -72,10 +74,39 @@ def test_session_ids_never_name_other_paths(tmp_path):
     assert default_sessions_dir({"KAME_CACHE_DIR": "/k"}) == __import__("pathlib").Path("/k/sessions")
 
 
+def sinks(post: Callable[[list[bytes]], None], trace: SessionTrace | None = None,
+          run_figures: Runner | None = None) -> FrameFanOut:
+    """A connection's sinks (raw PCM out), in the order a live session gives them a frame."""
+    return FrameFanOut(connection_sinks(post, pcm_out=True, trace_of=lambda: trace, run_figures=run_figures))
+
+
+def test_a_frames_own_messages_are_its_events_oracle_start_text_and_audio_in_order() -> None:
+    import json
+
+    start = Event(0.1, EventKind.USER_SPEECH_START, {"audio_t": 0.0})
+    partial = Event(0.1, EventKind.STT_PARTIAL, {"text": "hi"})
+    from kame_core.record.trace import OracleToken
+
+    record = FrameRecord(text_piece=" Paris", text_token=5, oracle=OracleToken(token=64, revision=2, is_start=True))
+    quiet = np.zeros(1920, np.float32)
+    out = frame_messages(FrameOut(3, 0.32, record, quiet, quiet, (start, partial)), b"\x08audio")
+    assert [m[0] for m in out] == [P.EVENT, P.EVENT, P.EVENT, P.TEXT, P.PCM]
+    assert json.loads(out[2][1:]) == {"type": "oracle_heard", "frame": 3, "t": 0.24, "revision": 2}
+    assert [json.loads(m[1:])["kind"] for m in out[:2]] == ["user_speech_start", "stt_partial"]
+    assert out[3][1:] == b" Paris"
+    assert out[-1] == b"\x08audio"
+    assert frame_messages(FrameOut(4, 0.4, FrameRecord(), quiet, quiet, ()), None) == []  # no Opus page yet
+
+
 def test_the_sink_sends_events_text_audio_and_the_turn_onset() -> None:
+    import json
+
     pytest.importorskip("sphn")
     sent: list[bytes] = []
-    sink = StreamSink(sent.extend, pcm_out=True)
+    sink = sinks(sent.extend)
+
+    def onsets() -> list[dict]:
+        return [m for m in (json.loads(m[1:]) for m in sent if m[0] == P.EVENT) if m["type"] == "turn_onset"]
     quiet, loud = np.zeros(1920, np.float32), np.full(1920, 0.2, np.float32)
     start = Event(0.1, EventKind.USER_SPEECH_START, {"audio_t": 0.0})
     end = Event(0.5, EventKind.USER_SPEECH_END, {"audio_t": 0.4})
@@ -88,10 +119,12 @@ def test_the_sink_sends_events_text_audio_and_the_turn_onset() -> None:
     sink.on_frame(FrameOut(7, 0.64, FrameRecord(text_piece=" Paris", text_token=5), quiet, loud, ()))
     assert [m[0] for m in sent] == [P.TEXT, P.PCM]
     assert sent[0][1:] == b" Paris" and len(sent[1]) == 1 + 2 * 1920
-    assert sink.turns == []  # the turn may still go on: its onset is told once the user stayed silent 1.5 s
-    for i in range(8, 40):
+    for i in range(8, 22):
         sink.on_frame(FrameOut(i, (i + 1) * 0.08, FrameRecord(text_piece=" x", text_token=5), quiet, loud, ()))
-    assert sink.turns == [{"type": "turn_onset", "turn": 0, "user_end": 0.4, "assistant_start": 0.56,
+    assert onsets() == []  # the turn may still go on: its onset is told once the user stayed silent 1.5 s
+    for i in range(22, 40):
+        sink.on_frame(FrameOut(i, (i + 1) * 0.08, FrameRecord(text_piece=" x", text_token=5), quiet, loud, ()))
+    assert onsets() == [{"type": "turn_onset", "turn": 0, "user_end": 0.4, "assistant_start": 0.56,
                            "latency_s": 0.16, "delay_s": 0.16, "audio_start": 0.56}]
 
 
@@ -126,7 +159,7 @@ def test_a_turns_latency_breakdown_is_sent_from_its_speech_end_as_the_timeline_c
 
     pytest.importorskip("sphn")
     trace, sent = SessionTrace(mode="kame"), []
-    sink = StreamSink(sent.extend, pcm_out=True, trace_of=lambda: trace, run_figures=at_once)
+    sink = sinks(sent.extend, trace, at_once)
     script = {0: [(EventKind.USER_SPEECH_START, {"audio_t": 0.0})],
               5: [(EventKind.LLM_REQUEST_START, {"request": 1, "reason": "pending user text", "transcript": "how"})],
               7: [(EventKind.LLM_FIRST_CHUNK, {"request": 1}),
@@ -165,7 +198,7 @@ def at_once(work: Callable[[], None]) -> None:
     work()
 
 
-def _play_two_turns(sink: StreamSink, trace: SessionTrace, frame_done: Callable[[], None] = lambda: None) -> None:
+def _play_two_turns(sink: FrameFanOut, trace: SessionTrace, frame_done: Callable[[], None] = lambda: None) -> None:
     """Plays :func:`_two_turns` into ``trace`` and ``sink`` frame by frame as the driver does (its HINT_LEVEL events
     recorded with the frame's; ``frame_done`` after each frame), then ends the session: the stream still running
     cancelled, the trace finished, its onsets and levels stored, ``sink.on_end``."""
@@ -230,7 +263,7 @@ def _two_turns() -> tuple[dict[int, list[tuple[EventKind, dict]]], set[int], dic
 def test_turn_latency_and_hint_levels_follow_the_session_and_end_as_the_saved_trace_has_them() -> None:
     """The live table does not freeze at a turn's onset: steps and request outcomes that come later are sent again
     (only on change, and never for a turn that is done), every revision's hint level is sent once known (from the
-    HINT_LEVEL events the driver records with the frame's events), and after :meth:`StreamSink.on_end` the last
+    HINT_LEVEL events the driver records with the frame's events), and after :meth:`FrameFanOut.on_end` the last
     message of each turn and revision equals what the saved trace gives (latency_breakdown, oracle_revisions)."""
     import json
 
@@ -241,7 +274,7 @@ def test_turn_latency_and_hint_levels_follow_the_session_and_end_as_the_saved_tr
     pytest.importorskip("sphn")
     trace = SessionTrace(mode="kame")
     sent: list[bytes] = []
-    sink = StreamSink(sent.extend, pcm_out=True, trace_of=lambda: trace, run_figures=at_once)
+    sink = sinks(sent.extend, trace, at_once)
     by_frame: list[list[dict]] = []
 
     def frame_done() -> None:
@@ -293,7 +326,7 @@ def test_turn_latency_and_hint_levels_follow_the_session_and_end_as_the_saved_tr
 
 def test_the_breakdowns_are_worked_out_off_the_frame_loop_and_end_with_the_saved_ones():
     """By default a turn's breakdown is worked out on a worker thread of the sink's own: the frame loop's thread
-    only copies the trace so far. Its messages still come in order, and after :meth:`StreamSink.on_end` (which waits
+    only copies the trace so far. Its messages still come in order, and after :meth:`FrameFanOut.on_end` (which waits
     for the work under way) the last one of each turn is the saved trace's; the worker is gone then."""
     import json
 
@@ -310,7 +343,7 @@ def test_the_breakdowns_are_worked_out_off_the_frame_loop_and_end_with_the_saved
         with lock:
             sent.extend((threading.get_ident(), m) for m in messages)
 
-    sink = StreamSink(post, pcm_out=True, trace_of=lambda: trace)
+    sink = sinks(post, trace)
     _play_two_turns(sink, trace)
     me = threading.get_ident()
     notices = [(thread, json.loads(m[1:])) for thread, m in sent if m[0] == P.EVENT]
@@ -395,7 +428,7 @@ def test_the_sink_says_which_revision_is_heard_and_its_hint_level_once_known() -
     pytest.importorskip("sphn")
     sent: list[bytes] = []
     trace = SessionTrace(mode="kame")
-    sink = StreamSink(sent.extend, pcm_out=True, trace_of=lambda: trace, run_figures=at_once)
+    sink = sinks(sent.extend, trace, at_once)
     quiet = np.zeros(1920, np.float32)
 
     def messages() -> list[dict]:

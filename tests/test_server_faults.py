@@ -324,7 +324,7 @@ def test_recovery_leaves_live_journals_saved_sessions_big_files_and_links_alone(
     runner = _doubles().runner("kame")
     dup = journal(dup_id)
     trace = runner.run_sync(_tone(1.0), dup)
-    dup.close()
+    dup.on_end()
     store.save(dup_id, {"kame": trace}, title="the saved one", components="doubles")
     before = store.path(dup_id).read_bytes()
     big = store.journal(big_id)
@@ -345,7 +345,7 @@ def test_recovery_leaves_live_journals_saved_sessions_big_files_and_links_alone(
     assert outside.is_dir() and (store.journal_root / "talk-4-link").is_symlink()
     assert "symbolic link" in caplog.text
     assert store.recover(Limits().max_frames) == []  # the link is never recovered, however often the server starts
-    live.close()
+    live.on_end()
     (again,) = store.recover(Limits().max_frames)  # no longer live: recovered
     assert again.name == f"{live_id}.kame"
 

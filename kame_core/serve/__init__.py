@@ -9,7 +9,7 @@
 """
 from .protocol import Limits
 from .server import ROUTE, ChatServer, standalone_app
-from .session import ChatSession, Connection, SessionEnd, StreamSink, default_sessions_dir, session_file
+from .session import ChatSession, Connection, SessionEnd, default_sessions_dir, session_file
 
-__all__ = ["ROUTE", "ChatServer", "ChatSession", "Connection", "Limits", "SessionEnd", "StreamSink",
+__all__ = ["ROUTE", "ChatServer", "ChatSession", "Connection", "Limits", "SessionEnd",
            "default_sessions_dir", "session_file", "standalone_app"]

@@ -4,19 +4,19 @@ transport around one :class:`~kame_core.session.LiveSession`.
 The live session owns the conversation (a :class:`~kame_core.session.LiveSource` with a jitter buffer, a fresh
 KAME runner on a real-time clock in its own thread -- own STT and front-end state or a neural pool slot, own
 trace, oracle manager and LLM streams), so sessions never see each other's state. This adapter sends the
-handshake once the runner is built (models warm), decodes client audio (Opus or raw PCM) into it, and turns
-each frame the driver makes (:class:`StreamSink`) into wire messages: audio (0x01 or 0x08), a text piece (0x02)
-and live trace events (0x07). The session ends when the client disconnects, sends ``{"type": "end"}``, passes
+handshake once the runner is built (models warm), decodes client audio (Opus or raw PCM) into it, and gives
+the live session its sinks: the connection's (:func:`~.frame_sinks.connection_sinks`: each frame's audio (0x01 or
+0x08), text piece (0x02) and live trace events (0x07), the turn onsets, hint levels, latency breakdowns and
+metrics), then the journal. The session ends when the client disconnects, sends ``{"type": "end"}``, passes
 a limit, or sends too much that is not the protocol; then the driver stops (its LLM streams are cancelled),
 the front-end slot is given back, and the trace with both audio tracks is saved by the
 :class:`~kame_core.session.SessionStore` of the sessions folder.
 
 The transport is a :class:`Connection` (the server adapts a Starlette websocket; tests may pass their own).
 
-Threads: :meth:`ChatSession.serve` and its receive and send tasks run on the server's event loop; the sink
-(:class:`StreamSink`) runs on the live session's thread and hands each frame's messages to the loop
-(``call_soon_threadsafe``). The whole model, with every hand-off: docs/architecture.md, "The threads of a live
-session".
+Threads: :meth:`ChatSession.serve` and its receive and send tasks run on the server's event loop; the sinks run
+on the live session's thread and hand their messages to the loop (``call_soon_threadsafe``). The whole model,
+with every hand-off: docs/architecture.md, "The threads of a live session".
 """
 from __future__ import annotations
 
@@ -24,31 +24,29 @@ import asyncio
 import functools
 import logging
 import weakref
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ParamSpec, Protocol, TypeVar
 
 import numpy as np
 
-from ..analysis.metrics import LiveOnsets
-from ..clock import FRAME_SECONDS, SAMPLE_RATE, SAMPLES_PER_FRAME, Clock
+from ..clock import SAMPLE_RATE, Clock
 from ..protocols import PoolFull
-from ..record import events as ev
-from ..record.trace import Event, EventKind, SessionTrace
-from ..session import FrameOut, LiveSession, SessionDriver, SessionStore
+from ..record.trace import SessionTrace
+from ..session import LiveSession, SessionDriver, SessionStore
 from ..session.disk import error_words
 from ..session.journal import SessionJournal
 from ..session.saving import RetryingSaves, save_with_retries
 from ..session.store import claim_digest, default_sessions_dir, new_session_id, session_file
 from . import notices as N
 from . import protocol as P
+from .frame_sinks import connection_sinks
 
 if TYPE_CHECKING:
     from .metrics import SessionMetricsTap
-from .latency_feed import LatencyFeed, Runner
 
-__all__ = ["ChatSession", "Connection", "SessionEnd", "StreamSink", "default_sessions_dir", "session_file"]
+__all__ = ["ChatSession", "Connection", "SessionEnd", "default_sessions_dir", "session_file"]
 
 log = logging.getLogger("kame.serve")
 
@@ -64,117 +62,6 @@ class Connection(Protocol):
     async def send(self, data: bytes) -> None: ...
 
     async def close(self, code: int, reason: str) -> None: ...
-
-
-#: events after which a turn's latency breakdown may show a new step or request outcome: the user's turns and
-#: finals, the LLM requests' starts, first chunks and ends, the oracle's resets
-_STEP_KINDS = frozenset({EventKind.USER_SPEECH_START, EventKind.USER_SPEECH_END, EventKind.STT_FINAL,
-                         EventKind.LLM_REQUEST_START, EventKind.LLM_FIRST_CHUNK, EventKind.LLM_REQUEST_FINISH,
-                         EventKind.LLM_REQUEST_CANCEL, EventKind.LLM_ERROR, EventKind.ORACLE_RESET})
-#: a breakdown whose only news is its oracle token counts (tokens appended or fed) is worked out again at most
-#: this often (frames): the counts move on most frames while an answer streams
-COUNTS_EVERY = 5
-
-class StreamSink:
-    """The driver's :class:`~kame_core.session.FrameSink` for one connection: turns each frame into wire
-    messages (called on the session's thread; ``post`` hands them to the connection's event loop).
-
-    ``turn_onset`` messages follow the metrics' rule (:class:`~kame_core.analysis.metrics.LiveOnsets`): the first new
-    assistant word of a user turn, once the turn is closed; ``latency_s`` is signed (negative: KAME started
-    before the user finished), ``delay_s`` clipped at 0. ``oracle_heard`` says from which frame the front-end
-    hears a revision (its start token was fed).
-
-    ``turn_latency`` and ``hint_level`` are the Timeline's figures of the trace so far, sent whenever they read
-    differently from what was last sent, so the page's table follows the trace instead of freezing at the turn's
-    onset. A revision's ``hint_level``: one message per HINT_LEVEL event the driver records
-    (:func:`~kame_core.analysis.metrics.record_hint_levels`; nothing is worked out here). A turn's breakdown
-    (:class:`~.latency_feed.LatencyFeed`, off the frame loop: this thread only copies the trace so far): from the end
-    of its first speech segment on, again as each step or request outcome comes in (:data:`_STEP_KINDS`), oracle
-    token counts at most every :data:`COUNTS_EVERY` frames, and only for the turns still open. :meth:`on_end` sends
-    what the driver's last steps changed: the page ends with the saved figures. ``run_figures``: how the breakdowns'
-    work is run (None: on a worker thread of the sink's own; tests run it at once)."""
-
-    def __init__(self, post: Callable[[list[bytes]], None], pcm_out: bool,
-                 trace_of: Callable[[], SessionTrace | None] = lambda: None,
-                 metrics: SessionMetricsTap | None = None, run_figures: Runner | None = None) -> None:
-        import sphn
-
-        self._metrics = metrics
-        self._post = post
-        self._opus = None if pcm_out else sphn.OpusStreamWriter(SAMPLE_RATE)
-        self._onsets = LiveOnsets()
-        self._trace_of = trace_of
-        self._hints: dict[int, tuple[int, float | None]] = {}  # the last level sent per revision
-        self._latency = LatencyFeed(post, run_figures)
-        self._counts_due = False  # oracle tokens were appended or fed since the breakdowns were worked out
-        self._worked_at = -COUNTS_EVERY  # the frame they were last worked out at
-        self.turns: list[dict[str, Any]] = []
-
-    def on_frame(self, frame: FrameOut) -> None:
-        out: list[bytes] = []
-        kinds = {event.kind for event in frame.events}
-        for event in frame.events:
-            if event.kind in P.LIVE_KINDS:
-                out.append(P.notice(N.TraceEvent.of(event)))
-        oracle = frame.record.oracle
-        if oracle.is_start and oracle.revision is not None:
-            out.append(P.notice(N.OracleHeard(frame.index, round(frame.index * FRAME_SECONDS, 3), oracle.revision)))
-        if frame.record.text_piece:
-            out.append(P.message(P.TEXT, frame.record.text_piece.encode("utf-8")))
-        if self._opus is None:
-            out.append(P.message(P.PCM, P.pcm_to_bytes(frame.output)))
-        else:
-            pages = self._opus.append_pcm(np.asarray(frame.output, np.float32))
-            if pages:
-                out.append(P.message(P.AUDIO, pages))
-        rms = float(np.sqrt(np.mean(np.square(frame.output, dtype=np.float64)))) if len(frame.output) else 0.0
-        onsets = self._onsets.add_frame(not frame.record.text_is_padding, rms, frame.events)
-        for onset in onsets:
-            notice = N.TurnOnsetNotice.of(onset)
-            self.turns.append(notice.to_json())
-            out.append(P.notice(notice))
-            if self._metrics is not None:
-                self._metrics.on_onset(onset.latency_s or 0.0)
-        fed = oracle.revision in self._latency.open_revisions and not oracle.is_start and not oracle.is_padding
-        self._counts_due = self._counts_due or fed or EventKind.ORACLE_APPEND in kinds
-        latency = bool(onsets) or not kinds.isdisjoint(_STEP_KINDS) or \
-            (self._counts_due and frame.index - self._worked_at >= COUNTS_EVERY)
-        out.extend(self._hint_changes(frame.events))
-        if self._metrics is not None:
-            self._metrics.on_frame(frame)
-        self._post(out)
-        trace = self._trace_of() if latency else None
-        if trace is not None:  # the frame's own messages go first; the breakdowns follow from the worker
-            first = self._latency.first_open
-            self._latency.ask(trace.snapshot(audio=False), first, self._onsets.so_far(first), self._onsets.settled)
-            self._counts_due, self._worked_at = False, frame.index
-
-    def on_end(self) -> None:
-        """The driver ended (the session's thread, before the trace is saved): what its last steps changed --
-        requests cancelled at the end, the last finals' hint levels, turns closed by the end -- read from the
-        finished trace as the Timeline reads the saved one (every turn, the onsets measured on its audio)."""
-        trace = self._trace_of()
-        if trace is None:
-            self._latency.close(None)
-            return
-        if len(trace.output_audio) < trace.n_frames * SAMPLES_PER_FRAME:  # not finished (the driver failed)
-            trace = trace.snapshot()
-        self._post([*self._latency.close(trace), *self._hint_changes(trace.events)])
-
-    def _hint_changes(self, events: Sequence[Event]) -> list[bytes]:
-        """``hint_level`` for each HINT_LEVEL event among ``events`` that tells a revision's level differently from
-        what was last sent (the driver records them: :func:`~kame_core.analysis.metrics.record_hint_levels`)."""
-        out = []
-        for event in events:
-            if event.kind is not EventKind.HINT_LEVEL:
-                continue
-            level = ev.payload_of(event, lenient=True)
-            assert isinstance(level, ev.HintLevel)
-            known = (level.hint_level, level.spoken_ratio)
-            if self._hints.get(level.revision) != known:
-                self._hints[level.revision] = known
-                out.append(P.notice(N.HintLevelNotice.of(level)))
-        return out
 
 
 @dataclass
@@ -233,6 +120,7 @@ class ChatSession:
         self.live: LiveSession | None = None
         self._post: Callable[[list[bytes]], None] = lambda messages: None
         self._stop: asyncio.Future[tuple[int, str]] | None = None
+        self._journal: SessionJournal | None = None
 
     def request_stop(self, code: int = P.CLOSE_GOING_AWAY, reason: str = "server shutting down") -> None:
         """End the session as the server's own decision (on its event loop): stop, save, ``saved``, close."""
@@ -276,27 +164,20 @@ class ChatSession:
 
         self._post = post
         self._stop = loop.create_future()
-        sink = StreamSink(post, self.pcm_out, trace_of=_weakly(self._trace), metrics=self.metrics)
 
-        session_id = self.session_id  # not ``self``: the live session keeps this callback (see _weakly)
-
-        def ended() -> None:  # the session's thread, once the driver ended: the sink's last figures go out first
-            try:
-                sink.on_end()
-            except Exception:  # noqa: BLE001 - the figures are lost, not the session
-                log.exception("session %s: the last latency figures could not be sent", session_id)
-            finally:
-                loop.call_soon_threadsafe(_resolve, driver_done)
+        def ended() -> None:  # the session's thread, once the driver ended and the sinks sent their last figures
+            loop.call_soon_threadsafe(_resolve, driver_done)
 
         journal = SessionJournal(self.store.journal(self.session_id), session_id=self.session_id, title=TITLE,
                                  components=self.components, trace_of=_weakly(self._trace),
                                  flush_every_s=self.journal_every_s, on_failure=_weakly(self._recording_failed),
                                  claim_digest=self._claim_digest)
+        self._journal = journal
         try:
             self.live = await asyncio.to_thread(
                 LiveSession, self.make_runner, head_start_s=self.head_start_s, max_input_s=float("inf"),
-                sink=sink, on_end=ended,
-                journal=journal)
+                sinks=(*connection_sinks(post, self.pcm_out, _weakly(self._trace), self.metrics), journal),
+                on_end=ended)
         except PoolFull as err:  # every slot of the model is taken (another door took the last one)
             reason = f"server busy: {err}"
             log.warning("session %s refused: %s", self.session_id, reason)
@@ -476,7 +357,7 @@ class ChatSession:
             frames = partial.n_frames if partial is not None else 0
             return None, frames, "the session did not stop in time; what its journal holds is recovered at the " \
                                  "server's next start", False
-        journal = live.journal
+        journal = self._journal
         if trace is None or trace.n_frames == 0:
             if journal is not None:
                 journal.discard()

@@ -73,8 +73,8 @@ class SessionJournal:
             if time.monotonic() - self._last_flush >= self.flush_every_s:
                 self._guarded(self._flush)
 
-    def close(self) -> None:
-        """Write out what is buffered (the session ended; its journal stays until :meth:`discard`, and is no
+    def on_end(self) -> None:
+        """The session ended: write out what is buffered (its journal stays until :meth:`discard`, and is no
         longer marked live)."""
         with self._lock:
             if self._lines and not self.failure:

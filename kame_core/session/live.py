@@ -6,16 +6,16 @@ thread of its own, the front-end the runner holds (a neural pool slot, given bac
 however it ends), and how it ends: :meth:`stop` (now), :meth:`finish` (after the input drained), errors. The
 live protocol (:mod:`kame_core.serve.session`) and the app's microphone are transports around it.
 
-Threads: the transport pushes audio from its own thread (a lock); the runner, its sinks and its journal run on
-the session's thread (``kame-talk-session``), which gives the front-end back however it ends. The whole model:
-docs/architecture.md, "The threads of a live session".
+Threads: the transport pushes audio from its own thread (a lock); the runner and its sinks (one
+:class:`~.fan_out.FrameFanOut`: the transport's jobs, then the journal) run on the session's thread
+(``kame-talk-session``), which gives the front-end back however it ends. The whole model: docs/architecture.md,
+"The threads of a live session".
 """
 from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable
-from typing import TYPE_CHECKING
+from collections.abc import Callable, Sequence
 
 import numpy as np
 
@@ -23,12 +23,9 @@ from ..clock import SAMPLE_RATE, Clock, RealTimeClock
 from ..protocols import FrontEnd
 from ..record.trace import SessionTrace
 from .disk import error_words
-from .driver import FrameSink, SessionDriver
+from .driver import SessionDriver
+from .fan_out import FrameFanOut, SessionSink
 from .sources import LiveSource
-
-if TYPE_CHECKING:
-    from .driver import FrameOut
-    from .journal import SessionJournal
 
 log = logging.getLogger("kame.session")
 
@@ -52,21 +49,21 @@ class LiveSession:
     """One live conversation (see the module docstring).
 
     ``make_runner(clock)`` builds the session's runner (it may raise, e.g. ``PoolFull``: then nothing is held).
-    ``sink`` gets each frame as it is made (on the session's thread); ``on_end`` is called on that thread when
-    the driver has ended (normally or not) and the front-end is given back.
+    ``sinks`` get each frame as it is made, in order, and are told when the driver has ended (normally or not),
+    once the front-end is given back; then ``on_end`` is called. All of it on the session's thread.
     """
 
     def __init__(self, make_runner: Callable[[Clock], SessionDriver], *, head_start_s: float = 0.16,
-                 max_input_s: float = MAX_INPUT_S, sink: FrameSink | None = None,
-                 on_end: Callable[[], object] | None = None, journal: SessionJournal | None = None) -> None:
+                 max_input_s: float = MAX_INPUT_S, sinks: Sequence[SessionSink] = (),
+                 on_end: Callable[[], object] | None = None) -> None:
         clock = RealTimeClock()
         self.runner = make_runner(clock)
         # a pooled front-end steps every session of its pool at once: frame on the pool's boundaries
         clock.frame_origin = getattr(self.front_end, "frame_origin", None)
         self.head_start_s, self.max_input_s = head_start_s, max_input_s
-        self.sink, self.on_end = sink, on_end
-        #: a :class:`~.journal.SessionJournal` the frames are also written to (flushed when the driver ends)
-        self.journal = journal
+        #: every frame's jobs (the driver's sink)
+        self.sinks = FrameFanOut(sinks)
+        self.on_end = on_end
         self.source = LiveSource()
         self.received_s = 0.0
         self.error = ""
@@ -147,24 +144,16 @@ class LiveSession:
             self._thread = threading.Thread(target=self._run, name="kame-talk-session", daemon=True)
             self._thread.start()
 
-    def on_frame(self, frame: FrameOut) -> None:
-        """The runner's sink: the transport's, then the journal."""
-        if self.sink is not None:
-            self.sink.on_frame(frame)
-        if self.journal is not None:
-            self.journal.on_frame(frame)
-
     def _run(self) -> None:
         try:
-            self.trace = self.runner.run_sync(self.source, self)
+            self.trace = self.runner.run_sync(self.source, self.sinks)
         except BaseException as err:  # noqa: BLE001 - reported through ``error`` (and the transport)
             self.error = error_words(err)  # for a client: never a path of the server's machine
             log.error("live session failed: %s: %s", type(err).__name__, err)
         finally:
             try:
                 release_front_end(self.runner)  # the pool slot is free again, however the session ended
-                if self.journal is not None:
-                    self.journal.close()
+                self.sinks.on_end()
             finally:
                 if self.on_end is not None:
                     self.on_end()
