@@ -43,3 +43,25 @@ def test_what_changes_the_view_builds_it_again(builds):
     assert timeline.panel(session).run == other and len(builds) == 3
     assert views.open_bundled("02-reasoning-two-plus-three", session).figure is not first
     assert len(builds) == 4
+
+
+def test_an_open_and_its_panels_build_the_compare_and_evolution_figures_once(monkeypatch):
+    from demo.tabs import compare, evolution
+
+    made: list[str] = []
+
+    def counting(module, name: str) -> None:
+        real = getattr(module, name)
+
+        def counted(*args, **kwargs):
+            made.append(name)
+            return real(*args, **kwargs)
+
+        monkeypatch.setattr(module, name, counted)
+
+    counting(compare, "compare_figure")
+    counting(evolution, "evolution_figure")
+    opened = views.open_bundled("01-knowledge-capital-of-france")
+    shown = panels(opened.session)
+    assert sorted(made) == ["compare_figure", "evolution_figure"]
+    assert shown.compare.figure is not None and shown.evolution.figure is not None
