@@ -24,7 +24,8 @@ from typing import TYPE_CHECKING, Any, Protocol
 if TYPE_CHECKING:
     from .protocol import Limits
 
-__all__ = ["DEFAULT_HEADER_TIMEOUT_S", "SessionLimits", "connection_limit", "http_protocol", "uvicorn_options"]
+__all__ = ["DEFAULT_HEADER_TIMEOUT_S", "SessionLimits", "connection_limit", "http_protocol", "open_file_limit",
+           "uvicorn_options"]
 
 log = logging.getLogger("kame.serve")
 
@@ -59,25 +60,37 @@ _BUSY_BODY = b"server busy: too many connections; try again later\n"
 def connection_limit(max_sessions: int | None, fd_limit: int | None = None) -> int:
     """The connections a server may hold at once: :data:`BASE_CONNECTIONS`, or the session limit plus
     :data:`SESSION_HEADROOM` if more, but never above a quarter of the process's open-file limit (``fd_limit``; by
-    default the soft ``RLIMIT_NOFILE``; 1024 commonly, which gives 256). Sockets take three quarters at most: the
+    default the soft ``RLIMIT_NOFILE``, first raised as far as the hard limit allows towards four descriptors per
+    connection wanted: a soft limit of 1024, common, would give 256 and leave a door in front of 8 replicas of 32
+    sessions no room for its health checks). Sockets take three quarters at most: the
     connections held, as many being refused (:func:`http_protocol`) and as many accepted in one burst (the listen
     backlog of :func:`uvicorn_options`); the last quarter is for the models, the sessions' files, logs and pipes --
     stuck clients can never stop the server accepting or saving."""
     wanted = max(BASE_CONNECTIONS, (max_sessions or 0) + SESSION_HEADROOM)
     if fd_limit is None:
-        fd_limit = _open_file_limit()
+        fd_limit = open_file_limit(at_least=4 * wanted)
     if fd_limit is None or fd_limit <= 0:
         return wanted
     return max(MIN_CONNECTIONS, min(wanted, fd_limit // 4))
 
 
-def _open_file_limit() -> int | None:
-    """The soft open-file limit of this process, None where unknown or unlimited."""
+def open_file_limit(at_least: int = 0) -> int | None:
+    """The soft open-file limit of this process (None where unknown or unlimited), raised first to ``at_least``
+    where it is lower, as far as the hard limit allows (a limit that cannot be raised is left as it is)."""
     try:
         import resource
     except ImportError:  # not on POSIX
         return None
-    soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft != resource.RLIM_INFINITY and soft < at_least:
+        raised = at_least if hard == resource.RLIM_INFINITY else min(at_least, hard)
+        if raised > soft:
+            try:
+                resource.setrlimit(resource.RLIMIT_NOFILE, (raised, hard))
+                log.info("open-file limit raised from %d to %d for the connections wanted", soft, raised)
+                soft = raised
+            except (ValueError, OSError) as err:
+                log.warning("open-file limit %d could not be raised to %d: %s", soft, raised, err)
     return None if soft == resource.RLIM_INFINITY else int(soft)
 
 
@@ -185,9 +198,11 @@ def uvicorn_options(server: SessionLimits, *, header_timeout_s: float = DEFAULT_
     ``header_timeout_s`` on request heads); ``limit_concurrency`` connections at once (default
     :func:`connection_limit` of the server's session limit; past it a 503), and as many waiting to be accepted;
     and the WebSocket library's message limit set to the protocol's (``Limits.max_message_bytes``), so a bigger
-    message is refused with 1009 from its frame header, before its payload is buffered (uvicorn's default: 16 MiB)."""
+    message is refused with 1009 from its frame header, before its payload is buffered (uvicorn's default: 16 MiB).
+    No per-message deflate (uvicorn accepts it by default): the protocol's audio is Opus or PCM, which does not
+    compress, and deflating every message was half of a door's CPU per session."""
     limit = limit_concurrency if limit_concurrency is not None else connection_limit(server.max_sessions)
     # the listen backlog too: asyncio accepts up to a backlog's worth in one burst before any connection_made can
     # refuse one, so held + accepted at once stay under twice the limit (see connection_limit)
     return {"http": http_protocol(header_timeout_s), "limit_concurrency": limit, "backlog": limit,
-            "ws_max_size": server.limits.max_message_bytes}
+            "ws_max_size": server.limits.max_message_bytes, "ws_per_message_deflate": False}

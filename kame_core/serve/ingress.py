@@ -239,7 +239,7 @@ class Ingress:
         url = f"ws://{address}{ROUTE}" + (f"?{query}" if query else "")
         try:
             upstream = await websockets.connect(url, additional_headers={"X-KAME-Token": self.token},
-                                                max_size=None, open_timeout=10)
+                                                max_size=None, open_timeout=10, compression=None)  # Opus: no deflate
         except (OSError, asyncio.TimeoutError, websockets.WebSocketException) as err:
             log.error("replica %d at %s could not be reached: %s", index, address, err)
             self._refused.labels("replica unreachable").inc()

@@ -81,11 +81,14 @@ def replica_dir(sessions_dir: Path, index: int) -> Path:
 class ReplicaSpec:
     """What every replica builds (shipped to each replica's process): ``load_stack`` as for a
     :class:`~.server.ChatServer`, the sessions folder the replicas' folders go under, the session limit of each
-    replica (None: none), the session limits, and the token the ingress sends (made here; never in a repr)."""
+    replica (None: none), the slots of each replica's neural pool (None: not neural; a replica without a session
+    limit still runs no more sessions than its pool has slots), the session limits, and the token the ingress sends
+    (made here; never in a repr)."""
 
     load_stack: Callable[[], ServedStack]
     sessions_dir: Path
     max_sessions: int | None = 2
+    pool_size: int | None = None
     limits: Limits = field(default_factory=Limits)
     journal_every_s: float = 1.0
     drain_timeout_s: float = DRAIN_TIMEOUT_S
@@ -343,8 +346,9 @@ class ReplicatedChat:
 
     @property
     def max_sessions(self) -> int | None:
-        """Sessions at once through the door: every replica's, at the most replicas (None: no limit)."""
-        per = self.spec.max_sessions
+        """Sessions at once through the door: every replica's (its session limit, else its pool's slots), at the
+        most replicas (None: no limit)."""
+        per = self.spec.max_sessions if self.spec.max_sessions is not None else self.spec.pool_size
         most = self.scaling.max_replicas if self.scaling is not None else self.replicas.count
         return None if per is None else per * most
 
