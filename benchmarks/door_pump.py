@@ -1,0 +1,225 @@
+"""What the door costs: the replicas' one door (:class:`kame_core.serve.ingress.Ingress` under uvicorn, as
+``serve --replicas`` runs it) pumping N real-time sessions to K stand-in replicas, against the same clients
+connected to the replicas directly.
+
+Three kinds of process, so that each one's CPU is its own: the **replicas** (K websocket servers in one process;
+each answers every message a client sends with a message of the same size, as a replica answers each 80 ms frame
+of audio with one of its own; no models), the **door** (its own process: the ingress app with the server's uvicorn
+options, its replicas' links answering status at once) and the **clients** (N sessions in one process, started over
+a second; each sends a 160-byte message every 80 ms -- an Opus page's size -- carrying its send time, and reads the
+answers). Per N, for ``--seconds`` each:
+
+* **door CPU per session-second**: the door process's CPU time (user + system) over the run, divided by the
+  sessions and the seconds (ms); and the share of one core it used;
+* **added delay**: the round trip through the door less the round trip direct, at p50 and p99 (ms); the clients'
+  own and the replicas' delays are in both;
+* **lost**: messages sent that never came back (either way).
+
+The ceiling is the most sessions one door process carries before it adds 5 ms at p99 or uses a whole core. On a
+machine with few cores the clients and replicas compete with the door: the figures are this machine's.
+
+Usage: ``python benchmarks/door_pump.py [--sessions 50 100 200] [--replicas 4] [--seconds 10]``
+"""
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import struct
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+HERE = os.path.abspath(__file__)
+MESSAGE_BYTES = 160  # an Opus page of one 80 ms frame, about
+PERIOD_S = 0.08
+_STAMP = struct.Struct("<dI")  # send time (monotonic, shared by the machine's processes), sequence
+
+
+# ------------------------------------------------------------------------------------------------ replicas
+async def replicas(ports: list[int]) -> None:
+    """K stand-in replicas: every message answered with one of the same bytes."""
+    from websockets.asyncio.server import serve
+
+    async def answer(ws: Any) -> None:
+        async for message in ws:
+            await ws.send(message)
+
+    servers = [await serve(answer, "127.0.0.1", port, compression=None, max_size=None) for port in ports]
+    print("ready", flush=True)
+    await asyncio.gather(*(s.serve_forever() for s in servers))
+
+
+# ------------------------------------------------------------------------------------------------ the door
+@dataclass
+class StandInLink:
+    """A replica's link as the door sees it: always ready, no session limit, at ``address``."""
+
+    index: int
+    address: str
+
+    async def status(self) -> dict[str, Any]:
+        return {"ready": True, "free_slots": None, "active": 0, "address": self.address}
+
+    async def metrics(self) -> str:
+        return ""
+
+    async def stop(self) -> bool:
+        return True
+
+
+@dataclass(frozen=True)
+class DoorLimits:
+    """What the server's uvicorn options are derived from (:func:`kame_core.serve.http.uvicorn_options`)."""
+
+    max_sessions: int | None
+    limits: Any
+
+
+def door(port: int, replica_ports: list[int], max_sessions: int) -> None:
+    """The ingress app on ``port`` with the server's uvicorn options, in front of the stand-in replicas."""
+    import uvicorn
+
+    from kame_core.access import Access
+    from kame_core.serve.http import uvicorn_options
+    from kame_core.serve.ingress import Ingress, ReplicaLink, ingress_app
+    from kame_core.serve.protocol import Limits
+
+    links: list[ReplicaLink] = [StandInLink(i, f"127.0.0.1:{p}") for i, p in enumerate(replica_ports)]
+    ingress = Ingress(links, token="stand-in", access=Access().bound_to("127.0.0.1"))
+    options = uvicorn_options(DoorLimits(max_sessions, Limits()))
+    uvicorn.run(ingress_app(ingress), host="127.0.0.1", port=port, log_level="warning", **options)
+
+
+# ------------------------------------------------------------------------------------------------ clients
+async def one_client(url: str, seconds: float, lead_s: float) -> tuple[int, list[float]]:
+    """One session: a message every 80 ms for ``seconds``; (sent, round trips in seconds)."""
+    from websockets.asyncio.client import connect
+
+    await asyncio.sleep(lead_s)
+    trips: list[float] = []
+    sent = 0
+    async with connect(url, max_size=None) as ws:
+        async def read() -> None:
+            async for message in ws:
+                assert isinstance(message, bytes)
+                t, _ = _STAMP.unpack_from(message, 1)
+                trips.append(time.monotonic() - t)
+
+        reader = asyncio.ensure_future(read())
+        start = time.monotonic()
+        pad = bytes(MESSAGE_BYTES - 1 - _STAMP.size)
+        while (now := time.monotonic()) - start < seconds:
+            await ws.send(b"\x01" + _STAMP.pack(now, sent) + pad)
+            sent += 1
+            await asyncio.sleep(max(0.0, start + sent * PERIOD_S - time.monotonic()))
+        await asyncio.sleep(0.5)  # the last answers
+        reader.cancel()
+    return sent, trips
+
+
+async def clients(urls: list[str], seconds: float) -> dict[str, Any]:
+    results = await asyncio.gather(*(one_client(url, seconds, i / len(urls)) for i, url in enumerate(urls)),
+                                   return_exceptions=True)
+    failed = [r for r in results if isinstance(r, BaseException)]
+    done = [r for r in results if not isinstance(r, BaseException)]
+    trips = np.array([t for _, ts in done for t in ts]) * 1000
+    return {"sent": sum(s for s, _ in done), "received": int(len(trips)), "failed": len(failed),
+            "first_failure": repr(failed[0])[:200] if failed else "",
+            "p50_ms": float(np.percentile(trips, 50)) if len(trips) else None,
+            "p99_ms": float(np.percentile(trips, 99)) if len(trips) else None}
+
+
+# ------------------------------------------------------------------------------------------------ the run
+def _start(*args: str) -> subprocess.Popen[str]:
+    process = subprocess.Popen([sys.executable, HERE, *args], stdout=subprocess.PIPE, text=True)
+    return process
+
+
+def _wait_listening(port: int, timeout_s: float = 20.0) -> None:
+    from kame_core.testing.servers import listens
+
+    deadline = time.monotonic() + timeout_s
+    while not listens(port):
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"nothing listens on {port} after {timeout_s:.0f} s")
+        time.sleep(0.1)
+
+
+def _run_clients(urls: list[str], seconds: float) -> dict[str, Any]:
+    out = subprocess.run([sys.executable, HERE, "--role", "clients", "--seconds", str(seconds), *urls],
+                         capture_output=True, text=True, timeout=seconds + 120, check=True)
+    return dict(json.loads(out.stdout.strip().splitlines()[-1]))
+
+
+def _cpu_s(pid: int) -> float:
+    import psutil
+
+    times = psutil.Process(pid).cpu_times()
+    return float(times.user + times.system)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--sessions", type=int, nargs="+", default=[50, 100, 200])
+    parser.add_argument("--replicas", type=int, default=4)
+    parser.add_argument("--seconds", type=float, default=10.0)
+    parser.add_argument("--role", choices=["main", "replicas", "door", "clients"], default="main")
+    parser.add_argument("--port", type=int, default=0)
+    parser.add_argument("rest", nargs="*")
+    args = parser.parse_args()
+    if args.role == "replicas":
+        asyncio.run(replicas([int(p) for p in args.rest]))
+        return
+    if args.role == "door":
+        door(args.port, [int(p) for p in args.rest], max(args.sessions))
+        return
+    if args.role == "clients":
+        print(json.dumps(asyncio.run(clients(args.rest, args.seconds))), flush=True)
+        return
+
+    from kame_core.testing.servers import free_port
+
+    replica_ports = [free_port() for _ in range(args.replicas)]
+    door_port = free_port()
+    started = [_start("--role", "replicas", *map(str, replica_ports)),
+               _start("--role", "door", "--port", str(door_port), "--sessions", *map(str, args.sessions), "--",
+                      *map(str, replica_ports))]
+    try:
+        for port in [*replica_ports, door_port]:
+            _wait_listening(port)
+        print(f"cores {os.cpu_count()}; {args.replicas} stand-in replicas; {args.seconds:.0f} s per run; "
+              f"{MESSAGE_BYTES}-byte messages every {PERIOD_S * 1000:.0f} ms each way")
+        print(f"{'sessions':>8} | {'door CPU ms/session-s':>21} | {'door core %':>11} | {'direct p50/p99 ms':>17} | "
+              f"{'door p50/p99 ms':>15} | {'added p50/p99 ms':>16} | lost")
+        for n in args.sessions:
+            direct = _run_clients([f"ws://127.0.0.1:{replica_ports[i % args.replicas]}/api/chat" for i in range(n)],
+                                  args.seconds)
+            before = _cpu_s(started[1].pid)
+            t0 = time.monotonic()
+            through = _run_clients([f"ws://127.0.0.1:{door_port}/api/chat"] * n, args.seconds)
+            wall = time.monotonic() - t0
+            cpu = _cpu_s(started[1].pid) - before
+            lost = (direct["sent"] - direct["received"], through["sent"] - through["received"])
+            failed = f" (failed sessions: direct {direct['failed']}, door {through['failed']}: " \
+                     f"{through['first_failure'] or direct['first_failure']})" \
+                if direct["failed"] or through["failed"] else ""
+            print(f"{n:>8} | {cpu * 1000 / (n * args.seconds):>21.2f} | {100 * cpu / wall:>11.0f} | "
+                  f"{direct['p50_ms']:>7.2f} / {direct['p99_ms']:>6.2f} | {through['p50_ms']:>6.2f} / "
+                  f"{through['p99_ms']:>6.2f} | {through['p50_ms'] - direct['p50_ms']:>7.2f} / "
+                  f"{through['p99_ms'] - direct['p99_ms']:>6.2f} | direct {lost[0]}, door {lost[1]}{failed}",
+                  flush=True)
+    finally:
+        for process in started:
+            process.terminate()
+        for process in started:
+            process.wait(10)
+
+
+if __name__ == "__main__":
+    main()
