@@ -4,10 +4,14 @@
 A client is admitted as a single server admits it (:class:`~kame_core.access.Access`: Host, Origin, token or
 ticket), then given to the replica with the most free slots, asked at that moment, less the sessions the ingress
 sent it that it does not count yet; the slot is reserved at once, so two clients at once never both take a last
-slot. When every replica is full (or unreachable) the client is closed with 1013 and a reason naming them.
-Otherwise the ingress opens a websocket to that replica (with the replicas' own token) and pumps messages both ways
-unchanged: the replica's ``session`` notice says ``"replica": K`` itself, and a close of the replica (``saved``,
-1000, 1008, 1013, ...) reaches the client as it was sent. A replica whose connection breaks without a close (its
+slot through this door. The claim itself is made at the replica, which admits atomically (its own session limit
+and pool): the ingress opens a websocket to it (with the replicas' own token) and waits for its first message. A
+replica that refuses (1013 before its handshake: another door, or a stale view, took the slot) or cannot be
+reached is left out and the next is tried, so several doors in front of the same replicas never admit past a
+replica's limit, and a client is refused only when none has room. When every replica is full (or unreachable) the
+client is closed with 1013 and a reason naming them. Otherwise the ingress pumps messages both ways unchanged: the
+replica's ``session`` notice says ``"replica": K`` itself, and a close of the replica (``saved``, 1000, 1008, 1013
+once the session ran, ...) reaches the client as it was sent. A replica whose connection breaks without a close (its
 process died) closes the client with 1011 and a reason saying so; Ray Serve restarts that replica, which recovers
 the session from its journal.
 
@@ -154,12 +158,18 @@ class Ingress:
 
         return list(await asyncio.gather(*(one(link) for link in self.links)))
 
-    async def _reserve(self) -> tuple[int, str] | str:
-        """(replica, its address) with a slot now reserved for the caller, or why none (the 1013 reason). The
+    async def _reserve(self, tried: dict[int, str] | None = None) -> tuple[int, str] | str:
+        """(replica, its address) with a slot now reserved for the caller, or why none (the 1013 reason); the
+        replicas in ``tried`` (they refused this client's claim, or could not be reached) are not chosen. The
         choice and the reservation happen with no await between them, against the sessions already sent to each
         replica (:meth:`_Seen.free`): two clients at once never take the same last slot, and a replica slow to
         answer delays no other admission."""
+        tried = tried or {}
         seen = [s for s in await self._seen() if s.index in self._routed]  # not one retired meanwhile
+        for s in seen:
+            if s.index in tried:  # as it answered the claim, whatever its status said
+                s.status, s.problem = (None, "did not answer") if tried[s.index] == "unreachable" else \
+                    ({**(s.status or {}), "ready": False, "why": "no free session slot"}, "")
         best = max(seen, key=lambda s: (s.free(self._routed[s.index]), -self._routed[s.index], -s.index))
         if best.status is None or best.free(self._routed[best.index]) <= 0:
             return _busy(seen)
@@ -220,19 +230,26 @@ class Ingress:
             self._refused.labels("shutting down").inc()
             await websocket.close(code=P.CLOSE_GOING_AWAY, reason="server shutting down")
             return
-        chosen = await self._reserve()
-        if isinstance(chosen, str):
-            log.warning("refused a session: %s", chosen)
-            self._refused.labels("every replica full").inc()
-            await websocket.close(code=P.CLOSE_TRY_LATER, reason=_reason(chosen))
-            return
-        index, address = chosen
-        try:
-            await self._pump(websocket, index, address)
-        finally:
-            self._routed[index] -= 1
+        tried: dict[int, str] = {}  # replicas that refused the claim or could not be reached, and why
+        while True:
+            chosen = await self._reserve(tried)
+            if isinstance(chosen, str):
+                log.warning("refused a session: %s", chosen)
+                self._refused.labels("every replica full").inc()
+                await websocket.close(code=P.CLOSE_TRY_LATER, reason=_reason(chosen))
+                return
+            index, address = chosen
+            try:
+                refusal = await self._pump(websocket, index, address)
+            finally:
+                self._routed[index] -= 1
+            if refusal is None:
+                return
+            tried[index] = refusal
 
-    async def _pump(self, client: Any, index: int, address: str) -> None:
+    async def _pump(self, client: Any, index: int, address: str) -> str | None:
+        """Claim a session at replica ``index`` and pump it until it ends; why the claim failed when the replica
+        refused it (1013 before its first message) or could not be reached (the client is still open then)."""
         import websockets
 
         query = urlencode([(k, v) for k, v in client.query_params.multi_items() if k not in _PRIVATE_QUERY])
@@ -243,10 +260,21 @@ class Ingress:
         except (OSError, asyncio.TimeoutError, websockets.WebSocketException) as err:
             log.error("replica %d at %s could not be reached: %s", index, address, err)
             self._refused.labels("replica unreachable").inc()
-            await client.close(code=P.CLOSE_TRY_LATER,
-                               reason=_reason(f"server busy: replica {index} could not be reached; try again"))
-            return
+            return "unreachable"
         async with upstream:
+            try:
+                first = await upstream.recv()
+            except websockets.ConnectionClosed:  # it closed before its handshake
+                if upstream.close_code == P.CLOSE_TRY_LATER:  # no slot there after all: the next replica is tried
+                    log.info("replica %d refused a session: %s", index, upstream.close_reason)
+                    self._refused.labels("replica full").inc()
+                    return "full"
+                await self._pass_close(client, upstream, index)
+                return None
+            try:
+                await (client.send_bytes(first) if isinstance(first, bytes) else client.send_text(first))
+            except Exception:  # noqa: BLE001 - the client left while the replica got ready: it ends the session
+                return None
             to_replica = asyncio.ensure_future(_client_to_replica(client, upstream))
             to_client = asyncio.ensure_future(_replica_to_client(upstream, client))
             done, _ = await asyncio.wait({to_replica, to_client}, return_when=asyncio.FIRST_COMPLETED)
@@ -254,11 +282,16 @@ class Ingress:
                 to_client.cancel()
                 with contextlib.suppress(Exception):
                     await upstream.close()
-                return
+                return None
             with contextlib.suppress(asyncio.TimeoutError, Exception):
                 await asyncio.wait_for(asyncio.shield(to_client), 10)
             to_replica.cancel()
             to_client.cancel()
+        await self._pass_close(client, upstream, index)
+        return None
+
+    async def _pass_close(self, client: Any, upstream: Any, index: int) -> None:
+        """Close ``client`` as replica ``index`` closed (1011 when its connection broke without a close)."""
         code, reason = upstream.close_code, upstream.close_reason or ""  # the replica's close, passed on
         if code is None or code in _ABNORMAL:
             log.error("replica %d's connection broke mid-session (its process died?)", index)

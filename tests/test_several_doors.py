@@ -1,0 +1,127 @@
+"""Several doors in front of the same replicas (issue 47, item 2): the claim of a slot is made at the replica, which
+admits atomically, so N doors never admit past a replica's limit, and a door whose view is stale tries the next
+replica instead of refusing a client that another replica has room for. Real servers (the test doubles' stack) as
+the replicas, real doors (the ingress app under uvicorn), real websocket clients; no Ray."""
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from kame_core.access import Access
+from kame_core.serve import ChatServer, standalone_app
+from kame_core.serve import protocol as P
+from kame_core.serve.ingress import Ingress, ReplicaLink, ingress_app
+from kame_core.stacks.served import served_stack
+from kame_core.stacks.stack import Stack
+from kame_core.testing.doubles import EchoFrontEnd, ScriptedLLM, ScriptedSTT, ToneTTS, words_at
+from kame_core.testing.servers import serving
+
+websockets = pytest.importorskip("websockets")
+TOKEN = "replicas-only"
+
+
+@dataclass
+class LocalLink:
+    """A door's line to a replica served in this process: its readiness, as a Serve handle's ``status`` gives it
+    (``stale_free``: a door whose view of it is out of date, always told that many free slots)."""
+
+    index: int
+    chat: ChatServer
+    address: str
+    stale_free: int | None = None
+
+    async def status(self) -> dict[str, Any]:
+        _, body = self.chat.readiness()
+        if self.stale_free is not None:
+            body = {**body, "ready": True, "free_slots": self.stale_free, "active": 0}
+        return {**body, "replica": self.index, "address": self.address}
+
+    async def metrics(self) -> str:
+        return ""
+
+    async def stop(self) -> bool:
+        return True
+
+
+def _replica(folder: Path) -> ChatServer:
+    stack = Stack(make_stt=lambda: ScriptedSTT([words_at("hello there", 0.2)]), make_front_end=EchoFrontEnd,
+                  llm=ScriptedLLM(lambda _: "hi"), tts=ToneTTS())
+    chat = ChatServer(lambda: served_stack(stack), max_sessions=1, sessions_dir=folder,
+                      access=Access(token=TOKEN).bound_to("127.0.0.1"))
+    chat.preload()
+    return chat
+
+
+@contextlib.contextmanager
+def _replicas(tmp_path: Path) -> Iterator[list[tuple[ChatServer, str]]]:
+    with contextlib.ExitStack() as stack:
+        served = []
+        for k in range(2):
+            chat = _replica(tmp_path / f"replica-{k}")
+            port = stack.enter_context(serving(standalone_app(chat), chat=chat))
+            served.append((chat, f"127.0.0.1:{port}"))
+        yield served
+
+
+def _door(links: list[ReplicaLink]) -> Ingress:
+    return Ingress(links, token=TOKEN, access=Access().bound_to("127.0.0.1"))
+
+
+async def _first(port: int, hold: asyncio.Event) -> int | str:
+    """Connect through the door at ``port``: ``"admitted"`` once the replica's handshake came (the session is held
+    until ``hold`` is set), else the close code."""
+    async with websockets.connect(f"ws://127.0.0.1:{port}/api/chat") as ws:
+        try:
+            first = await asyncio.wait_for(ws.recv(), 20)
+        except websockets.ConnectionClosed:
+            return ws.close_code
+        assert first == P.message(P.HANDSHAKE)
+        await hold.wait()
+        return "admitted"
+
+
+def test_two_doors_in_front_of_two_one_session_replicas_admit_two_of_four_clients(tmp_path: Path) -> None:
+    with _replicas(tmp_path) as replicas:
+        links = [[LocalLink(k, chat, address) for k, (chat, address) in enumerate(replicas)] for _ in range(2)]
+        with serving(ingress_app(_door(links[0]))) as door_a, serving(ingress_app(_door(links[1]))) as door_b:
+            async def four() -> list[int | str]:
+                hold = asyncio.Event()
+                tasks = [asyncio.ensure_future(_first(port, hold)) for port in (door_a, door_b, door_a, door_b)]
+                while sum(t.done() for t in tasks) < 2:  # the refused ones end; the admitted are held
+                    await asyncio.sleep(0.05)
+                await asyncio.sleep(0.5)
+                assert sum(chat.active for chat, _ in replicas) == 2  # never past a replica's limit
+                hold.set()
+                return list(await asyncio.gather(*tasks))
+
+            outcomes = asyncio.run(four())
+    assert sorted(map(str, outcomes)) == ["1013", "1013", "admitted", "admitted"], outcomes
+
+
+def test_a_door_whose_view_is_stale_tries_the_next_replica_instead_of_refusing(tmp_path: Path) -> None:
+    """Door B believes replica 0 is free (another door filled it since): the replica refuses the claim, and door B
+    takes the client to replica 1, which has room (it used to pass replica 0's 1013 on to the client)."""
+    with _replicas(tmp_path) as replicas:
+        (chat_0, address_0), (chat_1, address_1) = replicas
+        door_a = _door([LocalLink(0, chat_0, address_0)])
+        door_b = _door([LocalLink(0, chat_0, address_0, stale_free=1), LocalLink(1, chat_1, address_1)])
+        with serving(ingress_app(door_a)) as port_a, serving(ingress_app(door_b)) as port_b:
+            async def two() -> list[int | str]:
+                hold = asyncio.Event()
+                first = asyncio.ensure_future(_first(port_a, hold))
+                while chat_0.active == 0 and not first.done():
+                    await asyncio.sleep(0.05)
+                second = asyncio.ensure_future(_first(port_b, hold))
+                while chat_1.active == 0 and not second.done():
+                    await asyncio.sleep(0.05)
+                hold.set()
+                return [await first, await second]
+
+            assert asyncio.run(two()) == ["admitted", "admitted"]
+        assert door_b.registry.get_sample_value("kame_ingress_refused_total", {"why": "replica full"}) == 1.0
