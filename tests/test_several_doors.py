@@ -88,7 +88,8 @@ async def _first(port: int, hold: asyncio.Event) -> int | str:
 
 def test_two_doors_in_front_of_two_one_session_replicas_admit_two_of_four_clients(tmp_path: Path) -> None:
     with _replicas(tmp_path) as replicas:
-        links = [[LocalLink(k, chat, address) for k, (chat, address) in enumerate(replicas)] for _ in range(2)]
+        links: list[list[ReplicaLink]] = [[LocalLink(k, chat, address) for k, (chat, address) in enumerate(replicas)]
+                                          for _ in range(2)]
         with serving(ingress_app(_door(links[0]))) as door_a, serving(ingress_app(_door(links[1]))) as door_b:
             async def four() -> list[int | str]:
                 hold = asyncio.Event()

@@ -8,6 +8,7 @@ import asyncio
 import contextlib
 import json
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -34,6 +35,10 @@ class TalkResult:
     question_end: float | None = None
     close_code: int | None = None
     close_reason: str = ""
+    #: the address the session ran through (the first of ``talk``'s that admitted it)
+    url: str = ""
+    #: the addresses tried before it, and why each did not admit the session
+    passed_over: list[tuple[str, str]] = field(default_factory=list)
 
     @property
     def output(self) -> np.ndarray:
@@ -80,11 +85,16 @@ class TalkResult:
         return found[-1] if found else None
 
 
-async def talk(url: str, audio: np.ndarray, *, tail_s: float = 6.0, pcm: bool = False, end: bool = True,
-               realtime: bool = True, lead_s: float = 0.0) -> TalkResult:
+async def talk(url: str | Sequence[str], audio: np.ndarray, *, tail_s: float = 6.0, pcm: bool = False,
+               end: bool = True, realtime: bool = True, lead_s: float = 0.0) -> TalkResult:
     """Connect to ``url``, wait for the handshake, stream ``audio`` (24 kHz float32) frame by frame in real
     time (``lead_s`` of silence first, ``tail_s`` after), then send ``{"type": "end"}`` (or just disconnect
-    when ``end`` is False) and collect everything received until the server closes."""
+    when ``end`` is False) and collect everything received until the server closes.
+
+    ``url`` may be several doors of one deployment: they are tried in order, and one that cannot be reached,
+    answers with an HTTP error (503: too many connections) or closes with 1013 before its handshake (every replica
+    full through it) is passed over for the next (:attr:`TalkResult.passed_over`); when none admits the session,
+    the last one's refusal is raised as it came."""
     import sphn
     import websockets
 
@@ -93,9 +103,29 @@ async def talk(url: str, audio: np.ndarray, *, tail_s: float = 6.0, pcm: bool = 
                                      np.asarray(audio, np.float32)]))
     n_question = len(frames)
     frames += [np.zeros(SAMPLES_PER_FRAME, np.float32)] * int(round(tail_s / FRAME_SECONDS))
-    suffix = ("&" if "?" in url else "?") + "audio=pcm" if pcm else ""
-    async with websockets.connect(url + suffix, max_size=None) as ws:
-        first = await asyncio.wait_for(ws.recv(), 300)
+    urls = [url] if isinstance(url, str) else list(url)
+    if not urls:
+        raise ValueError("talk: no address to connect to")
+    for k, address in enumerate(urls):
+        last = k == len(urls) - 1
+        suffix = ("&" if "?" in address else "?") + "audio=pcm" if pcm else ""
+        try:
+            ws = await websockets.connect(address + suffix, max_size=None)
+        except (OSError, asyncio.TimeoutError, websockets.InvalidHandshake) as err:
+            if last:
+                raise
+            result.passed_over.append((address, f"{type(err).__name__}: {err}"))
+            continue
+        try:
+            first = await asyncio.wait_for(ws.recv(), 300)
+        except websockets.ConnectionClosed:
+            if ws.close_code == P.CLOSE_TRY_LATER and not last:
+                result.passed_over.append((address, f"{ws.close_code} {ws.close_reason}"))
+                continue
+            raise
+        result.url = address
+        break
+    async with ws:
         t0 = time.monotonic()
         result.first_kind = first[0] if isinstance(first, bytes) and first else None
         if result.first_kind != P.HANDSHAKE:
