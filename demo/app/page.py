@@ -21,6 +21,7 @@ from collections.abc import Callable
 os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
 
 import gradio as gr  # noqa: E402
+from gradio.events import Dependency  # noqa: E402
 
 from kame_core.export.corpus import RowCache  # noqa: E402
 from kame_core.settings import Settings  # noqa: E402
@@ -165,7 +166,7 @@ def build_app(gpu: Callable[[Callable], Callable] | None = None, hardware: hw.Ha
                          download, tl.link, tl.lanes, tl.exports, tl.regions, lv.status, lv.plot, lv.components,
                          lv.file, tk.shown]
 
-        def show_panels(st):
+        def show_panels(st: views.AppSession | None) -> tuple:
             """Every panel from :func:`demo.app.panels` (one function for every open path)."""
             p = panels(st, settings=settings)
             t, b = p.timeline, p.bar
@@ -182,16 +183,16 @@ def build_app(gpu: Callable[[Callable], Callable] | None = None, hardware: hw.Ha
                     *(live_kept if p.live is None else live.to_page(p.live)[1:]),
                     p.session.loaded.key if p.session.loaded is not None else "")  # for the Talk page
 
-        def show_lanes(st):
+        def show_lanes(st: views.AppSession | None) -> tuple:
             """The figures that draw the lanes (Timeline's, Compare's) and the link: what a change of lanes changes
             (a 2-minute session's every panel took seconds to redraw)."""
             session = views.session_of(st)
             return timeline.panel(session).figure, compare.compare(session).figure, views.link_text(session)
 
-        def lanes_changed(event):
+        def lanes_changed(event: Dependency) -> Dependency:
             return event.then(show_lanes, state, [tl.plot, cmp.plot, tl.link], api_visibility="private")
 
-        def opens(event):
+        def opens(event: Dependency) -> Dependency:
             """Every open path ends with this: the panels that show the open input, drawn afresh, so none keeps
             the previous input's numbers."""
             return event.then(show_panels, state, panel_outputs, api_visibility="private")

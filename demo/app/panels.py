@@ -2,8 +2,6 @@
 tab's panel (the tabs never import each other)."""
 from __future__ import annotations
 
-from typing import Any
-
 from kame_core.settings import Settings
 
 from ..open import views
@@ -11,7 +9,7 @@ from ..open.results import Panels
 from ..tabs import compare, delay, evolution, live, timeline
 
 
-def panels(state: Any = None, *, settings: Settings | None = None) -> Panels:
+def panels(state: views.AppSession | None = None, *, settings: Settings | None = None) -> Panels:
     """Every panel that shows the open input, as opening it leaves them. Every open path (a scenario of the
     folder, an upload, a training dialogue, a Live upload, a microphone or Talk session, a pick from the made
     list) ends here, so no panel keeps the previous input's numbers; the Forced-delay tab's results and the

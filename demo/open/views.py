@@ -37,7 +37,7 @@ from .inspector import run_summary_rows
 from .mic import MicSession
 from .regions import Region
 from .results import Bar, Opened, TalkOpened
-from .upload_budget import Reservation
+from .upload_budget import Reservation, UploadBudget
 
 TIMELINE_PLAYER = "Conversation audio (user + assistant) — the timeline's playhead follows it"
 _ORIGINS = {"bundled": "bundled scenario file (recorded)", "upload": "uploaded scenario file (recorded)",
@@ -117,7 +117,7 @@ class AppSession:
         return self.folder
 
 
-def discard_session(value: Any) -> None:
+def discard_session(value: object) -> None:
     """Delete a finished session's private folder (``gr.State`` delete callback)."""
     if not isinstance(value, AppSession):
         return
@@ -130,8 +130,10 @@ def discard_session(value: Any) -> None:
         shutil.rmtree(value.folder, ignore_errors=True)
 
 
-def session_of(value: Any) -> AppSession:
-    """The user's session in a ``gr.State`` value (a fresh one when it holds none yet)."""
+def session_of(value: object) -> AppSession:
+    """The user's session in a ``gr.State`` value (a fresh one when it holds none yet, or holds anything else: a
+    callback's ``state`` is typed ``AppSession | None``, what the app's ``gr.State`` holds, and this guard still
+    takes whatever Gradio hands)."""
     return value if isinstance(value, AppSession) else AppSession()
 
 
@@ -278,7 +280,7 @@ def _failed(session: AppSession, message: str) -> Opened:
     return Opened(session, message, fig, rows, sound, list(session.loaded.scenario.runs), run_id)
 
 
-def refused_open(state: Any, message: str) -> Opened:
+def refused_open(state: AppSession | None, message: str) -> Opened:
     """An open refused before it began (e.g. a file no upload brought): ``message``, the open view unchanged."""
     return _failed(session_of(state), message)
 
@@ -295,7 +297,7 @@ def _open(session: AppSession, title: str, opener: Callable[[], library.LoadedSc
         return _failed(session, refusal(title, ScenarioError(type(err).__name__, str(err)[:300])))
 
 
-def show_opened(state: Any = None) -> Opened:
+def show_opened(state: AppSession | None = None) -> Opened:
     """Show the session's open scenario in every view (after a Live upload or a microphone session made it):
     the same outputs as :func:`open_bundled`."""
     session = session_of(state)
@@ -304,7 +306,7 @@ def show_opened(state: Any = None) -> Opened:
     return _opened(session, session.loaded)
 
 
-def open_bundled(name: str | None, state: Any = None, *, settings: Settings | None = None) -> Opened:
+def open_bundled(name: str | None, state: AppSession | None = None, *, settings: Settings | None = None) -> Opened:
     """Open a scenario of the scenarios folder (``settings.content``; default: the repository's); ``OPEN_NOW``
     (the picker's entry naming an input that is not a file of the folder) shows the open input again. Returns
     (session, status, figure, summary rows, audio, run ids, selected run)."""
@@ -318,7 +320,7 @@ def open_bundled(name: str | None, state: Any = None, *, settings: Settings | No
     return _open(session, "Cannot open scenario", lambda: library.open_bundled(name, folder))
 
 
-def open_upload(file: str | None, state: Any = None, budget: Any = None) -> Opened:
+def open_upload(file: str | None, state: AppSession | None = None, budget: UploadBudget | None = None) -> Opened:
     """Open an uploaded scenario file, or a zipped official KAME server log folder (validated; an invalid one
     gives an error naming the field, or the log file and line, and the session keeps the scenario it had).
     ``budget`` (:class:`demo.open.upload_budget.UploadBudget`): its decoded audio is booked before it is decoded,
@@ -327,10 +329,11 @@ def open_upload(file: str | None, state: Any = None, budget: Any = None) -> Open
     if not file:
         return _failed(session, "Upload a scenario file (.kame) or a zipped official KAME server log folder.")
     what = "official KAME log" if library.official_log_members(Path(file)) else "scenario file"
-    booked: list[Any] = []
+    booked: list[Reservation] = []
     opened: list[library.LoadedScenario] = []
 
     def book(n_bytes: int) -> None:
+        assert budget is not None  # book is passed only with a budget
         booked.append(budget.reserve(n_bytes, Path(file).name))
 
     def opener() -> library.LoadedScenario:
@@ -347,7 +350,8 @@ def open_upload(file: str | None, state: Any = None, budget: Any = None) -> Open
     return result
 
 
-def open_training(dialogue_id: str | None, state: Any = None, *, settings: Settings | None = None) -> Opened:
+def open_training(dialogue_id: str | None, state: AppSession | None = None, *,
+                  settings: Settings | None = None) -> Opened:
     """Import a training dialogue (KAME dataset layout, ``settings.content.training_dir``) into the same view."""
     session = session_of(state)
     if not dialogue_id:
@@ -356,7 +360,7 @@ def open_training(dialogue_id: str | None, state: Any = None, *, settings: Setti
     return _open(session, "Cannot import training dialogue", lambda: library.open_training(dialogue_id, root))
 
 
-def open_made(label: str | None, state: Any = None) -> Opened:
+def open_made(label: str | None, state: AppSession | None = None) -> Opened:
     """Reopen a session this browser session made (its label in :attr:`AppSession.made`); nothing else can be
     named here, so other users' sessions never open."""
     session = session_of(state)
@@ -372,7 +376,7 @@ def open_made(label: str | None, state: Any = None) -> Opened:
     return _open(session, f"Cannot reopen {found.label}", opener)
 
 
-def open_default(state: Any = None, *, settings: Settings | None = None) -> Opened:
+def open_default(state: AppSession | None = None, *, settings: Settings | None = None) -> Opened:
     """The first screen: the first bundled scenario, else the first training dialogue, else a message."""
     content = (settings or Settings()).content
     names = library.bundled_names(library.scenarios_dir(content.scenarios_dir))
@@ -384,7 +388,7 @@ def open_default(state: Any = None, *, settings: Settings | None = None) -> Open
     return open_bundled(None, state, settings=settings)
 
 
-def download_scenario(state: Any = None) -> tuple[AppSession, str | None]:
+def download_scenario(state: AppSession | None = None) -> tuple[AppSession, str | None]:
     """The opened scenario as a file (imported dialogues are written to the user's private folder)."""
     session = session_of(state)
     try:
@@ -393,7 +397,7 @@ def download_scenario(state: Any = None) -> tuple[AppSession, str | None]:
         return session, None
 
 
-def download_scenario_link(state: Any = None) -> tuple[AppSession, str]:
+def download_scenario_link(state: AppSession | None = None) -> tuple[AppSession, str]:
     """The bar's download link to the opened scenario (:func:`download_html`), for API clients."""
     session, path = download_scenario(state)
     return session, download_html(path)
@@ -453,7 +457,7 @@ def bar(session: AppSession, settings: Settings) -> Bar:
 NO_LINK = "(no link: {what} opens only in this browser session)"
 
 
-def view_link(state: Any = None) -> links.Link | None:
+def view_link(state: AppSession | None = None) -> links.Link | None:
     """The link to the view shown (:mod:`demo.open.links`): the open input's id, the shown run and Inspect time, and a
     Talk session's claim when this page opened it with one. None for what no link can name: an upload, a Live
     upload or a microphone session (files of this browser session only), nothing open."""
@@ -473,7 +477,7 @@ def view_link(state: Any = None) -> links.Link | None:
     return links.Link(ident, run, session.at or None, claim, session.lanes, session.regions)
 
 
-def link_text(state: Any = None) -> str:
+def link_text(state: AppSession | None = None) -> str:
     """The "Link to this view" box: the link on this page's address, or why the open input has none."""
     session = session_of(state)
     link = view_link(session)
@@ -532,7 +536,7 @@ def _open_linked(session: AppSession, link: links.Link, settings: Settings) -> O
     return Opened(session, status_markdown(loaded), fig, rows, sound, list(runs), run)
 
 
-def open_link(query: Mapping[str, str], state: Any = None, *, page: str | None = None,
+def open_link(query: Mapping[str, str], state: AppSession | None = None, *, page: str | None = None,
               settings: Settings | None = None) -> Opened:
     """The page's first view from its query parameters (:mod:`demo.open.links`): the input, run and Inspect time a
     link names, else the default view (:func:`open_default`); a parameter that cannot be honoured (an unknown id
@@ -554,7 +558,7 @@ def open_link(query: Mapping[str, str], state: Any = None, *, page: str | None =
     return open_default(session, settings=settings)
 
 
-def open_talk_session(session_id: str | None, state: Any = None, *,
+def open_talk_session(session_id: str | None, state: AppSession | None = None, *,
                       sessions_dir: Path | None = None) -> TalkOpened:
     """Open a session saved by the live protocol: ``"ID CLAIM"`` (the Talk tab's Stop fills both in; the claim is
     the page's secret, so only the browser session that made a talk session can open it). Returns (session,

@@ -13,9 +13,10 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
 
 import gradio as gr
+from gradio.components import Component
+from gradio.events import Dependency
 
 from kame_core.settings import Settings
 from kame_core.tickets import TicketBook
@@ -43,8 +44,8 @@ class Wiring:
     gpu: Callable[[Callable], Callable] | None
     download: gr.HTML
     tabs: gr.Tabs
-    opened: tuple[Any, ...]
+    opened: tuple[Component, ...]
     show: Callable[[Opened | TalkOpened], tuple]
-    opens: Callable[[Any], Any]
-    lanes_changed: Callable[[Any], Any]
+    opens: Callable[[Dependency], Dependency]
+    lanes_changed: Callable[[Dependency], Dependency]
     received: ReceivedUploads  # every file a client names goes through its ``accept`` (:mod:`demo.app.client_files`)

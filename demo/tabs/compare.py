@@ -74,7 +74,7 @@ def build() -> CompareTab:
     return CompareTab(button, picks, picked, plot, names, slots, table)
 
 
-def wire(tab: CompareTab, wiring: Wiring, cache: RowCache, shown: Any) -> None:
+def wire(tab: CompareTab, wiring: Wiring, cache: RowCache, shown: gr.Tab) -> None:
     """The button draws the comparison of the open input's modes (it is also drawn after every open); the picks
     list every run this page can open (refreshed when the tab shows) and their button compares them."""
     state, settings = wiring.state, wiring.settings
@@ -91,8 +91,8 @@ def wire(tab: CompareTab, wiring: Wiring, cache: RowCache, shown: Any) -> None:
 DELAY = "delay"
 
 
-def run_choices(state: Any = None, *, settings: Settings | None = None,
-                cache: RowCache | None = None) -> tuple[views.AppSession, Any]:
+def run_choices(state: views.AppSession | None = None, *, settings: Settings | None = None,
+                cache: RowCache | None = None) -> tuple[views.AppSession, dict[str, Any]]:
     """Every run this page can open (as the Sessions tab lists them) and the open input's forced-delay re-runs,
     as the picks' choices (the picks kept where still offered)."""
     session = views.session_of(state)
@@ -136,7 +136,8 @@ def _picked(session: views.AppSession, pick: str, settings: Settings) -> tuple[s
     return f"{loaded.title} · {views.run_label(run, trace)}", f"{where}:{ident}:{run}", trace, where != WHERE["made"]
 
 
-def compare_runs(picks: list[str] | None, state: Any = None, *, settings: Settings | None = None) -> Compared:
+def compare_runs(picks: list[str] | None, state: views.AppSession | None = None, *,
+                 settings: Settings | None = None) -> Compared:
     """Two or three runs of any inputs on one time axis (the picks' order), with what they said against the
     first, word by word. Refused, with the reason and nothing else changed: fewer than two picks, more than three,
     or a pick that cannot be opened."""
@@ -158,7 +159,7 @@ def compare_runs(picks: list[str] | None, state: Any = None, *, settings: Settin
     return _shown(session, runs, "the runs picked, on one clock")
 
 
-def compare(state: Any = None) -> Compared:
+def compare(state: views.AppSession | None = None) -> Compared:
     """All runs of the opened input on one time axis: (session, figure, rows, slot audio ×3, transcripts).
 
     Each row: run, what produced it, onset latency, FD-Bench timing, oracle revisions, self-corrections, final

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import functools
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import gradio as gr
 
@@ -13,6 +13,7 @@ from kame_core.pipelines.replay import REPLAY_LABEL, ReplayUnavailable
 from kame_core.protocols import PoolFull
 from kame_core.record.trace import SessionTrace
 from kame_core.settings import Settings
+from kame_core.stacks.live import RerunFrontEnd
 
 from ..app.scoring import MTBenchJudge, judge_for
 from ..app.stacks import rerun_front_end
@@ -122,7 +123,7 @@ def _judge(session: views.AppSession, settings: Settings) -> MTBenchJudge | None
     return judge_for(loaded.questions[0], loaded.category, settings)
 
 
-def forced_delay(delay_s: float, state: Any = None, *, front_end: Any = None,
+def forced_delay(delay_s: float, state: views.AppSession | None = None, *, front_end: RerunFrontEnd | None = None,
                  settings: Settings | None = None) -> Plotted:
     """Re-run the opened input's KAME run with ``delay_s`` of forced delay: (session, figure, markdown).
     ``front_end`` (default: :func:`demo.app.stacks.rerun_front_end` of ``settings``) makes the re-run's front-end."""
@@ -163,7 +164,8 @@ def same_words(outcomes: list[DelayOutcome]) -> str:
             "answer begins, not what it says (a flat curve).*\n\n")
 
 
-def delay_curve(state: Any = None, *, front_end: Any = None, settings: Settings | None = None) -> Plotted:
+def delay_curve(state: views.AppSession | None = None, *, front_end: RerunFrontEnd | None = None,
+                settings: Settings | None = None) -> Plotted:
     """The latency–quality curve of the opened input over :data:`DELAYS_S`: (session, figure, markdown)."""
     settings = settings or Settings()
     session = views.session_of(state)

@@ -55,14 +55,14 @@ def wire(tab: EvolutionTab, wiring: Wiring) -> None:
         lambda: evolution_buttons("all"), None, buttons, api_visibility="private")
 
 
-def evolution_buttons(shown: str) -> tuple[Any, Any]:
+def evolution_buttons(shown: str) -> tuple[dict[str, Any], dict[str, Any]]:
     """The Evolution tab's buttons ("This input", "All scenarios of the folder"): the one whose view is shown
     (``"input"`` or ``"all"``) highlighted."""
     return (gr.update(variant="primary" if shown == "input" else "secondary"),
             gr.update(variant="primary" if shown == "all" else "secondary"))
 
 
-def evolution(state: Any = None) -> Plotted:
+def evolution(state: views.AppSession | None = None) -> Plotted:
     """The oracle's evolution for the opened input: (session, figure, per-level markdown)."""
     session = views.session_of(state)
     if session.loaded is None:
@@ -76,7 +76,7 @@ def evolution(state: Any = None) -> Plotted:
     return Plotted(session, fig, f"{made_by}\n\nPer hint level ({refs}):\n\n" + level_table_markdown(points))
 
 
-def evolution_bundled(state: Any = None, *, settings: Settings | None = None) -> Plotted:
+def evolution_bundled(state: views.AppSession | None = None, *, settings: Settings | None = None) -> Plotted:
     """The oracle's evolution pooled over every scenario of the scenarios folder (``settings.content``):
     (session, figure, markdown)."""
     session = views.session_of(state)

@@ -6,7 +6,7 @@ import functools
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import gradio as gr
 import numpy as np
@@ -19,6 +19,7 @@ from kame_core.record.trace import SessionTrace
 from kame_core.scenario import ScenarioError
 from kame_core.session import SessionStore, new_session_id
 from kame_core.settings import Settings
+from kame_core.stacks.live import LiveStack
 from kame_core.stacks.stack import Stack
 
 from ..app.client_files import ClientFileRefused
@@ -177,7 +178,8 @@ def cleared(session: views.AppSession) -> LiveRun | None:
     return LiveRun(session, "", None, "", None)
 
 
-def live_upload(file: str | None, modes: list[str] | None, state: Any = None, *, stack: Any = None,
+def live_upload(file: str | None, modes: list[str] | None, state: views.AppSession | None = None, *,
+                stack: LiveStack | None = None,
                 settings: Settings | None = None) -> Iterator[LiveRun]:
     """Run an uploaded recording live: yields (session, status, figure, components, scenario file). ``stack``
     (default: :func:`demo.app.stacks.live_stack` of ``settings``) is the live stack it runs on."""
@@ -221,7 +223,8 @@ def outcome_message(done: str, runs: dict[str, SessionTrace]) -> str:
 
 
 
-def mic_chunk(chunk: Any, state: Any = None, *, stack: Any = None, cpu_only: bool = False,
+def mic_chunk(chunk: tuple[int, np.ndarray] | None, state: views.AppSession | None = None, *,
+              stack: LiveStack | None = None, cpu_only: bool = False,
               settings: Settings | None = None) -> MicProgress:
     """A streamed microphone chunk ``(rate, samples)``: feed the live KAME session (started on the first
     chunk, on the real-time clock). Returns (session, status, figure of the session so far or None).
@@ -262,7 +265,7 @@ def mic_chunk(chunk: Any, state: Any = None, *, stack: Any = None, cpu_only: boo
     return MicProgress(session, status, timeline_figure(snap, title="Live (microphone) — as it happens"))
 
 
-def mic_stop(modes: list[str] | None, state: Any = None) -> LiveRun:
+def mic_stop(modes: list[str] | None, state: views.AppSession | None = None) -> LiveRun:
     """The recording ended: finish the KAME session, run the cascade on the same input if chosen (virtual
     clock), save the scenario. Returns (session, status, figure, components, scenario file)."""
     session = views.session_of(state)

@@ -84,11 +84,11 @@ def build() -> SessionsTab:
     return SessionsTab(refresh, status, row_filter, table, csv)
 
 
-def wire(tab: SessionsTab, wiring: Wiring, cache: RowCache, shown: Any) -> None:
+def wire(tab: SessionsTab, wiring: Wiring, cache: RowCache, shown: gr.Tab) -> None:
     """Refresh (and ``shown``: the tab's own select) lists; a click on a row opens it, as every open path does."""
     state, settings = wiring.state, wiring.settings
 
-    def listed(st: Any, words: Any) -> tuple:
+    def listed(st: views.AppSession | None, words: str | None) -> tuple:
         try:
             session, rows, status, path = listing(st, words, settings=settings, cache=cache)
             return session, rows, status, csv_link(path)
@@ -101,7 +101,7 @@ def wire(tab: SessionsTab, wiring: Wiring, cache: RowCache, shown: Any) -> None:
     tab.filter.input(listed, [state, tab.filter], outputs, api_visibility="private", trigger_mode="always_last",
                      show_progress="hidden")
 
-    def on_row(st: Any, evt: gr.SelectData) -> tuple:
+    def on_row(st: views.AppSession | None, evt: gr.SelectData) -> tuple:
         opened = open_row(list(evt.row_value or []), st, settings=settings)
         return (*wiring.show(opened), gr.Tabs(selected="timeline") if opened.figure is not None else gr.skip())
 
@@ -112,7 +112,7 @@ class FilterRefused(ValueError):
     """A filter the list does not take (its message says why)."""
 
 
-def filter_words(words: Any) -> list[str]:
+def filter_words(words: object) -> list[str]:
     """The words of a filter, lower-cased (:class:`FilterRefused` for one that is not text or too long)."""
     if words is None:
         return []
@@ -123,7 +123,7 @@ def filter_words(words: Any) -> list[str]:
     return words.lower().split()
 
 
-def listing(state: Any = None, words: Any = None, *, settings: Settings | None = None,
+def listing(state: views.AppSession | None = None, words: str | None = None, *, settings: Settings | None = None,
             cache: RowCache | None = None) -> tuple[views.AppSession, list[list[Any]], str, str | None]:
     """The table for this browser session, only the rows whose cells hold every word of ``words`` (any case):
     (session, rows shown, a status line, the CSV of those rows, every column). :class:`FilterRefused` before any
@@ -168,7 +168,7 @@ def _private(row: CorpusRow, cells: list[Any]) -> CorpusRow:
     return dataclasses.replace(row, source=f"{cells[0]}/{Path(row.source).name}")
 
 
-def open_row(values: list[Any], state: Any = None, *, settings: Settings | None = None) -> Opened:
+def open_row(values: list[Any], state: views.AppSession | None = None, *, settings: Settings | None = None) -> Opened:
     """Open the session and run of a row of the table (its ``where``, ``open`` and ``run`` cells): a bundled
     scenario or a training dialogue as its link opens it, a session made here from the made list."""
     session = views.session_of(state)

@@ -105,7 +105,8 @@ def wire(tab: TimelineTab, wiring: Wiring) -> None:
     wiring.lanes_changed(tab.lanes.input(set_lanes, [tab.lanes, state], [state, tab.lanes], api_name="set_lanes"))
 
 
-def set_lanes(lanes: list[str] | None, state: Any = None) -> tuple[views.AppSession, Any]:
+def set_lanes(lanes: list[str] | None,
+              state: views.AppSession | None = None) -> tuple[views.AppSession, dict[str, Any]]:
     """Show ``lanes``, in that order, on the Timeline and Compare: (session, the lanes box). Refused (the lanes
     shown stay, and a notice says why): none, or a name that is not a lane."""
     session = views.session_of(state)
@@ -116,7 +117,8 @@ def set_lanes(lanes: list[str] | None, state: Any = None) -> tuple[views.AppSess
     return session, gr.update(value=list(session.lanes.order))
 
 
-def move_lanes(text: str | None, state: Any = None) -> tuple[views.AppSession, Any, str]:
+def move_lanes(text: str | None,
+               state: views.AppSession | None = None) -> tuple[views.AppSession, dict[str, Any], str]:
     """The lanes in the order the page moved them to (a link's ``lanes=`` value, :meth:`LaneLayout.parse`): (session,
     the Lanes box, the link). The page has drawn them already, so no figure is sent. Refused (the order kept stays,
     and a notice says why): anything but the lanes shown, each once."""
@@ -133,7 +135,7 @@ def move_lanes(text: str | None, state: Any = None) -> tuple[views.AppSession, A
     return session, gr.update(value=list(session.lanes.order)), views.link_text(session)
 
 
-def set_regions(text: str | None, state: Any = None) -> tuple[views.AppSession, str, str]:
+def set_regions(text: str | None, state: views.AppSession | None = None) -> tuple[views.AppSession, str, str]:
     """Keep the page's named regions (:func:`demo.open.regions.from_page`): (session, the link, the exports, now with a
     regions tier). Refused whole (the regions kept stay, and a notice says why): anything but a list of named
     spans."""
@@ -145,7 +147,7 @@ def set_regions(text: str | None, state: Any = None) -> tuple[views.AppSession, 
     return session, views.link_text(session), export_links(session)
 
 
-def export_selection(text: str | None, state: Any = None) -> str:
+def export_selection(text: str | None, state: views.AppSession | None = None) -> str:
     """The span the page asks for (``{"start", "end", "ask"}``) as one zip of its stereo WAV and every tier cut
     to it (:func:`kame_core.export.selection.write_selection`): the export links with one more, ``selection``,
     which the page follows (its ``data-ask`` is the request's); a refusal is shown there instead. A session keeps
@@ -207,7 +209,7 @@ EXPORT_BUTTONS = (("textgrid", "Praat TextGrid"), ("eaf", "ELAN EAF + WAV"), ("c
                   ("rttm", "RTTM (who spoke when)"), ("audacity", "Audacity labels"))
 
 
-def export_files(state: Any = None) -> tuple[str | None, ...]:
+def export_files(state: views.AppSession | None = None) -> tuple[str | None, ...]:
     """The shown run of the open input in each format of :data:`EXPORT_BUTTONS` -- a Praat TextGrid, an ELAN EAF
     with its stereo WAV (one zip), a CSV, RTTM, an Audacity label track (:mod:`kame_core.export`) -- written once per
     input, run and regions into the user's private folder, each named ``<their hash>_<scenario>-<run><suffix>``
@@ -247,7 +249,7 @@ _EXPORT_SEP = "_"
 _SELECTION = "sel-"
 
 
-def export_links(state: Any = None) -> str:
+def export_links(state: views.AppSession | None = None) -> str:
     """The links of :func:`export_files`' files, for the side column."""
     return export_links_html(export_files(state))
 
@@ -280,7 +282,7 @@ def _file_stem(name: str) -> str:
     return re.sub(r"[^A-Za-z0-9_-]+", "-", name).strip("-")[:60] or "session"
 
 
-def show_run(run_id: str | None, state: Any = None) -> RunShown:
+def show_run(run_id: str | None, state: views.AppSession | None = None) -> RunShown:
     """Switch the timeline to another run of the opened scenario: (session, figure, audio, details)."""
     session = views.session_of(state)
     if session.loaded is None:
@@ -305,7 +307,7 @@ def _details_with_latency(session: views.AppSession, trace: SessionTrace, t: flo
            f"user's speech)\n\n{latency_markdown(trace)}"
 
 
-def seek(t: float | None, state: Any = None) -> Seeked:
+def seek(t: float | None, state: views.AppSession | None = None) -> Seeked:
     """Playback position ``t`` seconds: (session, figure with the playhead at t, what the streams held)."""
     session = views.session_of(state)
     trace = views.shown_trace(session)
