@@ -38,7 +38,7 @@ from kame_core.serve.assembly import build_server
 from kame_core.serve.lifecycle import run
 from kame_core.serve.redaction import install_redaction
 from kame_core.serve.replicas import ReplicaError, ReplicatedChat
-from kame_core.session.disk import FolderInUse
+from kame_core.session import FolderInUse
 from kame_core.settings import Settings
 from kame_core.stacks.served import ServedStack, served_stack
 

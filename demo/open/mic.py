@@ -15,8 +15,7 @@ import numpy as np
 
 from kame_core.audio_io import StreamResampler, to_mono_float32
 from kame_core.record.trace import SessionTrace
-from kame_core.session import LiveSession
-from kame_core.session.live import MAX_INPUT_S
+from kame_core.session import MAX_INPUT_S, LiveSession
 from kame_core.stacks.stack import Stack
 
 #: the longest microphone session accepted (as for uploads)

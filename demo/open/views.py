@@ -19,10 +19,7 @@ from typing import Any
 
 from kame_core.record.trace import SessionTrace
 from kame_core.scenario import ScenarioError, save_scenario
-from kame_core.serve import default_sessions_dir, session_file
-from kame_core.session import SessionStore, Ticket
-from kame_core.session.disk import error_words
-from kame_core.session.store import saving_folder
+from kame_core.session import SessionStore, Ticket, default_sessions_dir, error_words, saving_folder, session_file
 from kame_core.settings import Settings
 from kame_core.stacks.live import LiveStack
 

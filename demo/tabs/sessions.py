@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 import gradio as gr
 
 from kame_core.export.corpus import CorpusRow, RowCache, write_table
-from kame_core.session.disk import error_words
+from kame_core.session import error_words
 from kame_core.settings import Settings
 
 from ..app.session_files import download_link

@@ -9,15 +9,18 @@
 * :class:`UserTurnTracker`, :class:`TurnConfig`, :func:`group_turns` (the user's turn) -- re-exported from
   :mod:`kame_core.turns.tracker`
 * :mod:`.live`     -- :class:`LiveSession`: one live conversation whatever the door (source, jitter buffer,
-  runner thread, front-end slot, stop / finish / errors)
-* :mod:`.store`    -- :class:`SessionStore`: ids, files, titles and saving of live sessions
+  runner thread, front-end slot, stop / finish / errors; at most :data:`MAX_INPUT_S` of input)
+* :mod:`.store`    -- :class:`SessionStore`: ids, files, titles and saving of live sessions; :func:`saving_folder`,
+  the folder (a replica's, if one saved it) a session id is saved in
 * :mod:`.admission` -- :class:`SessionGate`: how many live sessions a shared resource (a pool) admits
 * :mod:`.journal`, :mod:`.saving`, :mod:`.disk` -- a live session on disk as it runs, its saving with retries, the
-  sessions folder as a place that can fail; :mod:`.ending`, :mod:`.heap` -- ending a session cleanly, memory back
+  sessions folder as a place that can fail (:class:`FolderInUse`: another server holds it; :func:`error_words`: a
+  failed write in words a client may read); :mod:`.ending`, :mod:`.heap` -- ending a session cleanly, memory back
   to the system when idle
 """
 from ..turns.tracker import TurnConfig, UserTurn, UserTurnTracker, group_turns
 from .admission import SessionGate, Ticket
+from .disk import FolderInUse, error_words
 from .driver import (
            FrameOut,
            FrameSink,
@@ -26,12 +29,13 @@ from .driver import (
            SessionDriver,
            note_missed_deadline,
 )
-from .live import LiveSession, release, release_front_end
+from .live import MAX_INPUT_S, LiveSession, release, release_front_end
 from .sources import ArraySource, LiveSource, UserAudioSource, follow_session
-from .store import SessionStore, default_sessions_dir, new_session_id, session_file
+from .store import SessionStore, default_sessions_dir, new_session_id, saving_folder, session_file
 from .stt_loop import STTLoop
 
-__all__ = ["ArraySource", "FrameOut", "FrameSink", "LiveSession", "LiveSource", "Pipeline", "STTLoop", "Session",
-           "SessionDriver", "SessionGate", "SessionStore", "Ticket", "TurnConfig", "UserAudioSource", "UserTurn",
-           "UserTurnTracker", "default_sessions_dir", "follow_session", "group_turns", "new_session_id",
-           "note_missed_deadline", "release", "release_front_end", "session_file"]
+__all__ = ["MAX_INPUT_S", "ArraySource", "FolderInUse", "FrameOut", "FrameSink", "LiveSession", "LiveSource",
+           "Pipeline", "STTLoop", "Session", "SessionDriver", "SessionGate", "SessionStore", "Ticket", "TurnConfig",
+           "UserAudioSource", "UserTurn", "UserTurnTracker", "default_sessions_dir", "error_words", "follow_session",
+           "group_turns", "new_session_id", "note_missed_deadline", "release", "release_front_end", "saving_folder",
+           "session_file"]
