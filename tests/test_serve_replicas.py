@@ -296,6 +296,57 @@ def test_two_clients_on_two_replicas_and_a_third_is_refused(cluster: Any) -> Non
 
 
 @pytest.mark.slow
+def test_a_second_door_joins_the_running_replicas_and_the_two_never_admit_past_them(cluster: Any) -> None:
+    """``serve --door-only --ray-address``: a door of its own in front of the replicas the first door started (it
+    finds them on the cluster and learns their token from them). Two clients, one per door, take the two one-session
+    replicas; one more at each door is refused with 1013; the joined door stops and leaves the replicas serving."""
+    import ray
+
+    address, _, folder = cluster
+    joined = ReplicatedChat(ReplicaSpec(stack_from_cpu(small_model_openers=False), sessions_dir=folder,
+                                        max_sessions=1), 1, access=Access().bound_to("127.0.0.1"),
+                            address=ray.get_runtime_context().gcs_address, join=True)
+    try:
+        second = joined.preload()
+        assert joined.replicas.count == 2 and [link.index for link in second.links] == [0, 1]
+        assert joined.replicas.token != joined.spec.token  # the replicas' own, asked of them
+        with serving(ingress_app(second), log_level="warning") as port:
+            other = f"127.0.0.1:{port}"
+
+            async def scenario() -> tuple[list[Client], list[tuple[int | None, str]]]:
+                clients = [Client(address), Client(other)]
+                runs = [asyncio.ensure_future(c.run()) for c in clients]
+                await asyncio.wait_for(asyncio.gather(*(c.started.wait() for c in clients)), 60)
+                refused = [await _refused(address), await _refused(other)]
+                await asyncio.sleep(1.0)  # frames to save
+                for c in clients:
+                    c.stop.set()
+                await asyncio.gather(*runs)
+                return clients, refused
+
+            clients, refused = asyncio.run(scenario())
+    finally:
+        joined.close()
+    assert sorted(c.session["replica"] for c in clients) == [0, 1]
+    assert [code for code, _ in refused] == [P.CLOSE_TRY_LATER] * 2, refused
+    for c in clients:
+        assert c.code == P.CLOSE_NORMAL and c.saved() and c.saved()[-1]["file"], (c.code, c.reason)
+    status, body = _get(f"http://{address}/readyz")  # the first door's replicas still serve
+    assert status == 200 and json.loads(body)["free_slots"] == 2, body
+
+
+def test_door_only_needs_the_clusters_address_and_does_not_scale(capsys: pytest.CaptureFixture[str]) -> None:
+    from kame_core.serve.__main__ import main
+
+    for argv, said in ((["--door-only"], "--door-only needs --ray-address"),
+                       (["--door-only", "--ray-address", "auto", "--replicas", "1", "--max-replicas", "2"],
+                        "does not add or remove replicas")):
+        with pytest.raises(SystemExit) as info:
+            main(argv)
+        assert info.value.code == 2 and said in capsys.readouterr().err
+
+
+@pytest.mark.slow
 def test_a_killed_replica_closes_its_client_and_is_restarted_with_its_journal(cluster: Any) -> None:
     address, ingress, folder = cluster
 

@@ -117,6 +117,10 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--gpus-per-replica", type=float, default=None,
                         help="with --replicas: GPUs each replica takes (default 1 for --weights on CUDA: --device "
                              "cuda, or no --device and a GPU on this machine; else 0)")
+    parser.add_argument("--door-only", action="store_true",
+                        help="another door in front of the replicas already running on --ray-address (started by "
+                             "serve --replicas N there): it admits, claims and pumps as the first door does, deploys "
+                             "and scales nothing, and leaves the replicas running when it stops")
     parser.add_argument("--max-replicas", type=int, default=None,
                         help="with --replicas N: add replicas up to this many when free session slots run short, "
                              "remove the newest when it has long been idle (default KAME_MAX_REPLICAS, else N: a "
@@ -163,6 +167,12 @@ def server_from(argv: list[str] | None,
     except ValueError as err:
         parser.error(str(err))
     replicas = args.replicas if args.replicas is not None else settings.server.replicas
+    if args.door_only:
+        if not args.ray_address:
+            parser.error("--door-only needs --ray-address: the Ray cluster whose replicas it fronts")
+        if args.max_replicas is not None:
+            parser.error("--door-only does not add or remove replicas: the door that started them scales")
+        replicas = replicas or 1  # the number running is found when the door starts
     if not 0 <= replicas <= MAX_REPLICAS:
         parser.error(f"--replicas {replicas}: a whole number from 0 to {MAX_REPLICAS} (0: one server, no Ray)")
     if not replicas and (args.ray_address or args.gpus_per_replica is not None or args.max_replicas is not None
@@ -187,7 +197,7 @@ def server_from(argv: list[str] | None,
                         max_wall_s=args.max_wall_s)
         replication = Replication(ray_address=args.ray_address, gpus_per_replica=args.gpus_per_replica,
                                   headroom=args.headroom, grow_after_s=args.grow_after_s,
-                                  shrink_after_s=args.shrink_after_s)
+                                  shrink_after_s=args.shrink_after_s, door_only=args.door_only)
         chat = build_server(server_settings, load_stack, choice, host=args.host, limits=limits,
                             replication=replication)
     except ValueError as err:

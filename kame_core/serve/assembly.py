@@ -36,6 +36,8 @@ class Replication:
     headroom: int | None = None
     grow_after_s: float = 10.0
     shrink_after_s: float = 300.0
+    #: a door of its own in front of the replicas already running on ``ray_address`` (``serve --door-only``)
+    door_only: bool = False
 
     def gpus(self, front_end: FrontEndChoice) -> float:
         """GPUs per replica: as given, else one for a neural front-end on CUDA (said, or found on this machine).
@@ -67,4 +69,4 @@ def build_server(server: ServerSettings, load: Callable[[], ServedStack], front_
     spec = ReplicaSpec(load, sessions_dir=Path(server.sessions_dir), max_sessions=cap,
                        pool_size=front_end.pool_size if front_end.neural else None, limits=limits)
     return ReplicatedChat(spec, server.replicas, access=access, address=replication.ray_address, gpus=gpus,
-                          scaling=scaling)
+                          scaling=None if replication.door_only else scaling, join=replication.door_only)

@@ -113,6 +113,7 @@ class LiveReplica:
         from .server import uvicorn_options
 
         self.index = index
+        self._token = spec.token
         host = _node_address()
         hosts = LOOPBACK_HOSTS if is_loopback(host) else frozenset({f"[{host}]" if ":" in host else host})
         self.chat = ChatServer(spec.load_stack, max_sessions=spec.max_sessions,
@@ -139,6 +140,11 @@ class LiveReplica:
         port = self._uvicorn.servers[0].sockets[0].getsockname()[1]
         self.address = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
         log.info("replica %d serving at ws://%s (sessions in %s)", index, self.address, self.chat.sessions_dir)
+
+    def door_token(self) -> str:
+        """The token its websocket admits: what a door joining running replicas sends (``serve --door-only``; only
+        a member of the Ray cluster can call this)."""
+        return self._token
 
     def status(self) -> dict[str, Any]:
         """Where it listens, its process, its components and its readiness (:meth:`ChatServer.readiness`)."""
@@ -198,7 +204,9 @@ class RayReplicas:
     deletes them. ``links`` are the ingress's lines to them."""
 
     def __init__(self, spec: ReplicaSpec, count: int, *, address: str | None = None, gpus: float = 0.0,
-                 cpus: float = 1.0, most: int | None = None) -> None:
+                 cpus: float = 1.0, most: int | None = None, join: bool = False) -> None:
+        if join and address is None:
+            raise ValueError("a door that joins running replicas needs the Ray cluster's address (--ray-address)")
         if count < 1 or gpus < 0 or cpus <= 0 or (most is not None and most < count):
             raise ValueError("replicas must be >= 1 (at most as many as the most), GPUs per replica >= 0 and CPUs "
                              "per replica > 0")
@@ -211,9 +219,17 @@ class RayReplicas:
         self._ray_started_here = False
         self._deployment: Any = None
         self._growing: int | None = None  # the replica :meth:`grow` is starting
+        #: a door of its own in front of replicas another door started (``serve --door-only``): :meth:`start`
+        #: finds them, :meth:`close` leaves them running
+        self.joined = join
+        #: the token the replicas admit (a joining door learns it from replica 0)
+        self.token = spec.token
 
     def start(self) -> list[ServeLink]:
-        """Deploy and wait until every replica listens (models loaded, journals recovered); the links."""
+        """Deploy and wait until every replica listens (models loaded, journals recovered); the links. A joining
+        door (``join``) deploys nothing: see :meth:`_join`."""
+        if self.joined:
+            return self._join()
         if self.address is None:
             keep_local_ray_on_loopback()  # before Ray is first imported here: a local Ray listens on loopback only
             run_local_ray_workers_at_full_priority()  # sessions are real time (docs/deploy.md)
@@ -240,6 +256,29 @@ class RayReplicas:
             self.close()
             raise ReplicaError(f"the replicas could not start: {why}") from None
         self.links = [ServeLink(k, handle) for k, handle in enumerate(handles)]
+        return self.links
+
+    def _join(self) -> list[ServeLink]:
+        """The replicas already running on the cluster at ``address`` (its Serve applications ``kame-replica-K``,
+        in order of K), their links, and the token they admit (asked of the first); :class:`ReplicaError` when there
+        are none."""
+        try:
+            from ray import serve
+        except ImportError as err:
+            raise ReplicaError(f"--door-only needs Ray Serve ({err})") from None
+        executor = RayExecutor(address=self.address, workers=1, cpus_per_worker=self.cpus)
+        self._ray_started_here = executor.connect()
+        self.node_address = executor.node_address
+        running = {name: app for name, app in serve.status().applications.items() if name.startswith(APP_PREFIX)
+                   and name[len(APP_PREFIX):].isdigit() and str(getattr(app, "status", "")).endswith("RUNNING")}
+        indices = sorted(int(name[len(APP_PREFIX):]) for name in running)
+        if not indices:
+            raise ReplicaError(f"no running replicas ({APP_PREFIX}K) on the Ray cluster at {self.address}: start "
+                               "them with serve --replicas N first")
+        handles = {k: serve.get_app_handle(f"{APP_PREFIX}{k}") for k in indices}
+        self.token = str(handles[indices[0]].door_token.remote().result(timeout_s=30))
+        self.count = self.most = len(indices)
+        self.links = [ServeLink(k, handles[k]) for k in indices]
         return self.links
 
     def _target(self, index: int) -> Any:
@@ -309,6 +348,10 @@ class RayReplicas:
             return
         if not ray.is_initialized():
             return
+        if self.joined:  # the replicas are another door's
+            if self._ray_started_here:
+                ray.shutdown()
+            return
         try:
             if self._ray_started_here:
                 serve.shutdown()
@@ -328,15 +371,21 @@ class ReplicatedChat:
     :meth:`recording_problem`, :meth:`preload`, :meth:`mount`): what ``serve --replicas N`` and the app's
     ``KAME_REPLICAS`` run. :meth:`preload` starts the replicas (each loads its models, opens its folder
     ``replica-K`` and recovers its journals); :meth:`close` deletes them (and a local Ray started here).
-    ``scaling``: add and remove replicas between its minimum (``count``) and maximum (:mod:`.scaling`)."""
+    ``scaling``: add and remove replicas between its minimum (``count``) and maximum (:mod:`.scaling`). ``join``:
+    another door in front of the replicas already running on the cluster at ``address`` (``serve --door-only``):
+    :meth:`preload` finds them, :meth:`close` leaves them running; such a door does not scale (the door that
+    started them does)."""
 
     def __init__(self, spec: ReplicaSpec, count: int, *, access: Access, address: str | None = None,
-                 gpus: float = 0.0, scaling: ScalingRule | None = None) -> None:
+                 gpus: float = 0.0, scaling: ScalingRule | None = None, join: bool = False) -> None:
+        if join and scaling is not None:
+            raise ValueError("a door that joins running replicas does not add or remove them: the door that started "
+                             "them scales (drop --max-replicas)")
         if scaling is not None and scaling.min_replicas != count:
             raise ValueError(f"the scaling rule's minimum ({scaling.min_replicas}) is the replicas started ({count})")
         self.spec, self.access, self.scaling = spec, access, scaling
         self.replicas = RayReplicas(spec, count, address=address, gpus=gpus,
-                                    most=scaling.max_replicas if scaling is not None else None)
+                                    most=scaling.max_replicas if scaling is not None else None, join=join)
         self.tickets = TicketBook()  # the ingress redeems them: the page's tickets are made before it exists
         self.ingress: Ingress | None = None
 
@@ -370,7 +419,7 @@ class ReplicatedChat:
             scaling = None if self.scaling is None else Scaling(
                 self.scaling, grow=lambda: asyncio.to_thread(self.replicas.grow),
                 shrink=lambda index: asyncio.to_thread(self.replicas.shrink, index))
-            self.ingress = Ingress(links, self.spec.token, access=self.access, limits=self.spec.limits,
+            self.ingress = Ingress(links, self.replicas.token, access=self.access, limits=self.spec.limits,
                                    tickets=self.tickets, scaling=scaling)
         return self.ingress
 
