@@ -18,7 +18,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from demo.figures.timeline import LANES
+from demo.figures.lanes import LANES
 
 from .app_scenarios import QUESTIONS, record_question
 from .app_server import REPO, running_app

@@ -11,7 +11,7 @@ import soundfile as sf
 
 from demo.app import session_files
 from demo.app.scoring import score_answer
-from demo.figures.timeline import LANES
+from demo.figures.lanes import LANES
 from demo.open import library, views
 from demo.open.delay_runs import DELAYS_S, oracle_at
 from demo.open.library import LoadedScenario

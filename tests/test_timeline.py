@@ -13,25 +13,22 @@ import numpy as np
 import plotly.graph_objects as go
 import pytest
 
+from demo.figures.audio_lanes import waveform_envelope
 from demo.figures.badge import provenance_badge
+from demo.figures.canvas import HIDDEN_NOTE, text_width_s
+from demo.figures.lanes import LANES
+from demo.figures.latency_lanes import LATENCY_ANCHORS, format_latency
+from demo.figures.oracle_lane import REVISION_SPAN, REVISION_SPAN_HOVER
+from demo.figures.text_lanes import STAND_IN_TOKEN_NOTE
 from demo.figures.timeline import (
     _REF_PLOT_PX,
     BADGE,
     CASCADE_SPEECH_LANE,
-    HIDDEN_NOTE,
     HINT_LEGEND,
-    LANES,
-    LATENCY_ANCHORS,
     PLAYHEAD,
-    REVISION_SPAN,
-    REVISION_SPAN_HOVER,
-    STAND_IN_TOKEN_NOTE,
-    _text_width_s,
     compare_figure,
-    format_latency,
     lane_titles,
     timeline_figure,
-    waveform_envelope,
     with_playhead,
 )
 from kame_core.analysis.metrics import latency_breakdown, request_token_use, session_metrics
@@ -549,7 +546,7 @@ def test_latency_anchors_are_drawn_where_latency_breakdown_puts_them(bundled):
             allowed = ({"final", "req", "1st token", "TTS"} if trace.mode == "cascade"
                        else {"final", "req", "1st chunk", "reset", "audible"})
             assert texts and set(texts) <= allowed
-            spans = sorted((x - _text_width_s(t, 9, px_per_s) / 2, x + _text_width_s(t, 9, px_per_s) / 2)
+            spans = sorted((x - text_width_s(t, 9, px_per_s) / 2, x + text_width_s(t, 9, px_per_s) / 2)
                            for tr in labels for x, t in zip(tr.x, tr.text))
             assert all(a[1] <= b[0] + 1e-9 for a, b in zip(spans, spans[1:])), "labels never overlap"
             assert all(any(abs(x - m) < 1e-9 for m in marks.x) for tr in labels for x in tr.x)

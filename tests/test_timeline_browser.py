@@ -17,7 +17,8 @@ from pathlib import Path
 import pytest
 
 from demo.app import assets
-from demo.figures.timeline import LANES, timeline_figure
+from demo.figures.lanes import LANES
+from demo.figures.timeline import timeline_figure
 from kame_core.testing.sessions import mountain_session as run
 
 CHROMIUM = next((p for p in (shutil.which(n) for n in ("chromium", "chromium-browser")) if p), None)

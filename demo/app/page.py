@@ -27,7 +27,7 @@ from kame_core.export.corpus import RowCache  # noqa: E402
 from kame_core.settings import Settings  # noqa: E402
 from kame_core.tickets import TicketBook  # noqa: E402
 
-from ..figures.timeline import LANES  # noqa: E402
+from ..figures.lanes import LANES  # noqa: E402
 from ..open import library, links, regions, views  # noqa: E402
 from ..open.results import Opened, TalkOpened  # noqa: E402
 from ..open.upload_budget import UploadBudget  # noqa: E402

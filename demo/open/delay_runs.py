@@ -20,7 +20,7 @@ from kame_core.protocols import FrontEnd
 from kame_core.record.trace import SessionTrace
 
 from ..app.scoring import AnswerJudge, AnswerScore, score_answer
-from ..figures.timeline import format_latency
+from ..figures.latency_lanes import format_latency
 
 #: the delays of the latency–quality curve (seconds)
 DELAYS_S: tuple[float, ...] = (0.0, 0.5, 1.0, 1.5, 2.0, 2.5, 3.0)

@@ -17,7 +17,7 @@ from kame_core.record.trace import PROVENANCE_KINDS, SessionTrace
 from kame_core.scenario import Scenario
 
 from ..figures.lanes import LaneLayout
-from ..figures.timeline import STAND_IN_TOKEN_NOTE, is_stand_in_run
+from ..figures.text_lanes import STAND_IN_TOKEN_NOTE, is_stand_in_run
 
 
 def run_summary_rows(scenario: Scenario) -> list[list[Any]]:

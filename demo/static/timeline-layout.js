@@ -6,7 +6,7 @@
   'use strict';
   var FRAME = 0.08;
 
-  // the width of a label in px, as demo/figures/timeline.py estimates it (its tick and a gap included)
+  // the width of a label in px, as demo/figures/canvas.py estimates it (its tick and a gap included)
   function textWidthPx(text, fontPx) {
     return String(text).length * fontPx * 0.6 + 10;
   }
@@ -42,7 +42,7 @@
     return {text: text, y: y, hidden: hidden};
   }
 
-  // a line cut with '…' to widthS seconds at pxPerS, as demo/figures/timeline.py cuts it at the overview ('' when not
+  // a line cut with '…' to widthS seconds at pxPerS, as demo/figures/canvas.py cuts it at the overview ('' when not
   // even one character and the ellipsis fit)
   function fitText(text, widthS, fontPx, pxPerS) {
     var room = Math.floor((widthS * pxPerS - 6) / (fontPx * 0.6));
