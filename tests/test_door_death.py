@@ -30,7 +30,7 @@ websockets = pytest.importorskip("websockets")
 TOKEN = "replicas-only"
 REPO = Path(__file__).resolve().parent.parent
 
-#: a door in a process of its own, in front of one replica (argv: its port, the replica's address)
+#: a door in a process of its own, in front of one replica (argv: its port, the replica's address, their token)
 DOOR = textwrap.dedent("""
     import sys
     import uvicorn
@@ -51,10 +51,10 @@ DOOR = textwrap.dedent("""
     class Sessions:
         max_sessions, limits = 1, Limits()
 
-    ingress = Ingress([Link()], token=%r, access=Access().bound_to("127.0.0.1"))
+    ingress = Ingress([Link()], token=sys.argv[3], access=Access().bound_to("127.0.0.1"))
     uvicorn.run(ingress_app(ingress), host="127.0.0.1", port=int(sys.argv[1]), log_level="warning",
                 **uvicorn_options(Sessions()))
-""" % TOKEN)
+""")
 
 
 def _replica(folder: Path) -> ChatServer:
@@ -68,7 +68,7 @@ def _replica(folder: Path) -> ChatServer:
 
 def _door(port: int, replica: str, log: Path) -> subprocess.Popen[bytes]:
     with open(log, "wb") as out:
-        door = subprocess.Popen([sys.executable, "-c", DOOR, str(port), replica], cwd=REPO, stdout=out,
+        door = subprocess.Popen([sys.executable, "-c", DOOR, str(port), replica, TOKEN], cwd=REPO, stdout=out,
                                 stderr=subprocess.STDOUT, env={**os.environ, "HF_HUB_OFFLINE": "1"})
     wait_for_process(door, lambda: listens(port), timeout_s=30, what="the door", log=log)
     return door
