@@ -310,6 +310,9 @@ def test_a_second_door_joins_the_running_replicas_and_the_two_never_admit_past_t
         second = joined.preload()
         assert joined.replicas.count == 2 and [link.index for link in second.links] == [0, 1]
         assert joined.replicas.token != joined.spec.token  # the replicas' own, asked of them
+        again = joined.replicas.running_links()  # what the joined door asks again and again (Ingress.follow)
+        assert all(a is b for a, b in zip(again, second.links, strict=True))
+        assert second.follow is not None and not second.owns_replicas
         with serving(ingress_app(second), log_level="warning") as port:
             other = f"127.0.0.1:{port}"
 

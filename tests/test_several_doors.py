@@ -126,3 +126,54 @@ def test_a_door_whose_view_is_stale_tries_the_next_replica_instead_of_refusing(t
 
             assert asyncio.run(two()) == ["admitted", "admitted"]
         assert door_b.registry.get_sample_value("kame_ingress_refused_total", {"why": "replica full"}) == 1.0
+
+
+@dataclass
+class CountedLink:
+    """A replica's line that says it is ready and counts the stops it was sent."""
+
+    index: int
+    stops: list[int]
+
+    async def status(self) -> dict[str, Any]:
+        return {"ready": True, "free_slots": 1, "active": 0, "address": f"127.0.0.1:{9000 + self.index}"}
+
+    async def metrics(self) -> str:
+        return ""
+
+    async def stop(self) -> bool:
+        self.stops.append(self.index)
+        return True
+
+
+def test_a_joined_door_follows_the_replicas_running_and_never_stops_them() -> None:
+    """``serve --door-only``: replicas the first door adds get this door's sessions too, removed ones none (once
+    none of its sessions is on them), and its shutdown leaves them running; the first door's stops its own."""
+    stops: list[int] = []
+    links = [CountedLink(0, stops), CountedLink(1, stops)]
+    running: list[ReplicaLink] = [links[0]]
+
+    async def follow() -> list[ReplicaLink]:
+        return list(running)
+
+    async def scenario() -> tuple[list[int], list[int], list[int], bool]:
+        joined = Ingress([links[0]], token=TOKEN, owns_replicas=False, follow=follow, follow_every_s=0.02)
+        joined.start_scaling()
+        running.append(links[1])  # the first door added replica 1
+        await asyncio.sleep(0.1)
+        grown = [link.index for link in joined.links]
+        joined._routed[0] += 1  # a session of this door on replica 0
+        running.remove(links[0])  # the first door removed replica 0
+        await asyncio.sleep(0.1)
+        kept = [link.index for link in joined.links]  # not while its session runs
+        joined._routed[0] -= 1
+        await asyncio.sleep(0.1)
+        shrunk = [link.index for link in joined.links]
+        drained = await joined.drain(1.0)
+        return grown, kept, shrunk, drained
+
+    grown, kept, shrunk, drained = asyncio.run(scenario())
+    assert (grown, kept, shrunk) == ([0, 1], [0, 1], [1])
+    assert drained and stops == []  # the replicas are the first door's
+    owner = Ingress(list(links), token=TOKEN)
+    assert asyncio.run(owner.drain(1.0)) and sorted(stops) == [0, 1]

@@ -116,11 +116,18 @@ class Ingress:
     ask_timeout_s: float = 3.0
     #: adding and removing replicas as sessions come and go (None: a fixed number)
     scaling: Scaling | None = None
+    #: whether the replicas are this door's: a door that joined another's (``serve --door-only``) never stops them
+    owns_replicas: bool = True
+    #: the replicas running now, asked every ``follow_every_s`` (a joined door follows the first door's scaling:
+    #: new replicas are sent sessions, removed ones are dropped once no session of this door is on them)
+    follow: Callable[[], Awaitable[list[ReplicaLink]]] | None = None
+    follow_every_s: float = 5.0
 
     def __post_init__(self) -> None:
         self.links = list(self.links)
         self._routed = {link.index: 0 for link in self.links}
         self._scaling_task: asyncio.Task[None] | None = None
+        self._follow_task: asyncio.Task[None] | None = None
         self.changing: str = ""  # a replica being added or removed, in words
         self._quiet_until: dict[int, float] = {}  # replica -> loop time until which it is not asked
         self.closing = False
@@ -335,6 +342,28 @@ class Ingress:
         a door mounted on an app it did not make has no start-up of its own)."""
         if self.scaling is not None and self._scaling_task is None and not self.closing:
             self._scaling_task = asyncio.get_running_loop().create_task(self._scale())
+        if self.follow is not None and self._follow_task is None and not self.closing:
+            self._follow_task = asyncio.get_running_loop().create_task(self._follow())
+
+    async def _follow(self) -> None:
+        """Until the door closes: every ``follow_every_s`` take the replicas running now (:attr:`follow`): send
+        sessions to new ones too, and stop sending them to those gone (dropped once no session of this door is on
+        them; a failed look changes nothing)."""
+        assert self.follow is not None
+        while not self.closing:
+            await asyncio.sleep(self.follow_every_s)
+            try:
+                running = {link.index: link for link in await self.follow()}
+            except Exception:  # noqa: BLE001 - the door goes on with the replicas it knows
+                log.exception("the running replicas could not be listed")
+                continue
+            for index, link in running.items():
+                if index not in self._routed:
+                    log.warning("replica %d joined: sessions go to it too", index)
+                    self.add(link)
+            for index in [i for i in self._routed if i not in running]:
+                if self.retire(index) is not None:
+                    log.warning("replica %d is gone: no more sessions go to it", index)
 
     async def _scale(self) -> None:
         """Until the door closes: every ``period_s`` ask the replicas, let the rule decide, do what it says (one
@@ -389,13 +418,17 @@ class Ingress:
 
     async def drain(self, timeout_s: float = DRAIN_TIMEOUT_S) -> bool:
         """Shut down: no new session; every replica ends its sessions as a shutdown does (saved, 1001, which
-        reach the clients) and stops; whether every session ended within ``timeout_s``."""
+        reach the clients) and stops -- unless the replicas are another door's (:attr:`owns_replicas`): then they
+        go on, and this door's sessions end as its connections close (each replica saves them). Whether every
+        session through this door ended within ``timeout_s``."""
         self.closing = True
-        if self._scaling_task is not None:
-            self._scaling_task.cancel()
-        with contextlib.suppress(Exception):
-            await asyncio.wait_for(asyncio.gather(*(link.stop() for link in self.links), return_exceptions=True),
-                                   timeout_s)
+        for task in (self._scaling_task, self._follow_task):
+            if task is not None:
+                task.cancel()
+        if self.owns_replicas:
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(asyncio.gather(*(link.stop() for link in self.links), return_exceptions=True),
+                                       timeout_s)
         loop = asyncio.get_running_loop()
         deadline = loop.time() + 5.0
         while sum(self._routed.values()) and loop.time() < deadline:

@@ -196,6 +196,10 @@ class ServeLink:
     async def stop(self) -> bool:
         return bool(await self._handle.stop.remote())
 
+    def door_token(self) -> str:
+        """The token the replica's websocket admits (blocking: not on an event loop)."""
+        return str(self._handle.door_token.remote().result(timeout_s=30))
+
 
 class RayReplicas:
     """``count`` replicas of ``spec`` on Ray Serve, from the launching process: :meth:`start` starts or joins Ray
@@ -262,23 +266,32 @@ class RayReplicas:
         """The replicas already running on the cluster at ``address`` (its Serve applications ``kame-replica-K``,
         in order of K), their links, and the token they admit (asked of the first); :class:`ReplicaError` when there
         are none."""
-        try:
-            from ray import serve
-        except ImportError as err:
-            raise ReplicaError(f"--door-only needs Ray Serve ({err})") from None
+        import importlib.util
+
+        if importlib.util.find_spec("ray") is None or importlib.util.find_spec("ray.serve") is None:
+            raise ReplicaError("--door-only needs Ray Serve: .venv/bin/pip install -c constraints.txt "
+                               "-r requirements-ray.txt")
         executor = RayExecutor(address=self.address, workers=1, cpus_per_worker=self.cpus)
         self._ray_started_here = executor.connect()
         self.node_address = executor.node_address
-        running = {name: app for name, app in serve.status().applications.items() if name.startswith(APP_PREFIX)
-                   and name[len(APP_PREFIX):].isdigit() and str(getattr(app, "status", "")).endswith("RUNNING")}
-        indices = sorted(int(name[len(APP_PREFIX):]) for name in running)
-        if not indices:
+        links = self.running_links()
+        if not links:
             raise ReplicaError(f"no running replicas ({APP_PREFIX}K) on the Ray cluster at {self.address}: start "
                                "them with serve --replicas N first")
-        handles = {k: serve.get_app_handle(f"{APP_PREFIX}{k}") for k in indices}
-        self.token = str(handles[indices[0]].door_token.remote().result(timeout_s=30))
-        self.count = self.most = len(indices)
-        self.links = [ServeLink(k, handles[k]) for k in indices]
+        self.token = links[0].door_token()
+        return links
+
+    def running_links(self) -> list[ServeLink]:
+        """The links of the replicas running on the cluster now (its ``kame-replica-K`` applications), in order of K;
+        a replica known before keeps its link. A joined door asks this again and again (:attr:`.Ingress.follow`)."""
+        from ray import serve
+
+        known = {link.index: link for link in self.links}
+        indices = sorted(int(name[len(APP_PREFIX):]) for name, app in serve.status().applications.items()
+                         if name.startswith(APP_PREFIX) and name[len(APP_PREFIX):].isdigit()
+                         and str(getattr(app, "status", "")).endswith("RUNNING"))
+        self.links = [known.get(k) or ServeLink(k, serve.get_app_handle(f"{APP_PREFIX}{k}")) for k in indices]
+        self.count = self.most = max(1, len(self.links))
         return self.links
 
     def _target(self, index: int) -> Any:
@@ -419,8 +432,11 @@ class ReplicatedChat:
             scaling = None if self.scaling is None else Scaling(
                 self.scaling, grow=lambda: asyncio.to_thread(self.replicas.grow),
                 shrink=lambda index: asyncio.to_thread(self.replicas.shrink, index))
+            follow = None if not self.replicas.joined else (
+                lambda: asyncio.to_thread(lambda: list[ReplicaLink](self.replicas.running_links())))
             self.ingress = Ingress(links, self.replicas.token, access=self.access, limits=self.spec.limits,
-                                   tickets=self.tickets, scaling=scaling)
+                                   tickets=self.tickets, scaling=scaling, owns_replicas=not self.replicas.joined,
+                                   follow=follow)
         return self.ingress
 
     def mount(self, app: Any, path: str = ROUTE) -> None:
