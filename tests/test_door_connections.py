@@ -13,8 +13,7 @@ from kame_core.serve.__main__ import server_from
 from kame_core.serve.http import SESSION_HEADROOM, connection_limit, open_file_limit, uvicorn_options
 from kame_core.serve.replicas import ReplicatedChat
 from kame_core.stacks.served import served_stack
-from kame_core.stacks.stack import Stack
-from kame_core.testing.doubles import EchoFrontEnd, ScriptedLLM, ScriptedSTT, ToneTTS, words_at
+from kame_core.testing.doubles import echo_stack
 from kame_core.testing.servers import serving
 
 NEURAL = ["--weights", "/models/kame", "--device", "cpu"]
@@ -66,8 +65,7 @@ def test_a_limit_that_cannot_be_raised_is_left_as_it_is(monkeypatch: pytest.Monk
 def test_the_server_refuses_per_message_deflate(tmp_path: Path):
     """The protocol's audio is Opus or PCM: deflating it costs CPU on every message and saves nothing."""
     websockets = pytest.importorskip("websockets")
-    stack = Stack(make_stt=lambda: ScriptedSTT([words_at("hello", 0.2)]), make_front_end=EchoFrontEnd,
-                  llm=ScriptedLLM(lambda _: "hi"), tts=ToneTTS())
+    stack = echo_stack("hello", "hi")
     chat = ChatServer(lambda: served_stack(stack), max_sessions=1, sessions_dir=tmp_path)
     options = uvicorn_options(chat)
     assert options["ws_per_message_deflate"] is False

@@ -15,15 +15,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from kame_core.access import Access
-from kame_core.serve import ChatServer, standalone_app
 from kame_core.serve import protocol as P
+from kame_core.serve import standalone_app
 from kame_core.serve.client import talk
 from kame_core.session import SessionStore
-from kame_core.stacks.served import served_stack
-from kame_core.stacks.stack import Stack
-from kame_core.testing.doubles import EchoFrontEnd, ScriptedLLM, ScriptedSTT, ToneTTS, tone, words_at
-from kame_core.testing.servers import free_port, listens, serving, wait_for_process
+from kame_core.testing.doubles import tone
+from kame_core.testing.servers import free_port, listens, replica_server, serving, wait_for_process
 from kame_core.testing.waiting import wait_until
 
 websockets = pytest.importorskip("websockets")
@@ -57,15 +54,6 @@ DOOR = textwrap.dedent("""
 """)
 
 
-def _replica(folder: Path) -> ChatServer:
-    stack = Stack(make_stt=lambda: ScriptedSTT([words_at("hello there", 0.2)]), make_front_end=EchoFrontEnd,
-                  llm=ScriptedLLM(lambda _: "hi"), tts=ToneTTS())
-    chat = ChatServer(lambda: served_stack(stack), max_sessions=1, sessions_dir=folder,
-                      access=Access(token=TOKEN).bound_to("127.0.0.1"))
-    chat.preload()
-    return chat
-
-
 def _door(port: int, replica: str, log: Path) -> subprocess.Popen[bytes]:
     with open(log, "wb") as out:
         door = subprocess.Popen([sys.executable, "-c", DOOR, str(port), replica, TOKEN], cwd=REPO, stdout=out,
@@ -76,7 +64,7 @@ def _door(port: int, replica: str, log: Path) -> subprocess.Popen[bytes]:
 
 @pytest.mark.slow  # a door process started (imports: ~2 s) and killed mid-session, on the wall clock
 def test_a_killed_doors_session_is_saved_by_its_replica_at_once_and_opens_for_its_owner(tmp_path: Path) -> None:
-    chat = _replica(tmp_path / "replica")
+    chat = replica_server(tmp_path / "replica", TOKEN)
     claim = "c" * 43
     with serving(standalone_app(chat), chat=chat) as replica_port:
         door_port = free_port()
@@ -120,7 +108,7 @@ def test_a_killed_doors_session_is_saved_by_its_replica_at_once_and_opens_for_it
 
 
 def test_the_client_takes_a_new_session_to_the_next_door_when_the_first_is_gone(tmp_path: Path) -> None:
-    chat = _replica(tmp_path / "replica")
+    chat = replica_server(tmp_path / "replica", TOKEN)
     with serving(standalone_app(chat), chat=chat) as port:
         gone = f"ws://127.0.0.1:{free_port()}/api/chat"  # nothing listens there (a door that died)
         here = f"ws://127.0.0.1:{port}/api/chat?token={TOKEN}"

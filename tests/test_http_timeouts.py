@@ -18,8 +18,7 @@ from kame_core.serve import protocol as P
 from kame_core.serve.http import connection_limit
 from kame_core.serve.server import uvicorn_options
 from kame_core.stacks.served import served_stack
-from kame_core.stacks.stack import Stack
-from kame_core.testing.doubles import EchoFrontEnd, ScriptedLLM, ScriptedSTT, ToneTTS, words_at
+from kame_core.testing.doubles import echo_stack
 from kame_core.testing.servers import serving
 
 websockets = pytest.importorskip("websockets")
@@ -28,14 +27,10 @@ HEAD_S = 1.0
 REQUEST_LINE = b"GET /healthz HTTP/1.1\r\n"
 
 
-def _doubles() -> Stack:
-    """Scripted STT and LLM, the echoing front-end, tone speech: no model anywhere."""
-    return Stack(make_stt=lambda: ScriptedSTT([words_at("what is the capital of france", 0.2)]),
-                 make_front_end=EchoFrontEnd, llm=ScriptedLLM(lambda _: "paris"), tts=ToneTTS())
 
 
 def _server(tmp_path) -> ChatServer:
-    return ChatServer(lambda: served_stack(_doubles()), max_sessions=2, sessions_dir=tmp_path)
+    return ChatServer(lambda: served_stack(echo_stack()), max_sessions=2, sessions_dir=tmp_path)
 
 
 async def _until_closed(port: int, every_s: float | None, give_up_s: float = 10.0) -> tuple[float, bytes]:

@@ -22,8 +22,7 @@ from kame_core.serve import ChatServer, Limits, standalone_app
 from kame_core.serve import notices as N
 from kame_core.serve import protocol as P
 from kame_core.stacks.served import served_stack
-from kame_core.stacks.stack import Stack
-from kame_core.testing.doubles import EchoFrontEnd, ScriptedLLM, ScriptedSTT, ToneTTS, words_at
+from kame_core.testing.doubles import echo_stack
 from kame_core.testing.servers import serving
 from kame_core.testing.waiting import wait_until
 from kame_core.tickets import TicketBook, TicketRefused
@@ -32,15 +31,11 @@ websockets = pytest.importorskip("websockets")
 sphn = pytest.importorskip("sphn")
 
 
-def _doubles(question: str = "what is the capital of france") -> Stack:
-    """Scripted STT and LLM, the echoing front-end, tone speech: no model anywhere."""
-    return Stack(make_stt=lambda: ScriptedSTT([words_at(question, 0.2)]), make_front_end=EchoFrontEnd,
-                 llm=ScriptedLLM(lambda _: "paris"), tts=ToneTTS())
 
 
 @pytest.fixture(scope="module")
 def served(tmp_path_factory):
-    stack = _doubles()
+    stack = echo_stack()
     server = ChatServer(lambda: served_stack(stack), max_sessions=2, sessions_dir=tmp_path_factory.mktemp("s"),
                         limits=Limits(first_audio_s=1.0, idle_s=1.0, max_wall_s=3.0, max_bad_messages=50,
                                       max_message_audio_s=2.0))
@@ -137,7 +132,7 @@ def test_valid_but_abusive_opus_is_a_warning_not_a_dead_session(served):
 
 
 def test_health_readiness_and_metrics_follow_the_sessions(tmp_path):
-    server = ChatServer(lambda: served_stack(_doubles("hello there")), max_sessions=2, sessions_dir=tmp_path,
+    server = ChatServer(lambda: served_stack(echo_stack("hello there")), max_sessions=2, sessions_dir=tmp_path,
                         limits=Limits(first_audio_s=1.5, idle_s=1.0))
     with serving(standalone_app(server)) as port:
         _check_health_readiness_and_metrics(server, port)
@@ -330,7 +325,7 @@ def _handshake(target: str) -> bytes:
 
 def test_refused_clients_are_closed_before_any_session_and_a_ticket_admits_once(tmp_path):
     now = [0.0]
-    server = ChatServer(lambda: served_stack(_doubles("hello")), max_sessions=1, sessions_dir=tmp_path,
+    server = ChatServer(lambda: served_stack(echo_stack("hello")), max_sessions=1, sessions_dir=tmp_path,
                         access=Access(token="s3cret").bound_to("127.0.0.1"), tickets=TicketBook(clock=lambda: now[0]))
     server.preload()
     with serving(standalone_app(server)) as port:
@@ -360,7 +355,7 @@ def test_refused_clients_are_closed_before_any_session_and_a_ticket_admits_once(
 def test_the_apps_talk_tab_connects_with_a_ticket_of_its_gradio_session(tmp_path):
     """The app's wiring without a browser: the Talk tab's hidden ticket event, triggered through Gradio's queue as
     the page does, returns a ticket of the chat server's book, which admits one websocket despite the token."""
-    chat = ChatServer(lambda: served_stack(_doubles("hello")), max_sessions=1, sessions_dir=tmp_path,
+    chat = ChatServer(lambda: served_stack(echo_stack("hello")), max_sessions=1, sessions_dir=tmp_path,
                       access=Access(token="s3cret").bound_to("127.0.0.1"))
     chat.preload()
     # the hardware is given, not detected: asking torch for CUDA costs the first import of torch (2 s), and this
@@ -395,7 +390,7 @@ def test_the_apps_talk_tab_connects_with_a_ticket_of_its_gradio_session(tmp_path
 
 
 def test_metrics_need_the_metrics_token_and_an_allowed_host(tmp_path):
-    server = ChatServer(lambda: served_stack(_doubles()), sessions_dir=tmp_path,
+    server = ChatServer(lambda: served_stack(echo_stack()), sessions_dir=tmp_path,
                         access=Access(metrics_token="m3trics").bound_to("127.0.0.1"))
     with serving(standalone_app(server)) as port:
         def get(**headers: str) -> tuple[int, str, str]:
@@ -440,7 +435,7 @@ def test_secret_query_values_never_reach_the_log(tmp_path) -> None:
 
     assert redact("/api/chat?audio=pcm&claim=c1&TOKEN=t1&%74icket=t2&x=token=1") == \
         "/api/chat?audio=pcm&claim=[redacted]&TOKEN=[redacted]&%74icket=[redacted]&x=token=1"
-    server = ChatServer(lambda: served_stack(_doubles("hello")), max_sessions=1, sessions_dir=tmp_path,
+    server = ChatServer(lambda: served_stack(echo_stack("hello")), max_sessions=1, sessions_dir=tmp_path,
                         access=Access(token="SECRET-token"))
     server.preload()
     install_redaction()  # as the entry points do: before uvicorn configures its logging, which keeps it
@@ -495,7 +490,7 @@ def test_an_oversized_message_is_refused_from_its_header_before_its_payload_arri
 
     from kame_core.serve.server import uvicorn_options
 
-    server = ChatServer(lambda: served_stack(_doubles()), sessions_dir=tmp_path)
+    server = ChatServer(lambda: served_stack(echo_stack()), sessions_dir=tmp_path)
     with serving(standalone_app(server), **uvicorn_options(server)) as port:
         async def announce_big() -> tuple[int | None, float]:
             async with websockets.connect(f"ws://127.0.0.1:{port}/api/chat", max_size=None) as ws:

@@ -32,8 +32,7 @@ from kame_core.session.disk import FolderInUse
 from kame_core.session.journal import INCOMPLETE_NOTE, SessionJournal
 from kame_core.session.saving import RetryingSaves
 from kame_core.stacks.served import served_stack
-from kame_core.stacks.stack import Stack
-from kame_core.testing.doubles import EchoFrontEnd, ScriptedLLM, ScriptedSTT, ToneTTS, words_at
+from kame_core.testing.doubles import echo_stack
 from kame_core.testing.servers import serving
 from kame_core.testing.waiting import wait_until
 from tests.shared_data import REPO
@@ -43,13 +42,10 @@ websockets = pytest.importorskip("websockets")
 CHUNK_S = 0.08
 
 
-def _doubles() -> Stack:
-    return Stack(make_stt=lambda: ScriptedSTT([words_at("what is the capital of france", 0.2)]),
-                 make_front_end=EchoFrontEnd, llm=ScriptedLLM(lambda _: "paris"), tts=ToneTTS())
 
 
 def _server(folder: Path, **options: Any) -> ChatServer:
-    server = ChatServer(lambda: served_stack(_doubles()), max_sessions=2, sessions_dir=folder,
+    server = ChatServer(lambda: served_stack(echo_stack()), max_sessions=2, sessions_dir=folder,
                         journal_every_s=0.2, **options)
     return server
 
@@ -311,7 +307,7 @@ def test_one_server_per_sessions_folder(tmp_path):
 
 def test_recovery_leaves_live_journals_saved_sessions_big_files_and_links_alone(tmp_path, caplog):
     store = SessionStore(tmp_path)
-    runner = _doubles().runner("kame")
+    runner = echo_stack().runner("kame")
 
     def journal(session_id: str) -> SessionJournal:
         j = SessionJournal(store.journal(session_id), session_id=session_id, title="Talk", components="doubles",
@@ -321,7 +317,7 @@ def test_recovery_leaves_live_journals_saved_sessions_big_files_and_links_alone(
     live_id, dup_id, big_id = "talk-1-live", "talk-2-dup", "talk-3-big"
     live = journal(live_id)
     runner.run_sync(_tone(1.0), live)  # written, never closed: its session is still running
-    runner = _doubles().runner("kame")
+    runner = echo_stack().runner("kame")
     dup = journal(dup_id)
     trace = runner.run_sync(_tone(1.0), dup)
     dup.on_end()

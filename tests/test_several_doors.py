@@ -17,10 +17,7 @@ from kame_core.access import Access
 from kame_core.serve import ChatServer, standalone_app
 from kame_core.serve import protocol as P
 from kame_core.serve.ingress import Ingress, ReplicaLink, ingress_app
-from kame_core.stacks.served import served_stack
-from kame_core.stacks.stack import Stack
-from kame_core.testing.doubles import EchoFrontEnd, ScriptedLLM, ScriptedSTT, ToneTTS, words_at
-from kame_core.testing.servers import serving
+from kame_core.testing.servers import replica_server, serving
 
 websockets = pytest.importorskip("websockets")
 TOKEN = "replicas-only"
@@ -49,21 +46,12 @@ class LocalLink:
         return True
 
 
-def _replica(folder: Path) -> ChatServer:
-    stack = Stack(make_stt=lambda: ScriptedSTT([words_at("hello there", 0.2)]), make_front_end=EchoFrontEnd,
-                  llm=ScriptedLLM(lambda _: "hi"), tts=ToneTTS())
-    chat = ChatServer(lambda: served_stack(stack), max_sessions=1, sessions_dir=folder,
-                      access=Access(token=TOKEN).bound_to("127.0.0.1"))
-    chat.preload()
-    return chat
-
-
 @contextlib.contextmanager
 def _replicas(tmp_path: Path) -> Iterator[list[tuple[ChatServer, str]]]:
     with contextlib.ExitStack() as stack:
         served = []
         for k in range(2):
-            chat = _replica(tmp_path / f"replica-{k}")
+            chat = replica_server(tmp_path / f"replica-{k}", TOKEN)
             port = stack.enter_context(serving(standalone_app(chat), chat=chat))
             served.append((chat, f"127.0.0.1:{port}"))
         yield served

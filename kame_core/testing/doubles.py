@@ -9,6 +9,7 @@ import asyncio
 import zlib
 from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -18,6 +19,9 @@ from kame_core.clock import FRAME_SECONDS, SAMPLE_RATE, SAMPLES_PER_FRAME, Clock
 from kame_core.protocols import ChatMessage, FrontEndOutput, LLMError, STTEvent, Synthesis, Word
 from kame_core.record.events import SelfCorrection
 from kame_core.record.trace import Provenance
+
+if TYPE_CHECKING:
+    from kame_core.stacks.stack import Stack
 
 DOUBLE = Provenance(kind="test-double", model_id="tests.doubles")
 
@@ -233,3 +237,12 @@ def dominant_pitch(frame: np.ndarray) -> float:
 
 def loud(audio: np.ndarray) -> bool:
     return float(np.sqrt(np.mean(audio.astype(np.float64) ** 2))) > SILENCE_RMS
+
+
+def echo_stack(question: str = "what is the capital of france", answer: str = "paris", at_s: float = 0.2) -> Stack:
+    """A stack of doubles only: ``question`` heard from ``at_s`` (:class:`ScriptedSTT`), the echoing front-end, an
+    LLM that answers ``answer`` and tone speech; no model anywhere."""
+    from kame_core.stacks.stack import Stack
+
+    return Stack(make_stt=lambda: ScriptedSTT([words_at(question, at_s)]), make_front_end=EchoFrontEnd,
+                 llm=ScriptedLLM(lambda _: answer), tts=ToneTTS())

@@ -15,7 +15,7 @@ from typing import Any
 
 from .waiting import wait_until
 
-__all__ = ["answers_http", "free_port", "listens", "serving", "wait_for_process"]
+__all__ = ["answers_http", "free_port", "listens", "replica_server", "serving", "wait_for_process"]
 
 
 def free_port() -> int:
@@ -61,6 +61,21 @@ def serving(app: Any, *, start_timeout_s: float = 30.0, chat: Any = None,
         for other in threading.enumerate():  # live sessions' driver threads end before the interpreter does
             if other.name.startswith("kame-talk-"):
                 other.join(60)
+
+
+def replica_server(folder: Path, token: str, max_sessions: int = 1) -> Any:
+    """A live server of test doubles (:func:`~.doubles.echo_stack`) as a replica behind a door has it: on loopback,
+    admitting only ``token``, ``max_sessions`` at once, its stack loaded (a :class:`~kame_core.serve.ChatServer`)."""
+    from ..access import Access
+    from ..serve import ChatServer
+    from ..stacks.served import served_stack
+    from .doubles import echo_stack
+
+    stack = echo_stack("hello there", "hi")
+    chat = ChatServer(lambda: served_stack(stack), max_sessions=max_sessions, sessions_dir=folder,
+                      access=Access(token=token).bound_to("127.0.0.1"))
+    chat.preload()
+    return chat
 
 
 def listens(port: int, host: str = "127.0.0.1") -> bool:
