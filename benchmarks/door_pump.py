@@ -154,12 +154,12 @@ async def clients(urls: list[str], seconds: float) -> dict[str, Any]:
 
 
 # ------------------------------------------------------------------------------------------------ the run
-def _start(*args: str) -> subprocess.Popen[str]:
+def start_role(*args: str) -> subprocess.Popen[str]:
     process = subprocess.Popen([sys.executable, HERE, *args], stdout=subprocess.PIPE, text=True)
     return process
 
 
-def _wait_listening(port: int, timeout_s: float = 20.0) -> None:
+def wait_listening(port: int, timeout_s: float = 20.0) -> None:
     from kame_core.testing.servers import listens
 
     deadline = time.monotonic() + timeout_s
@@ -169,7 +169,7 @@ def _wait_listening(port: int, timeout_s: float = 20.0) -> None:
         time.sleep(0.1)
 
 
-def _run_clients(urls: list[str], seconds: float, door_pid: int | None = None) -> tuple[dict[str, Any], float]:
+def run_clients(urls: list[str], seconds: float, door_pid: int | None = None) -> tuple[dict[str, Any], float]:
     """The clients' figures, and the door's CPU seconds per wall second while every session streamed (0 without
     ``door_pid``)."""
     clients = subprocess.Popen([sys.executable, HERE, "--role", "clients", "--seconds", str(seconds), *urls],
@@ -179,16 +179,16 @@ def _run_clients(urls: list[str], seconds: float, door_pid: int | None = None) -
     line = clients.stdout.readline()
     if line.strip() == "steady" and door_pid is not None:
         window = max(1.0, seconds - 1.5)  # the first session stops ~1 s after the last one started
-        before, t0 = _cpu_s(door_pid), time.monotonic()
+        before, t0 = cpu_s(door_pid), time.monotonic()
         time.sleep(window)
-        share = (_cpu_s(door_pid) - before) / (time.monotonic() - t0)
+        share = (cpu_s(door_pid) - before) / (time.monotonic() - t0)
     rest = clients.stdout.read()
     if clients.wait(seconds + 120) != 0:
         raise RuntimeError(f"the clients failed ({clients.returncode})")
     return dict(json.loads((line + rest).strip().splitlines()[-1])), share
 
 
-def _cpu_s(pid: int) -> float:
+def cpu_s(pid: int) -> float:
     import psutil
 
     times = psutil.Process(pid).cpu_times()
@@ -220,21 +220,21 @@ def main() -> None:
 
     replica_ports = [free_port() for _ in range(args.replicas)]
     door_port = free_port()
-    started = [_start("--role", "replicas", *map(str, replica_ports)),
-               _start("--role", "door", "--port", str(door_port), "--door-ws", args.door_ws,
+    started = [start_role("--role", "replicas", *map(str, replica_ports)),
+               start_role("--role", "door", "--port", str(door_port), "--door-ws", args.door_ws,
                       "--sessions", *map(str, args.sessions), "--",
                       *map(str, replica_ports))]
     try:
         for port in [*replica_ports, door_port]:
-            _wait_listening(port)
+            wait_listening(port)
         print(f"cores {os.cpu_count()}; {args.replicas} stand-in replicas; {args.seconds:.0f} s per run; "
               f"{MESSAGE_BYTES}-byte messages every {PERIOD_S * 1000:.0f} ms each way")
         print(f"{'sessions':>8} | {'door CPU ms/session-s':>21} | {'door core %':>11} | {'direct p50/p99 ms':>17} | "
               f"{'door p50/p99 ms':>15} | {'added p50/p99 ms':>16} | lost")
         for n in args.sessions:
-            direct, _ = _run_clients([f"ws://127.0.0.1:{replica_ports[i % args.replicas]}/api/chat"
+            direct, _ = run_clients([f"ws://127.0.0.1:{replica_ports[i % args.replicas]}/api/chat"
                                       for i in range(n)], args.seconds)
-            through, share = _run_clients([f"ws://127.0.0.1:{door_port}/api/chat"] * n, args.seconds,
+            through, share = run_clients([f"ws://127.0.0.1:{door_port}/api/chat"] * n, args.seconds,
                                           started[1].pid)
             lost = (direct["sent"] - direct["received"], through["sent"] - through["received"])
             failed = f" (failed sessions: direct {direct['failed']}, door {through['failed']}: " \

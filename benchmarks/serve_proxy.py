@@ -23,7 +23,7 @@ from typing import Any
 from fastapi import FastAPI, WebSocket
 from starlette.websockets import WebSocketDisconnect
 
-from benchmarks.door_pump import _run_clients, _start, _wait_listening
+from benchmarks.door_pump import run_clients, start_role, wait_listening
 
 
 def echo_app(max_ongoing: int, max_queued: int) -> Any:
@@ -106,19 +106,19 @@ def main() -> None:
         for k, outcome in enumerate(asyncio.run(admission(port))):
             print(f"  client {k}: {outcome}")
         serve.run(echo_app(args.sessions, -1), route_prefix="/")
-        proxied, share = _run_clients([f"ws://127.0.0.1:{port}/api/chat"] * args.sessions, args.seconds,
+        proxied, share = run_clients([f"ws://127.0.0.1:{port}/api/chat"] * args.sessions, args.seconds,
                                       proxy_pid())
     finally:
         serve.shutdown()
         ray.shutdown()
     replica_ports, door_port = [free_port(), free_port()], free_port()
-    started = [_start("--role", "replicas", *map(str, replica_ports)),
-               _start("--role", "door", "--port", str(door_port), "--sessions", str(args.sessions), "--",
+    started = [start_role("--role", "replicas", *map(str, replica_ports)),
+               start_role("--role", "door", "--port", str(door_port), "--sessions", str(args.sessions), "--",
                       *map(str, replica_ports))]
     try:
         for p in [*replica_ports, door_port]:
-            _wait_listening(p)
-        ours, door_share = _run_clients([f"ws://127.0.0.1:{door_port}/api/chat"] * args.sessions, args.seconds,
+            wait_listening(p)
+        ours, door_share = run_clients([f"ws://127.0.0.1:{door_port}/api/chat"] * args.sessions, args.seconds,
                                         started[1].pid)
     finally:
         for process in started:

@@ -28,7 +28,7 @@ import contextlib
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, Literal, Protocol
 from urllib.parse import urlencode
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, generate_latest
@@ -51,6 +51,9 @@ log = logging.getLogger("kame.serve.ingress")
 _ABNORMAL = (1005, 1006, 1015)
 #: query parameters of the client the replica is not sent (the ingress checked them; replicas have their own token)
 _PRIVATE_QUERY = ("token", "ticket")
+#: why a replica did not take a session it was sent: it refused the claim (1013 before its handshake: no slot there
+#: after all) or could not be reached
+ClaimRefused = Literal["full", "unreachable"]
 
 
 class ReplicaLink(Protocol):
@@ -93,6 +96,12 @@ class _Seen:
         if free is None:
             return float("inf")
         return max(0.0, float(free) - max(0, routed - int(self.status.get("active", 0))))
+
+    def answered(self, refused: ClaimRefused) -> _Seen:
+        """This replica as its answer to a claim showed it, whatever its status said."""
+        if refused == "unreachable":
+            return _Seen(self.index, None, "did not answer")
+        return _Seen(self.index, {**(self.status or {}), "ready": False, "why": "no free session slot"})
 
     def words(self) -> str:
         if self.status is None:
@@ -165,18 +174,15 @@ class Ingress:
 
         return list(await asyncio.gather(*(one(link) for link in self.links)))
 
-    async def _reserve(self, tried: dict[int, str] | None = None) -> tuple[int, str] | str:
+    async def _reserve(self, tried: dict[int, ClaimRefused] | None = None) -> tuple[int, str] | str:
         """(replica, its address) with a slot now reserved for the caller, or why none (the 1013 reason); the
         replicas in ``tried`` (they refused this client's claim, or could not be reached) are not chosen. The
         choice and the reservation happen with no await between them, against the sessions already sent to each
         replica (:meth:`_Seen.free`): two clients at once never take the same last slot, and a replica slow to
         answer delays no other admission."""
         tried = tried or {}
-        seen = [s for s in await self._seen() if s.index in self._routed]  # not one retired meanwhile
-        for s in seen:
-            if s.index in tried:  # as it answered the claim, whatever its status said
-                s.status, s.problem = (None, "did not answer") if tried[s.index] == "unreachable" else \
-                    ({**(s.status or {}), "ready": False, "why": "no free session slot"}, "")
+        seen = [s.answered(tried[s.index]) if s.index in tried else s
+                for s in await self._seen() if s.index in self._routed]  # not one retired meanwhile
         best = max(seen, key=lambda s: (s.free(self._routed[s.index]), -self._routed[s.index], -s.index))
         if best.status is None or best.free(self._routed[best.index]) <= 0:
             return _busy(seen)
@@ -237,7 +243,7 @@ class Ingress:
             self._refused.labels("shutting down").inc()
             await websocket.close(code=P.CLOSE_GOING_AWAY, reason="server shutting down")
             return
-        tried: dict[int, str] = {}  # replicas that refused the claim or could not be reached, and why
+        tried: dict[int, ClaimRefused] = {}  # replicas that refused this client's claim or could not be reached
         while True:
             chosen = await self._reserve(tried)
             if isinstance(chosen, str):
@@ -254,7 +260,7 @@ class Ingress:
                 return
             tried[index] = refusal
 
-    async def _pump(self, client: Any, index: int, address: str) -> str | None:
+    async def _pump(self, client: Any, index: int, address: str) -> ClaimRefused | None:
         """Claim a session at replica ``index`` and pump it until it ends; why the claim failed when the replica
         refused it (1013 before its first message) or could not be reached (the client is still open then)."""
         import websockets

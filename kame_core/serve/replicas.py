@@ -432,12 +432,14 @@ class ReplicatedChat:
             scaling = None if self.scaling is None else Scaling(
                 self.scaling, grow=lambda: asyncio.to_thread(self.replicas.grow),
                 shrink=lambda index: asyncio.to_thread(self.replicas.shrink, index))
-            follow = None if not self.replicas.joined else (
-                lambda: asyncio.to_thread(lambda: list[ReplicaLink](self.replicas.running_links())))
             self.ingress = Ingress(links, self.replicas.token, access=self.access, limits=self.spec.limits,
                                    tickets=self.tickets, scaling=scaling, owns_replicas=not self.replicas.joined,
-                                   follow=follow)
+                                   follow=self._running_links if self.replicas.joined else None)
         return self.ingress
+
+    async def _running_links(self) -> list[ReplicaLink]:
+        """The replicas running now, as a joined door follows them (:attr:`.Ingress.follow`)."""
+        return list(await asyncio.to_thread(self.replicas.running_links))
 
     def mount(self, app: Any, path: str = ROUTE) -> None:
         """The ingress's routes on ``app`` (``/api/chat``, ``/healthz``, ``/readyz``, ``/metrics``)."""
