@@ -98,9 +98,14 @@ def test_the_smart_turn_floor_holds_through_an_unfinished_pause_and_lets_go_afte
     assert "end_of_turn" not in trace.provenance  # no transcript was scored
     scores = [p for _, p in ev.payloads(trace, ev.EndOfTurn)]
     assert all(p.by == "audio" and p.audio_to_s is not None for p in scores), scores
-    assert len(scores) == 2, scores  # one score a pause, at its onset
-    in_pause, at_end = scores
-    assert in_pause.audio_to_s < first_end + 0.5 and in_pause.p_end < 0.5 <= at_end.p_end, scores
+    # one score a pause, asked on the frame its audio went quiet (a frame before the VAD's end) or at its onset; a
+    # quiet inside a word may ask one more, dropped when the voice goes on
+    in_pause = min(scores, key=lambda p: abs(p.audio_to_s - first_end))
+    at_end = scores[-1]
+    assert len(scores) <= 3 and in_pause is not at_end, scores
+    # (a Piper clip ends in its own near-silence: the quiet may come before the clip's end)
+    assert abs(in_pause.audio_to_s - first_end) < 0.5 and abs(at_end.audio_to_s - end) < 0.5, scores
+    assert in_pause.p_end < 0.5 <= at_end.p_end, scores
     holds = [(e.kind, e.t, e.data) for e in trace.events_of(EventKind.HOLD_START, EventKind.HOLD_END)]
     released = [t for kind, t, _ in holds if kind is EventKind.HOLD_END]
     assert released and all(not (first_end < t < end) for t in released), holds  # never in the pause

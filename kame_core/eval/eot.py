@@ -4,9 +4,10 @@
 Each input of a Full-Duplex-Bench-layout set (``fdb-synth`` writes one) runs once through the real streaming STT
 (faster-whisper on the virtual clock; the front-end is silent, as only the user's side matters); the floors' inputs
 are then replayed frame by frame (:func:`record`: Silero VAD on the user's frames, the transcript the session had at
-each frame, SmolLM2's end-of-turn probability of it, Smart Turn v3.2's probability of the last 8 s of audio at each
-pause's onset, as the floor asks), and a policy's rule decides, frame by frame, whether the user holds the floor
-(:func:`holds_under`: :func:`kame_core.turns.floor_policies.gate.gate_holds` on the words' or the sound's probability,
+each frame, SmolLM2's end-of-turn probability of it, Smart Turn v3.2's probability of the last 8 s of audio as the
+floor asks it: at the quiet that foretells a pause, else at the pause's onset), and a policy's rule decides, frame
+by frame, whether the user holds the floor (:func:`holds_under`:
+:func:`kame_core.turns.floor_policies.gate.gate_holds` on the words' or the sound's probability,
 :func:`kame_core.turns.floor_policies.fused.fused_holds` on both). Each score is read in the frame it was asked for.
 
 **The curve** (:func:`sweep`): each policy's threshold swept, its other settings as its floor runs them (``fused``:
@@ -54,9 +55,8 @@ from ..turns.end_of_turn import EndOfTurnConfig, SmolLMEndOfTurn, spoken_words
 from ..turns.floor_policies import FusedConfig, StandInFloor
 from ..turns.floor_policies.fused import fused_holds
 from ..turns.floor_policies.gate import gate_holds
-from ..turns.floor_policies.smart_turn import SMART_TURN_CONFIG
-from ..turns.listener import UserFloor
-from ..turns.smart_turn import WINDOW_S, SmartTurn
+from ..turns.floor_policies.smart_turn import SMART_TURN_CONFIG, SmartTurnFloor
+from ..turns.smart_turn import SmartTurn
 from ..turns.tracker import UserTurnTracker
 from . import fdb
 
@@ -85,18 +85,17 @@ def record(item: fdb.Sample, root: Path, make_stt: Any, detector: SmolLMEndOfTur
     audio = fdb.read_input(item.input)
     config = SessionConfig(mode="moshi", max_tail_s=0.5, quiet_after_s=0.5, title=item.key(root))
     trace = TandemRunner(EchoFrontEnd(), make_stt(), None, config, VirtualClock()).run_sync(audio)
-    listener, stand_in, tracker = UserFloor(keep_s=WINDOW_S), StandInFloor(), UserTurnTracker()
+    sound, stand_in, tracker = SmartTurnFloor(), StandInFloor(), UserTurnTracker()
+    listener = sound.listener  # the VAD the gate and fused floors share with the sound's floor, as they run
     events = [e for e in trace.events if e.kind in (EventKind.STT_PARTIAL, EventKind.STT_FINAL,
                                                     EventKind.USER_SPEECH_START, EventKind.USER_SPEECH_END)]
     speaking, silence, p_end, stand_in_holds, texts, p_audio = [], [], [], [], [], []
-    pause: float | None = None
-    pause_p = math.nan
     for i in range(len(audio) // SAMPLES_PER_FRAME):
         t = (i + 1) * FRAME_SECONDS
         while events and events[0].t <= t + 1e-9:
             tracker.on_event(_stt_event(events.pop(0)))
         frame = audio[i * SAMPLES_PER_FRAME:(i + 1) * SAMPLES_PER_FRAME]
-        listener.hear(frame, t)
+        sound.hear(frame, t)
         stand_in.hear(frame, t)
         voice, text = listener.voice, tracker.transcript()
         speaking.append(voice.speaking)
@@ -104,9 +103,10 @@ def record(item: fdb.Sample, root: Path, make_stt: Any, detector: SmolLMEndOfTur
         p_end.append(detector.probability(text) if spoken_words(text) else 0.0)
         stand_in_holds.append(stand_in.holds(t, text))
         texts.append(text)
-        if not voice.speaking and voice.last_end is not None and voice.last_end != pause:  # as the floor asks
-            pause, pause_p = voice.last_end, smart_turn.probability(listener.recent())
-        p_audio.append(pause_p if not voice.speaking and voice.last_end == pause else math.nan)
+        asked = sound.audio_to_score()  # when and what the floor asks (an early score, or the pause's onset)
+        if asked is not None:
+            sound.audio_scored(asked[0], smart_turn.probability(asked[1]))
+        p_audio.append(sound.p_end())
     annotation = _annotation(item)
     return Replay(item.task, annotation, speaking, silence, p_end, stand_in_holds, texts, p_audio)
 

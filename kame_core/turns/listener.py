@@ -18,6 +18,7 @@ import numpy as np
 from ..audio_io import StreamResampler
 from ..clock import SAMPLE_RATE
 from ..protocols import STTEvent
+from .quiet_tail import QuietTail
 from .tracker import TurnConfig, UserTurnTracker
 
 VAD_RATE = 16000
@@ -34,6 +35,7 @@ class UserFloor:
         self._thresholds = VadConfig()
         self._vad = StreamingSileroVAD()
         self._resampler = StreamResampler(SAMPLE_RATE, VAD_RATE)
+        self._quiet = QuietTail(SAMPLE_RATE)
         self._keep = max(0, int(keep_s * VAD_RATE))
         self._chunks: deque[np.ndarray] = deque()  # the audio heard, oldest first, at least ``keep_s`` when it can be
         self._kept = 0
@@ -47,6 +49,7 @@ class UserFloor:
     def hear(self, user_frame: np.ndarray, frame_end_s: float) -> None:
         """Feed the user's frame that ends at ``frame_end_s`` (session time)."""
         vad, voice = self._thresholds, self.voice
+        self._quiet.hear(user_frame)
         audio = self._resampler.push(user_frame)
         if self._keep and len(audio):
             self._chunks.append(audio)
@@ -58,6 +61,12 @@ class UserFloor:
                 voice.on_event(STTEvent("speech_start", start=frame_end_s))
             elif p < vad.neg_threshold and voice.speaking:
                 voice.on_event(STTEvent("speech_end", end=frame_end_s))
+
+    @property
+    def quiet_s(self) -> float:
+        """Seconds the user's audio has been quiet by its level (:mod:`.quiet_tail`): a candidate end the VAD has
+        not confirmed yet (0 while the last 10 ms are loud)."""
+        return self._quiet.quiet_s
 
     def silence_s(self, now_s: float) -> float | None:
         """Seconds since the user last stopped speaking (None while they speak or before they spoke)."""
