@@ -11,7 +11,7 @@ from kame_core.serve import ChatServer, standalone_app
 from kame_core.serve import http as serve_http
 from kame_core.serve.__main__ import server_from
 from kame_core.serve.http import SESSION_HEADROOM, connection_limit, open_file_limit, uvicorn_options
-from kame_core.serve.replicas import ReplicatedChat
+from kame_core.serve.replicas import ReplicaCapacity, ReplicatedChat
 from kame_core.stacks.served import served_stack
 from kame_core.testing.doubles import echo_stack
 from kame_core.testing.servers import serving
@@ -29,6 +29,24 @@ def test_a_door_without_a_session_limit_holds_as_many_connections_as_its_replica
     assert connection_limit(door.max_sessions, fd_limit=1 << 20) == 512 + SESSION_HEADROOM
     stand_in = server_from(["--replicas", "2", "--max-sessions", "0"], folder)[1]
     assert isinstance(stand_in, ReplicatedChat) and stand_in.max_sessions is None  # no pool, no limit: none said
+
+
+def test_a_joined_door_holds_the_connections_its_replicas_door_set_not_its_own_flags(tmp_path: Path):
+    """``serve --door-only`` learns from replica 0 what each replica runs and how many there may be (the first door's
+    pool and scaling); its own ``--pool-size`` / ``--replicas`` no longer size it (they had to match, unchecked)."""
+    folder = {"KAME_SESSIONS_DIR": str(tmp_path)}
+    first = server_from(["--replicas", "2", "--max-replicas", "4", "--pool-size", "32", "--max-sessions", "32",
+                         *NEURAL], folder)[1]
+    assert isinstance(first, ReplicatedChat) and first.max_sessions == 32 * 4
+    said = first.spec.capacity()  # what each of its replicas answers (LiveReplica.capacity)
+    assert said == ReplicaCapacity(sessions_each=32, most_replicas=4)
+    joined = server_from(["--replicas", "1", "--door-only", "--ray-address", "auto"], folder)[1]
+    assert isinstance(joined, ReplicatedChat) and joined.replicas.joined
+    assert joined.max_sessions == 2  # its own flags, before it has asked the replicas (the stand-in's default)
+    joined.replicas.capacity = said  # as RayReplicas._join sets it from replica 0
+    assert joined.max_sessions == 32 * 4 == first.max_sessions
+    fixed = server_from(["--replicas", "3", "--max-sessions", "5"], folder)[1]
+    assert isinstance(fixed, ReplicatedChat) and fixed.spec.capacity() == ReplicaCapacity(5, 3)
 
 
 def test_a_low_soft_open_file_limit_is_raised_for_the_connections_wanted(monkeypatch: pytest.MonkeyPatch):

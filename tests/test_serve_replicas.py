@@ -304,10 +304,12 @@ def test_a_second_door_joins_the_running_replicas_and_the_two_never_admit_past_t
 
     address, _, folder = cluster
     joined = ReplicatedChat(ReplicaSpec(stack_from_cpu(small_model_openers=False), sessions_dir=folder,
-                                        max_sessions=1), 1, access=Access().bound_to("127.0.0.1"),
+                                        max_sessions=5), 1, access=Access().bound_to("127.0.0.1"),
                             address=ray.get_runtime_context().gcs_address, join=True)
     try:
         second = joined.preload()
+        # sized by what the replicas say (1 session each, 2 of them), not by its own options (5 a replica)
+        assert joined.replicas.capacity.sessions_each == 1 and joined.max_sessions == 2
         assert joined.replicas.count == 2 and [link.index for link in second.links] == [0, 1]
         assert joined.replicas.token != joined.spec.token  # the replicas' own, asked of them
         again = joined.replicas.running_links()  # what the joined door asks again and again (Ingress.follow)

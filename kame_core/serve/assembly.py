@@ -67,6 +67,7 @@ def build_server(server: ServerSettings, load: Callable[[], ServedStack], front_
     if not 0 <= gpus <= 64:
         raise ValueError(f"GPUs per replica {gpus}: a number from 0 to 64")
     spec = ReplicaSpec(load, sessions_dir=Path(server.sessions_dir), max_sessions=cap,
-                       pool_size=front_end.pool_size if front_end.neural else None, limits=limits)
+                       pool_size=front_end.pool_size if front_end.neural else None, limits=limits,
+                       most_replicas=scaling.max_replicas if scaling is not None else server.replicas)
     return ReplicatedChat(spec, server.replicas, access=access, address=replication.ray_address, gpus=gpus,
                           scaling=None if replication.door_only else scaling, join=replication.door_only)

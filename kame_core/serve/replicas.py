@@ -92,7 +92,26 @@ class ReplicaSpec:
     limits: Limits = field(default_factory=Limits)
     journal_every_s: float = 1.0
     drain_timeout_s: float = DRAIN_TIMEOUT_S
+    #: the most replicas the door that starts them may run (its scaling's maximum, else their count; None: not said)
+    most_replicas: int | None = None
     token: str = field(default_factory=lambda: secrets.token_urlsafe(24), repr=False)
+
+    @property
+    def sessions_each(self) -> int | None:
+        """Sessions one replica runs at once: its session limit, else its pool's slots (None: no limit)."""
+        return self.max_sessions if self.max_sessions is not None else self.pool_size
+
+    def capacity(self) -> ReplicaCapacity:
+        """What a door joining these replicas must know to size its connections as the first door did."""
+        return ReplicaCapacity(self.sessions_each, self.most_replicas)
+
+
+@dataclass(frozen=True)
+class ReplicaCapacity:
+    """Sessions each replica runs at once and the most replicas there may be (None: not limited / not said)."""
+
+    sessions_each: int | None
+    most_replicas: int | None
 
 
 class LiveReplica:
@@ -113,7 +132,7 @@ class LiveReplica:
         from .server import uvicorn_options
 
         self.index = index
-        self._token = spec.token
+        self._token, self._capacity = spec.token, spec.capacity()
         host = _node_address()
         hosts = LOOPBACK_HOSTS if is_loopback(host) else frozenset({f"[{host}]" if ":" in host else host})
         self.chat = ChatServer(spec.load_stack, max_sessions=spec.max_sessions,
@@ -145,6 +164,10 @@ class LiveReplica:
         """The token its websocket admits: what a door joining running replicas sends (``serve --door-only``; only
         a member of the Ray cluster can call this)."""
         return self._token
+
+    def capacity(self) -> ReplicaCapacity:
+        """Its sessions at once and the most replicas its door may run: what a joining door sizes itself by."""
+        return self._capacity
 
     def status(self) -> dict[str, Any]:
         """Where it listens, its process, its components and its readiness (:meth:`ChatServer.readiness`)."""
@@ -200,6 +223,13 @@ class ServeLink:
         """The token the replica's websocket admits (blocking: not on an event loop)."""
         return str(self._handle.door_token.remote().result(timeout_s=30))
 
+    def capacity(self) -> ReplicaCapacity:
+        """The replica's :meth:`LiveReplica.capacity` (blocking: not on an event loop)."""
+        found = self._handle.capacity.remote().result(timeout_s=30)
+        if not isinstance(found, ReplicaCapacity):
+            raise ReplicaError(f"replica {self.index} answered its capacity with {type(found).__name__}")
+        return found
+
 
 class RayReplicas:
     """``count`` replicas of ``spec`` on Ray Serve, from the launching process: :meth:`start` starts or joins Ray
@@ -226,6 +256,8 @@ class RayReplicas:
         #: a door of its own in front of replicas another door started (``serve --door-only``): :meth:`start`
         #: finds them, :meth:`close` leaves them running
         self.joined = join
+        #: what the replicas run at once, as the door that started them set it (a joining door asks replica 0)
+        self.capacity = spec.capacity()
         #: the token the replicas admit (a joining door learns it from replica 0)
         self.token = spec.token
 
@@ -279,6 +311,7 @@ class RayReplicas:
             raise ReplicaError(f"no running replicas ({APP_PREFIX}K) on the Ray cluster at {self.address}: start "
                                "them with serve --replicas N first")
         self.token = links[0].door_token()
+        self.capacity = links[0].capacity()
         return links
 
     def running_links(self) -> list[ServeLink]:
@@ -409,9 +442,13 @@ class ReplicatedChat:
     @property
     def max_sessions(self) -> int | None:
         """Sessions at once through the door: every replica's (its session limit, else its pool's slots), at the
-        most replicas (None: no limit)."""
-        per = self.spec.max_sessions if self.spec.max_sessions is not None else self.spec.pool_size
-        most = self.scaling.max_replicas if self.scaling is not None else self.replicas.count
+        most replicas (None: no limit). A joined door counts as the replicas' own door set them (asked of them at
+        :meth:`preload`), whatever its own options say."""
+        capacity = self.replicas.capacity
+        per = capacity.sessions_each
+        most = (self.scaling.max_replicas if self.scaling is not None
+                else capacity.most_replicas if self.replicas.joined and capacity.most_replicas is not None
+                else self.replicas.count)
         return None if per is None else per * most
 
     @property
