@@ -122,7 +122,7 @@ def test_the_smart_turn_floor_holds_through_an_unfinished_pause_and_lets_go_afte
     fig = timeline_figure(trace, lanes=lanes).to_plotly_json()
     line = next(t for t in fig["data"] if t.get("name") == "end-of-turn probability of the sound (log scale)")
     assert line["line"]["dash"] == "dash" and len(line["hovertext"]) == len(scores) + 1
-    assert "by the sound of the pause (Smart Turn" in line["hovertext"][0]
+    assert f"by the sound up to {scores[0].audio_to_s:.2f} s (Smart Turn" in line["hovertext"][0]
     assert not any(t.get("name") == "end-of-turn probability (log scale)" for t in fig["data"])  # no words scored
     texts = [a["text"] for a in fig["layout"]["annotations"]]
     assert "floor: smart-turn" in texts and "gives the floor at p ≥ 0.5" in texts

@@ -64,8 +64,8 @@ def floor_marks(c: Canvas) -> None:
     lo, hi = c.lanes.band(lane)
     floor = str(c.trace.config.get("floor") or "model")
     marks = [e for e in c.trace.events_of(EventKind.HOLD_START, EventKind.HOLD_END) if e.data.get("floor")]
-    scores = [(e.t, float(e.data["p_end"]), str(e.data.get("text", "")), e.data.get("by") == "audio")
-              for e in c.trace.events_of(EventKind.END_OF_TURN)
+    scores = [(e.t, float(e.data["p_end"]), str(e.data.get("text", "")), e.data.get("by") == "audio",
+               e.data.get("audio_to_s")) for e in c.trace.events_of(EventKind.END_OF_TURN)
               if isinstance(e.data.get("p_end"), (int, float))]
     c.notes.append(dict(text=f"floor: {esc(floor)}", xref=c.ax.x_domain, yref=c.ax.y, x=0.0,
                         y=hi - 0.04, xanchor="left", yanchor="top", xshift=3, showarrow=False,
@@ -98,14 +98,15 @@ def floor_marks(c: Canvas) -> None:
 
     for audio, colour, name in ((False, "#0072b2", "end-of-turn probability (log scale)"),
                                 (True, "#d55e00", "end-of-turn probability of the sound (log scale)")):
-        of = [(t, p, text) for t, p, text, by_audio in scores if by_audio is audio]
+        of = [(t, p, text, upto) for t, p, text, by_audio, upto in scores if by_audio is audio]
         if not of:
             continue
-        xs = [t for t, _, _ in of] + [c.trace.n_frames * F]
-        ys = [y_of(p) for _, p, _ in of] + [y_of(of[-1][1])]
-        hover = [f"end-of-turn p {p:.1e} by the sound of the pause (Smart Turn; words so far “"
+        xs = [t for t, *_ in of] + [c.trace.n_frames * F]
+        ys = [y_of(p) for _, p, *_ in of] + [y_of(of[-1][1])]
+        # the sound is scored where the user's audio went quiet, or at the VAD's end: say up to when it heard
+        hover = [f"end-of-turn p {p:.1e} by the sound up to {_seconds(upto)} (Smart Turn; words so far “"
                  f"{esc(wrap(text, 60))}”, {t:.2f} s)" if audio else
-                 f"end-of-turn p {p:.1e} after “{esc(wrap(text, 60))}” ({t:.2f} s)" for t, p, text in of]
+                 f"end-of-turn p {p:.1e} after “{esc(wrap(text, 60))}” ({t:.2f} s)" for t, p, text, upto in of]
         c.traces.append(dict(type="scatter", mode="lines+markers", x=xs, y=ys,
                              line=dict(shape="hv", width=1.4, color=colour, dash="dash" if audio else "solid"),
                              marker=dict(size=[5] * len(of) + [0], color=colour, symbol="diamond" if audio
@@ -126,3 +127,8 @@ def floor_marks(c: Canvas) -> None:
         c.notes.append(dict(text=f"{what}gives the floor at p ≥ {threshold:.2g}", xref=c.ax.x_domain,
                             yref=c.ax.y, x=1.0, y=y, xanchor="right", yanchor="bottom", showarrow=False,
                             font=dict(size=9, color=colour)))
+
+
+def _seconds(value: object) -> str:
+    """``value`` as seconds for a hover ("its end" when a trace from before ``audio_to_s`` has none)."""
+    return f"{float(value):.2f} s" if isinstance(value, (int, float)) and math.isfinite(value) else "its end"

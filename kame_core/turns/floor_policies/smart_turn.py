@@ -9,13 +9,14 @@ pipecat runs the model after 0.2 s of silence; scored 0.24 s into a pause it hea
 finished (``benchmarks/eot_gate_tuning.py``: 5 of 8 mid-sentence pauses released at p >= 0.5 on the tuning half,
 7 of 8 held out), and the fused floor lost its veto and gained 0.3 s of latency: the onset it is.
 
-The onset, though, is when the VAD *says* the user stopped: 0.07-0.17 s after the sound did (:mod:`..quiet_tail`),
-and a score takes 0.06-0.2 s on a busy 2-core CPU, so in real time the score of the pause came a frame or two
-after the VAD's end and ``fused`` answered ~0.16 s after the gate. So the score is asked a frame sooner, on the
-first frame whose audio has gone quiet (:data:`QUIET_ASK_S` of quiet by its level while the VAD still hears
-speech): when the VAD then confirms the pause with no loud window in between, that score (in flight or done) is
-the pause's; when the user goes on, it is dropped, and a pause the level did not foretell is scored at its onset
-as before. One such early score is in flight at a time (a stop consonant's closure can be quiet too)."""
+The onset, though, is when the VAD *says* the user stopped: 0.07-0.17 s after the sound did
+(:mod:`kame_core.turns.quiet_tail`), and a score takes 0.06-0.2 s on a busy 2-core CPU, so in real time the score of
+the pause came a frame or two after the VAD's end and ``fused`` answered ~0.16 s after the gate. So the score is
+asked a frame sooner, on the first frame whose audio has gone quiet (:data:`QUIET_ASK_S` of quiet by its level while
+the VAD still hears speech): when the VAD then confirms the pause with no loud window in between, that score (in
+flight or done) is the pause's; when the user goes on, it is dropped, and a pause the level did not foretell is
+scored at its onset as before. One such early score is in flight at a time (a stop consonant's closure can be quiet
+too)."""
 from __future__ import annotations
 
 import dataclasses
