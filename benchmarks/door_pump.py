@@ -19,7 +19,9 @@ answers). Per N, for ``--seconds`` each:
 The ceiling is the most sessions one door process carries before it adds 5 ms at p99 or uses a whole core. On a
 machine with few cores the clients and replicas compete with the door: the figures are this machine's.
 
-Usage: ``python benchmarks/door_pump.py [--sessions 50 100 200] [--replicas 4] [--seconds 10] [--door-ws auto]``
+Usage: ``python benchmarks/door_pump.py [--sessions 50 100 200] [--replicas 4] [--seconds 10] [--door-ws auto]
+[--procs 1] [--json FILE]`` (``--procs``: client processes, and replica processes up to one a replica; the GPU
+check runs it at 500 and 1,000 sessions on the device machine's 16 cores: ``benchmarks/device/check.py``)
 
 Measured (2026-12-04, 2 cores, uvloop, no deflate; clients, replicas and door share the cores): 1.3-2.0 ms of door
 CPU per session-second from 50 to 400 sessions, +0.2-1.4 ms p50 and +1.1-2.8 ms p99 up to 200 sessions (a third of
@@ -39,6 +41,7 @@ import subprocess
 import sys
 import time
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -146,9 +149,18 @@ async def clients(urls: list[str], seconds: float) -> dict[str, Any]:
                                      for i, url in enumerate(urls)), return_exceptions=True)
     failed = [r for r in results if isinstance(r, BaseException)]
     done = [r for r in results if not isinstance(r, BaseException)]
-    trips = np.array([t for _, ts in done for t in ts]) * 1000
-    return {"sent": sum(s for s, _ in done), "received": int(len(trips)), "failed": len(failed),
+    return {"sent": sum(s for s, _ in done), "failed": len(failed),
             "first_failure": repr(failed[0])[:200] if failed else "",
+            "trips_ms": [round(t * 1000, 3) for _, ts in done for t in ts]}
+
+
+def merged(parts: list[dict[str, Any]]) -> dict[str, Any]:
+    """Several client processes' figures as one: messages sent and received, failed sessions, p50 / p99 round
+    trip (ms) over every message."""
+    trips = np.array([t for part in parts for t in part["trips_ms"]], dtype=np.float64)
+    failures = [part["first_failure"] for part in parts if part["first_failure"]]
+    return {"sent": sum(part["sent"] for part in parts), "received": int(len(trips)),
+            "failed": sum(part["failed"] for part in parts), "first_failure": failures[0] if failures else "",
             "p50_ms": float(np.percentile(trips, 50)) if len(trips) else None,
             "p99_ms": float(np.percentile(trips, 99)) if len(trips) else None}
 
@@ -169,23 +181,32 @@ def wait_listening(port: int, timeout_s: float = 20.0) -> None:
         time.sleep(0.1)
 
 
-def run_clients(urls: list[str], seconds: float, door_pid: int | None = None) -> tuple[dict[str, Any], float]:
-    """The clients' figures, and the door's CPU seconds per wall second while every session streamed (0 without
+def run_clients(urls: list[str], seconds: float, door_pid: int | None = None,
+                procs: int = 1) -> tuple[dict[str, Any], float]:
+    """The clients' figures (``procs`` processes, the sessions dealt out between them, so that no client process
+    is the bottleneck), and the door's CPU seconds per wall second while every session streamed (0 without
     ``door_pid``)."""
-    clients = subprocess.Popen([sys.executable, HERE, "--role", "clients", "--seconds", str(seconds), *urls],
-                               stdout=subprocess.PIPE, text=True)
-    assert clients.stdout is not None
+    shares = [urls[k::procs] for k in range(max(1, min(procs, len(urls))))]
+    started = [subprocess.Popen([sys.executable, HERE, "--role", "clients", "--seconds", str(seconds), *part],
+                                stdout=subprocess.PIPE, text=True) for part in shares]
+    firsts = []
+    for process in started:  # each says "steady" once its sessions all stream
+        assert process.stdout is not None
+        firsts.append(process.stdout.readline())
     share = 0.0
-    line = clients.stdout.readline()
-    if line.strip() == "steady" and door_pid is not None:
+    if all(line.strip() == "steady" for line in firsts) and door_pid is not None:
         window = max(1.0, seconds - 1.5)  # the first session stops ~1 s after the last one started
         before, t0 = cpu_s(door_pid), time.monotonic()
         time.sleep(window)
         share = (cpu_s(door_pid) - before) / (time.monotonic() - t0)
-    rest = clients.stdout.read()
-    if clients.wait(seconds + 120) != 0:
-        raise RuntimeError(f"the clients failed ({clients.returncode})")
-    return dict(json.loads((line + rest).strip().splitlines()[-1])), share
+    parts = []
+    for process, first in zip(started, firsts, strict=True):
+        assert process.stdout is not None
+        rest = process.stdout.read()
+        if process.wait(seconds + 120) != 0:
+            raise RuntimeError(f"the clients failed ({process.returncode})")
+        parts.append(dict(json.loads((first + rest).strip().splitlines()[-1])))
+    return merged(parts), share
 
 
 def cpu_s(pid: int) -> float:
@@ -202,6 +223,10 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=10.0)
     parser.add_argument("--door-ws", default="auto", help="uvicorn's websocket implementation for the door "
                         "(auto, websockets, websockets-sansio, wsproto)")
+    parser.add_argument("--procs", type=int, default=1,
+                        help="client processes (and replica processes, at most one a replica): on a machine with "
+                        "cores to spare, enough that neither the clients nor the replicas limit the door")
+    parser.add_argument("--json", type=Path, default=None, help="also write the rows here")
     parser.add_argument("--role", choices=["main", "replicas", "door", "clients"], default="main")
     parser.add_argument("--port", type=int, default=0)
     parser.add_argument("rest", nargs="*")
@@ -218,24 +243,29 @@ def main() -> None:
 
     from kame_core.testing.servers import free_port
 
+    if args.procs < 1 or args.replicas < 1 or min(args.sessions) < 1:
+        parser.error("--procs, --replicas and every --sessions count must be at least 1")
     replica_ports = [free_port() for _ in range(args.replicas)]
     door_port = free_port()
-    started = [start_role("--role", "replicas", *map(str, replica_ports)),
+    groups = [replica_ports[k::args.procs] for k in range(min(args.procs, args.replicas))]
+    started = [*(start_role("--role", "replicas", *map(str, group)) for group in groups),
                start_role("--role", "door", "--port", str(door_port), "--door-ws", args.door_ws,
-                      "--sessions", *map(str, args.sessions), "--",
-                      *map(str, replica_ports))]
+                          "--sessions", *map(str, args.sessions), "--", *map(str, replica_ports))]
+    door_process = started[-1]
+    rows: list[dict[str, Any]] = []
     try:
         for port in [*replica_ports, door_port]:
             wait_listening(port)
-        print(f"cores {os.cpu_count()}; {args.replicas} stand-in replicas; {args.seconds:.0f} s per run; "
-              f"{MESSAGE_BYTES}-byte messages every {PERIOD_S * 1000:.0f} ms each way")
+        print(f"cores {os.cpu_count()}; {args.replicas} stand-in replicas in {len(groups)} process(es), clients in "
+              f"{args.procs}; {args.seconds:.0f} s per run; {MESSAGE_BYTES}-byte messages every "
+              f"{PERIOD_S * 1000:.0f} ms each way")
         print(f"{'sessions':>8} | {'door CPU ms/session-s':>21} | {'door core %':>11} | {'direct p50/p99 ms':>17} | "
               f"{'door p50/p99 ms':>15} | {'added p50/p99 ms':>16} | lost")
         for n in args.sessions:
             direct, _ = run_clients([f"ws://127.0.0.1:{replica_ports[i % args.replicas]}/api/chat"
-                                      for i in range(n)], args.seconds)
+                                      for i in range(n)], args.seconds, procs=args.procs)
             through, share = run_clients([f"ws://127.0.0.1:{door_port}/api/chat"] * n, args.seconds,
-                                          started[1].pid)
+                                          door_process.pid, procs=args.procs)
             lost = (direct["sent"] - direct["received"], through["sent"] - through["received"])
             failed = f" (failed sessions: direct {direct['failed']}, door {through['failed']}: " \
                      f"{through['first_failure'] or direct['first_failure']})" \
@@ -245,6 +275,15 @@ def main() -> None:
                   f"{through['p99_ms']:>6.2f} | {through['p50_ms'] - direct['p50_ms']:>7.2f} / "
                   f"{through['p99_ms'] - direct['p99_ms']:>6.2f} | direct {lost[0]}, door {lost[1]}{failed}",
                   flush=True)
+            rows.append({"sessions": n, "door_cpu_ms_per_session_s": round(share * 1000 / n, 3),
+                         "door_core_share": round(share, 3), "direct": direct, "door": through,
+                         "added_p50_ms": round(through["p50_ms"] - direct["p50_ms"], 3),
+                         "added_p99_ms": round(through["p99_ms"] - direct["p99_ms"], 3),
+                         "lost": {"direct": lost[0], "door": lost[1]}})
+            if args.json is not None:
+                args.json.write_text(json.dumps({"cores": os.cpu_count(), "replicas": args.replicas,
+                                                 "procs": args.procs, "seconds": args.seconds, "rows": rows},
+                                                indent=1))
     finally:
         for process in started:
             process.terminate()

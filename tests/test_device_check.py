@@ -20,7 +20,7 @@ def test_the_device_check_rehearses_on_cpu(tmp_path: Path) -> None:
     report = json.loads((tmp_path / "device_check.json").read_text())
     assert report["environment"]["torch"] and report["weights"].startswith("random")
     stages = report["stages"]
-    assert list(stages) == ["cuda_tests", "sessions_bf16", "sessions_fp8", "kv_growth", "live_server"]
+    assert list(stages) == ["cuda_tests", "sessions_bf16", "sessions_fp8", "kv_growth", "live_server", "door_pump"]
     assert all(stage["status"] == "ok" for stage in stages.values())
     assert stages["cuda_tests"]["results"]["tests"] >= 1 and not stages["cuda_tests"]["results"]["failed"]
     for name in ("sessions_bf16", "sessions_fp8", "kv_growth"):
@@ -33,6 +33,9 @@ def test_the_device_check_rehearses_on_cpu(tmp_path: Path) -> None:
     live = stages["live_server"]["results"]
     assert "random weights" in live["front_end"] and "scripted STT" in live["doubles"]
     assert [r["n"] for r in live["rounds"]] == [1, 2] and all(r["frames"] > 0 for r in live["rounds"])
+    pump = stages["door_pump"]["results"]
+    assert [r["sessions"] for r in pump["rows"]] == [4] and pump["rows"][0]["lost"] == {"direct": 0, "door": 0}
+    assert pump["rows"][0]["door_cpu_ms_per_session_s"] > 0
 
 
 def test_live_server_variants_are_checked_before_any_model_loads() -> None:

@@ -17,7 +17,11 @@ times out still leaves the others' figures. Stages:
 * ``live_server``: the real ``/api/chat`` server on the 7B pool with N = 1, 16, 32, 48, 64 protocol clients in
   real time, 29 ms apart (:mod:`benchmarks.device.live_server`; scripted STT and oracle LLM, labelled so), at a
   1500-frame window reserved whole (64 sessions fit an H100; no growth stalls): missed deadlines, onsets, the
-  pool's step.
+  pool's step;
+* ``door_pump``: the replicas' door (``benchmarks/door_pump.py``) pumping 500 and 1,000 real-time sessions to 8
+  stand-in replicas, the clients and replicas in 4 processes each beside it on the machine's 16 cores (on 2 cores
+  they compete with the door): its CPU per session-second, its share of a core and the delay it adds (issue 47's
+  1,000 sessions through one door process at <= 5 ms added p99). No GPU, no models.
 
 Random weights everywhere (speed and memory, never quality). Not here: the shared Whisper STT at 8 / 16 / 32
 sessions (Whisper-base's files, ~140 MB, exceed the 64 MiB carry).
@@ -102,10 +106,13 @@ def stages(args: argparse.Namespace) -> list[tuple[str, list[str], float]]:
     big = ("1,2", "1,2", "1,2") if args.tiny else ("32,40,48,56,64", "64", "32")
     tests = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--junitxml",
              str(args.out / "cuda_tests.xml"), *CUDA_TESTS]
-    share = {"cuda_tests": 0.18, "sessions_bf16": 0.18, "sessions_fp8": 0.2, "kv_growth": 0.14, "live_server": 0.3}
+    share = {"cuda_tests": 0.16, "sessions_bf16": 0.17, "sessions_fp8": 0.17, "kv_growth": 0.13, "live_server": 0.25,
+             "door_pump": 0.12}
     live = ["--weights", "random:tiny", "--device", "cpu", "--ns", "1,2", "--tail-s", "2"] if args.tiny else \
         ["--weights", "random:moshi-7b", "--device", "cuda", "--ns", "1,16,32,48,64", "--kv-frames", "1500",
          "--kv-grow-frames", "0"]
+    pump = ["--sessions", "4", "--replicas", "2", "--seconds", "2"] if args.tiny else \
+        ["--sessions", "500", "1000", "--replicas", "8", "--seconds", "6", "--procs", "4"]
     plan = [
         ("cuda_tests", tests),
         ("sessions_bf16", step_stage(args, "sessions_bf16", big[0],
@@ -117,6 +124,7 @@ def stages(args: argparse.Namespace) -> list[tuple[str, list[str], float]]:
                                                               "2" if args.tiny else "50"])),
         ("live_server", [sys.executable, "-m", "benchmarks.device.live_server", *live,
                          "--json", str(args.out / "live_server.json")]),
+        ("door_pump", [sys.executable, "benchmarks/door_pump.py", *pump, "--json", str(args.out / "door_pump.json")]),
     ]
     return [(name, argv, args.budget_s * share[name]) for name, argv in plan]
 
@@ -131,6 +139,11 @@ def stage_results(name: str, out: Path) -> dict[str, Any]:
     raw = json.loads(path.read_text())
     if name == "live_server":
         return raw
+    if name == "door_pump":
+        return {"cores": raw["cores"], "rows": [{k: row[k] for k in ("sessions", "door_cpu_ms_per_session_s",
+                                                                       "door_core_share", "added_p50_ms",
+                                                                       "added_p99_ms", "lost")}
+                                                 for row in raw["rows"]]}
     rows = []
     for row in raw["rows"]:
         if "error" in row:
