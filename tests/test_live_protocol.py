@@ -105,6 +105,9 @@ def test_handshake_first_then_a_spoken_question_is_answered_in_audio_and_text(se
     assert result.text and result.words.strip(), "inner-monologue pieces came as kind 0x02"
     partials = [e["data"]["text"] for e in result.trace_events("stt_partial") + result.trace_events("stt_final")]
     assert any("france" in p.lower() for p in partials), partials
+    # each partial says the end of the audio it was decoded from: how late it came is its time less that
+    decoded = [(e["t"], e["data"]["audio_to_s"]) for e in result.trace_events("stt_partial")]
+    assert decoded and all(0 < upto <= t for t, upto in decoded), decoded
     assert result.trace_events("llm_request_start"), "the oracle LLM was asked"
     assert result.of_type("turn_onset"), "the delay before the assistant started is reported"
     saved = result.saved()

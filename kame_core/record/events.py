@@ -101,10 +101,12 @@ def _payload(cls: type[P]) -> type[P]:
 @_payload
 @dataclass(frozen=True, kw_only=True)
 class SttPartial(Payload):
-    """A partial (still changing) transcript of the user's current utterance."""
+    """A partial (still changing) transcript of the user's current utterance (``audio_to_s``: the end of the audio
+    it was decoded from, in the user's audio; the event's time less it is how late the transcript came)."""
 
     kind: ClassVar[EventKind] = EventKind.STT_PARTIAL
     text: str = required(S.text)
+    audio_to_s: float | None = absent_or(S.time_s)
 
 
 @_payload

@@ -20,6 +20,7 @@ virtual clock, from a recording or from a live source that never ends.
 from __future__ import annotations
 
 import asyncio
+import math
 from collections.abc import Coroutine
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -281,9 +282,15 @@ class SessionDriver:
         elif event.kind == "partial":
             conversation.on_partial(event.text)
             session.transcript_t = now
-            trace.record(now, ev.SttPartial(text=event.text))
+            trace.record(now, ev.SttPartial(text=event.text, audio_to_s=_seconds_or_none(event.end)))
         elif event.kind == "final":
             conversation.on_final(event.text)
             session.transcript_t = now
             trace.record(now, ev.SttFinal(text=event.text,
                                           words=[[w.text, round(w.start, 3), round(w.end, 3)] for w in event.words]))
+
+
+def _seconds_or_none(value: float) -> float | None:
+    """A partial's audio end for the trace (ms precision); None where the STT gave none (0: a scripted STT's
+    default, as no partial ends at the audio's start) or a non-finite one."""
+    return round(float(value), 3) if math.isfinite(value) and value > 0 else None
