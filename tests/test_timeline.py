@@ -96,6 +96,12 @@ def test_events_lane_shows_stt_llm_and_resets_with_hover_details(kame):
     (partial_trace,) = traces_named(fig, "STT partial")
     assert len(partial_trace.x) == len(partials)
     assert partials[-1].data["text"] in plain(partial_trace.hovertext[-1])
+    assert all("decoded from" not in h for h in partial_trace.hovertext)  # a trace from before audio_to_s
+    timed = copy.deepcopy(kame)
+    for event in timed.events_of(EventKind.STT_PARTIAL):
+        event.data["audio_to_s"] = round(event.t - 0.31, 3)  # as the session records it now
+    (late,) = traces_named(timeline_figure(timed), "STT partial")
+    assert f"decoded from the audio up to {partials[0].t - 0.31:.2f} s (0.31 s later)" in late.hovertext[0]
     (final_trace,) = traces_named(fig, "STT final")
     assert MOUNTAIN_QUESTION in plain(final_trace.hovertext[0])
     starts = kame.events_of(EventKind.LLM_REQUEST_START)

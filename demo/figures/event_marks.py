@@ -40,7 +40,11 @@ def event_marks(c: Canvas) -> None:
         return f"<br>“{wrap(text)}”" if text.strip() else ""
 
     stt, llm_row, resets_row = c.row("stt"), c.row("llm"), c.row("resets")
-    markers("STT partial", [(e.t, stt, f"<b>STT partial</b> · {e.t:.2f} s{quoted(p.text)}")
+    def decoded(upto: float | None, t: float) -> str:  # traces from before audio_to_s have none
+        return "" if upto is None else f" · decoded from the audio up to {upto:.2f} s ({t - upto:.2f} s later)"
+
+    markers("STT partial", [(e.t, stt, f"<b>STT partial</b> · {e.t:.2f} s{decoded(p.audio_to_s, e.t)}"
+                                       f"{quoted(p.text)}")
                             for e, p in payloads(trace, SttPartial, lenient=True)], "circle", SKY, 7, hollow=True)
     markers("STT final", [(e.t, stt, f"<b>STT final</b> · {e.t:.2f} s{quoted(p.text)}")
                           for e, p in payloads(trace, SttFinal, lenient=True)], "circle", BLUE, 9)
