@@ -282,7 +282,9 @@ class SessionDriver:
         elif event.kind == "partial":
             conversation.on_partial(event.text)
             session.transcript_t = now
-            trace.record(now, ev.SttPartial(text=event.text, audio_to_s=_seconds_or_none(event.end)))
+            decoded_to = _seconds_or_none(event.end)  # left out, not null, where the STT gave none
+            trace.record(now, ev.SttPartial(text=event.text) if decoded_to is None
+                         else ev.SttPartial(text=event.text, audio_to_s=decoded_to))
         elif event.kind == "final":
             conversation.on_final(event.text)
             session.transcript_t = now
