@@ -445,11 +445,10 @@ class ReplicatedChat:
         most replicas (None: no limit). A joined door counts as the replicas' own door set them (asked of them at
         :meth:`preload`), whatever its own options say."""
         capacity = self.replicas.capacity
-        per = capacity.sessions_each
-        most = (self.scaling.max_replicas if self.scaling is not None
-                else capacity.most_replicas if self.replicas.joined and capacity.most_replicas is not None
-                else self.replicas.count)
-        return None if per is None else per * most
+        most = self.scaling.max_replicas if self.scaling is not None else self.replicas.count
+        if self.replicas.joined and capacity.most_replicas is not None:
+            most = capacity.most_replicas  # the first door's scaling, which a joined door follows
+        return None if capacity.sessions_each is None else capacity.sessions_each * most
 
     @property
     def sessions_dir(self) -> Path:

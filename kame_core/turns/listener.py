@@ -26,16 +26,18 @@ VAD_RATE = 16000
 
 class UserFloor:
     """Follows the user's voice frame by frame (one instance per session). ``keep_s``: also keep the last that
-    many seconds of the user's audio as heard (16 kHz, :meth:`recent`), for a policy that scores the sound."""
+    many seconds of the user's audio as heard (16 kHz, :meth:`recent`), for a policy that scores the sound;
+    ``track_quiet``: also follow how long it has been quiet by its level (:attr:`quiet_s`), for a policy that scores
+    it ahead of the VAD's end (the others' frames skip that work)."""
 
-    def __init__(self, config: TurnConfig | None = None, keep_s: float = 0.0) -> None:
+    def __init__(self, config: TurnConfig | None = None, keep_s: float = 0.0, track_quiet: bool = False) -> None:
         from ..stt.vad import StreamingSileroVAD, VadConfig
 
         self.voice = UserTurnTracker(config or TurnConfig())
         self._thresholds = VadConfig()
         self._vad = StreamingSileroVAD()
         self._resampler = StreamResampler(SAMPLE_RATE, VAD_RATE)
-        self._quiet = QuietTail(SAMPLE_RATE)
+        self._quiet = QuietTail(SAMPLE_RATE) if track_quiet else None
         self._keep = max(0, int(keep_s * VAD_RATE))
         self._chunks: deque[np.ndarray] = deque()  # the audio heard, oldest first, at least ``keep_s`` when it can be
         self._kept = 0
@@ -49,7 +51,8 @@ class UserFloor:
     def hear(self, user_frame: np.ndarray, frame_end_s: float) -> None:
         """Feed the user's frame that ends at ``frame_end_s`` (session time)."""
         vad, voice = self._thresholds, self.voice
-        self._quiet.hear(user_frame)
+        if self._quiet is not None:
+            self._quiet.hear(user_frame)
         audio = self._resampler.push(user_frame)
         if self._keep and len(audio):
             self._chunks.append(audio)
@@ -65,8 +68,8 @@ class UserFloor:
     @property
     def quiet_s(self) -> float:
         """Seconds the user's audio has been quiet by its level (:mod:`.quiet_tail`): a candidate end the VAD has
-        not confirmed yet (0 while the last 10 ms are loud)."""
-        return self._quiet.quiet_s
+        not confirmed yet (0 while the last 10 ms are loud, and always 0 unless made with ``track_quiet``)."""
+        return self._quiet.quiet_s if self._quiet is not None else 0.0
 
     def silence_s(self, now_s: float) -> float | None:
         """Seconds since the user last stopped speaking (None while they speak or before they spoke)."""

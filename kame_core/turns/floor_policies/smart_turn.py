@@ -46,7 +46,7 @@ class SmartTurnFloor(FloorPolicy):
 
     def __init__(self, config: EndOfTurnConfig | None = None) -> None:
         self.config = config or SMART_TURN_CONFIG
-        self.listener = UserFloor(keep_s=WINDOW_S)
+        self.listener = UserFloor(keep_s=WINDOW_S, track_quiet=True)
         self._heard_to = 0.0  # the end of the latest frame heard
         self._early: float | None = None  # the early score of a quiet the VAD has not confirmed (its audio's end)
         self._early_p = math.nan  # its probability (NaN until scored)
